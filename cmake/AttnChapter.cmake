@@ -1,0 +1,110 @@
+# attn_add_chapter(): everything one chapter needs, in one call.
+#
+#   attn_add_chapter(NN name
+#     [SOURCES  file...]      chapter code the book presents but learners do not write (data, fast kernels);
+#                             compiled once into chNN_name_core. It must not call the chapter's contract.
+#     [CUDA_SOURCES file...]  .cu files, built only when CUDA was found (see the top-level CMakeLists.txt)
+#     [DEPENDS  NN_name...]   earlier chapters whose *solutions* this chapter builds on
+#     [LIBS     target...])   further libraries (for example CUDA::cublas)
+#
+# For chapter 01 intuition it makes:
+#   ch01_intuition_core        the chapter's own sources (or an interface target when there are none)
+#   ch01_intuition_solution    solutions/01_intuition/intuition.cpp   the reference answers
+#   ch01_intuition_exercise    exercises/01_intuition/intuition.cpp   the learner's skeleton
+#   ch01_intuition             the chapter executable, linked with the solutions
+#   ch01_intuition_exercise_run  ... the same program linked with the learner's code (bin/ch01_intuition_exercise)
+#   ch01_intuition_{solution,exercise}_test  tests/01_intuition_test.cpp compiled once, linked per track,
+#                              registered with ctest as "solution:<case>" / "exercise:<case>",
+#                              labelled with the track and "ch01".
+#   attn_book_chapters         (a list) the book runs every chapter executable with --book DIR
+# Both tracks see the same header chapters/01_intuition/intuition.hpp, the chapter's contract.
+# A chapter's exercise library builds on the solutions of the chapters before it, so a learner's
+# chapter N depends only on their own chapter N.
+function(attn_add_chapter NN name)
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "SOURCES;CUDA_SOURCES;DEPENDS;LIBS")
+  set(stem ${NN}_${name})
+  set(ch ch${NN}_${name})
+  set(root ${PROJECT_SOURCE_DIR})
+  foreach(required chapters/${stem}/${name}.hpp chapters/${stem}/main.cpp exercises/${stem}/${name}.cpp
+                   solutions/${stem}/${name}.cpp tests/${stem}_test.cpp exercises/${stem}/HINTS.md)
+    if(NOT EXISTS ${root}/${required})
+      message(FATAL_ERROR "attn_add_chapter(${NN} ${name}): ${required} is missing")
+    endif()
+  endforeach()
+
+  set(deps "")
+  foreach(dep IN LISTS ARG_DEPENDS)
+    list(APPEND deps ch${dep}_solution)
+  endforeach()
+
+  # --- what the chapter presents but does not ask for: compiled once, shared by both tracks ---
+  set(sources ${ARG_SOURCES})
+  if(ATTN_HAVE_CUDA)
+    list(APPEND sources ${ARG_CUDA_SOURCES})
+  elseif(ARG_CUDA_SOURCES)
+    message(STATUS "attn: ${ch}: CUDA sources skipped (no CUDA compiler)")
+  endif()
+  if(sources)
+    add_library(${ch}_core STATIC ${sources})
+    attn_strict_warnings(${ch}_core)
+    attn_use_pch(${ch}_core)
+    target_include_directories(${ch}_core PUBLIC ${root}/chapters)
+    target_link_libraries(${ch}_core PUBLIC attn_common ${deps} ${ARG_LIBS})
+  else()
+    add_library(${ch}_core INTERFACE)
+    target_include_directories(${ch}_core INTERFACE ${root}/chapters)
+    target_link_libraries(${ch}_core INTERFACE attn_common ${deps} ${ARG_LIBS})
+  endif()
+  target_compile_definitions(${ch}_core INTERFACE ATTN_HAVE_CUDA=$<BOOL:${ATTN_HAVE_CUDA}>)
+
+  # --- the two tracks: one library each, the same contract ---
+  foreach(track solution exercise)
+    add_library(${ch}_${track} STATIC ${root}/${track}s/${stem}/${name}.cpp)
+    target_link_libraries(${ch}_${track} PUBLIC ${ch}_core)
+    attn_use_pch(${ch}_${track})
+    if(track STREQUAL "exercise")
+      attn_learner_warnings(${ch}_${track})
+    else()
+      attn_strict_warnings(${ch}_${track})
+    endif()
+  endforeach()
+
+  # --- the executable: main.cpp compiled once, linked against each track ---
+  add_library(${ch}_main OBJECT ${root}/chapters/${stem}/main.cpp)
+  target_link_libraries(${ch}_main PUBLIC ${ch}_core)
+  attn_strict_warnings(${ch}_main)
+  attn_use_pch(${ch}_main)
+  target_compile_definitions(${ch}_main PRIVATE ATTN_CHAPTER_STEM="${stem}")
+  add_executable(${ch} $<TARGET_OBJECTS:${ch}_main>)
+  target_link_libraries(${ch} PRIVATE ${ch}_main ${ch}_solution)
+  add_executable(${ch}_exercise_run $<TARGET_OBJECTS:${ch}_main>)
+  target_link_libraries(${ch}_exercise_run PRIVATE ${ch}_main ${ch}_exercise)
+  set_target_properties(${ch}_exercise_run PROPERTIES OUTPUT_NAME ${ch}_exercise)
+
+  # --- the tests: compiled once, linked per track, compared with tests/oracle only ---
+  add_library(${ch}_test_cases OBJECT ${root}/tests/${stem}_test.cpp)
+  target_link_libraries(${ch}_test_cases PUBLIC ${ch}_core attn_test_support)
+  attn_strict_warnings(${ch}_test_cases)
+  attn_use_pch(${ch}_test_cases)
+  foreach(track solution exercise)
+    set(test_exe ${ch}_${track}_test)
+    add_executable(${test_exe} $<TARGET_OBJECTS:${ch}_test_cases>)
+    target_link_libraries(${test_exe} PRIVATE ${ch}_test_cases ${ch}_${track} attn_test_main)
+    doctest_discover_tests(${test_exe} TEST_PREFIX "${track}:" TEST_LIST ${test_exe}_CASES)
+    # Label every discovered case with its track and chapter (ctest -L solution, ctest -L ch01).
+    # This runs in ctest after doctest's own include file has listed the cases.
+    set(label_file ${CMAKE_CURRENT_BINARY_DIR}/${test_exe}_labels.cmake)
+    file(WRITE ${label_file}
+      "if(DEFINED ${test_exe}_CASES)\n"
+      "  set_tests_properties(\${${test_exe}_CASES} PROPERTIES LABELS \"${track};ch${NN}\")\n"
+      "endif()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${label_file})
+  endforeach()
+  add_dependencies(attn_exercise_tests ${ch}_exercise_test)
+  add_dependencies(attn_solution_tests ${ch}_solution_test)
+
+  set_property(GLOBAL APPEND PROPERTY ATTN_CHAPTERS ${ch})
+endfunction()
+
+add_custom_target(attn_exercise_tests)
+add_custom_target(attn_solution_tests)

@@ -1,0 +1,24 @@
+# Warning and sanitizer flags, applied per target so system headers (xtensor, fmt) stay quiet.
+
+# attn_strict_warnings(target): the course's own code: loud, and errors when ATTN_WERROR is ON.
+# GCC 12's -Wmaybe-uninitialized fires inside xtl/xtensor templates inlined at -O3 (false positives in
+# system headers that -isystem cannot silence): it stays off; ASan/UBSan and the tests catch the real thing.
+set(ATTN_WARNINGS -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Wno-maybe-uninitialized)
+
+function(attn_strict_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:${ATTN_WARNINGS}>
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${ATTN_WERROR}>>:-Werror>)
+endfunction()
+
+# attn_learner_warnings(target): the reader's exercises: the same warnings, never errors, and an unused
+# parameter is no warning (every skeleton has them until it is written).
+function(attn_learner_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:${ATTN_WARNINGS} -Wno-unused-parameter>)
+endfunction()
+
+if(ATTN_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()

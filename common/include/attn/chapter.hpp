@@ -1,0 +1,61 @@
+/// \file
+/// attn::Chapter: the frame of every chapter executable. It parses the command line (CLI11), turns bad
+/// input into a clear message and exit status 2, runs the chapter's story, captures it for the book,
+/// and runs the chapter's Google Benchmarks for `chNN_name bench`.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace attn {
+
+/// Exit statuses shared by every chapter executable.
+enum ExitStatus : int {
+  kExitOk = 0,
+  kExitError = 1,           ///< something went wrong that is not the reader's input
+  kExitUsage = 2,           ///< bad command line or bad input: the message says what
+  kExitNotImplemented = 3,  ///< the exercise track ran a function the learner has not written yet
+};
+
+/// One chapter executable. Typical use in main.cpp:
+/// \code
+/// attn::Chapter chapter("ch01_intuition", "Knowing where to look");
+/// chapter.cli().add_option("--sentence", sentence, "...");
+/// return chapter.run(argc, argv, [&] { tell_the_story(chapter); });
+/// \endcode
+/// Every chapter accepts `--book DIR` (write the output and the figures into DIR, without colour or
+/// timings: the book includes them), `--figures DIR` (also write the SVG figures there) and `--no-color`.
+/// `chNN_name bench [google benchmark flags]` runs the benchmarks registered in the executable.
+class Chapter {
+ public:
+  Chapter(std::string name, std::string title);
+
+  /// The command line, for the chapter to add its own options before run().
+  CLI::App& cli() { return app_; }
+
+  /// Parses \p argv and runs \p story. Returns the process's exit status (see ExitStatus); never throws.
+  int run(int argc, char** argv, const std::function<void()>& story);
+
+  /// True while the book captures the output: no colour, no wall-clock times, no progress lines.
+  bool book_mode() const { return book_dir_.has_value(); }
+
+  /// Where to write the figure \p file_name, or nothing when the run writes no figures.
+  std::optional<std::string> figure_path(const std::string& file_name) const;
+
+  /// Tells the reader a figure was written (not in the book's captured text, where it would be noise).
+  void announce_figure(const std::string& path) const;
+
+ private:
+  int run_benchmarks(int argc, char** argv);
+
+  std::string name_;
+  CLI::App app_;
+  std::optional<std::string> book_dir_;
+  std::optional<std::string> figures_dir_;
+  bool no_color_ = false;
+};
+
+}  // namespace attn

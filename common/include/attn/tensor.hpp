@@ -1,0 +1,54 @@
+/// \file
+/// Tensor types of the course, and the only place that includes xtensor (a later xtensor is a
+/// one-file change). Shapes are row-major: a sequence is (n, d), heads are (h, n, d_k).
+///
+/// A pitfall of xtensor 0.24 that every chapter avoids: expressions are lazy, and a reducer kept as
+/// `auto` (`auto m = xt::amax(s, {1}, xt::keep_dims); xt::exp(s - m)`) can read freed memory. Assign
+/// every reduction, and every value used twice, to a concrete attn::Matrix / attn::Vector.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xbuilder.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xsort.hpp>
+#include <xtensor/xtensor.hpp>
+#include <xtensor/xview.hpp>
+#include <xtensor-blas/xlinalg.hpp>
+
+namespace attn {
+
+using Vector = xt::xtensor<float, 1>;    ///< (n)
+using Matrix = xt::xtensor<float, 2>;    ///< (rows, cols), row-major
+using Tensor3 = xt::xtensor<float, 3>;   ///< (h, n, d_k), row-major
+using MatrixD = xt::xtensor<double, 2>;  ///< float64 twin, for sums that must not lose digits
+
+/// The shape of any xtensor expression as text, e.g. "(5, 8)", for error messages.
+template <class E>
+std::string shape_str(const E& e) {
+  std::string s = "(";
+  const auto& shape = e.shape();
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    s += std::to_string(shape[i]);
+    if (i + 1 < shape.size()) s += ", ";
+  }
+  return s + ")";
+}
+
+/// Throws std::invalid_argument with \p message when \p ok is false. The message should name the
+/// function and the shapes involved: "attention_weights: q is (4) but K is (5, 6)".
+void require(bool ok, const std::string& message);
+
+/// Throws std::invalid_argument naming the first non-finite element of \p values (NaN or ±Inf), e.g.
+/// "softmax: logits[2] is nan". \p allow_minus_inf lets -inf through, the course's encoding of "masked".
+void require_finite(const char* where, const char* what, const float* values, std::size_t count,
+                    bool allow_minus_inf = false);
+
+/// Sets OpenBLAS's thread count. Chapters that run their own threads call it so that the two never
+/// oversubscribe the cores.
+void set_blas_threads(int threads);
+
+}  // namespace attn

@@ -1,0 +1,166 @@
+// Terminal output: colour detection, display widths, tables and heat maps.
+#include "attn/print.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+#include <fmt/color.h>
+#include <fmt/format.h>
+
+namespace attn {
+namespace {
+
+std::optional<bool> forced_color;
+
+// Decodes one UTF-8 code point starting at text[i] and advances i; invalid bytes count as one column.
+char32_t next_code_point(std::string_view text, std::size_t& i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char c = byte(i);
+  int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+  char32_t cp = extra == 0 ? c : extra == 1 ? (c & 0x1Fu) : extra == 2 ? (c & 0x0Fu) : (c & 0x07u);
+  ++i;
+  for (; extra > 0 && i < text.size(); --extra, ++i) cp = (cp << 6) | (byte(i) & 0x3Fu);
+  return cp;
+}
+
+bool is_wide(char32_t cp) {
+  // The East Asian Wide and Fullwidth blocks the course's text can contain (CJK, Hangul, fullwidth forms).
+  return (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0xA4CF) || (cp >= 0xAC00 && cp <= 0xD7A3) ||
+         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
+         (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x20000 && cp <= 0x3FFFD);
+}
+
+std::string pad(std::string_view text, std::size_t width, bool left) {
+  const std::size_t w = display_width(text);
+  const std::string fill(width > w ? width - w : 0, ' ');
+  return left ? std::string(text) + fill : fill + std::string(text);
+}
+
+}  // namespace
+
+bool color_enabled() {
+  if (forced_color) return *forced_color;
+  const char* no_color = std::getenv("NO_COLOR");
+  return isatty(STDOUT_FILENO) != 0 && (no_color == nullptr || *no_color == '\0');
+}
+
+void set_color(bool on) { forced_color = on; }
+
+std::size_t display_width(std::string_view text) {
+  std::size_t width = 0;
+  for (std::size_t i = 0; i < text.size();) width += is_wide(next_code_point(text, i)) ? 2 : 1;
+  return width;
+}
+
+Rgb palette(double t) {
+  // Five stops of the viridis colour map, linearly interpolated: perceptually ordered, readable in grey.
+  static constexpr std::array<std::array<double, 3>, 5> stops{{
+      {68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}}};
+  t = std::clamp(t, 0.0, 1.0) * (stops.size() - 1);
+  const auto k = std::min<std::size_t>(static_cast<std::size_t>(t), stops.size() - 2);
+  const double f = t - static_cast<double>(k);
+  const auto mix = [&](int c) {
+    return static_cast<std::uint8_t>(std::lround(stops[k][c] + f * (stops[k + 1][c] - stops[k][c])));
+  };
+  return {mix(0), mix(1), mix(2)};
+}
+
+void heading(std::string_view title) {
+  if (color_enabled()) {
+    fmt::print(fmt::emphasis::bold | fmt::fg(fmt::terminal_color::bright_cyan), "\n== {} ==\n", title);
+  } else {
+    fmt::print("\n== {} ==\n", title);
+  }
+}
+
+Table::Table(std::vector<std::string> headers) : headers_(std::move(headers)), left_(headers_.size(), false) {
+  if (!left_.empty()) left_[0] = true;
+}
+
+Table& Table::set_left(std::size_t column) {
+  left_.at(column) = true;
+  return *this;
+}
+
+Table& Table::add_row(std::vector<std::string> cells) {
+  require(cells.size() == headers_.size(),
+          fmt::format("Table::add_row: {} cells for {} columns", cells.size(), headers_.size()));
+  rows_.push_back(std::move(cells));
+  return *this;
+}
+
+void Table::print() const {
+  std::vector<std::size_t> widths(headers_.size());
+  for (std::size_t c = 0; c < headers_.size(); ++c) {
+    widths[c] = display_width(headers_[c]);
+    for (const auto& row : rows_) widths[c] = std::max(widths[c], display_width(row[c]));
+  }
+  const auto print_row = [&](const std::vector<std::string>& cells, bool bold) {
+    std::string line;
+    for (std::size_t c = 0; c < cells.size(); ++c) line += (c ? "  " : "") + pad(cells[c], widths[c], left_[c]);
+    if (bold && color_enabled()) {
+      fmt::print(fmt::emphasis::bold, "{}\n", line);
+    } else {
+      fmt::print("{}\n", line);
+    }
+  };
+  print_row(headers_, true);
+  std::string rule;
+  for (std::size_t c = 0; c < widths.size(); ++c) rule += (c ? "  " : "") + std::string(widths[c], '-');
+  fmt::print("{}\n", rule);
+  for (const auto& row : rows_) print_row(row, false);
+}
+
+void print_heatmap(const Matrix& m, const std::vector<std::string>& row_labels,
+                   const std::vector<std::string>& col_labels, int decimals, double lo, double hi) {
+  require(m.dimension() == 2 && row_labels.size() == m.shape(0) && col_labels.size() == m.shape(1),
+          fmt::format("print_heatmap: matrix {} with {} row and {} column labels", shape_str(m),
+                      row_labels.size(), col_labels.size()));
+  const bool color = color_enabled();
+  static constexpr std::array<const char*, 5> shades{" ", "░", "▒", "▓", "█"};
+  std::size_t label_w = 0;
+  for (const auto& l : row_labels) label_w = std::max(label_w, display_width(l));
+  std::size_t cell_w = static_cast<std::size_t>(decimals) + 3 + (color ? 0 : 1);  // "-0.83" plus a glyph
+  for (const auto& l : col_labels) cell_w = std::max(cell_w, display_width(l));
+
+  fmt::print("{}", pad("", label_w, true));
+  for (const auto& l : col_labels) fmt::print(" {}", pad(l, cell_w, false));
+  fmt::print("\n");
+  for (std::size_t i = 0; i < m.shape(0); ++i) {
+    fmt::print("{}", pad(row_labels[i], label_w, true));
+    for (std::size_t j = 0; j < m.shape(1); ++j) {
+      const double v = m(i, j);
+      const double t = hi > lo ? (v - lo) / (hi - lo) : 0.0;
+      const std::string number = fmt::format("{:.{}f}", v, decimals);
+      if (color) {
+        const Rgb c = palette(t);
+        // Dark text on the bright end of the palette, light text on the dark end.
+        const bool bright = 0.299 * c.r + 0.587 * c.g + 0.114 * c.b > 140;
+        const auto style = fmt::bg(fmt::rgb(c.r, c.g, c.b)) |
+                           fmt::fg(bright ? fmt::rgb(0, 0, 0) : fmt::rgb(255, 255, 255));
+        fmt::print(" {}", fmt::format(style, "{}", pad(number, cell_w, false)));
+      } else {
+        const auto shade = static_cast<std::size_t>(std::lround(std::clamp(t, 0.0, 1.0) * 4));
+        fmt::print(" {}", pad(number + shades[shade], cell_w, false));
+      }
+    }
+    fmt::print("\n");
+  }
+}
+
+std::string bar(double fraction, int width) {
+  static constexpr std::array<const char*, 9> eighths{"", "▏", "▎", "▍", "▌", "▋", "▊", "▉", "█"};
+  const long total = std::lround(std::clamp(fraction, 0.0, 1.0) * width * 8);
+  std::string s;
+  for (long k = 0; k < total / 8; ++k) s += eighths[8];
+  s += eighths[static_cast<std::size_t>(total % 8)];
+  return s;
+}
+
+}  // namespace attn
