@@ -101,9 +101,26 @@ function(attn_add_chapter NN name)
     set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${label_file})
   endforeach()
   add_dependencies(attn_exercise_tests ${ch}_exercise_test)
-  add_dependencies(attn_solution_tests ${ch}_solution_test)
+  add_dependencies(attn_solution_tests ${ch}_solution_test ${ch}) # the CLI tests run the executable
+
+  # --- the executable's own behaviour: runs with its defaults, refuses a bad option with status 2 ---
+  attn_cli_test(${ch} "runs with its defaults" STATUS 0 ARGS --no-color)
+  attn_cli_test(${ch} "rejects an unknown option with usage and status 2" STATUS 2 MATCHES "--no-such-option"
+                ARGS --no-such-option)
 
   set_property(GLOBAL APPEND PROPERTY ATTN_CHAPTERS ${ch})
+endfunction()
+
+# attn_cli_test(chNN_name "sentence" STATUS code [MATCHES regex] ARGS args...)
+# A ctest case "solution:chNN_name <sentence>" that runs the chapter executable (solution track) with
+# ARGS and checks its exit status and, optionally, that its output matches the regex.
+function(attn_cli_test ch sentence)
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "STATUS;MATCHES" "ARGS")
+  string(REGEX MATCH "^ch([0-9][0-9])_" _ ${ch})
+  set(name "solution:${ch} ${sentence}")
+  add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh ${ARG_STATUS} "${ARG_MATCHES}"
+                                $<TARGET_FILE:${ch}> ${ARG_ARGS})
+  set_tests_properties(${name} PROPERTIES LABELS "solution;ch${CMAKE_MATCH_1}")
 endfunction()
 
 add_custom_target(attn_exercise_tests)

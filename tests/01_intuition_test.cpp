@@ -78,18 +78,17 @@ TEST_SUITE("01_intuition") {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     CHECK_THROWS_WITH_AS(attn::stable_softmax(Vector{0.0f, 1.0f, nan}), doctest::Contains("[2]"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::stable_softmax(Vector{kInf, 1.0f}), doctest::Contains("[0]"),
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::stable_softmax(Vector{kInf, 1.0f}), doctest::Contains("[0]"), std::invalid_argument);
   }
 
   TEST_CASE("attention_weights matches the oracle for random queries and keys") {
     attn::Rng rng(2);
     for (std::size_t d_k : {1u, 4u, 16u}) {
-      const Matrix K = rng.normal(9, d_k);                 // (n, d_k)
-      const Vector q = xt::row(rng.normal(1, d_k), 0);     // (d_k)
+      const Matrix K = rng.normal(9, d_k);              // (n, d_k)
+      const Vector q = xt::row(rng.normal(1, d_k), 0);  // (d_k)
       // K·q sums d_k products of N(0,1) values: float32 error ≈ d_k·2^-24·|q||K_j|, far below 1e-5.
-      CHECK_ALLCLOSE(attn::attention_weights(q, K), attn::oracle::attention_weights(to_oracle(q), to_oracle(K)),
-                     1e-7, 1e-5);
+      CHECK_ALLCLOSE(attn::attention_weights(q, K), attn::oracle::attention_weights(to_oracle(q), to_oracle(K)), 1e-7,
+                     1e-5);
     }
   }
 
@@ -110,16 +109,16 @@ TEST_SUITE("01_intuition") {
 
   TEST_CASE("attention_weights rejects a query whose length is not K's d_k, naming both shapes") {
     const Matrix K = xt::zeros<float>({5, 6});  // (5, 6)
-    CHECK_THROWS_WITH_AS(attn::attention_weights(Vector{1.0f, 2.0f, 3.0f, 4.0f}, K),
-                         doctest::Contains("(5, 6)"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::attention_weights(Vector{1.0f, 2.0f, 3.0f, 4.0f}, K), doctest::Contains("(5, 6)"),
+                         std::invalid_argument);
     CHECK_THROWS_WITH_AS(attn::attention_weights(Vector{1.0f, 2.0f, 3.0f, 4.0f}, K), doctest::Contains("(4)"),
                          std::invalid_argument);
   }
 
   TEST_CASE("blend_values is the weighted average of V's rows") {
     attn::Rng rng(3);
-    const Matrix V = rng.normal(6, 5);                                  // (n, d_v)
-    const Vector w = random_vector(rng, 6, 0.0f, 1.0f);                // (n), any weights
+    const Matrix V = rng.normal(6, 5);                   // (n, d_v)
+    const Vector w = random_vector(rng, 6, 0.0f, 1.0f);  // (n), any weights
     const auto expected = attn::oracle::weighted_sum(to_oracle(w), to_oracle(V));
     CHECK_ALLCLOSE(attn::blend_values(w, V), expected, 1e-6, 1e-5);
     // One-hot weights pick one row exactly.
@@ -129,8 +128,7 @@ TEST_SUITE("01_intuition") {
 
   TEST_CASE("blend_values rejects weights that do not match V's rows, naming both shapes") {
     const Matrix V = xt::zeros<float>({3, 2});  // (3, 2)
-    CHECK_THROWS_WITH_AS(attn::blend_values(Vector{0.5f, 0.5f}, V), doctest::Contains("(3, 2)"),
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::blend_values(Vector{0.5f, 0.5f}, V), doctest::Contains("(3, 2)"), std::invalid_argument);
   }
 
   TEST_CASE("design_pronoun_query has one entry per key dimension") {
@@ -143,15 +141,15 @@ TEST_SUITE("01_intuition") {
     const Matrix W_Q = attn::ch01::query_weights(q);
     for (const auto& s : attn::ch01::sentences()) {
       CAPTURE(s.name);
-      const Matrix X = attn::ch01::embed(s.tokens);                                       // (n, d_model)
-      const auto Q = attn::oracle::matmul(to_oracle(X), to_oracle(W_Q));                  // (n, d_k)
+      const Matrix X = attn::ch01::embed(s.tokens);                                             // (n, d_model)
+      const auto Q = attn::oracle::matmul(to_oracle(X), to_oracle(W_Q));                        // (n, d_k)
       const auto K = attn::oracle::matmul(to_oracle(X), to_oracle(attn::ch01::key_weights()));  // (n, d_k)
       const std::vector<double> w = attn::oracle::attention_weights(Q.row(s.pronoun), K);
       std::size_t best = 0;
       for (std::size_t j = 1; j < w.size(); ++j)
         if (w[j] > w[best]) best = j;
-      CHECK_MESSAGE(best == s.antecedent, s.tokens[s.pronoun], " attends most to ", s.tokens[best],
-                    " (weight ", w[best], "), not to ", s.tokens[s.antecedent], " (weight ", w[s.antecedent], ")");
+      CHECK_MESSAGE(best == s.antecedent, s.tokens[s.pronoun], " attends most to ", s.tokens[best], " (weight ",
+                    w[best], "), not to ", s.tokens[s.antecedent], " (weight ", w[s.antecedent], ")");
     }
   }
 }

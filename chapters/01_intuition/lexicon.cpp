@@ -25,20 +25,24 @@ struct Word {
 // [lexicon]
 // The seed's sentences, tokenized as the seed's table does, and their English twins.
 const std::vector<Word>& words() {
+  // clang-format off
   static const std::vector<Word> table{
-      {"猫", {kNoun, kAnimate}},    {"坐在", {kAction}},  {"垫子上", {kNoun, kPlace}},
-      {"它", {kPronoun}},           {"很累", {kState}},   {"小明", {kNoun, kAnimate, kHuman}},
-      {"养了", {kAction}},          {"只", {kFunction}},  {"很可爱", {kState}},
-      {"那本", {kFunction}},        {"书", {kNoun}},      {"我", {kNoun, kAnimate, kHuman}},
-      {"读完了", {kAction}},        {"真的", {kFunction}}, {"很棒", {kState}},
-      {"the", {kFunction}},         {"cat", {kNoun, kAnimate}}, {"sat", {kAction}},
-      {"on", {kFunction}},          {"mat", {kNoun, kPlace}},   {"it", {kPronoun}},
-      {"was", {kFunction}},         {"tired", {kState}},        {"xiaoming", {kNoun, kAnimate, kHuman}},
-      {"has", {kAction}},           {"a", {kFunction}},         {"is", {kFunction}},
-      {"cute", {kState}},           {"i", {kNoun, kAnimate, kHuman}}, {"finished", {kAction}},
-      {"that", {kFunction}},        {"book", {kNoun}},          {"really", {kFunction}},
-      {"great", {kState}},
+      // 猫坐在垫子上，它很累 — the cat sat on the mat, it was tired
+      {"猫", {kNoun, kAnimate}}, {"坐在", {kAction}}, {"垫子上", {kNoun, kPlace}}, {"它", {kPronoun}},
+      {"很累", {kState}},
+      {"the", {kFunction}}, {"cat", {kNoun, kAnimate}}, {"sat", {kAction}}, {"on", {kFunction}},
+      {"mat", {kNoun, kPlace}}, {"it", {kPronoun}}, {"was", {kFunction}}, {"tired", {kState}},
+      // 小明养了只猫，它很可爱 — Xiaoming has a cat, it is cute
+      {"小明", {kNoun, kAnimate, kHuman}}, {"养了", {kAction}}, {"只", {kFunction}}, {"很可爱", {kState}},
+      {"xiaoming", {kNoun, kAnimate, kHuman}}, {"has", {kAction}}, {"a", {kFunction}}, {"is", {kFunction}},
+      {"cute", {kState}},
+      // 那本书我读完了，它真的很棒 — I finished that book, it is really great
+      {"那本", {kFunction}}, {"书", {kNoun}}, {"我", {kNoun, kAnimate, kHuman}}, {"读完了", {kAction}},
+      {"真的", {kFunction}}, {"很棒", {kState}},
+      {"i", {kNoun, kAnimate, kHuman}}, {"finished", {kAction}}, {"that", {kFunction}}, {"book", {kNoun}},
+      {"really", {kFunction}}, {"great", {kState}},
   };
+  // clang-format on
   return table;
 }
 // [lexicon]
@@ -46,8 +50,8 @@ const std::vector<Word>& words() {
 const Word& lookup(const std::string& token) {
   for (const Word& w : words())
     if (token == w.text) return w;
-  throw std::invalid_argument(fmt::format("unknown word '{}'; the words this chapter knows are: {}", token,
-                                          fmt::join(vocabulary(), " ")));
+  throw std::invalid_argument(
+      fmt::format("unknown word '{}'; the words this chapter knows are: {}", token, fmt::join(vocabulary(), " ")));
 }
 
 }  // namespace
@@ -91,7 +95,8 @@ std::vector<std::string> tokenize(const std::string& text) {
     lookup(token);
     tokens.push_back(token);
   }
-  if (tokens.empty()) throw std::invalid_argument("the sentence is empty; give space-separated words, e.g. \"猫 坐在 垫子上 它 很累\"");
+  if (tokens.empty())
+    throw std::invalid_argument("the sentence is empty; give space-separated words, e.g. \"猫 坐在 垫子上 它 很累\"");
   return tokens;
 }
 
@@ -116,14 +121,16 @@ Matrix query_weights(const Vector& pronoun_query) {
           fmt::format("query_weights: the pronoun's query is {} but the key space has d_k = {} dimensions ({})",
                       shape_str(pronoun_query), std::size_t{kKeys}, fmt::join(key_names(), ", ")));
   Matrix W_Q = xt::zeros<float>({std::size_t{kFeatures}, std::size_t{kKeys}});  // (d_model, d_k)
-  W_Q(kNoun, kKeyAction) = 3;                                  // a noun asks: what is being done?
-  W_Q(kAction, kKeyAnimate) = 3;                               // a verb asks: who does it ...
-  W_Q(kAction, kKeyPlace) = 3;                                 // ... and where?
-  W_Q(kPlace, kKeyPlace) = 6;                                  // a place looks at places (itself) first
-  W_Q(kState, kKeyPronoun) = 6;                                // "tired" asks: who is? the nearest subject,
-  W_Q(kState, kKeyAnimate) = 3;                                // a pronoun first, else a living thing
-  W_Q(kFunction, kKeyNoun) = 3;                                // "the", "a", 只 ask for their noun
-  xt::row(W_Q, kPronoun) = pronoun_query;                      // 它 asks what the learner designed
+  // Each row: what a word with that feature looks for. A word's query is the sum of its features' rows.
+  W_Q(kNoun, kKeyAction) = 3;     // a noun asks: what is being done?
+  W_Q(kAction, kKeyAnimate) = 3;  // a verb asks: who does it,
+  W_Q(kAction, kKeyPlace) = 3;    //   and where?
+  W_Q(kPlace, kKeyPlace) = 6;     // a place looks at places (itself) first
+  W_Q(kState, kKeyPronoun) = 6;   // "tired" asks: who is? a pronoun first,
+  W_Q(kState, kKeyAnimate) = 3;   //   else a living thing
+  W_Q(kFunction, kKeyNoun) = 3;   // "the", "a", 只 ask for their noun
+  // 它 asks what the learner designed (attn::design_pronoun_query()).
+  xt::row(W_Q, kPronoun) = pronoun_query;
   return W_Q;
 }
 // [query_weights]

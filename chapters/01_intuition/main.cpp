@@ -52,8 +52,8 @@ Attention attend_sentence(const std::vector<std::string>& tokens) {
   r.V = xt::linalg::dot(r.X, ch01::value_weights());                              // (n, d_model)
   r.A = xt::zeros<float>({n, n});                                                 // (n, n)
   r.O = xt::zeros<float>({n, r.V.shape(1)});                                      // (n, d_model)
-  for (std::size_t i = 0; i < n; ++i) {  // every word asks its own question of every word
-    const Vector q = xt::row(r.Q, i);                 // (d_k)
+  for (std::size_t i = 0; i < n; ++i) {                // every word asks its own question of every word
+    const Vector q = xt::row(r.Q, i);                  // (d_k)
     const Vector w = attn::attention_weights(q, r.K);  // (n)
     xt::row(r.A, i) = w;
     xt::row(r.O, i) = attn::blend_values(w, r.V);
@@ -100,8 +100,9 @@ void print_queries_and_keys(const Attention& r) {
     t.add_row(row);
   }
   t.print();
-  fmt::print("A verb looks for an animate doer and a place; \"tired\" looks for a pronoun or a living thing;\n"
-             "the pronoun's row is design_pronoun_query(), the exercise.\n");
+  fmt::print(
+      "A verb looks for an animate doer and a place; \"tired\" looks for a pronoun or a living thing;\n"
+      "the pronoun's row is design_pronoun_query(), the exercise.\n");
 }
 
 void print_pronoun_decision(const Attention& r, std::size_t p) {
@@ -124,8 +125,8 @@ void print_focus_table(const Attention& r) {
   for (std::size_t i = 0; i < r.tokens.size(); ++i) {
     const auto order = ranked(r.A, i);
     const std::size_t second = order.size() > 1 ? order[1] : order[0];
-    t.add_row({r.tokens[i], r.tokens[order[0]], fixed(r.A(i, order[0])),
-               order.size() > 1 ? r.tokens[second] : "-", order.size() > 1 ? fixed(r.A(i, second)) : "-"});
+    t.add_row({r.tokens[i], r.tokens[order[0]], fixed(r.A(i, order[0])), order.size() > 1 ? r.tokens[second] : "-",
+               order.size() > 1 ? fixed(r.A(i, second)) : "-"});
   }
   t.print();
 }
@@ -148,8 +149,9 @@ void print_output(const Attention& r, std::size_t p) {
     after.push_back(fixed(r.O(p, f)));
   }
   t.add_row(before).add_row(after).print();
-  fmt::print("The bare pronoun carried no meaning of its own; its output now reads mostly \"noun, animate\":\n"
-             "the word has pulled in what it refers to.\n");
+  fmt::print(
+      "The bare pronoun carried no meaning of its own; its output now reads mostly \"noun, animate\":\n"
+      "the word has pulled in what it refers to.\n");
 }
 
 void print_all_sentences() {
@@ -202,9 +204,8 @@ void tell_the_story(const attn::Chapter& chapter, const std::string& sentence) {
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch01_intuition", "Chapter 01: knowing where to look (self-attention by hand)");
   std::string sentence;
-  chapter.cli()
-      .add_option("--sentence", sentence,
-                  "Your own sentence: space-separated words from the chapter's vocabulary "
-                  "(e.g. \"小明 养了 只 猫 它 很可爱\" or \"the cat sat on the mat it was tired\")");
+  chapter.cli().add_option("--sentence", sentence,
+                           "Your own sentence: space-separated words from the chapter's vocabulary "
+                           "(e.g. \"小明 养了 只 猫 它 很可爱\" or \"the cat sat on the mat it was tired\")");
   return chapter.run(argc, argv, [&] { tell_the_story(chapter, sentence); });
 }

@@ -26,8 +26,7 @@ std::string make_dir(const std::string& dir) {
 }  // namespace
 
 Chapter::Chapter(std::string name, std::string title) : name_(std::move(name)), app_(title, name_) {
-  app_.add_option("--book", book_dir_,
-                  "Write this chapter's output (plain text) and figures into DIR for the book");
+  app_.add_option("--book", book_dir_, "Write this chapter's output (plain text) and figures into DIR for the book");
   app_.add_option("--figures", figures_dir_, "Also write the chapter's SVG figures into DIR");
   app_.add_flag("--no-color", no_color_, "Plain output even in a terminal (so does NO_COLOR=1)");
   app_.footer(fmt::format("Benchmarks: {} bench [--benchmark_filter=REGEX ...]", name_));

@@ -60,8 +60,8 @@ std::size_t display_width(std::string_view text) {
 
 Rgb palette(double t) {
   // Five stops of the viridis colour map, linearly interpolated: perceptually ordered, readable in grey.
-  static constexpr std::array<std::array<double, 3>, 5> stops{{
-      {68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}}};
+  static constexpr std::array<std::array<double, 3>, 5> stops{
+      {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}}};
   t = std::clamp(t, 0.0, 1.0) * (stops.size() - 1);
   const auto k = std::min<std::size_t>(static_cast<std::size_t>(t), stops.size() - 2);
   const double f = t - static_cast<double>(k);
@@ -120,8 +120,8 @@ void Table::print() const {
 void print_heatmap(const Matrix& m, const std::vector<std::string>& row_labels,
                    const std::vector<std::string>& col_labels, int decimals, double lo, double hi) {
   require(m.dimension() == 2 && row_labels.size() == m.shape(0) && col_labels.size() == m.shape(1),
-          fmt::format("print_heatmap: matrix {} with {} row and {} column labels", shape_str(m),
-                      row_labels.size(), col_labels.size()));
+          fmt::format("print_heatmap: matrix {} with {} row and {} column labels", shape_str(m), row_labels.size(),
+                      col_labels.size()));
   const bool color = color_enabled();
   static constexpr std::array<const char*, 5> shades{" ", "░", "▒", "▓", "█"};
   std::size_t label_w = 0;
@@ -142,8 +142,8 @@ void print_heatmap(const Matrix& m, const std::vector<std::string>& row_labels,
         const Rgb c = palette(t);
         // Dark text on the bright end of the palette, light text on the dark end.
         const bool bright = 0.299 * c.r + 0.587 * c.g + 0.114 * c.b > 140;
-        const auto style = fmt::bg(fmt::rgb(c.r, c.g, c.b)) |
-                           fmt::fg(bright ? fmt::rgb(0, 0, 0) : fmt::rgb(255, 255, 255));
+        const auto style =
+            fmt::bg(fmt::rgb(c.r, c.g, c.b)) | fmt::fg(bright ? fmt::rgb(0, 0, 0) : fmt::rgb(255, 255, 255));
         fmt::print(" {}", fmt::format(style, "{}", pad(number, cell_w, false)));
       } else {
         const auto shade = static_cast<std::size_t>(std::lround(std::clamp(t, 0.0, 1.0) * 4));

@@ -15,22 +15,30 @@ std::string xml_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
 }
 
 void write_svg_heatmap(const std::string& path, const Matrix& m, const std::vector<std::string>& row_labels,
-                       const std::vector<std::string>& col_labels, const std::string& title, double lo,
-                       double hi) {
+                       const std::vector<std::string>& col_labels, const std::string& title, double lo, double hi) {
   require(m.dimension() == 2 && row_labels.size() == m.shape(0) && col_labels.size() == m.shape(1),
-          fmt::format("write_svg_heatmap: matrix {} with {} row and {} column labels", shape_str(m),
-                      row_labels.size(), col_labels.size()));
+          fmt::format("write_svg_heatmap: matrix {} with {} row and {} column labels", shape_str(m), row_labels.size(),
+                      col_labels.size()));
   constexpr int cell = 52, font = 14;
   // Label widths from display columns (CJK counts double), about 0.6 em per column.
   std::size_t row_cols = 1, col_cols = 1;
@@ -55,8 +63,8 @@ void write_svg_heatmap(const std::string& path, const Matrix& m, const std::vect
                        xml_escape(col_labels[static_cast<std::size_t>(j)]));
   }
   for (int i = 0; i < rows; ++i) {
-    out << fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\" dominant-baseline=\"middle\">{}</text>\n",
-                       left - 8, top + i * cell + cell / 2, xml_escape(row_labels[static_cast<std::size_t>(i)]));
+    out << fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\" dominant-baseline=\"middle\">{}</text>\n", left - 8,
+                       top + i * cell + cell / 2, xml_escape(row_labels[static_cast<std::size_t>(i)]));
     for (int j = 0; j < cols; ++j) {
       const double v = m(static_cast<std::size_t>(i), static_cast<std::size_t>(j));
       const Rgb c = palette(hi > lo ? (v - lo) / (hi - lo) : 0.0);

@@ -13,8 +13,7 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument(message);
 }
 
-void require_finite(const char* where, const char* what, const float* values, std::size_t count,
-                    bool allow_minus_inf) {
+void require_finite(const char* where, const char* what, const float* values, std::size_t count, bool allow_minus_inf) {
   for (std::size_t i = 0; i < count; ++i) {
     const float v = values[i];
     if (std::isfinite(v) || (allow_minus_inf && std::isinf(v) && v < 0)) continue;

@@ -34,8 +34,7 @@ Vector attention_weights(const Vector& q, const Matrix& K) {
 
 Vector blend_values(const Vector& weights, const Matrix& V) {
   // TODO(learner): the weighted average of V's rows: out[c] = sum_j weights[j] * V(j, c), shape (d_v).
-  throw not_implemented("blend_values", kChapter,
-                        "a weighted sum of rows is a vector-matrix product: wᵀV.");
+  throw not_implemented("blend_values", kChapter, "a weighted sum of rows is a vector-matrix product: wᵀV.");
 }
 
 Vector design_pronoun_query() {

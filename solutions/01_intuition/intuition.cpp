@@ -33,7 +33,8 @@ Vector stable_softmax(const Vector& logits) {
 // [attention_weights]
 Vector attention_weights(const Vector& q, const Matrix& K) {
   require(q.size() == K.shape(1), fmt::format("attention_weights: q is {} but K is {}; q needs one entry per "
-                                              "column of K (d_k)", shape_str(q), shape_str(K)));
+                                              "column of K (d_k)",
+                                              shape_str(q), shape_str(K)));
   // One dot product per key: K q is (n, d_k)·(d_k) = (n). Dividing by √d_k keeps the scores' spread
   // independent of d_k (chapter 02 measures why that matters).
   const Vector scores = xt::linalg::dot(K, q) / std::sqrt(static_cast<float>(q.size()));  // (n)
@@ -44,7 +45,8 @@ Vector attention_weights(const Vector& q, const Matrix& K) {
 // [blend_values]
 Vector blend_values(const Vector& weights, const Matrix& V) {
   require(weights.size() == V.shape(0), fmt::format("blend_values: weights is {} but V is {}; one weight per "
-                                                    "row of V is needed", shape_str(weights), shape_str(V)));
+                                                    "row of V is needed",
+                                                    shape_str(weights), shape_str(V)));
   // wᵀ V: (n)·(n, d_v) = (d_v), each output feature the weighted average of that feature over the tokens.
   Vector out = xt::linalg::dot(weights, V);  // (d_v)
   return out;

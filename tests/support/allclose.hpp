@@ -85,8 +85,8 @@ inline std::vector<double> to_oracle(const Vector& v) { return std::vector<doubl
 
 /// CHECK that a float32 tensor matches the oracle within atol + rtol·|expected|, reporting the worst
 /// difference and the first mismatches when it does not.
-#define CHECK_ALLCLOSE(actual, expected, atol, rtol)                                   \
-  do {                                                                                 \
+#define CHECK_ALLCLOSE(actual, expected, atol, rtol)                                                         \
+  do {                                                                                                       \
     const ::attn::test::Comparison attn_cmp_ = ::attn::test::allclose((actual), (expected), (atol), (rtol)); \
-    CHECK_MESSAGE(attn_cmp_.ok, attn_cmp_.report);                                     \
+    CHECK_MESSAGE(attn_cmp_.ok, attn_cmp_.report);                                                           \
   } while (false)

@@ -17,8 +17,7 @@ class not_implemented : public std::logic_error {
   /// \param hint      one or two sentences: the idea, not the answer
   not_implemented(const std::string& function, const std::string& chapter, const std::string& hint)
       : std::logic_error(function + " is not implemented yet (exercises/" + chapter + "/).\n  Hint: " + hint +
-                         "\n  Read: book/" + chapter + ".md    More hints: ./course hint " +
-                         chapter.substr(0, 2)),
+                         "\n  Read: book/" + chapter + ".md    More hints: ./course hint " + chapter.substr(0, 2)),
         function_(function),
         chapter_(chapter) {}
 

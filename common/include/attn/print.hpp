@@ -51,8 +51,7 @@ class Table {
 /// with \p decimals digits; colour scaled from \p lo to \p hi (0 and 1 suit attention weights).
 /// Plain output adds a shade glyph (░▒▓█) so the picture survives without colour.
 void print_heatmap(const Matrix& m, const std::vector<std::string>& row_labels,
-                   const std::vector<std::string>& col_labels, int decimals = 2, double lo = 0.0,
-                   double hi = 1.0);
+                   const std::vector<std::string>& col_labels, int decimals = 2, double lo = 0.0, double hi = 1.0);
 
 /// A bar of \p width cells for a value in [0, 1], in eighths (▏▎▍▌▋▊▉█).
 std::string bar(double fraction, int width);
