@@ -90,15 +90,7 @@ function(attn_add_chapter NN name)
     set(test_exe ${ch}_${track}_test)
     add_executable(${test_exe} $<TARGET_OBJECTS:${ch}_test_cases>)
     target_link_libraries(${test_exe} PRIVATE ${ch}_test_cases ${ch}_${track} attn_test_main)
-    doctest_discover_tests(${test_exe} TEST_PREFIX "${track}:" TEST_LIST ${test_exe}_CASES)
-    # Label every discovered case with its track and chapter (ctest -L solution, ctest -L ch01).
-    # This runs in ctest after doctest's own include file has listed the cases.
-    set(label_file ${CMAKE_CURRENT_BINARY_DIR}/${test_exe}_labels.cmake)
-    file(WRITE ${label_file}
-      "if(DEFINED ${test_exe}_CASES)\n"
-      "  set_tests_properties(\${${test_exe}_CASES} PROPERTIES LABELS \"${track};ch${NN}\")\n"
-      "endif()\n")
-    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${label_file})
+    attn_discover_tests(${test_exe} "${track}:" "${track};ch${NN}")
   endforeach()
   add_dependencies(attn_exercise_tests ${ch}_exercise_test)
   add_dependencies(attn_solution_tests ${ch}_solution_test ${ch}) # the CLI tests run the executable
@@ -121,6 +113,19 @@ function(attn_cli_test ch sentence)
   add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh ${ARG_STATUS} "${ARG_MATCHES}"
                                 $<TARGET_FILE:${ch}> ${ARG_ARGS})
   set_tests_properties(${name} PROPERTIES LABELS "solution;ch${CMAKE_MATCH_1}")
+endfunction()
+
+# attn_discover_tests(exe prefix labels): registers every doctest case of \p exe with ctest as
+# "<prefix><case name>" and labels them (e.g. "solution;ch01"), so `ctest -L solution -L ch01` selects them.
+function(attn_discover_tests exe prefix labels)
+  doctest_discover_tests(${exe} TEST_PREFIX "${prefix}" TEST_LIST ${exe}_CASES)
+  # The labels are set in ctest after doctest's own include file has listed the cases.
+  set(label_file ${CMAKE_CURRENT_BINARY_DIR}/${exe}_labels.cmake)
+  file(WRITE ${label_file}
+    "if(DEFINED ${exe}_CASES)\n"
+    "  set_tests_properties(\${${exe}_CASES} PROPERTIES LABELS \"${labels}\")\n"
+    "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${label_file})
 endfunction()
 
 add_custom_target(attn_exercise_tests)

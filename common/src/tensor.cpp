@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+// cblas_sgemm is declared by the cblas header xtensor-blas includes (through attn/tensor.hpp); OpenBLAS's
+// own extension is declared here, as including OpenBLAS's cblas.h as well would clash with it.
 extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace attn {
@@ -21,6 +23,19 @@ void require_finite(const char* where, const char* what, const float* values, st
                                             allow_minus_inf ? " (only finite values and -inf, for masked, are allowed)"
                                                             : " (only finite values are allowed)"));
   }
+}
+
+Matrix matmul(const Matrix& A, const Matrix& B, bool transpose_b, float alpha) {
+  const std::size_t m = A.shape(0), k = A.shape(1);
+  const std::size_t k_b = transpose_b ? B.shape(1) : B.shape(0), n = transpose_b ? B.shape(0) : B.shape(1);
+  require(k == k_b, fmt::format("matmul: A is {} and B{} is {}: the inner sizes differ", shape_str(A),
+                                transpose_b ? "ᵀ" : "", shape_str(B)));
+  Matrix C = xt::zeros<float>({m, n});  // (m, n)
+  if (m == 0 || n == 0 || k == 0) return C;
+  const auto i = [](std::size_t v) { return static_cast<int>(v); };
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, i(m), i(n), i(k), alpha, A.data(),
+              i(k), B.data(), i(B.shape(1)), 0.0f, C.data(), i(n));
+  return C;
 }
 
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }

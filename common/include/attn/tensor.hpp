@@ -25,6 +25,8 @@ using Vector = xt::xtensor<float, 1>;    ///< (n)
 using Matrix = xt::xtensor<float, 2>;    ///< (rows, cols), row-major
 using Tensor3 = xt::xtensor<float, 3>;   ///< (h, n, d_k), row-major
 using MatrixD = xt::xtensor<double, 2>;  ///< float64 twin, for sums that must not lose digits
+/// Which (query, key) pairs may attend: (n_q, n_kv), true = allowed. An empty (0, 0) mask means "no mask".
+using Mask = xt::xtensor<bool, 2>;
 
 /// The shape of any xtensor expression as text, e.g. "(5, 8)", for error messages.
 template <class E>
@@ -46,6 +48,11 @@ void require(bool ok, const std::string& message);
 /// "softmax: logits[2] is nan". \p allow_minus_inf lets -inf through, the course's encoding of "masked".
 void require_finite(const char* where, const char* what, const float* values, std::size_t count,
                     bool allow_minus_inf = false);
+
+/// alpha · A · B, or alpha · A · Bᵀ when \p transpose_b: one OpenBLAS sgemm, with no copy of the
+/// transpose (BLAS reads B row by row instead). A (m, k), B (k, n) or (n, k) → (m, n).
+/// \throws std::invalid_argument naming both shapes when the inner sizes differ.
+Matrix matmul(const Matrix& A, const Matrix& B, bool transpose_b = false, float alpha = 1.0f);
 
 /// Sets OpenBLAS's thread count. Chapters that run their own threads call it so that the two never
 /// oversubscribe the cores.

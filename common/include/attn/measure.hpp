@@ -1,0 +1,49 @@
+/// \file
+/// Measuring on this machine: wall-clock medians, peak memory, and the machine's own ceilings (the
+/// matrix-multiply rate of OpenBLAS and the memory bandwidth) that a chapter sets its timings against.
+/// Timings never go into the book's captured output (it must be deterministic); they belong to runs and
+/// benchmarks.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace attn {
+
+/// Runs \p work \p warmup times untimed, then \p repeats times, and returns the median wall time in
+/// seconds (std::chrono::steady_clock). The median ignores the odd run disturbed by the system.
+double median_seconds(const std::function<void()>& work, int repeats = 5, int warmup = 1);
+
+/// The process's peak resident set size so far, in bytes (getrusage's ru_maxrss).
+std::size_t peak_rss_bytes();
+
+/// Memory the system reports as available now, in bytes (MemAvailable in /proc/meminfo; 0 if unknown).
+std::size_t available_memory_bytes();
+
+/// This machine's float32 matrix-multiply rate, in GFLOP/s: OpenBLAS sgemm of (m, k)·(k, n), counted as
+/// 2·m·n·k FLOPs, median of \p repeats runs. The ceiling a chapter's attention timings are compared with.
+double sgemm_gflops(std::size_t m, std::size_t n, std::size_t k, int repeats = 5);
+
+/// This machine's memory bandwidth, in GB/s: copying \p bytes (read + write counted), median of
+/// \p repeats runs. Pick \p bytes well above the last-level cache (e.g. 256 MiB).
+double copy_bandwidth_gbs(std::size_t bytes, int repeats = 5);
+
+/// "1.50 KiB", "40.0 GB"...: \p bytes in binary (KiB, MiB, GiB) or decimal (kB, MB, GB) units.
+std::string human_bytes(double bytes, bool binary = true);
+
+/// A progress line on stderr for long runs ("[3/10] n = 1024"), redrawn in place in a terminal and
+/// silent when stderr is not a terminal or when \p enabled is false (the book's runs).
+class Progress {
+ public:
+  Progress(std::size_t total, bool enabled);
+  ~Progress();
+  /// Step \p done of total, with a short description of what is running now.
+  void update(std::size_t done, const std::string& what);
+
+ private:
+  std::size_t total_;
+  bool enabled_;
+};
+
+}  // namespace attn
