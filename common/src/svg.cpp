@@ -47,7 +47,9 @@ void write_svg_heatmap(const std::string& path, const Matrix& m, const std::vect
   const int left = 16 + static_cast<int>(row_cols) * font * 6 / 10;
   const int top = 40 + static_cast<int>(col_cols) * font * 6 / 10;
   const int rows = static_cast<int>(m.shape(0)), cols = static_cast<int>(m.shape(1));
-  const int width = left + cols * cell + 16, height = top + rows * cell + 16;
+  // Wide enough for the grid and for the title (about 0.6 em per display column, bold).
+  const int title_width = 16 + static_cast<int>(display_width(title)) * (font * 65 / 100);
+  const int width = std::max(left + cols * cell + 16, title_width), height = top + rows * cell + 16;
 
   std::ofstream out(path);
   if (!out) throw std::runtime_error("write_svg_heatmap: cannot write " + path);
@@ -55,8 +57,8 @@ void write_svg_heatmap(const std::string& path, const Matrix& m, const std::vect
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "font-family=\"Noto Sans CJK SC, Source Han Sans SC, PingFang SC, Microsoft YaHei, sans-serif\" "
       "font-size=\"{2}\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{3}\" y=\"22\" font-weight=\"bold\">{4}</text>\n",
-      width, height, font, left, xml_escape(title));
+      "<text x=\"8\" y=\"22\" font-weight=\"bold\">{3}</text>\n",
+      width, height, font, xml_escape(title));
   for (int j = 0; j < cols; ++j) {  // column labels, rotated so long words fit
     const int x = left + j * cell + cell / 2, y = top - 8;
     out << fmt::format("<text x=\"{0}\" y=\"{1}\" transform=\"rotate(-45 {0} {1})\">{2}</text>\n", x, y,
