@@ -37,11 +37,11 @@ using attn::Matrix;
 
 /// What the reader can change on the command line.
 struct Options {
-  std::size_t min_n = 128;  // the n sweep: min_n, 2·min_n, ..., max_n at width d
-  std::size_t max_n = 2048;
-  std::size_t d = 64;          // d_k = d_v: one head's width
-  std::size_t n_for_d = 1024;  // the d sweep: 16, 32, ..., max_d at this n
-  std::size_t max_d = 512;
+  std::size_t min_n = 256;  // the n sweep: min_n, 2·min_n, ..., max_n at width d
+  std::size_t max_n = 4096;
+  std::size_t d = 64;         // d_k = d_v: one head's width
+  std::size_t n_for_d = 512;  // the d sweep: 32, 64, ..., max_d at this n
+  std::size_t max_d = 1024;
   int repeats = 5;
   double memory_limit = 0;  // bytes; 0: the machine's available memory (the book: a fixed 16 GB)
 };
@@ -142,6 +142,11 @@ void print_memory(const std::vector<Point>& points) {
   t.print();
 }
 
+/// The last \p k points: where the sizes are largest, the asymptotic exponent shows.
+std::vector<double> tail(const std::vector<double>& v, std::size_t k) {
+  return std::vector<double>(v.end() - static_cast<std::ptrdiff_t>(std::min(k, v.size())), v.end());
+}
+
 /// Fits y ≈ c·x^p and prints the result with its R².
 attn::PowerLawFit print_fit(const char* what, const std::vector<double>& x, const std::vector<double>& y) {
   const attn::PowerLawFit fit = attn::fit_power_law(x, y);
@@ -222,7 +227,7 @@ void write_figures(const attn::Chapter& chapter, const std::vector<Point>& by_n,
 /// The seed's n = 100,000: the arithmetic, the prediction from this run's rate, and the refusal.
 void the_seeds_long_sequence(std::size_t d, double measured_gflops, double ceiling_gflops, double memory_limit,
                              bool book) {
-  attn::heading(fmt::format("The seed's n = {}: computed, predicted, refused", kSeedN));
+  attn::heading("The seed's n = 100,000: computed, predicted, refused");
   const attn::AttentionFlops f = attn::attention_flops(kSeedN, kSeedN, d, d);
   const attn::AttentionBytes b = attn::attention_bytes(kSeedN, kSeedN, d, d);
   fmt::print("FLOPs, one head (d = {}):   4·n²·d + 5·n² = {} + {} = {} FLOPs\n", d, si(f.scores + f.weighted_sum),
@@ -276,7 +281,7 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
                cpu_name(), std::thread::hardware_concurrency(), o.repeats);
 
   const std::vector<std::size_t> ns = doubling(o.min_n, o.max_n);
-  const std::vector<std::size_t> ds = doubling(16, o.max_d);
+  const std::vector<std::size_t> ds = doubling(32, o.max_d);
   print_counts(ns, o.d);
 
   attn::Progress progress(ns.size() + (timed ? ds.size() : 0), timed);
@@ -304,15 +309,19 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
     d_values.push_back(static_cast<double>(d));
     d_flops.push_back(attn::attention_flops(o.n_for_d, o.n_for_d, d, d).total());
   }
-  print_fit(fmt::format("FLOP count against d (n = {}, d = 16…{}):", o.n_for_d, o.max_d).c_str(), d_values, d_flops);
+  print_fit(fmt::format("FLOP count against d (n = {}, d = 32…{}):", o.n_for_d, o.max_d).c_str(), d_values, d_flops);
 
   if (timed) {
     attn::heading(fmt::format("Time against n (d = {}): median seconds, and the rate against the sgemm ceiling", o.d));
     print_times(by_n, "n");
-    print_fit("measured time against n:", column(by_n, n_of), column(by_n, [](const Point& p) { return p.seconds; }));
+    const std::vector<double> n_x = column(by_n, n_of), n_t = column(by_n, [](const Point&p) { return p.seconds; });
+    print_fit("measured time against n, every point:", n_x, n_t);
+    if (n_x.size() > 3) print_fit("measured time against n, largest three:", tail(n_x, 3), tail(n_t, 3));
     attn::heading(fmt::format("Time against d (n = {})", o.n_for_d));
     print_times(by_d, "d");
-    print_fit("measured time against d:", column(by_d, d_of), column(by_d, [](const Point& p) { return p.seconds; }));
+    const std::vector<double> d_x = column(by_d, d_of), d_t = column(by_d, [](const Point&p) { return p.seconds; });
+    print_fit("measured time against d, every point:", d_x, d_t);
+    if (d_x.size() > 3) print_fit("measured time against d, largest three:", tail(d_x, 3), tail(d_t, 3));
     fmt::print("Peak resident memory of this process (the OS's view): {}\n",
                decimal_bytes(static_cast<double>(attn::peak_rss_bytes())));
   } else {
@@ -328,6 +337,7 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
 // --- `ch04_complexity bench`: the same sweeps through Google Benchmark, with its complexity fit ---------------
 
 // [benchmarks]
+// Wall time (UseRealTime), not the main thread's CPU time: OpenBLAS runs the products on several threads.
 void BM_full_attention_n(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   constexpr std::size_t d = 64;
@@ -342,6 +352,7 @@ BENCHMARK(BM_full_attention_n)
     ->RangeMultiplier(2)
     ->Range(256, 4096)
     ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
     ->Complexity(benchmark::oNSquared);
 
 // The ceiling, on the same shapes: the product Q Kᵀ alone, (n, d)·(d, n), as one OpenBLAS sgemm.
@@ -359,10 +370,11 @@ BENCHMARK(BM_sgemm_scores_n)
     ->RangeMultiplier(2)
     ->Range(256, 4096)
     ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
     ->Complexity(benchmark::oNSquared);
 
 void BM_full_attention_d(benchmark::State& state) {
-  constexpr std::size_t n = 1024;
+  constexpr std::size_t n = 512;
   const auto d = static_cast<std::size_t>(state.range(0));
   attn::Rng rng(4);
   const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // (n, d) each
@@ -375,6 +387,7 @@ BENCHMARK(BM_full_attention_d)
     ->RangeMultiplier(2)
     ->Range(16, 512)
     ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
     ->Complexity(benchmark::oN);
 // [benchmarks]
 
@@ -389,7 +402,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 30));
   cli.add_option("--d", o.d, "Width d = d_k = d_v of the head in the n sweep")->check(CLI::Range(1, 1 << 16));
   cli.add_option("--n-for-d", o.n_for_d, "Sequence length of the d sweep")->check(CLI::Range(1, 1 << 30));
-  cli.add_option("--max-d", o.max_d, "Largest d of the d sweep (16, 32, ..., max-d)")->check(CLI::Range(16, 1 << 16));
+  cli.add_option("--max-d", o.max_d, "Largest d of the d sweep (32, 64, ..., max-d)")->check(CLI::Range(32, 1 << 16));
   cli.add_option("--repeats", o.repeats, "Timed runs per point (the median is reported), after one warm-up")
       ->check(CLI::Range(1, 1000));
   cli.add_option("--memory-limit", o.memory_limit,
