@@ -18,6 +18,7 @@ std::size_t heap_peak_bytes();
 /// Starts a new peak: heap_peak_bytes() becomes heap_live_bytes().
 void reset_heap_peak();
 
+// [measure_heap_peak]
 /// The heap that \p work held at its peak beyond what was live before it started, in bytes.
 template <class Work>
 std::size_t measure_heap_peak(Work&& work) {
@@ -27,5 +28,6 @@ std::size_t measure_heap_peak(Work&& work) {
   const std::size_t peak = heap_peak_bytes();
   return peak > before ? peak - before : 0;
 }
+// [measure_heap_peak]
 
 }  // namespace attn::ch04
