@@ -15,6 +15,7 @@
 // Figures and CSV: ./course run 04 -- --figures out/      Book page: book/04_complexity.md
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -86,6 +87,24 @@ std::string seconds_str(double s) {
   return s < 1e-3 ? fmt::format("{:.1f} µs", s * 1e6)
          : s < 1  ? fmt::format("{:.2f} ms", s * 1e3)
                   : fmt::format("{:.2f} s", s);
+}
+
+/// \p text as lines of at most \p width columns, each indented by two spaces.
+std::string wrapped(const std::string& text, std::size_t width) {
+  std::string out, line;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && attn::display_width(line) + 1 + attn::display_width(word) > width) {
+      out += "  " + line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    start = end + 1;
+  }
+  return out + (line.empty() ? "" : "  " + line + "\n");
 }
 
 std::string cpu_name() {
@@ -256,8 +275,9 @@ void the_seeds_long_sequence(std::size_t d, double measured_gflops, double ceili
       refusal = e.what();
     }
   });
-  fmt::print("\nAsked to run it with a memory limit of {}{}:\n  {}\n", decimal_bytes(memory_limit),
-             book ? " (the book's fixed limit; a normal run uses the memory available)" : " (available now)", refusal);
+  fmt::print("\nAsked to run it with a memory limit of {}{}:\n{}", decimal_bytes(memory_limit),
+             book ? " (the book's fixed limit; a normal run uses the memory available)" : " (available now)",
+             wrapped(refusal, 100));
   fmt::print("Heap the refused call allocated: {} (only the message).\n", decimal_bytes(static_cast<double>(heap)));
 }
 // [seed_n]
@@ -337,23 +357,26 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
 // --- `ch04_complexity bench`: the same sweeps through Google Benchmark, with its complexity fit ---------------
 
 // [benchmarks]
-// Wall time (UseRealTime), not the main thread's CPU time: OpenBLAS runs the products on several threads.
-void BM_full_attention_n(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  constexpr std::size_t d = 64;
+// One benchmark body for both sweeps: full attention at (n, d), its FLOP rate as a counter, and the size
+// that varies handed to Google Benchmark's complexity fit.
+void full_attention(benchmark::State& state, std::size_t n, std::size_t d, std::size_t varying) {
   attn::Rng rng(4);
   const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // (n, d) each
   for (auto _ : state) benchmark::DoNotOptimize(attn::scaled_dot_product_attention(Q, K, V));
-  state.SetComplexityN(state.range(0));
+  state.SetComplexityN(static_cast<std::int64_t>(varying));
   state.counters["FLOP/s"] =
       benchmark::Counter(attn::attention_flops(n, n, d, d).total(), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_full_attention_n)
-    ->RangeMultiplier(2)
-    ->Range(256, 4096)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Complexity(benchmark::oNSquared);
+
+void BM_full_attention_n(benchmark::State& state) {  // d = 64, n varies
+  const auto n = static_cast<std::size_t>(state.range(0));
+  full_attention(state, n, 64, n);
+}
+
+void BM_full_attention_d(benchmark::State& state) {  // n = 512, d varies
+  const auto d = static_cast<std::size_t>(state.range(0));
+  full_attention(state, 512, d, d);
+}
 
 // The ceiling, on the same shapes: the product Q Kᵀ alone, (n, d)·(d, n), as one OpenBLAS sgemm.
 void BM_sgemm_scores_n(benchmark::State& state) {
@@ -366,26 +389,23 @@ void BM_sgemm_scores_n(benchmark::State& state) {
   state.counters["FLOP/s"] =
       benchmark::Counter(2.0 * static_cast<double>(n * n * d), benchmark::Counter::kIsIterationInvariantRate);
 }
+
+// Wall time (UseRealTime), not the main thread's CPU time: OpenBLAS runs the products on several threads.
+BENCHMARK(BM_full_attention_n)
+    ->RangeMultiplier(2)
+    ->Range(256, 4096)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Complexity(benchmark::oNSquared);
 BENCHMARK(BM_sgemm_scores_n)
     ->RangeMultiplier(2)
     ->Range(256, 4096)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Complexity(benchmark::oNSquared);
-
-void BM_full_attention_d(benchmark::State& state) {
-  constexpr std::size_t n = 512;
-  const auto d = static_cast<std::size_t>(state.range(0));
-  attn::Rng rng(4);
-  const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // (n, d) each
-  for (auto _ : state) benchmark::DoNotOptimize(attn::scaled_dot_product_attention(Q, K, V));
-  state.SetComplexityN(state.range(0));
-  state.counters["FLOP/s"] =
-      benchmark::Counter(attn::attention_flops(n, n, d, d).total(), benchmark::Counter::kIsIterationInvariantRate);
-}
 BENCHMARK(BM_full_attention_d)
     ->RangeMultiplier(2)
-    ->Range(16, 512)
+    ->Range(32, 1024)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Complexity(benchmark::oN);
