@@ -39,7 +39,7 @@ using attn::Matrix;
 /// What the reader can change on the command line.
 struct Options {
   std::size_t min_n = 256;  // the n sweep: min_n, 2·min_n, ..., max_n at width d
-  std::size_t max_n = 4096;
+  std::size_t max_n = 2048;
   std::size_t d = 64;         // d_k = d_v: one head's width
   std::size_t n_for_d = 512;  // the d sweep: 32, 64, ..., max_d at this n
   std::size_t max_d = 1024;
