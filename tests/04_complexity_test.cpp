@@ -1,0 +1,205 @@
+// Chapter 04's tests, run against both tracks. The counts are checked against hand-worked cases and
+// closed forms, the fit against synthetic data with known exponents, the guarded attention against the
+// float64 oracle. Nothing here is timed.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "04_complexity/complexity.hpp"
+#include "04_complexity/heap_counter.hpp"
+#include "attn/rng.hpp"
+#include "support/allclose.hpp"
+
+namespace {
+
+using attn::Matrix;
+using attn::test::to_oracle;
+
+// Float32 attention against float64 for N(0,1) inputs with d_k <= 8: each score's rounding error is below
+// d_k·2^-24·Σ|q_c k_c| ≈ 1e-6, the softmax and the weighted sum add ~n·6e-8; 1e-5 covers it with margin.
+constexpr double kAtol = 1e-5;
+constexpr double kRtol = 1e-5;
+
+// Points x = 2^0 ... 2^9 (ten doublings, like a sweep of n) and y = c·x^p·e^(σ·ε), ε ~ N(0, 1).
+std::vector<double> doublings() {
+  std::vector<double> x;
+  for (int k = 0; k < 10; ++k) x.push_back(std::ldexp(1.0, k));
+  return x;
+}
+
+std::vector<double> noisy_power_law(const std::vector<double>& x, double c, double p, double sigma,
+                                    std::uint64_t seed) {
+  std::mt19937_64 engine(seed);
+  std::normal_distribution<double> noise(0.0, sigma);
+  std::vector<double> y;
+  for (double xi : x) y.push_back(c * std::pow(xi, p) * std::exp(noise(engine)));
+  return y;
+}
+
+}  // namespace
+
+TEST_SUITE("04_complexity") {
+  TEST_CASE("attention_flops counts 48 + 30 + 60 FLOPs for n_q = 2, n_kv = 3, d_k = 4, d_v = 5") {
+    // By hand: S has 2·3 = 6 scores of 4 multiply-adds (8 FLOPs each) = 48; softmax 5 per score = 30;
+    // O has 2·5 = 10 entries of 3 multiply-adds (6 FLOPs each) = 60.
+    const attn::AttentionFlops f = attn::attention_flops(2, 3, 4, 5);
+    CHECK(f.scores == 48.0);
+    CHECK(f.softmax == 30.0);
+    CHECK(f.weighted_sum == 60.0);
+    CHECK(f.total() == 138.0);
+  }
+
+  TEST_CASE("attention_flops of self-attention is 4·n²·d + 5·n², exactly, up to n = 100,000") {
+    CHECK(attn::attention_flops(1, 1, 1, 1).total() == 9.0);
+    CHECK(attn::attention_flops(7, 7, 3, 3).total() == 4.0 * 49 * 3 + 5.0 * 49);
+    // The seed's n = 100,000 with d = 64: 2.56·10^12 in the products, 5·10^10 in the softmax (exact in a double).
+    const attn::AttentionFlops f = attn::attention_flops(100000, 100000, 64, 64);
+    CHECK(f.scores + f.weighted_sum == 2560000000000.0);
+    CHECK(f.softmax == 50000000000.0);
+  }
+
+  TEST_CASE("attention_flops grows fourfold when n doubles and twofold in the products when d doubles") {
+    const attn::AttentionFlops base = attn::attention_flops(300, 300, 48, 48);
+    CHECK(attn::attention_flops(600, 600, 48, 48).total() == 4.0 * base.total());
+    const attn::AttentionFlops wide = attn::attention_flops(300, 300, 96, 96);
+    CHECK(wide.scores + wide.weighted_sum == 2.0 * (base.scores + base.weighted_sum));
+    CHECK(wide.softmax == base.softmax);  // the softmax does not see d at all
+  }
+
+  TEST_CASE("attention_flops is zero without queries or without keys") {
+    CHECK(attn::attention_flops(0, 5, 4, 4).total() == 0.0);
+    CHECK(attn::attention_flops(5, 0, 4, 4).total() == 0.0);
+  }
+
+  TEST_CASE("attention_bytes for n_q = 2, n_kv = 3, d_k = 4, d_v = 5 matches the hand count") {
+    // Q 8 + K 12 + V 15 = 35 floats = 140 B; O 10 floats = 40 B; S 6 floats = 24 B;
+    // peak: S + A + O = 24 + 24 + 40 = 88 B; moved: 140 + 40 + 4·24 = 276 B.
+    const attn::AttentionBytes b = attn::attention_bytes(2, 3, 4, 5);
+    CHECK(b.inputs == 140.0);
+    CHECK(b.output == 40.0);
+    CHECK(b.score_matrix == 24.0);
+    CHECK(b.peak_extra == 88.0);
+    CHECK(b.moved == 276.0);
+  }
+
+  TEST_CASE("attention_bytes puts one 100,000 × 100,000 float32 score matrix at 40 GB") {
+    const attn::AttentionBytes b = attn::attention_bytes(100000, 100000, 64, 64);
+    CHECK(b.score_matrix == 4.0e10);
+    CHECK(b.peak_extra == 8.0e10 + 4.0 * 100000 * 64);
+    CHECK(b.inputs == 3.0 * 4 * 100000 * 64);  // the inputs stay small: 76.8 MB
+  }
+
+  TEST_CASE("attention_bytes is zero without tokens and four bytes per (query, key) pair in each score matrix") {
+    CHECK(attn::attention_bytes(0, 0, 8, 8).peak_extra == 0.0);
+    CHECK(attn::attention_bytes(1, 1, 1, 1).score_matrix == 4.0);
+    CHECK(attn::attention_bytes(1, 1, 1, 1).moved == 4.0 * 3 + 4.0 + 16.0);
+  }
+
+  TEST_CASE("fit_power_law recovers the exponent and coefficient of exact power laws") {
+    const std::vector<double> x = {256, 512, 1024, 3000, 5000};  // not all powers of two
+    for (double p : {0.5, 1.0, 2.0, 3.0}) {
+      std::vector<double> y;
+      for (double xi : x) y.push_back(3e-9 * std::pow(xi, p));
+      const attn::PowerLawFit fit = attn::fit_power_law(x, y);
+      // Logs of exact values: the only error is rounding in ~10 sums of terms of size ~10, ≈ 1e-14.
+      CHECK(fit.exponent == doctest::Approx(p).epsilon(1e-12));
+      CHECK(fit.coefficient == doctest::Approx(3e-9).epsilon(1e-10));
+      CHECK(fit.r_squared == doctest::Approx(1.0).epsilon(1e-12));
+    }
+  }
+
+  TEST_CASE("fit_power_law recovers known exponents from noisy data, within five standard errors") {
+    // Multiplicative noise e^(σ·ε) adds N(0, σ²) to ln y. The slope's standard error is
+    // σ / sqrt(Σ(ln x − mean)²) = 0.05 / sqrt(ln²2 · 82.5) = 0.0079 for ten doublings; five of them: 0.04.
+    const std::vector<double> x = doublings();
+    std::uint64_t seed = 40;
+    for (double p : {1.0, 2.0, 3.0}) {
+      const attn::PowerLawFit fit = attn::fit_power_law(x, noisy_power_law(x, 2e-6, p, 0.05, seed++));
+      CHECK(fit.exponent == doctest::Approx(p).epsilon(0.04 / p));
+      CHECK(fit.r_squared > 0.99);  // the noise explains ~10·0.0025 of a variance of ~40·p²
+    }
+  }
+
+  TEST_CASE("fit_power_law reports a poor fit for data without a trend") {
+    // Pure noise (p = 0, σ = 0.5): the fitted line explains little; R² is a ratio of two chi-squares with
+    // mean ≈ 0.1, and with this seed it is far below 0.5.
+    const attn::PowerLawFit fit = attn::fit_power_law(doublings(), noisy_power_law(doublings(), 1.0, 0.0, 0.5, 7));
+    CHECK(fit.r_squared < 0.5);
+    CHECK(std::fabs(fit.exponent) < 0.25);
+  }
+
+  TEST_CASE("fit_power_law rejects mismatched sizes, one point, non-positive values and equal x") {
+    CHECK_THROWS_WITH_AS(attn::fit_power_law({1, 2, 3}, {1, 2}), doctest::Contains("3"), std::invalid_argument);
+    CHECK_THROWS_AS(attn::fit_power_law({1}, {1}), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::fit_power_law({1, 2, 4}, {1, 0, 4}), doctest::Contains("[1]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::fit_power_law({1, -2, 4}, {1, 2, 4}), doctest::Contains("[1]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::fit_power_law({1, 2, NAN}, {1, 2, 4}), doctest::Contains("[2]"), std::invalid_argument);
+    CHECK_THROWS_AS(attn::fit_power_law({5, 5, 5}, {1, 2, 3}), std::invalid_argument);
+  }
+
+  TEST_CASE("guarded_attention equals full attention (the oracle) when the matrices fit") {
+    attn::Rng rng(404);
+    for (auto [n_q, n_kv, d_k, d_v] : {std::array<std::size_t, 4>{1, 1, 1, 1}, {5, 5, 4, 4}, {7, 13, 3, 6}}) {
+      const Matrix Q = rng.normal(n_q, d_k), K = rng.normal(n_kv, d_k), V = rng.normal(n_kv, d_v);
+      CHECK_ALLCLOSE(attn::guarded_attention(Q, K, V, 1e9),
+                     attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V)), kAtol, kRtol);
+    }
+  }
+
+  TEST_CASE("guarded_attention runs at exactly its estimate and refuses one byte less") {
+    // n = 13, d = 3: S and A are 4·169 = 676 B each, O is 4·39 = 156 B: 1508 B beyond the inputs.
+    attn::Rng rng(13);
+    const Matrix Q = rng.normal(13, 3), K = rng.normal(13, 3), V = rng.normal(13, 3);
+    CHECK_ALLCLOSE(attn::guarded_attention(Q, K, V, 1508.0),
+                   attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V)), kAtol, kRtol);
+    CHECK_THROWS_AS(attn::guarded_attention(Q, K, V, 1507.0), attn::memory_refusal);
+  }
+
+  TEST_CASE("guarded_attention refuses before allocating, stating the estimate and pointing to chapter 05") {
+    // n = 300, d = 8 under a fake limit of 100 kB: S alone would be 360 kB, S + A + O = 729,600 B = 730 kB.
+    const Matrix Q = xt::zeros<float>({300, 8}), K = Q, V = Q;  // (n, d)
+    bool refused = false;
+    std::string message;
+    double required = 0, limit = 0;
+    message.reserve(1024);  // so that copying the message below allocates nothing inside the measurement
+    const std::size_t heap = attn::ch04::measure_heap_peak([&] {
+      try {
+        (void)attn::guarded_attention(Q, K, V, 100e3);
+      } catch (const attn::memory_refusal& e) {
+        refused = true;
+        message = e.what();
+        required = e.required_bytes();
+        limit = e.limit_bytes();
+      }
+    });
+    REQUIRE(refused);
+    CHECK(required == 729600.0);
+    CHECK(limit == 100e3);
+    CHECK(heap < 4096);  // the message text and nothing else: one score matrix would be 360,000 B
+    CHECK(message.find("730 kB") != std::string::npos);
+    CHECK(message.find("hapter 05") != std::string::npos);
+  }
+
+  TEST_CASE("guarded_attention's estimate bounds the heap full attention really holds") {
+    // Measured with the counting allocator: at least one (n, n) matrix is materialised, and never more than
+    // the estimate the guard relies on.
+    attn::Rng rng(5);
+    const Matrix Q = rng.normal(200, 16), K = rng.normal(200, 16), V = rng.normal(200, 16);
+    const attn::AttentionBytes b = attn::attention_bytes(200, 200, 16, 16);
+    Matrix O;
+    const std::size_t heap = attn::ch04::measure_heap_peak([&] { O = attn::guarded_attention(Q, K, V, 1e9); });
+    CHECK(static_cast<double>(heap) >= b.score_matrix);
+    CHECK(static_cast<double>(heap) <= b.peak_extra);
+  }
+
+  TEST_CASE("guarded_attention rejects Q, K and V that do not fit together, naming their shapes") {
+    const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 2}), V = xt::zeros<float>({5, 2});
+    CHECK_THROWS_WITH_AS(attn::guarded_attention(Q, K, V, 1e9), doctest::Contains("(5, 2)"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::guarded_attention(Q, K, V, 1e9), doctest::Contains("(4, 3)"), std::invalid_argument);
+    const Matrix V_short = xt::zeros<float>({4, 2});  // one value too few
+    CHECK_THROWS_WITH_AS(attn::guarded_attention(K, K, V_short, 1e9), doctest::Contains("(4, 2)"),
+                         std::invalid_argument);
+  }
+}
