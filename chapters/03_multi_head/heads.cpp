@@ -13,7 +13,6 @@
 
 #include "01_intuition/lexicon.hpp"
 #include "attn/rng.hpp"
-#include "attn/svg.hpp"
 
 namespace attn::ch03 {
 namespace {
@@ -127,7 +126,6 @@ Cost multi_head_cost(std::size_t n_tokens, std::size_t d_model, std::size_t h) {
 }
 // [multi_head_cost]
 
-// [write_attention_dot]
 void write_attention_dot(const std::string& path, const Matrix& A, const std::vector<std::string>& tokens,
                          const std::string& title, std::size_t per_token, double min_weight) {
   require(A.shape(0) == tokens.size() && A.shape(1) == tokens.size(),
@@ -135,10 +133,11 @@ void write_attention_dot(const std::string& path, const Matrix& A, const std::ve
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write " + path);
   out << "digraph attention {\n"
-      << "  label=\"" << xml_escape(title) << "\"; labelloc=t; rankdir=LR;\n"
+      << "  label=\"" << title << "\"; labelloc=t; rankdir=LR;\n"
       << "  node [shape=box, style=rounded, fontname=\"Noto Sans CJK SC,sans-serif\"];\n"
       << "  edge [fontname=\"sans-serif\", fontsize=10];\n";
   for (std::size_t i = 0; i < tokens.size(); ++i) out << fmt::format("  t{} [label=\"{}\\n#{}\"];\n", i, tokens[i], i);
+  // [write_attention_dot]
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     std::vector<std::size_t> order(tokens.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
@@ -153,9 +152,9 @@ void write_attention_dot(const std::string& path, const Matrix& A, const std::ve
                          0.5 + 5.0 * w, grey, grey, grey);
     }
   }
+  // [write_attention_dot]
   out << "}\n";
 }
-// [write_attention_dot]
 
 void render_dot_svg(const std::string& dot_path, const std::string& svg_path) {
   const std::string command = fmt::format("dot -Tsvg '{}' -o '{}' 2>&1", dot_path, svg_path);

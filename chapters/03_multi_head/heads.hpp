@@ -55,8 +55,14 @@ struct Cost {
 Cost multi_head_cost(std::size_t n, std::size_t d_model, std::size_t h);
 
 /// Writes the attention graph of one head as a Graphviz file: one node per token, and from every token
-/// its \p per_token strongest edges (weight ≥ \p min_weight), thickness and label from the weight.
+/// its strongest edges, their thickness and label taken from the weight.
+/// \param path where to write the .dot file.
 /// \param A (n, n) the head's attention weights; A(i, j): how much token i attends to token j.
+/// \param tokens (n) the node labels.
+/// \param title the graph's caption (plain text without double quotes).
+/// \param per_token how many edges to draw from each token, strongest first.
+/// \param min_weight weaker edges are left out.
+/// \throws std::invalid_argument when A is not (n, n); std::runtime_error when the file cannot be written.
 void write_attention_dot(const std::string& path, const Matrix& A, const std::vector<std::string>& tokens,
                          const std::string& title, std::size_t per_token = 2, double min_weight = 0.1);
 
