@@ -63,17 +63,24 @@ void show_the_steps(std::size_t n, std::size_t d_model, std::size_t h, std::uint
   attn::Rng rng(seed);
   const Matrix X = rng.normal(n, d_model);  // (n, d_model)
   const MultiHeadWeights W = random_weights(rng, d_model);
+  const MultiHeadWeights no_mix{W.W_Q, W.W_K, W.W_V, xt::eye<float>(d_model)};  // W_O = I: O is the Concat
   // [the_steps]
-  const Matrix Q = attn::project(X, W.W_Q);         // (n, d_model): every head's queries side by side
+  const Matrix Q = attn::project(X, W.W_Q);  // (n, d_model): every head's queries side by side
+  const Matrix K = attn::project(X, W.W_K);  // (n, d_model)
+  const Matrix V = attn::project(X, W.W_V);  // (n, d_model)
+
   const Tensor3 Q_heads = attn::split_heads(Q, h);  // (h, n, d_k)
-  const Tensor3 K_heads = attn::split_heads(attn::project(X, W.W_K), h);                            // (h, n, d_k)
-  const Tensor3 V_heads = attn::split_heads(attn::project(X, W.W_V), h);                            // (h, n, d_k)
-  const Matrix Q_0 = xt::view(Q_heads, 0), K_0 = xt::view(K_heads, 0), V_0 = xt::view(V_heads, 0);  // (n, d_k)
+  const Tensor3 K_heads = attn::split_heads(K, h);  // (h, n, d_k)
+  const Tensor3 V_heads = attn::split_heads(V, h);  // (h, n, d_k)
+
+  const Matrix Q_0 = xt::view(Q_heads, 0);                                  // (n, d_k): head 0's slice
+  const Matrix K_0 = xt::view(K_heads, 0);                                  // (n, d_k)
+  const Matrix V_0 = xt::view(V_heads, 0);                                  // (n, d_k)
   const Matrix A_0 = attn::softmax_rows(attn::scaled_scores(Q_0, K_0));     // (n, n): head 0's weights
   const Matrix head_0 = attn::scaled_dot_product_attention(Q_0, K_0, V_0);  // (n, d_k)
-  const Matrix concat =
-      attn::multi_head_attention(X, {W.W_Q, W.W_K, W.W_V, xt::eye<float>(d_model)}, h);  // (n, d_model)
-  const Matrix O = attn::multi_head_attention(X, W, h);                                  // (n, d_model)
+
+  const Matrix concat = attn::multi_head_attention(X, no_mix, h);  // (n, d_model): all heads, side by side
+  const Matrix O = attn::multi_head_attention(X, W, h);            // (n, d_model): Concat · W_O
   // [the_steps]
   attn::Table t({"step", "what", "shape"});
   t.set_left(1);
@@ -90,9 +97,8 @@ void show_the_steps(std::size_t n, std::size_t d_model, std::size_t h, std::uint
 
   // Two identities the tests also check, here on this run's numbers.
   const bool round_trip = attn::merge_heads(Q_heads) == Q;
-  const MultiHeadWeights one_head{W.W_Q, W.W_K, W.W_V, xt::eye<float>(d_model)};
-  const Matrix wide = attn::scaled_dot_product_attention(Q, attn::project(X, W.W_K), attn::project(X, W.W_V));
-  const double diff = xt::amax(xt::abs(attn::multi_head_attention(X, one_head, 1) - wide))();
+  const Matrix wide = attn::scaled_dot_product_attention(Q, K, V);  // (n, d_model): chapter 02, one wide head
+  const double diff = xt::amax(xt::abs(attn::multi_head_attention(X, no_mix, 1) - wide))();
   fmt::print("merge_heads(split_heads(Q)) == Q exactly: {}\n", round_trip ? "yes" : "NO");
   fmt::print("h = 1 with W_O = I against chapter 02's attention on the full width: max |difference| = {:.1e}\n", diff);
 }
