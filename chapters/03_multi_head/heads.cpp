@@ -21,6 +21,9 @@ namespace {
 enum Feature : std::size_t { kNoun, kAnimate, kHuman, kPlace, kAction, kState, kPronoun, kFunction, kFeatures };
 // The position code (columns 8–15 of X): (cos ω p, sin ω p) for each frequency, in this order.
 constexpr double kPi = 3.14159265358979323846;
+// The hand-built heads use the first two. cos ω₁Δ + cos ω₂Δ is 2 at Δ = 0, 1.45 at Δ = ±1, and has a
+// second, weaker peak of 1.81 at Δ = ±18: in sentences longer than 19 tokens the positional head also
+// gives some weight to the token 19 places back. The code repeats exactly only after 60 positions.
 constexpr double kOmega[] = {kPi / 3, kPi / 10, kPi / 25, kPi / 60};
 constexpr std::size_t kPosition = kFeatures;  // first position column
 
