@@ -1,0 +1,190 @@
+// Chapter 03's tests, run against both tracks. Expected values come from the float64 oracle
+// (tests/oracle/03_multi_head_oracle.hpp) or from exact identities, never from the other track.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "03_multi_head/multi_head.hpp"
+#include "attn/rng.hpp"
+#include "oracle/03_multi_head_oracle.hpp"
+#include "support/allclose.hpp"
+
+namespace {
+
+using attn::Matrix;
+using attn::MultiHeadWeights;
+using attn::Tensor3;
+using attn::test::to_oracle;
+
+// Four chained float32 products (X·W, Q·Kᵀ, A·V, ·W_O) of length d ≤ 48 with entries of size ~1: each
+// adds at most d·2^-24 ≈ 3e-6 relative error, the softmax ~n·6e-8; 1e-4 absolute + 1e-4 relative leaves
+// a factor of ten of room and still catches a wrong scale (÷√d_model instead of ÷√d_k is off by ≥ 40%).
+constexpr double kAtol = 1e-4;
+constexpr double kRtol = 1e-4;
+
+// Weights with entries ~ N(0, 1/d_model): X·W keeps entries of size ~1, so the scores stay moderate.
+MultiHeadWeights random_weights(attn::Rng& rng, std::size_t d_model) {
+  const float s = 1.0f / std::sqrt(static_cast<float>(d_model));
+  return {rng.normal(d_model, d_model, 0.0f, s), rng.normal(d_model, d_model, 0.0f, s),
+          rng.normal(d_model, d_model, 0.0f, s), rng.normal(d_model, d_model, 0.0f, s)};
+}
+
+attn::oracle::Mat oracle_layer(const Matrix& X, const MultiHeadWeights& W, const std::vector<bool>& keep,
+                               const std::vector<bool>* allowed = nullptr) {
+  return attn::oracle::multi_head(to_oracle(X), to_oracle(W.W_Q), to_oracle(W.W_K), to_oracle(W.W_V), to_oracle(W.W_O),
+                                  keep, allowed);
+}
+
+// (n, d_model, h): n = 1, h = 1, h = d_model (d_k = 1), and shapes that are not powers of two.
+constexpr std::array<std::array<std::size_t, 3>, 6> kShapes{
+    {{1, 4, 2}, {5, 6, 1}, {7, 6, 3}, {9, 12, 4}, {4, 5, 5}, {11, 48, 6}}};
+
+}  // namespace
+
+TEST_SUITE("03_multi_head") {
+  TEST_CASE("split_heads gives head i the i-th block of d_k columns of every row") {
+    attn::Rng rng(31);
+    const Matrix X = rng.normal(3, 12);  // (n, d_model) = (3, 12)
+    const Tensor3 heads = attn::split_heads(X, 4);
+    REQUIRE(heads.shape(0) == 4);
+    REQUIRE(heads.shape(1) == 3);
+    REQUIRE(heads.shape(2) == 3);
+    for (std::size_t i = 0; i < 4; ++i)
+      for (std::size_t t = 0; t < 3; ++t)
+        for (std::size_t c = 0; c < 3; ++c) CHECK(heads(i, t, c) == X(t, i * 3 + c));
+  }
+
+  TEST_CASE("merge_heads undoes split_heads exactly, and split_heads undoes merge_heads") {
+    attn::Rng rng(32);
+    for (const auto& [n, d_model, h] : kShapes) {
+      CAPTURE(n);
+      CAPTURE(h);
+      const Matrix X = rng.normal(n, d_model);
+      const Matrix round_trip = attn::merge_heads(attn::split_heads(X, h));
+      CHECK(round_trip == X);  // only copies: bit-exact
+      const Tensor3 heads = attn::split_heads(X, h);
+      CHECK(attn::split_heads(attn::merge_heads(heads), h) == heads);
+    }
+  }
+
+  TEST_CASE("split_heads refuses a d_model that the number of heads does not divide, naming the shape") {
+    const Matrix X = xt::zeros<float>({4, 10});
+    CHECK_THROWS_WITH_AS(attn::split_heads(X, 3), doctest::Contains("(4, 10)"), std::invalid_argument);
+    CHECK_THROWS_AS(attn::split_heads(X, 0), std::invalid_argument);
+  }
+
+  TEST_CASE("multi_head_attention matches the oracle for random shapes and head counts") {
+    attn::Rng rng(33);
+    for (const auto& [n, d_model, h] : kShapes) {
+      CAPTURE(n);
+      CAPTURE(d_model);
+      CAPTURE(h);
+      const Matrix X = rng.normal(n, d_model);
+      const MultiHeadWeights W = random_weights(rng, d_model);
+      CHECK_ALLCLOSE(attn::multi_head_attention(X, W, h), oracle_layer(X, W, std::vector<bool>(h, true)), kAtol, kRtol);
+    }
+  }
+
+  TEST_CASE("multi_head_attention applies one causal mask to every head") {
+    attn::Rng rng(34);
+    const std::size_t n = 6, d_model = 12, h = 3;
+    const Matrix X = rng.normal(n, d_model);
+    const MultiHeadWeights W = random_weights(rng, d_model);
+    const attn::Mask causal = attn::causal_mask(n, n);
+    const std::vector<bool> allowed(causal.begin(), causal.end());
+    CHECK_ALLCLOSE(attn::multi_head_attention(X, W, h, causal), oracle_layer(X, W, {true, true, true}, &allowed), kAtol,
+                   kRtol);
+  }
+
+  TEST_CASE("with one head and W_O = I, multi-head attention is chapter 02's attention") {
+    attn::Rng rng(35);
+    const std::size_t n = 7, d_model = 10;
+    const Matrix X = rng.normal(n, d_model);
+    MultiHeadWeights W = random_weights(rng, d_model);
+    W.W_O = xt::eye<float>(d_model);
+    const auto Xo = to_oracle(X);
+    const auto expected =
+        attn::oracle::attention(attn::oracle::matmul(Xo, to_oracle(W.W_Q)), attn::oracle::matmul(Xo, to_oracle(W.W_K)),
+                                attn::oracle::matmul(Xo, to_oracle(W.W_V)));
+    CHECK_ALLCLOSE(attn::multi_head_attention(X, W, 1), expected, kAtol, kRtol);
+  }
+
+  TEST_CASE("multi_head_attention stays finite and matches the oracle when scores reach 1e4") {
+    attn::Rng rng(36);
+    const std::size_t n = 5, d_model = 8, h = 2;
+    const Matrix X = rng.normal(n, d_model);
+    MultiHeadWeights W = random_weights(rng, d_model);
+    W.W_Q *= 100.0f;  // scores of order 1e2·1e0·... up to ~1e4: softmax must subtract the row max
+    W.W_K *= 100.0f;
+    const Matrix O = attn::multi_head_attention(X, W, h);
+    CHECK(xt::all(xt::isfinite(O)));
+    // Near one-hot rows: float32 scores of size 1e4 carry ~1e-3 absolute error, which can move a weight
+    // that is not saturated by that much; outputs are then off by ≤ 1e-3·max|V|·|W_O| ≈ 1e-2.
+    CHECK_ALLCLOSE(O, oracle_layer(X, W, {true, true}), 1e-2, 1e-3);
+  }
+
+  TEST_CASE("multi_head_attention refuses a NaN input instead of spreading it") {
+    attn::Rng rng(37);
+    Matrix X = rng.normal(3, 4);
+    X(1, 2) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_AS(attn::multi_head_attention(X, random_weights(rng, 4), 2), std::invalid_argument);
+  }
+
+  TEST_CASE("multi_head_attention refuses d_model % h != 0 and weights of the wrong shape, naming them") {
+    attn::Rng rng(38);
+    const Matrix X = rng.normal(3, 6);
+    const MultiHeadWeights W = random_weights(rng, 6);
+    CHECK_THROWS_WITH_AS(attn::multi_head_attention(X, W, 4), doctest::Contains("(3, 6)"), std::invalid_argument);
+    MultiHeadWeights wrong = W;
+    wrong.W_O = xt::zeros<float>({6, 5});
+    CHECK_THROWS_WITH_AS(attn::multi_head_attention(X, wrong, 2), doctest::Contains("(6, 5)"), std::invalid_argument);
+  }
+
+  TEST_CASE("keeping every head is the full layer and removing every head leaves zeros") {
+    attn::Rng rng(39);
+    const Matrix X = rng.normal(6, 12);
+    const MultiHeadWeights W = random_weights(rng, 12);
+    CHECK_ALLCLOSE(attn::multi_head_attention_ablated(X, W, std::vector<bool>(4, true)),
+                   oracle_layer(X, W, std::vector<bool>(4, true)), kAtol, kRtol);
+    const Matrix none = attn::multi_head_attention_ablated(X, W, std::vector<bool>(4, false));
+    CHECK_ALLCLOSE(none, attn::oracle::Mat(6, 12), 0.0, 0.0);
+  }
+
+  TEST_CASE("ablating all heads but one leaves that head alone through its rows of W_O") {
+    attn::Rng rng(40);
+    const std::size_t n = 7, d_model = 15, h = 3, d_k = 5;
+    const Matrix X = rng.normal(n, d_model);
+    const MultiHeadWeights W = random_weights(rng, d_model);
+    const auto Xo = to_oracle(X);
+    for (std::size_t i = 0; i < h; ++i) {
+      CAPTURE(i);
+      std::vector<bool> keep(h, false);
+      keep[i] = true;
+      const auto head = attn::oracle::head_output(Xo, to_oracle(W.W_Q), to_oracle(W.W_K), to_oracle(W.W_V), h, i);
+      const Matrix W_O_i = xt::view(W.W_O, xt::range(i * d_k, (i + 1) * d_k), xt::all());  // (d_k, d_model)
+      CHECK_ALLCLOSE(attn::multi_head_attention_ablated(X, W, keep), attn::oracle::matmul(head, to_oracle(W_O_i)),
+                     kAtol, kRtol);
+    }
+  }
+
+  TEST_CASE("removing some heads matches the oracle layer without them") {
+    attn::Rng rng(41);
+    const Matrix X = rng.normal(1, 8);  // n = 1: each head attends to the only token
+    const MultiHeadWeights W = random_weights(rng, 8);
+    const std::vector<bool> keep{true, false, false, true};
+    CHECK_ALLCLOSE(attn::multi_head_attention_ablated(X, W, keep), oracle_layer(X, W, keep), kAtol, kRtol);
+  }
+
+  TEST_CASE("multi_head_attention_ablated refuses an empty head mask or one that does not divide d_model") {
+    attn::Rng rng(42);
+    const Matrix X = rng.normal(3, 6);
+    const MultiHeadWeights W = random_weights(rng, 6);
+    CHECK_THROWS_AS(attn::multi_head_attention_ablated(X, W, {}), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::multi_head_attention_ablated(X, W, std::vector<bool>(4, true)),
+                         doctest::Contains("(3, 6)"), std::invalid_argument);
+  }
+}
