@@ -17,6 +17,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -472,16 +475,33 @@ void print_design_table(const ch02::ScalingStudy& study) {
   }
 }
 
+/// Runs \p section; in the book's run, also copies what it printed into DIR/\p file, so that the book can
+/// show each part of the output beside the text that explains it. (The book's run sends stdout to
+/// DIR/ch02_qkv_trace.txt, see attn::Chapter::run; the excerpt is read back from there.)
+void excerpt(const attn::Chapter& chapter, const std::string& file, const std::function<void()>& section) {
+  if (!chapter.book_mode()) return section();
+  std::fflush(stdout);
+  const long start = std::ftell(stdout);
+  section();
+  std::fflush(stdout);
+  const long end = std::ftell(stdout);
+  std::ifstream whole(*chapter.figure_path("ch02_qkv_trace.txt"), std::ios::binary);
+  std::string text(static_cast<std::size_t>(end - start), '\0');
+  whole.seekg(start);
+  whole.read(text.data(), static_cast<std::streamsize>(text.size()));
+  std::ofstream(*chapter.figure_path(file), std::ios::binary) << text;
+}
+
 void tell_the_story(const attn::Chapter& chapter, const Example& example) {
   fmt::print("Chapter 02: Q, K, V and the computation, box by box.\n");
   const Trace full = run_trace(example);
-  print_trace(example, full);
-  print_causal(example, full);
-  print_cross_attention();
-  print_library();
+  excerpt(chapter, "ch02_trace.txt", [&] { print_trace(example, full); });
+  excerpt(chapter, "ch02_causal.txt", [&] { print_causal(example, full); });
+  excerpt(chapter, "ch02_cross.txt", [&] { print_cross_attention(); });
+  excerpt(chapter, "ch02_library.txt", [&] { print_library(); });
   const ch02::ScalingStudy study = run_scaling_study();
-  print_scaling(chapter, study);
-  print_design_table(study);
+  excerpt(chapter, "ch02_scaling.txt", [&] { print_scaling(chapter, study); });
+  excerpt(chapter, "ch02_design.txt", [&] { print_design_table(study); });
 }
 
 // --- benchmarks: `ch02_qkv_trace bench` ------------------------------------------------------------------
