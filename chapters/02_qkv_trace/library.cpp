@@ -5,9 +5,9 @@
 
 namespace attn::ch02 {
 
+// clang-format off
 // [shelf]
 const Shelf& library_shelf() {
-  // clang-format off
   static const Shelf shelf{
       {"Machine Learning: A First Course", "Deep Learning in Practice", "Statistical Inference",
        "Programming in C++", "The Joy of Baking", "A History of the Silk Road"},
@@ -27,7 +27,6 @@ const Shelf& library_shelf() {
              {0.0f, 0.7f, 0.3f, 0.0f, 0.0f},    // code and examples
              {0.0f, 0.0f, 0.1f, 0.8f, 0.1f},    // recipes
              {0.0f, 0.0f, 0.0f, 0.0f, 1.0f}}};  // stories
-  // clang-format on
   return shelf;
 }
 
@@ -36,5 +35,6 @@ Matrix machine_learning_query() {
   return Matrix{{3.0f, 0.0f, 0.0f, 0.0f, 0.0f}};  // (1, d_k)
 }
 // [shelf]
+// clang-format on
 
 }  // namespace attn::ch02

@@ -145,17 +145,18 @@ Matrix apply_mask(Matrix S, const Mask& mask) {
 // [trace]
 Trace run_trace(const Example& e, const Mask& mask = Mask()) {
   Trace t;
-  t.Q = attn::project(e.X, e.W_Q);                       // (n, d_k)  what each token looks for
-  t.K = attn::project(e.X, e.W_K);                       // (n, d_k)  what each token offers
-  t.V = attn::project(e.X, e.W_V);                       // (n, d_v)  what each token hands over
-  t.QKt = attn::matmul(t.Q, t.K, /*transpose_b=*/true);  // (n, n) every query against every key
-  t.S = attn::scaled_scores(t.Q, t.K);                   // (n, n)    the same, ÷√d_k
-  if (mask.size() > 0) t.S = apply_mask(t.S, mask);      // (n, n)    forbidden pairs: -inf
-  t.A = attn::softmax_rows(t.S);                         // (n, n)    each row: weights summing to 1
-  t.O = attn::matmul(t.A, t.V);                          // (n, d_v)  each row: a weighted average of V's rows
-  // The chapter's one function does all of the above in one call; it must agree with the boxes.
-  const Matrix O_one_call = attn::scaled_dot_product_attention(t.Q, t.K, t.V, mask);  // (n, d_v)
-  t.one_call_difference = xt::amax(xt::abs(O_one_call - t.O))();
+  t.Q = attn::project(e.X, e.W_Q);  // (n, d_k) what each token looks for
+  t.K = attn::project(e.X, e.W_K);  // (n, d_k) what each token offers
+  t.V = attn::project(e.X, e.W_V);  // (n, d_v) what each token hands over
+  // (n, n): every query against every key, then the same ÷√d_k, then forbidden pairs set to -inf
+  t.QKt = attn::matmul(t.Q, t.K, /*transpose_b=*/true);
+  t.S = attn::scaled_scores(t.Q, t.K);
+  if (mask.size() > 0) t.S = apply_mask(t.S, mask);
+  t.A = attn::softmax_rows(t.S);  // (n, n)   each row: weights summing to 1
+  t.O = attn::matmul(t.A, t.V);   // (n, d_v) each row: a weighted average of V's rows
+  // The chapter's one function does all of the above in one call: it must agree with the boxes.
+  const Matrix O = attn::scaled_dot_product_attention(t.Q, t.K, t.V, mask);  // (n, d_v)
+  t.one_call_difference = xt::amax(xt::abs(O - t.O))();
   return t;
 }
 // [trace]
@@ -293,14 +294,16 @@ void print_causal(const Example& e, const Trace& full) {
 // [cross_attention]
 void print_cross_attention() {
   attn::heading("Cross-attention: queries from one sequence, keys and values from another");
-  const auto& english = ch01::sentences()[1].tokens;                            // the cat sat on the mat it was tired
-  const auto& chinese = ch01::sentences()[0].tokens;                            // 猫 坐在 垫子上 它 很累
-  const Matrix W_Q = ch01::query_weights(attn::design_pronoun_query());         // (d_model, d_k)
-  const Matrix Q = attn::project(ch01::embed(english), W_Q);                    // (n_q, d_k)  the English asks
-  const Matrix K = attn::project(ch01::embed(chinese), ch01::key_weights());    // (n_kv, d_k) the Chinese offers
-  const Matrix V = attn::project(ch01::embed(chinese), ch01::value_weights());  // (n_kv, d_v)
-  const Matrix A = attn::softmax_rows(attn::scaled_scores(Q, K));               // (n_q, n_kv)
-  const Matrix O = attn::scaled_dot_product_attention(Q, K, V);                 // (n_q, d_v)
+  const auto& english = ch01::sentences()[1].tokens;  // the cat sat on the mat it was tired
+  const auto& chinese = ch01::sentences()[0].tokens;  // 猫 坐在 垫子上 它 很累
+  // The English asks (n_q, d_k) ...
+  const Matrix W_Q = ch01::query_weights(attn::design_pronoun_query());
+  const Matrix Q = attn::project(ch01::embed(english), W_Q);
+  // ... the Chinese offers (n_kv, d_k) and carries (n_kv, d_v).
+  const Matrix K = attn::project(ch01::embed(chinese), ch01::key_weights());
+  const Matrix V = attn::project(ch01::embed(chinese), ch01::value_weights());
+  const Matrix A = attn::softmax_rows(attn::scaled_scores(Q, K));  // (n_q, n_kv)
+  const Matrix O = attn::scaled_dot_product_attention(Q, K, V);    // (n_q, d_v)
   // [cross_attention]
   fmt::print(
       "A translator's decoder asks about the source sentence: Q from the English words (n_q = {}), K and V\n"
@@ -392,7 +395,7 @@ void print_scaling(const attn::Chapter& chapter, const ch02::ScalingStudy& study
                                  "variance",
                                  true,
                                  true,
-                                 {{"q·k (no scale)", d_k, var_raw}, {"q·k / √d_k", d_k, var_scaled}}});
+                                 {{"q·k", d_k, var_raw}, {"q·k / √d_k", d_k, var_scaled}}});
     chapter.announce_figure(*path);
   }
   if (const auto path = chapter.figure_path("ch02_scaling_saturation.svg")) {
@@ -401,10 +404,10 @@ void print_scaling(const attn::Chapter& chapter, const ch02::ScalingStudy& study
                                  "mean over queries",
                                  true,
                                  false,
-                                 {{"largest weight (no scale)", d_k, max_raw},
-                                  {"largest weight (÷√d_k)", d_k, max_scaled},
-                                  {"‖J‖ of softmax (no scale)", d_k, jac_raw},
-                                  {"‖J‖ of softmax (÷√d_k)", d_k, jac_scaled}}});
+                                 {{"max a", d_k, max_raw},
+                                  {"max a ÷√d_k", d_k, max_scaled},
+                                  {"‖J‖", d_k, jac_raw},
+                                  {"‖J‖ ÷√d_k", d_k, jac_scaled}}});
     chapter.announce_figure(*path);
   }
 }

@@ -47,7 +47,8 @@ struct Accumulator {
 
 // [jacobian]
 double softmax_jacobian_norm(const Vector& p) {
-  // ∂p_i/∂s_j = p_i (δ_ij − p_j): a one-hot p makes every entry 0 (p_i is 0, or p_i = 1 and δ_ij − p_j = 0).
+  // ∂p_i/∂s_j = p_i (δ_ij − p_j). A one-hot p makes every entry 0:
+  // either p_i = 0, or p_i = 1 and then δ_ij − p_j = 0 for every j.
   double sum = 0;
   for (std::size_t i = 0; i < p.size(); ++i)
     for (std::size_t j = 0; j < p.size(); ++j) {
@@ -62,11 +63,12 @@ double softmax_jacobian_norm(const Vector& p) {
 ScalingStudy measure_scaling(const std::vector<std::size_t>& d_ks, std::size_t n_keys, std::size_t trials,
                              std::uint64_t seed) {
   require(n_keys >= 2 && trials >= 2,
-          fmt::format("measure_scaling: {} keys and {} trials; a variance needs at least 2 of each", n_keys, trials));
+          fmt::format("measure_scaling: {} keys, {} trials; a variance needs 2 of each", n_keys, trials));
   ScalingStudy study{n_keys, trials, {}};
   for (const std::size_t d_k : d_ks) {
     require(d_k > 0, "measure_scaling: d_k must be positive");
-    Rng rng(seed + d_k);  // each d_k its own stream: adding a width does not change the others' numbers
+    // Each d_k draws from its own stream: adding a width does not change the others' numbers.
+    Rng rng(seed + d_k);
     const float scale = 1.0f / std::sqrt(static_cast<float>(d_k));
     Accumulator raw, scaled;
     for (std::size_t t = 0; t < trials; ++t) {
