@@ -2,8 +2,10 @@
 // (tests/oracle) or closed forms, never from the other track.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "attn/rng.hpp"
@@ -13,26 +15,124 @@ namespace {
 
 using attn::Mask;
 using attn::Matrix;
+using attn::oracle::Mat;
 using attn::test::to_oracle;
 
-// Float32 against float64 for products of N(0,1) entries: a dot product of length d has rounding error
-// below d·2^-24·Σ|q_c k_c| ≈ d·6e-8·d (loose bound); for d ≤ 64 and entries of size ~1 this stays under
-// 1e-4 relative to the row's scale, so atol 1e-4 with rtol 1e-4 covers products and softmax (which adds
-// ~n·6e-8 relative).
-constexpr double kAtol = 1e-4;
-constexpr double kRtol = 1e-4;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// --- tolerances, from the arithmetic ---------------------------------------------------------------------
+// The inputs are float32 numbers, which the float64 oracle holds exactly, so a track's whole error is its
+// own rounding, and float64's (~1e-16) is negligible beside it. With u = 2⁻²⁴ (float32's unit roundoff) and
+// γ_k = k·u / (1 − k·u), the classical bounds (Higham, Accuracy and Stability of Numerical Algorithms,
+// §3.1) hold for ANY summation order, blocked BLAS and FMA included:
+//   dot product of length k:        |fl(a·b) − a·b| ≤ γ_k · Σ_c |a_c b_c|
+//   scaled score q·k/√d_k:          one rounding for √d_k, one for 1/√d_k, one for the product: γ_{d_k+3}
+//   softmax of a row of n:          exp, the sum of n terms and the division: each weight relatively within
+//                                   γ_{n+4}, plus u·a_j·|s_j − m| ≤ u/e absolute from rounding s_j − m;
+//                                   scores already wrong by ε shift each weight by a factor in [e^−2ε, e^2ε]
+//   output A·V, row i, column c:    Σ_j |Â_ij − A_ij| |V_jc| + γ_{n_kv} Σ_j Â_ij |V_jc|
+// Each test below takes its tolerance from these, computed for its own data: as tight as the arithmetic
+// allows, so no correct implementation fails and a wrong scale or a lost row does not pass.
+constexpr double kU = 0x1p-24;
+double gamma(std::size_t k) { return static_cast<double>(k) * kU / (1.0 - static_cast<double>(k) * kU); }
+
+/// max over (i, j) of Σ_c |A(i, c)| |B(j, c)|: what the dot products of A's rows with B's rows can lose.
+double max_abs_dot(const Mat& A, const Mat& B) {
+  double worst = 0;
+  for (std::size_t i = 0; i < A.rows; ++i)
+    for (std::size_t j = 0; j < B.rows; ++j) {
+      double s = 0;
+      for (std::size_t c = 0; c < A.cols; ++c) s += std::fabs(A(i, c) * B(j, c));
+      worst = std::max(worst, s);
+    }
+  return worst;
+}
+
+double max_abs(const Mat& M) {
+  double worst = 0;
+  for (double v : M.v) worst = std::max(worst, std::fabs(v));
+  return worst;
+}
+
+/// Bound on the absolute error of every entry of project(X, W).
+double projection_atol(const Matrix& X, const Matrix& W) {
+  return gamma(X.shape(1)) * max_abs_dot(to_oracle(X), attn::oracle::transpose(to_oracle(W)));
+}
+
+/// Bound on the absolute error of every entry of scaled_scores(Q, K).
+double score_atol(const Matrix& Q, const Matrix& K) {
+  const std::size_t d_k = Q.shape(1);
+  return gamma(d_k + 3) * max_abs_dot(to_oracle(Q), to_oracle(K)) / std::sqrt(static_cast<double>(d_k));
+}
+
+/// Relative error of a softmax weight over \p n entries whose scores are off by at most \p score_error.
+double weight_rtol(std::size_t n, double score_error) { return std::expm1(2.0 * score_error) + gamma(n + 4); }
+constexpr double kWeightAtol = kU;  // u·x·e^−x ≤ u/e < u: the rounding of s_j − m, however far below m s_j is
+
+/// Bound on the absolute error of every entry of scaled_dot_product_attention(Q, K, V[, mask]).
+double attention_atol(const Matrix& Q, const Matrix& K, const Matrix& V) {
+  const std::size_t n_kv = K.shape(0);
+  const double weights = weight_rtol(n_kv, score_atol(Q, K)) + static_cast<double>(n_kv) * kWeightAtol;
+  return max_abs(to_oracle(V)) * (weights + gamma(n_kv));
+}
+
+// --- data ------------------------------------------------------------------------------------------------
 
 std::vector<bool> to_allowed(const Mask& m) { return std::vector<bool>(m.begin(), m.end()); }
+
+/// A random mask, each pair allowed with probability \p p, as the track (Mask) and the oracle (vector) see it.
+Mask random_mask(attn::Rng& rng, std::size_t n_q, std::size_t n_kv, double p) {
+  std::bernoulli_distribution allowed(p);
+  Mask m = xt::zeros<bool>({n_q, n_kv});  // (n_q, n_kv)
+  for (auto& x : m) x = allowed(rng.engine());
+  return m;
+}
+
+/// Shapes every product test runs on: 1s, n_q ≠ n_kv both ways, d_k = 1, sizes that are not powers of two.
+struct Shape {
+  std::size_t n_q, n_kv, d_k, d_v;
+};
+constexpr std::array<Shape, 9> kShapes{{{1, 1, 1, 1},
+                                        {1, 9, 1, 3},
+                                        {9, 1, 5, 2},
+                                        {3, 10, 8, 12},
+                                        {7, 7, 16, 5},
+                                        {13, 29, 1, 7},
+                                        {17, 17, 64, 33},
+                                        {31, 45, 100, 23},
+                                        {70, 3, 3, 1}}};
+
+std::string describe(const Shape& s) {
+  return fmt::format("n_q = {}, n_kv = {}, d_k = {}, d_v = {}", s.n_q, s.n_kv, s.d_k, s.d_v);
+}
+
+/// Σ_j A(i, j) for every row, in float64.
+std::vector<double> row_sums(const Matrix& A) {
+  std::vector<double> sums(A.shape(0), 0.0);
+  for (std::size_t i = 0; i < A.shape(0); ++i)
+    for (std::size_t j = 0; j < A.shape(1); ++j) sums[i] += A(i, j);
+  return sums;
+}
 
 }  // namespace
 
 TEST_SUITE("02_qkv_trace") {
-  TEST_CASE("project matches the oracle on odd shapes") {
+  // --- project -----------------------------------------------------------------------------------------------
+  TEST_CASE("project matches the oracle on shapes with 1s and sizes that are not powers of two") {
     attn::Rng rng(21);
-    for (auto [n, d_in, d_out] : {std::array<std::size_t, 3>{1, 1, 1}, {5, 7, 3}, {13, 16, 9}}) {
+    for (auto [n, d_in, d_out] :
+         {std::array<std::size_t, 3>{1, 1, 1}, {1, 7, 3}, {5, 7, 3}, {13, 16, 9}, {33, 1, 17}, {31, 100, 63}}) {
+      INFO("X is (", n, ", ", d_in, "), W is (", d_in, ", ", d_out, ")");
       const Matrix X = rng.normal(n, d_in), W = rng.normal(d_in, d_out);
-      CHECK_ALLCLOSE(attn::project(X, W), attn::oracle::matmul(to_oracle(X), to_oracle(W)), kAtol, kRtol);
+      CHECK_ALLCLOSE(attn::project(X, W), attn::oracle::matmul(to_oracle(X), to_oracle(W)), projection_atol(X, W), 0.0);
     }
+  }
+
+  TEST_CASE("project of a sequence of zero tokens is a (0, d_out) matrix") {
+    const Matrix X = xt::zeros<float>({0, 3}), W = xt::ones<float>({3, 2});
+    const Matrix P = attn::project(X, W);
+    CHECK(P.shape(0) == 0);
+    CHECK(P.shape(1) == 2);
   }
 
   TEST_CASE("project rejects X and W whose inner sizes differ, naming both shapes") {
@@ -41,50 +141,90 @@ TEST_SUITE("02_qkv_trace") {
     CHECK_THROWS_WITH_AS(attn::project(X, W), doctest::Contains("(5, 2)"), std::invalid_argument);
   }
 
-  TEST_CASE("scaled_scores is Q Kᵀ / sqrt(d_k), also when n_q != n_kv") {
+  // --- scaled_scores -----------------------------------------------------------------------------------------
+  TEST_CASE("scaled_scores is Q Kᵀ / sqrt(d_k) on every shape, n_q != n_kv and d_k = 1 included") {
     attn::Rng rng(22);
-    for (auto [n_q, n_kv, d_k] : {std::array<std::size_t, 3>{1, 1, 1}, {3, 8, 5}, {9, 2, 64}}) {
-      const Matrix Q = rng.normal(n_q, d_k), K = rng.normal(n_kv, d_k);
-      auto expected = attn::oracle::matmul(to_oracle(Q), attn::oracle::transpose(to_oracle(K)));
-      for (double& s : expected.v) s /= std::sqrt(static_cast<double>(d_k));
-      CHECK_ALLCLOSE(attn::scaled_scores(Q, K), expected, kAtol, kRtol);
+    for (const Shape& s : kShapes) {
+      INFO(describe(s));
+      const Matrix Q = rng.normal(s.n_q, s.d_k), K = rng.normal(s.n_kv, s.d_k);
+      Mat expected = attn::oracle::matmul(to_oracle(Q), attn::oracle::transpose(to_oracle(K)));
+      for (double& v : expected.v) v /= std::sqrt(static_cast<double>(s.d_k));
+      CHECK_ALLCLOSE(attn::scaled_scores(Q, K), expected, score_atol(Q, K), 0.0);
+    }
+  }
+
+  TEST_CASE("scaled_scores of q = k = (1, ..., 1) is exactly sqrt(d_k): the scale is 1/sqrt(d_k), not 1/d_k") {
+    for (std::size_t d_k : {1u, 2u, 3u, 64u, 1000u}) {
+      INFO("d_k = ", d_k);
+      const Matrix ones = xt::ones<float>({std::size_t{1}, d_k});  // (1, d_k)
+      Mat expected(1, 1, std::sqrt(static_cast<double>(d_k)));
+      // The sum of d_k ones is exact; only the scale and the product with it round: 3u relative.
+      CHECK_ALLCLOSE(attn::scaled_scores(ones, ones), expected, 0.0, 3 * kU);
     }
   }
 
   TEST_CASE("scaled_scores rejects Q and K with different d_k, naming both shapes") {
-    const Matrix Q = xt::zeros<float>({2, 3}), K = xt::zeros<float>({2, 4});
-    CHECK_THROWS_WITH_AS(attn::scaled_scores(Q, K), doctest::Contains("(2, 4)"), std::invalid_argument);
+    const Matrix Q = xt::zeros<float>({2, 3}), K = xt::zeros<float>({5, 4});
+    CHECK_THROWS_WITH_AS(attn::scaled_scores(Q, K), doctest::Contains("(2, 3)"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::scaled_scores(Q, K), doctest::Contains("(5, 4)"), std::invalid_argument);
   }
 
-  TEST_CASE("softmax_rows: every row sums to one and matches the oracle, even at ±1e4") {
+  // --- softmax_rows --------------------------------------------------------------------------------------------
+  TEST_CASE("softmax_rows matches the oracle row by row, even with logits at ±1e4") {
     attn::Rng rng(23);
     Matrix S = rng.normal(6, 11, 0.0f, 3.0f);  // (6, 11)
-    S(2, 3) = 1.0e4f;
+    S(2, 3) = 1.0e4f;                          // exp(1e4) overflows: only the max-subtracted form survives
     S(4, 0) = -1.0e4f;
+    S(5, 1) = 1.0e4f;
+    S(5, 7) = -1.0e4f;
     const Matrix A = attn::softmax_rows(S);
-    attn::oracle::Mat expected(6, 11);
+    Mat expected(6, 11);
     for (std::size_t i = 0; i < 6; ++i) {
       const auto p = attn::oracle::softmax(to_oracle(S).row(i));
       std::copy(p.begin(), p.end(), expected.v.begin() + static_cast<std::ptrdiff_t>(i * 11));
     }
-    CHECK_ALLCLOSE(A, expected, 1e-7, 1e-5);
+    // The scores are exact inputs here (ε = 0): only the softmax's own rounding.
+    CHECK_ALLCLOSE(A, expected, kWeightAtol, weight_rtol(11, 0.0));
   }
 
-  TEST_CASE("softmax_rows gives a fully masked row zeros and masked entries zero weight") {
-    constexpr float inf = std::numeric_limits<float>::infinity();
-    const Matrix S = {{-inf, -inf, -inf}, {0.0f, -inf, 0.0f}};
-    const std::vector<double> expected{0, 0, 0, 0.5, 0, 0.5};
-    attn::oracle::Mat e(2, 3);
-    e.v = expected;
-    CHECK_ALLCLOSE(attn::softmax_rows(S), e, 0.0, 0.0);
+  TEST_CASE("softmax_rows gives non-negative rows that sum to one, for scores of any spread") {
+    attn::Rng rng(26);
+    for (auto [rows, cols] : {std::array<std::size_t, 2>{1, 1}, {3, 17}, {5, 1000}})
+      for (float spread : {0.01f, 1.0f, 100.0f, 1.0e4f}) {
+        INFO("S is (", rows, ", ", cols, "), entries ~ N(0, ", spread, "²)");
+        const Matrix A = attn::softmax_rows(rng.normal(rows, cols, 0.0f, spread));
+        CHECK(xt::amin(A)() >= 0.0f);
+        // Each weight is within (γ_{n+4}) a_j + u of the truth, which sums to 1: the sum is within γ_{n+4} + n·u.
+        for (double sum : row_sums(A)) CHECK(std::fabs(sum - 1.0) <= weight_rtol(cols, 0.0) + double(cols) * kU);
+      }
   }
 
-  TEST_CASE("softmax_rows rejects NaN, naming its position") {
+  TEST_CASE("softmax_rows gives masked entries weight zero and a fully masked row zeros, never NaN") {
+    const Matrix S = {{-kInf, -kInf, -kInf}, {0.0f, -kInf, 0.0f}, {-kInf, -5.0e3f, -kInf}};
+    Mat expected(3, 3);
+    expected.v = {0, 0, 0, 0.5, 0, 0.5, 0, 1, 0};  // exact: equal logits halve, a lone logit takes all
+    CHECK_ALLCLOSE(attn::softmax_rows(S), expected, 0.0, 0.0);
+  }
+
+  TEST_CASE("softmax_rows keeps empty shapes: no rows, or rows of no entries") {
+    const Matrix none = attn::softmax_rows(xt::zeros<float>({0, 4}));
+    CHECK(none.shape(0) == 0);
+    CHECK(none.shape(1) == 4);
+    const Matrix empty_rows = attn::softmax_rows(xt::zeros<float>({3, 0}));
+    CHECK(empty_rows.shape(0) == 3);
+    CHECK(empty_rows.shape(1) == 0);
+  }
+
+  TEST_CASE("softmax_rows rejects NaN and +inf, naming the position") {
     Matrix S = xt::zeros<float>({2, 2});
     S(1, 0) = std::numeric_limits<float>::quiet_NaN();
     CHECK_THROWS_WITH_AS(attn::softmax_rows(S), doctest::Contains("[2]"), std::invalid_argument);
+    S(1, 0) = 0.0f;
+    S(0, 1) = kInf;
+    CHECK_THROWS_WITH_AS(attn::softmax_rows(S), doctest::Contains("[1]"), std::invalid_argument);
   }
 
+  // --- causal_mask ------------------------------------------------------------------------------------------
   TEST_CASE("causal_mask lets query i see keys j <= i, aligned to the end when n_q < n_kv") {
     const Mask square = attn::causal_mask(3, 3);
     const Mask expected_square = {{true, false, false}, {true, true, false}, {true, true, true}};
@@ -92,22 +232,109 @@ TEST_SUITE("02_qkv_trace") {
     const Mask tail = attn::causal_mask(2, 4);
     const Mask expected_tail = {{true, true, true, false}, {true, true, true, true}};
     CHECK(tail == expected_tail);
-    CHECK(attn::causal_mask(0, 0).size() == 0);
-    CHECK_THROWS_AS(attn::causal_mask(5, 4), std::invalid_argument);
+    const Mask one_step = attn::causal_mask(1, 5);  // a decoding step sees the whole cache and itself
+    CHECK(one_step == Mask(xt::ones<bool>({1, 5})));
   }
 
-  TEST_CASE("scaled_dot_product_attention matches the oracle, with and without a causal mask") {
+  TEST_CASE("causal_mask is j <= i + (n_kv - n_q) for every shape up to 7 by 7, empty ones included") {
+    for (std::size_t n_kv = 0; n_kv <= 7; ++n_kv)
+      for (std::size_t n_q = 0; n_q <= n_kv; ++n_q) {
+        INFO("n_q = ", n_q, ", n_kv = ", n_kv);
+        const Mask m = attn::causal_mask(n_q, n_kv);
+        REQUIRE(m.shape(0) == n_q);
+        REQUIRE(m.shape(1) == n_kv);
+        for (std::size_t i = 0; i < n_q; ++i)
+          for (std::size_t j = 0; j < n_kv; ++j) CHECK(m(i, j) == (j <= i + (n_kv - n_q)));
+      }
+  }
+
+  TEST_CASE("causal_mask refuses more queries than keys, naming both counts") {
+    CHECK_THROWS_WITH_AS(attn::causal_mask(5, 4), doctest::Contains("5"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::causal_mask(5, 4), doctest::Contains("4"), std::invalid_argument);
+  }
+
+  // --- scaled_dot_product_attention -----------------------------------------------------------------------
+  TEST_CASE("scaled_dot_product_attention matches the oracle on every shape, with and without a causal mask") {
     attn::Rng rng(24);
-    for (auto [n_q, n_kv, d_k, d_v] :
-         {std::array<std::size_t, 4>{1, 1, 1, 1}, {7, 7, 16, 5}, {3, 10, 8, 12}, {17, 17, 64, 33}}) {
-      const Matrix Q = rng.normal(n_q, d_k), K = rng.normal(n_kv, d_k), V = rng.normal(n_kv, d_v);
-      CHECK_ALLCLOSE(attn::scaled_dot_product_attention(Q, K, V),
-                     attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V)), kAtol, kRtol);
-      const Mask causal = attn::causal_mask(n_q, n_kv);
+    for (const Shape& s : kShapes) {
+      INFO(describe(s));
+      const Matrix Q = rng.normal(s.n_q, s.d_k), K = rng.normal(s.n_kv, s.d_k), V = rng.normal(s.n_kv, s.d_v);
+      const Mat q = to_oracle(Q), k = to_oracle(K), v = to_oracle(V);
+      const double atol = attention_atol(Q, K, V);
+      CHECK_ALLCLOSE(attn::scaled_dot_product_attention(Q, K, V), attn::oracle::attention(q, k, v), atol, 0.0);
+      if (s.n_q > s.n_kv) continue;  // a causal mask needs a key for every query's own position
+      const Mask causal = attn::causal_mask(s.n_q, s.n_kv);
       const std::vector<bool> allowed = to_allowed(causal);
-      CHECK_ALLCLOSE(attn::scaled_dot_product_attention(Q, K, V, causal),
-                     attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed), kAtol, kRtol);
+      CHECK_ALLCLOSE(attn::scaled_dot_product_attention(Q, K, V, causal), attn::oracle::attention(q, k, v, &allowed),
+                     atol, 0.0);
     }
+  }
+
+  TEST_CASE("scaled_dot_product_attention matches the oracle under every one of the 2^6 masks of a 2 x 3 problem") {
+    attn::Rng rng(27);
+    for (auto [n_q, n_kv] : {std::array<std::size_t, 2>{2, 3}, {3, 2}}) {
+      const Matrix Q = rng.normal(n_q, 4), K = rng.normal(n_kv, 4), V = rng.normal(n_kv, 3);
+      const double atol = attention_atol(Q, K, V);
+      for (unsigned bits = 0; bits < (1u << (n_q * n_kv)); ++bits) {
+        INFO("n_q = ", n_q, ", n_kv = ", n_kv, ", mask bits ", bits);
+        Mask mask = xt::zeros<bool>({n_q, n_kv});  // (n_q, n_kv)
+        for (std::size_t b = 0; b < mask.size(); ++b) mask.data()[b] = ((bits >> b) & 1u) != 0;
+        const std::vector<bool> allowed = to_allowed(mask);
+        CHECK_ALLCLOSE(attn::scaled_dot_product_attention(Q, K, V, mask),
+                       attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed), atol, 0.0);
+      }
+    }
+  }
+
+  TEST_CASE("scaled_dot_product_attention matches the oracle under random masks with fully masked rows") {
+    attn::Rng rng(28);
+    for (double density : {0.05, 0.3, 0.9}) {
+      INFO("density ", density);
+      const Matrix Q = rng.normal(13, 6), K = rng.normal(29, 6), V = rng.normal(29, 5);
+      Mask mask = random_mask(rng, 13, 29, density);
+      xt::row(mask, 4) = false;  // at least one query with nothing to look at
+      const std::vector<bool> allowed = to_allowed(mask);
+      CHECK_ALLCLOSE(attn::scaled_dot_product_attention(Q, K, V, mask),
+                     attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed),
+                     attention_atol(Q, K, V), 0.0);
+    }
+  }
+
+  TEST_CASE("with V = I, scaled_dot_product_attention returns its weights: each row sums to one") {
+    attn::Rng rng(29);
+    for (const Shape& s : kShapes) {
+      INFO(describe(s));
+      const Matrix Q = rng.normal(s.n_q, s.d_k), K = rng.normal(s.n_kv, s.d_k);
+      const Matrix I = xt::eye<float>(s.n_kv);                       // (n_kv, n_kv)
+      const Matrix A = attn::scaled_dot_product_attention(Q, K, I);  // (n_q, n_kv): A·I = A, exactly
+      const double rtol = weight_rtol(s.n_kv, score_atol(Q, K));
+      CHECK_ALLCLOSE(A, attn::oracle::attention_matrix(to_oracle(Q), to_oracle(K)), kWeightAtol, rtol);
+      for (double sum : row_sums(A)) CHECK(std::fabs(sum - 1.0) <= rtol + double(s.n_kv) * kWeightAtol);
+    }
+  }
+
+  TEST_CASE("scaled_dot_product_attention gives rows that are convex combinations of V's rows") {
+    attn::Rng rng(30);
+    const Matrix Q = rng.normal(11, 7, 0.0f, 3.0f), K = rng.normal(19, 7, 0.0f, 3.0f), V = rng.normal(19, 6);
+    const Matrix O = attn::scaled_dot_product_attention(Q, K, V);  // (11, 6)
+    const double atol = attention_atol(Q, K, V);
+    for (std::size_t c = 0; c < V.shape(1); ++c) {
+      const double lo = xt::amin(xt::col(V, c))(), hi = xt::amax(xt::col(V, c))();
+      for (std::size_t i = 0; i < O.shape(0); ++i) {
+        CHECK(O(i, c) >= lo - atol);
+        CHECK(O(i, c) <= hi + atol);
+      }
+    }
+  }
+
+  TEST_CASE("scaled_dot_product_attention with scores near ±1e4 stays finite and matches the oracle") {
+    // d_k = 1: the scores are q·k exactly, 1e4 apart; exp(1e4) overflows float32 unless the max is subtracted.
+    const Matrix Q = {{100.0f}, {-100.0f}};                        // (2, 1)
+    const Matrix K = {{100.0f}, {-100.0f}, {99.99f}};              // (3, 1) scores ±1e4, 9999
+    const Matrix V = {{1.0f, 0.0f}, {0.0f, 1.0f}, {0.5f, 0.5f}};   // (3, 2)
+    const Matrix O = attn::scaled_dot_product_attention(Q, K, V);  // (2, 2)
+    CHECK(std::isfinite(O(0, 0)));
+    CHECK_ALLCLOSE(O, attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V)), attention_atol(Q, K, V), 0.0);
   }
 
   TEST_CASE("scaled_dot_product_attention gives a query with no allowed key a zero output row") {
@@ -118,16 +345,53 @@ TEST_SUITE("02_qkv_trace") {
     const Matrix O = attn::scaled_dot_product_attention(Q, K, V, mask);
     CHECK(O(1, 0) == 0.0f);
     CHECK(O(1, 1) == 0.0f);
-    CHECK(std::isfinite(O(0, 0)));
+    const std::vector<bool> allowed = to_allowed(mask);
+    CHECK_ALLCLOSE(O, attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed),
+                   attention_atol(Q, K, V), 0.0);
   }
 
-  TEST_CASE("scaled_dot_product_attention rejects shapes that do not fit, naming them") {
+  TEST_CASE("scaled_dot_product_attention over zero keys gives zero rows, and zero queries no rows") {
+    attn::Rng rng(31);
+    const Matrix Q = rng.normal(3, 4), K = xt::zeros<float>({0, 4}), V = xt::zeros<float>({0, 2});
+    const Matrix O = attn::scaled_dot_product_attention(Q, K, V);
+    REQUIRE(O.shape(0) == 3);
+    REQUIRE(O.shape(1) == 2);
+    CHECK(xt::amax(xt::abs(O))() == 0.0f);
+    const Matrix none =
+        attn::scaled_dot_product_attention(xt::zeros<float>({0, 4}), rng.normal(5, 4), rng.normal(5, 2));
+    CHECK(none.shape(0) == 0);
+    CHECK(none.shape(1) == 2);
+  }
+
+  TEST_CASE("scaled_dot_product_attention rejects a NaN in Q, as softmax_rows documents") {
+    attn::Rng rng(32);
+    Matrix Q = rng.normal(2, 3);
+    Q(1, 2) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_AS(attn::scaled_dot_product_attention(Q, rng.normal(4, 3), rng.normal(4, 2)), std::invalid_argument);
+  }
+
+  TEST_CASE("scaled_dot_product_attention rejects shapes that do not fit, naming both of them") {
     const Matrix Q = xt::zeros<float>({2, 4}), K = xt::zeros<float>({3, 4}), V = xt::zeros<float>({4, 2});
-    CHECK_THROWS_WITH_AS(attn::scaled_dot_product_attention(Q, K, V), doctest::Contains("(4, 2)"),
-                         std::invalid_argument);
+    SUBCASE("K and V with different numbers of rows") {
+      CHECK_THROWS_WITH_AS(attn::scaled_dot_product_attention(Q, K, V), doctest::Contains("(3, 4)"),
+                           std::invalid_argument);
+      CHECK_THROWS_WITH_AS(attn::scaled_dot_product_attention(Q, K, V), doctest::Contains("(4, 2)"),
+                           std::invalid_argument);
+    }
     const Matrix V3 = xt::zeros<float>({3, 2});
-    const Mask wrong = xt::ones<bool>({3, 3});
-    CHECK_THROWS_WITH_AS(attn::scaled_dot_product_attention(Q, K, V3, wrong), doctest::Contains("(3, 3)"),
-                         std::invalid_argument);
+    SUBCASE("Q and K with different d_k") {
+      const Matrix Q5 = xt::zeros<float>({2, 5});
+      CHECK_THROWS_WITH_AS(attn::scaled_dot_product_attention(Q5, K, V3), doctest::Contains("(2, 5)"),
+                           std::invalid_argument);
+      CHECK_THROWS_WITH_AS(attn::scaled_dot_product_attention(Q5, K, V3), doctest::Contains("(3, 4)"),
+                           std::invalid_argument);
+    }
+    SUBCASE("a mask that is not (n_q, n_kv)") {
+      const Mask wrong = xt::ones<bool>({3, 3});
+      CHECK_THROWS_WITH_AS(attn::scaled_dot_product_attention(Q, K, V3, wrong), doctest::Contains("(3, 3)"),
+                           std::invalid_argument);
+      CHECK_THROWS_WITH_AS(attn::scaled_dot_product_attention(Q, K, V3, wrong), doctest::Contains("(2, 4)"),
+                           std::invalid_argument);
+    }
   }
 }

@@ -45,9 +45,10 @@ Mask causal_mask(std::size_t n_q, std::size_t n_kv);
 /// \param K (n_kv, d_k) keys.
 /// \param V (n_kv, d_v) values.
 /// \param mask (n_q, n_kv), true = may attend; empty (the default) = every pair allowed. A query with no
-///        allowed key gets an output row of zeros.
+///        allowed key (a fully masked row, or n_kv = 0) gets an output row of zeros.
 /// \return (n_q, d_v): row i is the weighted average of V's rows with the weights of query i.
-/// \throws std::invalid_argument naming the shapes when Q, K, V or the mask do not fit together.
+/// \throws std::invalid_argument naming the shapes when Q, K, V or the mask do not fit together, and (from
+///         softmax_rows()) when an allowed score is NaN or +inf, as a NaN or an infinity in Q or K can make one.
 Matrix scaled_dot_product_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const Mask& mask = Mask());
 
 /// @}
