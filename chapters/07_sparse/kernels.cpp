@@ -125,18 +125,19 @@ void fold_key_tile(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_
 }
 // [online_softmax_tile]
 
-}  // namespace
-
-// [block_sparse_attention]
-Matrix block_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const BlockLayout& layout,
-                              std::size_t threads) {
-  require_qkv("block_sparse_attention", Q, K, V, layout.n_q, layout.n_kv);
-  const std::size_t T_r = layout.B_r == 0 ? 0 : (layout.n_q + layout.B_r - 1) / layout.B_r;
-  require(layout.row_start.size() == T_r + 1 && layout.tile_mask.size() == layout.col_tile.size(),
-          "block_sparse_attention: the layout is inconsistent (row_start must have one entry per query tile + 1)");
-  require(threads >= 1, "block_sparse_attention: threads must be at least 1");
-  for (std::size_t r = 0; r < T_r; ++r)  // a bad layout is an error, never a read out of bounds
-    for (std::size_t t = layout.row_start[r]; t < layout.row_start[r + 1] && t < layout.tiles(); ++t) {
+/// A bad layout (a hand-made one, or an unfinished exercise) is an error, never a read out of bounds.
+void require_layout_fits(const BlockLayout& layout) {
+  require(layout.B_r > 0 && layout.B_c > 0,
+          fmt::format("block_sparse_attention: tiles of {} x {}; both sizes must be >= 1", layout.B_r, layout.B_c));
+  const std::size_t T_r = (layout.n_q + layout.B_r - 1) / layout.B_r;
+  require(layout.row_start.size() == T_r + 1 && layout.row_start[0] == 0 && layout.row_start.back() == layout.tiles() &&
+              layout.tile_mask.size() == layout.tiles(),
+          fmt::format("block_sparse_attention: the layout is inconsistent: row_start needs {} entries from 0 to the "
+                      "number of tiles, and tile_mask one entry per tile",
+                      T_r + 1));
+  for (std::size_t r = 0; r < T_r; ++r) {
+    require(layout.row_start[r] <= layout.row_start[r + 1], "block_sparse_attention: row_start must not decrease");
+    for (std::size_t t = layout.row_start[r]; t < layout.row_start[r + 1]; ++t) {
       const std::size_t j0 = layout.col_tile[t] * layout.B_c;
       require(j0 < layout.n_kv,
               fmt::format("block_sparse_attention: key tile {} lies past n_kv = {}", layout.col_tile[t], layout.n_kv));
@@ -148,8 +149,18 @@ Matrix block_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V,
               fmt::format("block_sparse_attention: tile ({}, {}) needs a ({}, {}) piece of the mask", r,
                           layout.col_tile[t], rows, cols));
     }
-  require(layout.row_start.back() == layout.tiles(),
-          "block_sparse_attention: the layout's last row_start must equal its number of tiles");
+  }
+}
+
+}  // namespace
+
+// [block_sparse_attention]
+Matrix block_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const BlockLayout& layout,
+                              std::size_t threads) {
+  require_qkv("block_sparse_attention", Q, K, V, layout.n_q, layout.n_kv);
+  require_layout_fits(layout);
+  require(threads >= 1, "block_sparse_attention: threads must be at least 1");
+  const std::size_t T_r = layout.row_start.size() - 1;  // query tiles
   const std::size_t d_k = Q.shape(1), d_v = V.shape(1), B_r = layout.B_r, B_c = layout.B_c;
   const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1)));
   Matrix O = xt::zeros<float>({layout.n_q, d_v});  // (n_q, d_v)

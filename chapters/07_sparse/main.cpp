@@ -29,6 +29,7 @@
 #include "attn/chapter.hpp"
 #include "attn/measure.hpp"
 #include "attn/panels.hpp"
+#include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
 
@@ -87,7 +88,7 @@ void show_patterns(const attn::Chapter& chapter) {
   attn::print_panels(panels, 2);
   if (const auto path = chapter.figure_path("ch07_patterns.svg")) {
     attn::write_svg_panels(*path, panels, 4,
-                           "Sparsity patterns at n = 64 (row = query, column = key; bright = allowed)");
+                           "Sparsity patterns at n = 64 (row = query, column = key; bright = allowed)", 3);
     chapter.announce_figure(*path);
   }
 
@@ -260,7 +261,7 @@ void show_tiles(const attn::Chapter& chapter) {
     panels.push_back({name + " (green: computed, then masked)", pairs});
   }
   if (const auto path = chapter.figure_path("ch07_tiles.svg")) {
-    attn::write_svg_panels(*path, panels, 2,
+    attn::write_svg_panels(*path, panels, 1,
                            "Block-sparse tiles of 32 x 32 at n = 256: bright = allowed, green = computed but "
                            "masked, dark = skipped",
                            2);
@@ -364,6 +365,33 @@ void BM_SgemmCeiling(benchmark::State& state) {
   recorded()["sgemm"][0] = gflops;
 }
 
+/// Where BM_Summary draws the measured times (`ch07_sparse bench --plot=FILE.svg`); empty = no plot.
+std::string& plot_path() {
+  static std::string path;
+  return path;
+}
+
+void plot_times(const std::string& path) {
+  attn::PlotSpec spec{"Time per forward pass (d = 64): window w = 256 vs dense, measured",
+                      "n (tokens)",
+                      "milliseconds",
+                      true,
+                      true,
+                      {}};
+  for (const auto& [name, label] : {std::pair<std::string, std::string>{"window", "window w = 256 (block-sparse)"},
+                                    {"dense", "dense tiled (every tile)"},
+                                    {"strided rows", "strided, stride sqrt(n) (row lists)"}}) {
+    attn::Series s{label, {}, {}, true};
+    for (const auto& [n, seconds] : recorded()[name]) {
+      s.x.push_back(static_cast<double>(n));
+      s.y.push_back(seconds * 1e3);
+    }
+    if (!s.x.empty()) spec.series.push_back(s);
+  }
+  attn::write_svg_plot(path, spec);
+  fmt::print("(plot written: {})\n", path);
+}
+
 /// Least-squares slope of log(seconds) against log(n) over the points with n >= n_min.
 double fitted_exponent(const std::map<std::size_t, double>& t, std::size_t n_min) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0, k = 0;
@@ -381,10 +409,13 @@ void BM_Summary(benchmark::State& state) {
   auto& r = recorded();
   const auto& window = r["window"];
   const auto& dense = r["dense"];
+  // The crossover: the smallest n from which the window is at least 10% faster at every larger n measured.
   std::size_t crossover = 0, largest = 0;
   for (const auto& [n, s] : window)
     if (dense.count(n)) {
-      if (crossover == 0 && s < dense.at(n)) crossover = n;
+      const bool wins = s * 1.1 < dense.at(n);
+      if (!wins) crossover = 0;
+      if (wins && crossover == 0) crossover = n;
       largest = n;
     }
   if (largest == 0) {
@@ -400,23 +431,37 @@ void BM_Summary(benchmark::State& state) {
   state.counters["efficiency"] = efficiency;
   fmt::print(
       "\nSummary (w = {}, d = {}, tiles {}×{}, {} threads): time ~ n^{:.2f} for the window, n^{:.2f} for dense,\n"
-      "n^{:.2f} for strided row lists; the window is faster from n = {}; at n = {} the window runs {:.1f}× faster\n"
+      "n^{:.2f} for strided row lists; the window is at least 10% faster from n = {} on; at n = {} the window runs "
+      "{:.1f}× faster\n"
       "than dense, and efficiency = (dense ÷ window) × density = {:.2f} (1 = all the sparsity turned into speed).\n"
       "sgemm ceiling in this run: {:.1f} GFLOP/s.\n\n",
       kW, kD, kTile, kTile, worker_threads(), fitted_exponent(window, 4096), fitted_exponent(dense, 4096),
-      fitted_exponent(r["strided rows"], 1024), crossover, largest, dense.at(largest) / window.at(largest), efficiency,
-      r["sgemm"][0]);
+      fitted_exponent(r["strided rows"], 1024), crossover ? fmt::format("{}", crossover) : "(never)", largest,
+      dense.at(largest) / window.at(largest), efficiency, r["sgemm"][0]);
+  if (!plot_path().empty()) plot_times(plot_path());
 }
 
 BENCHMARK(BM_SgemmCeiling)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
-BENCHMARK(BM_WindowAttention)->RangeMultiplier(2)->Range(1024, 65536)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_DenseTiled)->RangeMultiplier(2)->Range(1024, 65536)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_WindowAttention)->RangeMultiplier(2)->Range(256, 65536)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DenseTiled)->RangeMultiplier(2)->Range(256, 65536)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_StridedRows)->RangeMultiplier(2)->Range(1024, 8192)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Summary)->Iterations(1);
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `bench --plot=FILE.svg` is this chapter's own flag: take it out before Google Benchmark sees the rest.
+  std::vector<char*> args(argv, argv + argc);
+  if (argc > 1 && std::string(argv[1]) == "bench")
+    args.erase(std::remove_if(args.begin(), args.end(),
+                              [](char* a) {
+                                const bool plot = std::string(a).rfind("--plot=", 0) == 0;
+                                if (plot) plot_path() = std::string(a).substr(7);
+                                return plot;
+                              }),
+               args.end());
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   attn::Chapter chapter("ch07_sparse", "Chapter 07: sparse attention (local, global, random, dilated)");
   std::size_t w = 1, n = 1000;
   std::vector<std::size_t> global{0};

@@ -38,6 +38,7 @@ double mask_density(const Mask& mask);
 /// Which positions information can travel from to each query in \p layers layers of attention under
 /// \p mask: R_1 = M, R_{L+1} = R_L ∘ M (boolean matrix product; i reaches j in L hops).
 /// \param mask (n, n).
+/// \param layers how many attention layers are stacked.
 /// \return (n, n), true where key j can influence query i after \p layers layers (layers = 0: identity).
 /// \throws std::invalid_argument when the mask is not square.
 Mask receptive_field(const Mask& mask, std::size_t layers);

@@ -26,6 +26,7 @@ namespace attn {
 /// when i - w ≤ j ≤ i. Every row allows its own position, so no row is ever empty.
 /// \param n sequence length (n_q = n_kv = n); n = 0 gives an empty (0, 0) mask.
 /// \param w keys on each side (w ≥ n simply allows every pair, or every past pair when causal).
+/// \param causal only the present and the w positions before it.
 /// \return (n, n), true = allowed. Row i allows min(i, w) + 1 + min(n - 1 - i, w) keys (causal: min(i, w) + 1).
 Mask local_window_mask(std::size_t n, std::size_t w, bool causal = false);
 
@@ -43,6 +44,7 @@ Mask global_mask(std::size_t n, const std::vector<std::size_t>& global);
 /// \param n sequence length.
 /// \param w keys on each side.
 /// \param dilation distance between the keys, ≥ 1.
+/// \param causal only the keys at or before i (k ≤ 0).
 /// \return (n, n), true = allowed; the diagonal is always allowed.
 /// \throws std::invalid_argument when dilation is 0.
 Mask dilated_mask(std::size_t n, std::size_t w, std::size_t dilation, bool causal = false);
@@ -78,6 +80,7 @@ BlockLayout block_layout(const Mask& mask, std::size_t B_r, std::size_t B_c);
 /// Built from the three mask builders above (so they work once those do) and attn::mask_union.
 /// @{
 
+// [published]
 /// Longformer (Beltagy et al., 2020): a sliding window of w on each side plus global tokens.
 /// \return (n, n).
 inline Mask longformer_mask(std::size_t n, std::size_t w, const std::vector<std::size_t>& global) {
@@ -99,6 +102,7 @@ inline Mask strided_mask(std::size_t n, std::size_t stride) {
   require(stride >= 1, "strided_mask: the stride must be at least 1");
   return mask_union(local_window_mask(n, stride - 1, /*causal=*/true), dilated_mask(n, n, stride, /*causal=*/true));
 }
+// [published]
 
 /// @}
 
