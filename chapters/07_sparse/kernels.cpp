@@ -1,0 +1,198 @@
+// Chapter 07, presented code: the two kernels that compute attention over allowed pairs only.
+//
+//   1. row_sparse_attention   per-row index lists (CSR): exactly the allowed pairs, one scalar dot
+//                             product each. Any pattern, no waste, but no matrix products either.
+//   2. block_sparse_attention tiles of B_r × B_c with the online softmax: two sgemm calls per kept tile,
+//                             a mask only inside partial tiles. Wastes the disallowed pairs of partial
+//                             tiles, gains the speed of BLAS. With every tile full it is dense tiled
+//                             (flash) attention: `ch07_sparse bench` times both with this one kernel.
+//
+// Both equal chapter 02's scaled_dot_product_attention(Q, K, V, mask); the tests check it.
+// Book page: book/07_sparse.md.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "07_sparse/patterns.hpp"
+
+namespace attn {
+namespace {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+void require_qkv(const char* where, const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t n_q,
+                 std::size_t n_kv) {
+  require(Q.shape(1) == K.shape(1) && K.shape(0) == V.shape(0) && Q.shape(0) == n_q && K.shape(0) == n_kv,
+          fmt::format("{}: Q is {}, K is {}, V is {} but the pattern is ({}, {}); Q needs n_q rows, K and V n_kv "
+                      "rows, Q and K one d_k",
+                      where, shape_str(Q), shape_str(K), shape_str(V), n_q, n_kv));
+}
+
+int blas_int(std::size_t v) { return static_cast<int>(v); }
+
+}  // namespace
+
+SparseRows sparse_rows(const Mask& mask) {
+  SparseRows rows;
+  rows.n_q = mask.shape(0);
+  rows.n_kv = mask.shape(1);
+  rows.row_start.push_back(0);
+  for (std::size_t i = 0; i < rows.n_q; ++i) {
+    for (std::size_t j = 0; j < rows.n_kv; ++j)
+      if (mask(i, j)) rows.cols.push_back(j);
+    rows.row_start.push_back(rows.cols.size());
+  }
+  return rows;
+}
+
+// [row_sparse_attention]
+Matrix row_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const SparseRows& rows) {
+  require_qkv("row_sparse_attention", Q, K, V, rows.n_q, rows.n_kv);
+  require(rows.row_start.size() == rows.n_q + 1 && rows.cols.size() == rows.row_start.back(),
+          "row_sparse_attention: the index lists are inconsistent (row_start must have n_q + 1 entries)");
+  const std::size_t d_k = Q.shape(1), d_v = V.shape(1);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1)));
+  Matrix O = xt::zeros<float>({rows.n_q, d_v});  // (n_q, d_v)
+  std::vector<float> s;                          // (keys of row i) scores, then weights
+  for (std::size_t i = 0; i < rows.n_q; ++i) {
+    const std::size_t first = rows.row_start[i], count = rows.row_start[i + 1] - first;
+    if (count == 0) continue;  // nothing allowed: the row stays zero, as with the dense mask
+    const float* q = Q.data() + i * d_k;
+    s.assign(count, 0.0f);
+    for (std::size_t t = 0; t < count; ++t) {  // scores for the listed keys only
+      const float* k = K.data() + rows.cols[first + t] * d_k;
+      float dot = 0.0f;
+      for (std::size_t c = 0; c < d_k; ++c) dot += q[c] * k[c];
+      s[t] = dot * scale;
+    }
+    const float m = *std::max_element(s.begin(), s.end());  // stable softmax over the listed keys
+    float sum = 0.0f;
+    for (float& x : s) sum += (x = std::exp(x - m));
+    float* o = O.data() + i * d_v;
+    for (std::size_t t = 0; t < count; ++t) {
+      const float* v = V.data() + rows.cols[first + t] * d_v;
+      const float p = s[t] / sum;
+      for (std::size_t c = 0; c < d_v; ++c) o[c] += p * v[c];
+    }
+  }
+  return O;
+}
+// [row_sparse_attention]
+
+namespace {
+
+/// One query tile's state in the online softmax, and its scratch: m and ℓ per row, the unnormalised output.
+struct TileState {
+  std::vector<float> m, l;  // (B_r) running max and running sum of exp(s - m)
+  std::vector<float> S;     // (B_r, B_c) scores of the current key tile, then P = exp(S - m)
+  std::vector<float> acc;   // (B_r, d_v) Σ P·V so far, scaled to the current m
+};
+
+// [online_softmax_tile]
+/// Folds one key tile (columns j0 .. j0 + cols - 1) into the state of query rows i0 .. i0 + rows - 1.
+void fold_key_tile(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t i0, std::size_t rows, std::size_t j0,
+                   std::size_t cols, const Mask* piece, float scale, TileState& st) {
+  const std::size_t d_k = Q.shape(1), d_v = V.shape(1);
+  // S = scale · Q_tile · K_tileᵀ   (rows, cols), one sgemm reading K's rows as columns.
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(cols), blas_int(d_k), scale,
+              Q.data() + i0 * d_k, blas_int(d_k), K.data() + j0 * d_k, blas_int(d_k), 0.0f, st.S.data(),
+              blas_int(cols));
+  for (std::size_t a = 0; a < rows; ++a) {
+    float* s = st.S.data() + a * cols;
+    if (piece)  // a partial tile: its disallowed pairs score -inf, weight 0
+      for (std::size_t b = 0; b < cols; ++b)
+        if (!(*piece)(a, b)) s[b] = kMinusInf;
+    const float m_new = std::max(st.m[a], *std::max_element(s, s + cols));
+    if (m_new == kMinusInf) {  // nothing allowed in this row so far: P = 0, nothing to rescale
+      std::fill(s, s + cols, 0.0f);
+      continue;
+    }
+    const float alpha = std::exp(st.m[a] - m_new);  // rescales what was summed under the old max (0 if none)
+    float row_sum = 0.0f;
+    for (std::size_t b = 0; b < cols; ++b) row_sum += (s[b] = std::exp(s[b] - m_new));
+    st.l[a] = alpha * st.l[a] + row_sum;
+    st.m[a] = m_new;
+    float* acc = st.acc.data() + a * d_v;
+    for (std::size_t c = 0; c < d_v; ++c) acc[c] *= alpha;
+  }
+  // acc += P · V_tile   (rows, d_v), the second sgemm.
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(d_v), blas_int(cols), 1.0f,
+              st.S.data(), blas_int(cols), V.data() + j0 * d_v, blas_int(d_v), 1.0f, st.acc.data(), blas_int(d_v));
+}
+// [online_softmax_tile]
+
+/// A bad layout (a hand-made one, or an unfinished exercise) is an error, never a read out of bounds.
+void require_layout_fits(const BlockLayout& layout) {
+  require(layout.B_r > 0 && layout.B_c > 0,
+          fmt::format("block_sparse_attention: tiles of {} x {}; both sizes must be >= 1", layout.B_r, layout.B_c));
+  const std::size_t T_r = (layout.n_q + layout.B_r - 1) / layout.B_r;
+  require(layout.row_start.size() == T_r + 1 && layout.row_start[0] == 0 && layout.row_start.back() == layout.tiles() &&
+              layout.tile_mask.size() == layout.tiles(),
+          fmt::format("block_sparse_attention: the layout is inconsistent: row_start needs {} entries from 0 to the "
+                      "number of tiles, and tile_mask one entry per tile",
+                      T_r + 1));
+  for (std::size_t r = 0; r < T_r; ++r) {
+    require(layout.row_start[r] <= layout.row_start[r + 1], "block_sparse_attention: row_start must not decrease");
+    for (std::size_t t = layout.row_start[r]; t < layout.row_start[r + 1]; ++t) {
+      const std::size_t j0 = layout.col_tile[t] * layout.B_c;
+      require(j0 < layout.n_kv,
+              fmt::format("block_sparse_attention: key tile {} lies past n_kv = {}", layout.col_tile[t], layout.n_kv));
+      if (layout.tile_mask[t] == BlockLayout::kFull) continue;
+      const std::size_t rows = std::min(layout.B_r, layout.n_q - r * layout.B_r);
+      const std::size_t cols = std::min(layout.B_c, layout.n_kv - j0);
+      require(layout.tile_mask[t] < layout.masks.size() && layout.masks[layout.tile_mask[t]].shape(0) == rows &&
+                  layout.masks[layout.tile_mask[t]].shape(1) == cols,
+              fmt::format("block_sparse_attention: tile ({}, {}) needs a ({}, {}) piece of the mask", r,
+                          layout.col_tile[t], rows, cols));
+    }
+  }
+}
+
+}  // namespace
+
+// [block_sparse_attention]
+Matrix block_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const BlockLayout& layout,
+                              std::size_t threads) {
+  require_qkv("block_sparse_attention", Q, K, V, layout.n_q, layout.n_kv);
+  require_layout_fits(layout);
+  require(threads >= 1, "block_sparse_attention: threads must be at least 1");
+  const std::size_t T_r = layout.row_start.size() - 1;  // query tiles
+  const std::size_t d_k = Q.shape(1), d_v = V.shape(1), B_r = layout.B_r, B_c = layout.B_c;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1)));
+  Matrix O = xt::zeros<float>({layout.n_q, d_v});  // (n_q, d_v)
+  if (O.size() == 0) return O;
+
+  std::atomic<std::size_t> next_tile{0};  // query tiles are handed out one at a time: rows cost unequal work
+  const auto worker = [&] {
+    TileState st{std::vector<float>(B_r), std::vector<float>(B_r), std::vector<float>(B_r * B_c),
+                 std::vector<float>(B_r * d_v)};
+    for (std::size_t r = next_tile++; r < T_r; r = next_tile++) {
+      const std::size_t i0 = r * B_r, rows = std::min(B_r, layout.n_q - i0);
+      std::fill(st.m.begin(), st.m.end(), kMinusInf);
+      std::fill(st.l.begin(), st.l.end(), 0.0f);
+      std::fill(st.acc.begin(), st.acc.end(), 0.0f);
+      for (std::size_t t = layout.row_start[r]; t < layout.row_start[r + 1]; ++t) {
+        const std::size_t j0 = layout.col_tile[t] * B_c, cols = std::min(B_c, layout.n_kv - j0);
+        const Mask* piece = layout.tile_mask[t] == BlockLayout::kFull ? nullptr : &layout.masks[layout.tile_mask[t]];
+        fold_key_tile(Q, K, V, i0, rows, j0, cols, piece, scale, st);
+      }
+      for (std::size_t a = 0; a < rows; ++a) {  // O = acc / ℓ; a row that saw no allowed key stays zero
+        if (st.l[a] == 0.0f) continue;
+        const float inv = 1.0f / st.l[a];
+        for (std::size_t c = 0; c < d_v; ++c) O(i0 + a, c) = st.acc[a * d_v + c] * inv;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < std::min(threads, T_r); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  return O;
+}
+// [block_sparse_attention]
+
+}  // namespace attn

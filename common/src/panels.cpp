@@ -1,0 +1,128 @@
+// Small multiples: grids of values drawn side by side, in the terminal and as SVG.
+#include "attn/panels.hpp"
+
+#include <algorithm>
+#include <fstream>
+
+#include <fmt/color.h>
+#include <fmt/format.h>
+
+#include "attn/print.hpp"
+#include "attn/svg.hpp"
+
+namespace attn {
+namespace {
+
+/// Prints one line of the figure without the padding that trails the last panel.
+void print_line(std::string line) {
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  fmt::print("{}\n", line);
+}
+
+std::string pad_to(const std::string& text, std::size_t width) {
+  const std::size_t w = display_width(text);
+  return text + std::string(width > w ? width - w : 0, ' ');
+}
+
+double at(const Matrix& m, std::size_t i, std::size_t j) {
+  return i < m.shape(0) && j < m.shape(1) ? static_cast<double>(m(i, j)) : 0.0;
+}
+
+/// Character row \p line of a panel (its rows 2·line and 2·line + 1), framed: "│...│".
+std::string panel_line(const Panel& p, std::size_t line, bool color) {
+  std::string out = "│";
+  for (std::size_t j = 0; j < p.values.shape(1); ++j) {
+    const double top = at(p.values, 2 * line, j), bottom = at(p.values, 2 * line + 1, j);
+    const bool has_bottom = 2 * line + 1 < p.values.shape(0);
+    if (color) {
+      const Rgb t = palette(top), b = has_bottom ? palette(bottom) : Rgb{0, 0, 0};
+      out += fmt::format(fmt::fg(fmt::rgb(t.r, t.g, t.b)) | fmt::bg(fmt::rgb(b.r, b.g, b.b)), "▀");
+    } else {
+      const bool on_top = top >= 0.75, on_bottom = has_bottom && bottom >= 0.75;
+      out += on_top && on_bottom ? "█" : on_top ? "▀" : on_bottom ? "▄" : " ";
+    }
+  }
+  return out + "│";
+}
+
+}  // namespace
+
+Panel mask_panel(const std::string& title, const Mask& mask) {
+  Matrix values = xt::zeros<float>({mask.shape(0), mask.shape(1)});  // (n_q, n_kv)
+  for (std::size_t i = 0; i < mask.size(); ++i) values.data()[i] = mask.data()[i] ? 1.0f : 0.0f;
+  return {title, values};
+}
+
+void print_panels(const std::vector<Panel>& panels, std::size_t per_line) {
+  const bool color = color_enabled();
+  per_line = std::max<std::size_t>(per_line, 1);
+  for (std::size_t first = 0; first < panels.size(); first += per_line) {
+    const std::size_t last = std::min(first + per_line, panels.size());
+    std::size_t lines = 0;
+    for (std::size_t k = first; k < last; ++k) lines = std::max(lines, (panels[k].values.shape(0) + 1) / 2);
+    const auto width = [&](std::size_t k) { return panels[k].values.shape(1) + 2; };
+    std::string row;
+    for (std::size_t k = first; k < last; ++k) row += pad_to(panels[k].title, width(k)) + "  ";
+    print_line(row);
+    const auto rule = [&](const char* left, const char* right, std::size_t k) {
+      std::string s = left;
+      for (std::size_t j = 0; j < panels[k].values.shape(1); ++j) s += "─";
+      return s + right;
+    };
+    row.clear();
+    for (std::size_t k = first; k < last; ++k) row += rule("┌", "┐", k) + "  ";
+    print_line(row);
+    for (std::size_t line = 0; line < lines; ++line) {
+      row.clear();
+      for (std::size_t k = first; k < last; ++k)
+        row += (line < (panels[k].values.shape(0) + 1) / 2 ? panel_line(panels[k], line, color)
+                                                           : std::string(width(k), ' ')) +
+               "  ";
+      print_line(row);
+    }
+    row.clear();
+    for (std::size_t k = first; k < last; ++k) row += rule("└", "┘", k) + "  ";
+    print_line(row);
+  }
+}
+
+void write_svg_panels(const std::string& path, const std::vector<Panel>& panels, std::size_t per_line,
+                      const std::string& title, int cell_px) {
+  per_line = std::max<std::size_t>(per_line, 1);
+  constexpr int font = 13, gap = 24, title_h = 36, caption_h = 22;
+  int panel_w = 0, panel_h = 0;
+  for (const auto& p : panels) {
+    panel_w = std::max(panel_w, static_cast<int>(p.values.shape(1)) * cell_px);
+    panel_h = std::max(panel_h, static_cast<int>(p.values.shape(0)) * cell_px);
+  }
+  const int cols = static_cast<int>(std::min(per_line, panels.size()));
+  const int rows = static_cast<int>((panels.size() + per_line - 1) / per_line);
+  const int width = gap + cols * (panel_w + gap), height = title_h + rows * (caption_h + panel_h + gap);
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("write_svg_panels: cannot write " + path);
+  out << fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"{2}\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"{3}\" y=\"24\" font-weight=\"bold\" font-size=\"{4}\">{5}</text>\n",
+      width, std::max(height, title_h), font, gap, font + 2, xml_escape(title));
+  for (std::size_t k = 0; k < panels.size(); ++k) {
+    const Matrix& v = panels[k].values;
+    const int x0 = gap + static_cast<int>(k % per_line) * (panel_w + gap);
+    const int y0 = title_h + static_cast<int>(k / per_line) * (caption_h + panel_h + gap) + caption_h;
+    out << fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", x0, y0 - 7, xml_escape(panels[k].title));
+    out << fmt::format("<g shape-rendering=\"crispEdges\">\n");
+    for (std::size_t i = 0; i < v.shape(0); ++i)
+      for (std::size_t j = 0; j < v.shape(1); ++j) {
+        const Rgb c = palette(static_cast<double>(v(i, j)));
+        out << fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#{:02x}{:02x}{:02x}\"/>\n",
+                           x0 + static_cast<int>(j) * cell_px, y0 + static_cast<int>(i) * cell_px, cell_px, cell_px,
+                           c.r, c.g, c.b);
+      }
+    out << fmt::format("</g>\n<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", x0,
+                       y0, static_cast<int>(v.shape(1)) * cell_px, static_cast<int>(v.shape(0)) * cell_px);
+  }
+  out << "</svg>\n";
+  if (!out) throw std::runtime_error("write_svg_panels: cannot write " + path);
+}
+
+}  // namespace attn

@@ -1,0 +1,282 @@
+// Chapter 07's tests, run against both tracks. Masks are checked against the rule that defines each
+// pattern, written here pair by pair, and pair counts against closed forms; every attention result is
+// checked against the float64 oracle's dense attention under the same mask (tests/oracle).
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "07_sparse/sparse.hpp"
+#include "attn/rng.hpp"
+#include "support/allclose.hpp"
+
+namespace {
+
+using attn::Mask;
+using attn::Matrix;
+using attn::test::to_oracle;
+
+// float32 against float64 with Q, K, V ~ N(0, 1) and d_k ≤ 16: a score's rounding error is below
+// d_k·2^-24·Σ_c|q_c k_c| ≈ 16·6e-8·16 ≈ 1.5e-5, which the softmax turns into a relative error of the
+// same size in each weight; outputs are convex combinations of V entries (|v| < 5), so differences stay
+// below 1e-4 (the sums over ≤ 40 keys add ≤ 40·6e-8 relative).
+constexpr double kAtol = 1e-4;
+constexpr double kRtol = 1e-4;
+
+std::vector<bool> to_allowed(const Mask& m) { return std::vector<bool>(m.begin(), m.end()); }
+
+/// The mask the rule \p allowed(i, j) defines, (n, n), written independently of the solutions.
+Mask by_rule(std::size_t n, const std::function<bool(std::size_t, std::size_t)>& allowed) {
+  Mask m = xt::zeros<bool>({n, n});
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) m(i, j) = allowed(i, j);
+  return m;
+}
+
+std::size_t dist(std::size_t i, std::size_t j) { return i > j ? i - j : j - i; }
+
+attn::oracle::Mat oracle_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const Mask& mask) {
+  const std::vector<bool> allowed = to_allowed(mask);
+  return attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed);
+}
+
+/// The patterns every kernel is run on, at sequence length n: name and mask.
+std::vector<std::pair<const char*, Mask>> patterns(std::size_t n) {
+  return {{"window w=2", attn::local_window_mask(n, 2)},
+          {"causal window w=3", attn::local_window_mask(n, 3, true)},
+          {"window wider than n", attn::local_window_mask(n, n + 5)},
+          {"dilated w=2 r=3", attn::dilated_mask(n, 2, 3)},
+          {"only itself (dilated w=0)", attn::dilated_mask(n, 0, 1)},
+          {"Longformer", attn::longformer_mask(n, 1, {0})},
+          {"BigBird", attn::bigbird_mask(n, 1, {0}, 2, 7)},
+          {"strided, stride 4", attn::strided_mask(n, 4)}};
+}
+
+}  // namespace
+
+TEST_SUITE("07_sparse") {
+  TEST_CASE("local_window_mask allows exactly |i - j| <= w, or i - w <= j <= i when causal") {
+    for (std::size_t n : {1u, 2u, 7u, 13u})
+      for (std::size_t w : {0u, 1u, 3u, 20u}) {
+        CAPTURE(n);
+        CAPTURE(w);
+        CHECK(attn::local_window_mask(n, w) == by_rule(n, [&](auto i, auto j) { return dist(i, j) <= w; }));
+        CHECK(attn::local_window_mask(n, w, true) == by_rule(n, [&](auto i, auto j) { return j <= i && i - j <= w; }));
+      }
+    CHECK(attn::local_window_mask(0, 3).size() == 0);
+  }
+
+  TEST_CASE("a window at least as wide as the sequence is full attention, and its causal twin is the causal mask") {
+    CHECK(attn::local_window_mask(9, 9) == Mask(xt::ones<bool>({9, 9})));
+    CHECK(attn::local_window_mask(9, 100, true) == attn::causal_mask(9, 9));
+  }
+
+  TEST_CASE("the window's pair count and density match the closed form n(2w+1) - w(w+1)") {
+    // Row i loses the keys past either end: in all, w(w+1)/2 at each end (w < n).
+    for (auto [n, w] : {std::array<std::size_t, 2>{64, 4}, {100, 7}, {1, 0}, {13, 12}}) {
+      const Mask m = attn::local_window_mask(n, w);
+      CHECK(attn::allowed_pairs(m) == n * (2 * w + 1) - w * (w + 1));
+      CHECK(attn::mask_density(m) ==
+            doctest::Approx(static_cast<double>(n * (2 * w + 1) - w * (w + 1)) / static_cast<double>(n * n)));
+      CHECK(attn::allowed_pairs(attn::local_window_mask(n, w, true)) == n * (w + 1) - w * (w + 1) / 2);
+    }
+  }
+
+  TEST_CASE("global_mask opens the rows and columns of the global positions, 2gn - g² pairs") {
+    const std::size_t n = 11;
+    const Mask m = attn::global_mask(n, {0, 5, 5});  // a duplicate changes nothing
+    CHECK(m == by_rule(n, [](auto i, auto j) { return i == 0 || j == 0 || i == 5 || j == 5; }));
+    CHECK(attn::allowed_pairs(m) == 2 * 2 * n - 2 * 2);
+    CHECK(attn::allowed_pairs(attn::global_mask(n, {})) == 0);
+  }
+
+  TEST_CASE("global_mask rejects a position past the end, naming it and n") {
+    CHECK_THROWS_WITH_AS(attn::global_mask(4, {1, 4}), doctest::Contains("4"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::global_mask(4, {9}), doctest::Contains("9"), std::invalid_argument);
+  }
+
+  TEST_CASE("dilated_mask allows j = i + k·r for |k| <= w, and dilation 1 is the plain window") {
+    for (std::size_t n : {1u, 10u, 17u})
+      for (std::size_t r : {1u, 2u, 5u}) {
+        CAPTURE(n);
+        CAPTURE(r);
+        const auto rule = [&](std::size_t i, std::size_t j) { return dist(i, j) % r == 0 && dist(i, j) / r <= 2; };
+        CHECK(attn::dilated_mask(n, 2, r) == by_rule(n, rule));
+        CHECK(attn::dilated_mask(n, 2, r, true) == by_rule(n, [&](auto i, auto j) { return j <= i && rule(i, j); }));
+      }
+    CHECK(attn::dilated_mask(12, 3, 1) == attn::local_window_mask(12, 3));
+    CHECK_THROWS_AS(attn::dilated_mask(5, 1, 0), std::invalid_argument);
+  }
+
+  TEST_CASE("the published patterns are the unions their papers describe") {
+    const std::size_t n = 20;
+    CHECK(attn::longformer_mask(n, 2, {0}) ==
+          by_rule(n, [](auto i, auto j) { return dist(i, j) <= 2 || i == 0 || j == 0; }));
+    // Sparse Transformer, stride 5: the last 5 positions and every 5th before, causal.
+    CHECK(attn::strided_mask(n, 5) ==
+          by_rule(n, [](auto i, auto j) { return j <= i && (i - j < 5 || (i - j) % 5 == 0); }));
+    const Mask bigbird = attn::bigbird_mask(n, 2, {0}, 3, 42);
+    CHECK(bigbird == attn::bigbird_mask(n, 2, {0}, 3, 42));  // seeded: the same pattern every time
+    CHECK(attn::mask_union(bigbird, attn::longformer_mask(n, 2, {0})) == bigbird);
+    for (std::size_t i = 1; i < n; ++i) {  // window + global + random adds at most 3 keys per row
+      const std::size_t row = attn::allowed_pairs(Mask(xt::view(bigbird, xt::range(i, i + 1), xt::all())));
+      const std::size_t base =
+          attn::allowed_pairs(Mask(xt::view(attn::longformer_mask(n, 2, {0}), xt::range(i, i + 1), xt::all())));
+      CHECK(row >= base);
+      CHECK(row <= base + 3);
+    }
+  }
+
+  TEST_CASE("two layers of window w reach 2w, and global tokens connect any two positions in two hops") {
+    const std::size_t n = 30;
+    CHECK(attn::receptive_field(attn::local_window_mask(n, 2), 2) == attn::local_window_mask(n, 4));
+    CHECK(attn::receptive_field(attn::dilated_mask(n, 1, 3), 1) == attn::dilated_mask(n, 1, 3));
+    const Mask longformer = attn::longformer_mask(n, 1, {0});
+    CHECK(attn::allowed_pairs(attn::receptive_field(longformer, 1)) < n * n);
+    CHECK(attn::allowed_pairs(attn::receptive_field(longformer, 2)) == n * n);
+  }
+
+  TEST_CASE("sliding_window_attention equals the oracle's dense attention under the window mask") {
+    attn::Rng rng(71);
+    for (auto [n, w, d_k, d_v] : {std::array<std::size_t, 4>{1, 0, 1, 1},
+                                  {1, 5, 3, 2},
+                                  {13, 2, 5, 7},
+                                  {31, 4, 16, 3},
+                                  {9, 20, 8, 8},
+                                  {40, 0, 4, 4}}) {
+      CAPTURE(n);
+      CAPTURE(w);
+      const Matrix Q = rng.normal(n, d_k), K = rng.normal(n, d_k), V = rng.normal(n, d_v);
+      for (bool causal : {false, true}) {
+        CAPTURE(causal);
+        const Mask mask = by_rule(n, [&](auto i, auto j) { return (causal ? j <= i : true) && dist(i, j) <= w; });
+        CHECK_ALLCLOSE(attn::sliding_window_attention(Q, K, V, w, causal), oracle_attention(Q, K, V, mask), kAtol,
+                       kRtol);
+      }
+    }
+  }
+
+  TEST_CASE("sliding_window_attention survives logits of ±1e4") {
+    // K rows are one-hot and Q holds multiples of 1e4, so every score (q·k/√4) is exact in float32 and
+    // the comparison is limited only by exp and the weighted sum: a few ulp of the outputs.
+    const std::size_t n = 6, d_k = 4;
+    Matrix K = xt::zeros<float>({n, d_k});
+    for (std::size_t j = 0; j < n; ++j) K(j, j % d_k) = 1.0f;
+    const Matrix Q = {{2e4f, 0, -2e4f, 0}, {0, 2e4f, 0, 0},    {-2e4f, 2e4f, 2e4f, 0},
+                      {0, 0, 0, 2e4f},     {2e4f, 2e4f, 0, 0}, {0, -2e4f, 0, -2e4f}};
+    attn::Rng rng(72);
+    const Matrix V = rng.normal(n, 3);
+    const Matrix O = attn::sliding_window_attention(Q, K, V, 2);
+    CHECK_ALLCLOSE(O, oracle_attention(Q, K, V, attn::local_window_mask(n, 2)), 1e-6, 1e-6);
+  }
+
+  TEST_CASE("sliding_window_attention rejects shapes that do not fit, naming them") {
+    const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 3}), V = xt::zeros<float>({4, 2});
+    CHECK_THROWS_WITH_AS(attn::sliding_window_attention(Q, K, V, 1), doctest::Contains("(5, 3)"),
+                         std::invalid_argument);
+    const Matrix K2 = xt::zeros<float>({4, 2});
+    CHECK_THROWS_WITH_AS(attn::sliding_window_attention(Q, K2, V, 1), doctest::Contains("(4, 2)"),
+                         std::invalid_argument);
+  }
+
+  TEST_CASE("row lists of every pattern give the oracle's dense attention under the same mask") {
+    attn::Rng rng(73);
+    for (std::size_t n : {1u, 6u, 23u}) {
+      const Matrix Q = rng.normal(n, 8), K = rng.normal(n, 8), V = rng.normal(n, 5);
+      for (const auto& [name, mask] : patterns(n)) {
+        CAPTURE(name);
+        CAPTURE(n);
+        const attn::SparseRows rows = attn::sparse_rows(mask);
+        CHECK(rows.cols.size() == attn::allowed_pairs(mask));
+        CHECK_ALLCLOSE(attn::row_sparse_attention(Q, K, V, rows), oracle_attention(Q, K, V, mask), kAtol, kRtol);
+      }
+    }
+  }
+
+  TEST_CASE("a query allowed only itself copies its own value row") {
+    attn::Rng rng(74);
+    const Matrix Q = rng.normal(7, 4), K = rng.normal(7, 4), V = rng.normal(7, 3);
+    const Mask itself = attn::dilated_mask(7, 0, 1);  // the diagonal
+    CHECK_ALLCLOSE(attn::block_sparse_attention(Q, K, V, attn::block_layout(itself, 3, 3)), to_oracle(V), 0.0, 0.0);
+    CHECK_ALLCLOSE(attn::sliding_window_attention(Q, K, V, 0), to_oracle(V), 0.0, 0.0);
+  }
+
+  TEST_CASE("block-sparse attention equals the oracle for every pattern, tile size and thread count") {
+    attn::Rng rng(75);
+    for (std::size_t n : {1u, 13u, 32u}) {
+      const Matrix Q = rng.normal(n, 8), K = rng.normal(n, 8), V = rng.normal(n, 6);
+      for (const auto& [name, mask] : patterns(n))
+        for (auto [B_r, B_c, threads] : {std::array<std::size_t, 3>{4, 4, 1}, {5, 3, 3}, {16, 16, 2}, {1, 64, 1}}) {
+          CAPTURE(name);
+          CAPTURE(n);
+          CAPTURE(B_r);
+          CAPTURE(B_c);
+          const attn::BlockLayout layout = attn::block_layout(mask, B_r, B_c);
+          CHECK(layout.computed_pairs() >= attn::allowed_pairs(mask));
+          CHECK_ALLCLOSE(attn::block_sparse_attention(Q, K, V, layout, threads), oracle_attention(Q, K, V, mask), kAtol,
+                         kRtol);
+        }
+    }
+  }
+
+  TEST_CASE("every sparse path gives a fully masked row zeros, never NaN") {
+    attn::Rng rng(76);
+    const std::size_t n = 10;
+    const Matrix Q = rng.normal(n, 4), K = rng.normal(n, 4), V = rng.normal(n, 3);
+    Mask mask = attn::local_window_mask(n, 2);
+    xt::row(mask, 3) = false;  // query 3 may see nothing
+    const auto expected = oracle_attention(Q, K, V, mask);
+    CHECK_ALLCLOSE(attn::block_sparse_attention(Q, K, V, attn::block_layout(mask, 4, 4)), expected, kAtol, kRtol);
+    CHECK_ALLCLOSE(attn::row_sparse_attention(Q, K, V, attn::sparse_rows(mask)), expected, kAtol, kRtol);
+    const Mask none = attn::global_mask(n, {});  // nothing allowed anywhere
+    CHECK(attn::block_layout(none, 4, 4).tiles() == 0);
+    CHECK_ALLCLOSE(attn::block_sparse_attention(Q, K, V, attn::block_layout(none, 4, 4)), attn::oracle::Mat(n, 3, 0.0),
+                   0.0, 0.0);
+  }
+
+  TEST_CASE("block_layout keeps only tiles with allowed pairs and marks the full ones") {
+    // n = 16, window w = 3, tiles 4 × 4: each query tile keeps its diagonal tile (full: no two of its
+    // positions are more than 3 apart) and the tiles on either side (partial, 6 allowed pairs each).
+    const attn::BlockLayout L = attn::block_layout(attn::local_window_mask(16, 3), 4, 4);
+    CHECK(L.row_start == std::vector<std::size_t>{0, 2, 5, 8, 10});
+    CHECK(L.col_tile == std::vector<std::size_t>{0, 1, 0, 1, 2, 1, 2, 3, 2, 3});
+    CHECK(L.tiles() == 10);
+    CHECK(L.partial_tiles() == 6);
+    CHECK(L.computed_pairs() == 10 * 16);
+    REQUIRE(L.tile_mask[0] == attn::BlockLayout::kFull);
+    const Mask upper_corner = {{false, false, false, false},
+                               {true, false, false, false},
+                               {true, true, false, false},
+                               {true, true, true, false}};
+    REQUIRE(L.tile_mask[1] < L.masks.size());
+    CHECK(L.masks[L.tile_mask[1]] == upper_corner);  // query tile 0, key tile 1: rows 1..3 see keys 4..6
+    const attn::BlockLayout full = attn::block_layout(Mask(xt::ones<bool>({10, 7})), 4, 3);
+    CHECK(full.tiles() == 3 * 3);
+    CHECK(full.partial_tiles() == 0);
+    CHECK(full.computed_pairs() == 70);  // edge tiles are smaller: exactly the 10 × 7 pairs
+    CHECK_THROWS_AS(attn::block_layout(Mask(xt::ones<bool>({2, 2})), 0, 4), std::invalid_argument);
+  }
+
+  TEST_CASE("the window's layout built from the band equals block_layout of the window mask") {
+    for (auto [n, w, B] : {std::array<std::size_t, 3>{16, 2, 4}, {37, 5, 8}, {9, 30, 4}, {1, 0, 2}, {50, 7, 6}})
+      for (bool causal : {false, true}) {
+        CAPTURE(n);
+        CAPTURE(w);
+        CAPTURE(causal);
+        const attn::BlockLayout expected = attn::block_layout(attn::local_window_mask(n, w, causal), B, B);
+        const attn::BlockLayout band = attn::window_block_layout(n, w, causal, B, B);
+        CHECK(band.row_start == expected.row_start);
+        CHECK(band.col_tile == expected.col_tile);
+        REQUIRE(band.partial_tiles() == expected.partial_tiles());
+        for (std::size_t t = 0; t < band.tiles(); ++t) {
+          REQUIRE((band.tile_mask[t] == attn::BlockLayout::kFull) ==
+                  (expected.tile_mask[t] == attn::BlockLayout::kFull));
+          if (band.tile_mask[t] != attn::BlockLayout::kFull)
+            CHECK(band.masks[band.tile_mask[t]] == expected.masks[expected.tile_mask[t]]);
+        }
+      }
+  }
+}
