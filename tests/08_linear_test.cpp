@@ -210,7 +210,7 @@ TEST_SUITE("08_linear") {
     CHECK_ALLCLOSE(state.z, std::vector<double>({1.0, 0.25, 3.0}), 0.0, 0.0);
   }
 
-  TEST_CASE("recurrent_step, token after token, equals the causally masked quadratic form; the state never grows") {
+  TEST_CASE("recurrent_step, token after token, equals the causally masked quadratic form and its state never grows") {
     attn::Rng rng(88);
     const std::size_t n = 40, m = 6, d_v = 5;
     const Matrix phiQ = rng.uniform(n, m), phiK = rng.uniform(n, m), V = rng.normal(n, d_v);
@@ -227,7 +227,7 @@ TEST_SUITE("08_linear") {
     }
   }
 
-  TEST_CASE("recurrent_step rejects a state and vectors that do not fit, and a decay outside (0, 1]") {
+  TEST_CASE("recurrent_step rejects a state and vectors that do not fit, and a decay outside 0 < decay <= 1") {
     attn::RecurrentState state = attn::RecurrentState::zeros(3, 2);
     const Vector three = {1.0f, 1.0f, 1.0f}, four = {1.0f, 1.0f, 1.0f, 1.0f}, two = {1.0f, 1.0f};
     CHECK_THROWS_WITH_AS(attn::recurrent_step(state, four, three, two), doctest::Contains("(4)"),
