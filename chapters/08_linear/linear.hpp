@@ -57,7 +57,10 @@ struct RecurrentState {
   Matrix S;  ///< (m, d_v) Σ φ(k_j)ᵀ v_j, the memory of keys and values
   Vector z;  ///< (m) Σ φ(k_j), the normaliser's memory
 
-  /// The state before the first token: zeros, S (m, d_v) and z (m).
+  /// The state before the first token: all zeros.
+  /// \param m number of features of φ.
+  /// \param d_v width of the values.
+  /// \return S (m, d_v) and z (m), zero.
   static RecurrentState zeros(std::size_t m, std::size_t d_v) {
     return {xt::zeros<float>({m, d_v}), xt::zeros<float>({m})};
   }

@@ -15,7 +15,10 @@
 // Your code: ./course run 08 --track exercise      Book page: book/08_linear.md
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
+#include <ctime>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -150,10 +153,12 @@ void plot_feature_error(const attn::Chapter& chapter, const std::vector<ErrorCur
   for (const auto& c : curves) {
     plot.series.push_back({fmt::format("iid ω, σ = {}", c.sigma), c.m, c.iid});
     plot.series.push_back({fmt::format("orthogonal ω, σ = {}", c.sigma), c.m, c.orf});
-    std::vector<double> reference;  // c/√m through the last iid point: the slope the error tends to
-    for (double m : c.m) reference.push_back(c.iid.back() * std::sqrt(c.m.back() / m));
-    plot.series.push_back({fmt::format("∝ 1/√m, σ = {}", c.sigma), c.m, reference});
   }
+  // c/√m through the last point of the short vectors' iid curve: the slope the error tends to.
+  const ErrorCurve& shortest = curves.front();
+  std::vector<double> reference;
+  for (double m : shortest.m) reference.push_back(shortest.iid.back() * std::sqrt(shortest.m.back() / m));
+  plot.series.push_back({"∝ 1/√m", shortest.m, reference});
   attn::write_svg_plot(*path, plot);
   chapter.announce_figure(*path);
 }
@@ -338,13 +343,34 @@ struct Contenders {
   void causal() const { benchmark::DoNotOptimize(attn::causal_linear_attention(phiQ, phiK, V)); }
 };
 
+/// Seconds of CPU time one call of \p work takes: the median of 3 batches, each batch repeating the call
+/// until it has used at least a millisecond. CPU time (std::clock) rather than wall time: with one BLAS thread
+/// it is this core's work alone, steady on a busy machine where wall time also counts waiting for a core.
+double cpu_seconds(const std::function<void()>& work) {
+  work();  // warm-up: first-touch page faults and cold caches are not what we compare
+  std::vector<double> batches;
+  for (int b = 0; b < 3; ++b) {
+    std::size_t calls = 0;
+    const std::clock_t start = std::clock();
+    double used = 0.0;
+    do {
+      work();
+      ++calls;
+      used = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
+    } while (used < 1e-3);
+    batches.push_back(used / static_cast<double>(calls));
+  }
+  std::sort(batches.begin(), batches.end());
+  return batches[1];
+}
+
 double seconds_softmax(std::size_t n, std::size_t d) {
   const Contenders c(n, d);
-  return attn::median_seconds([&] { c.softmax(); }, 3);
+  return cpu_seconds([&] { c.softmax(); });
 }
 double seconds_linear(std::size_t n, std::size_t d) {
   const Contenders c(n, d);
-  return attn::median_seconds([&] { c.linear(); }, 3);
+  return cpu_seconds([&] { c.linear(); });
 }
 
 // [bisection]
@@ -377,8 +403,8 @@ double fitted_exponent(const std::vector<double>& n, const std::vector<double>& 
 }
 
 void show_measured_crossover(std::size_t d) {
-  attn::heading(
-      fmt::format("Measured on this machine, one core (d = {}; median of 3; `ch08_linear bench` for more)", d));
+  attn::heading(fmt::format(
+      "Measured on this machine: CPU time on one core (d = {}; median of 3; `ch08_linear bench` for more)", d));
   attn::Table t({"n", "softmax (ch02)", "linear", "causal recurrence", "softmax / linear"});
   std::vector<double> ns, ts, tl, tc;
   attn::Progress progress(6, true);
@@ -386,9 +412,9 @@ void show_measured_crossover(std::size_t d) {
   for (std::size_t n = 64; n <= 2048; n *= 2) {
     progress.update(++done, fmt::format("n = {}", n));
     const Contenders c(n, d);
-    const double s = attn::median_seconds([&] { c.softmax(); }, 3);
-    const double l = attn::median_seconds([&] { c.linear(); }, 3);
-    const double r = attn::median_seconds([&] { c.causal(); }, 3);
+    const double s = cpu_seconds([&] { c.softmax(); });
+    const double l = cpu_seconds([&] { c.linear(); });
+    const double r = cpu_seconds([&] { c.causal(); });
     ns.push_back(static_cast<double>(n)), ts.push_back(s), tl.push_back(l), tc.push_back(r);
     t.add_row({std::to_string(n), fmt::format("{:.3f} ms", s * 1e3), fmt::format("{:.3f} ms", l * 1e3),
                fmt::format("{:.3f} ms", r * 1e3), fmt::format("{:.1f}", s / l)});
@@ -441,29 +467,26 @@ void set_flop_rate(benchmark::State& state, double flops) {
   state.counters["FLOPs"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_softmax_attention(benchmark::State& state) {
+/// One contender over n; the counter is its FLOP rate, the quadratic count for softmax, the linear one otherwise.
+void BM_attention(benchmark::State& state, void (Contenders::*method)() const, bool quadratic) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const Contenders c(n, kBenchD);
-  for (auto _ : state) c.softmax();
-  set_flop_rate(state, softmax_flops(static_cast<double>(n), kBenchD));
+  for (auto _ : state) (c.*method)();
+  const double nn = static_cast<double>(n);
+  set_flop_rate(state, quadratic ? softmax_flops(nn, kBenchD) : linear_flops(nn, kBenchD, kBenchD));
 }
-BENCHMARK(BM_softmax_attention)->RangeMultiplier(2)->Range(256, 8192)->Unit(benchmark::kMillisecond);
-
-void BM_linear_attention(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const Contenders c(n, kBenchD);
-  for (auto _ : state) c.linear();
-  set_flop_rate(state, linear_flops(static_cast<double>(n), kBenchD, kBenchD));
-}
-BENCHMARK(BM_linear_attention)->RangeMultiplier(2)->Range(256, 65536)->Unit(benchmark::kMillisecond);
-
-void BM_causal_linear_attention(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const Contenders c(n, kBenchD);
-  for (auto _ : state) c.causal();
-  set_flop_rate(state, linear_flops(static_cast<double>(n), kBenchD, kBenchD));
-}
-BENCHMARK(BM_causal_linear_attention)->RangeMultiplier(2)->Range(256, 65536)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_attention, softmax, &Contenders::softmax, true)
+    ->RangeMultiplier(2)
+    ->Range(256, 8192)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_attention, linear, &Contenders::linear, false)
+    ->RangeMultiplier(2)
+    ->Range(256, 65536)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_attention, causal_recurrence, &Contenders::causal, false)
+    ->RangeMultiplier(2)
+    ->Range(256, 65536)
+    ->Unit(benchmark::kMillisecond);
 
 void BM_crossover_and_exponents(benchmark::State& state) {
   // One search per run: the crossover n by bisection, the fitted exponents over n = 1024..8192, and the
@@ -474,9 +497,9 @@ void BM_crossover_and_exponents(benchmark::State& state) {
     for (std::size_t n = 1024; n <= 8192; n *= 2) {
       const Contenders c(n, kBenchD);
       ns.push_back(static_cast<double>(n));
-      ts.push_back(attn::median_seconds([&] { c.softmax(); }, 3));
-      tl.push_back(attn::median_seconds([&] { c.linear(); }, 3));
-      tc.push_back(attn::median_seconds([&] { c.causal(); }, 3));
+      ts.push_back(cpu_seconds([&] { c.softmax(); }));
+      tl.push_back(cpu_seconds([&] { c.linear(); }));
+      tc.push_back(cpu_seconds([&] { c.causal(); }));
     }
     state.counters["exp_softmax"] = fitted_exponent(ns, ts);
     state.counters["exp_linear"] = fitted_exponent(ns, tl);
