@@ -104,6 +104,14 @@ TEST_SUITE("08_linear") {
     CHECK_THROWS_WITH_AS(attn::positive_random_features(X, Omega), doctest::Contains("(8, 5)"), std::invalid_argument);
   }
 
+  TEST_CASE("positive_random_features rejects NaN and infinity in X, naming the index") {
+    const Matrix X = {{0.5f, std::numeric_limits<float>::quiet_NaN()}};  // (1, 2)
+    const Matrix Omega = xt::ones<float>({3, 2});                        // (3, 2)
+    CHECK_THROWS_WITH_AS(attn::positive_random_features(X, Omega), doctest::Contains("[1]"), std::invalid_argument);
+    const Matrix Y = {{-std::numeric_limits<float>::infinity(), 0.0f}};
+    CHECK_THROWS_AS(attn::positive_random_features(Y, Omega), std::invalid_argument);
+  }
+
   TEST_CASE("random-feature attention approaches softmax attention as the number of features m grows") {
     // The estimator φ(q)·φ(k) of exp(q·k/√d_k) has variance ∝ 1/m, so the output error falls like 1/√m
     // once m is large against exp(‖q̂ + k̂‖²) (small here: entries of q and k ~ N(0, 0.5²)): from m = 8 to
