@@ -1,0 +1,66 @@
+// Chapter 08's presented code: random projections for the Performer, and the quadratic form of linear
+// attention (what associativity lets us skip). Book page: book/08_linear.md.
+#include "08_linear/features.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace attn::ch08 {
+
+Matrix gaussian_features(std::size_t m, std::size_t d, Rng& rng) { return rng.normal(m, d); }  // (m, d)
+
+// [orthogonal_features]
+Matrix orthogonal_features(std::size_t m, std::size_t d, Rng& rng) {
+  Matrix Omega = rng.normal(m, d);  // (m, d), Gaussian rows to be orthogonalised block by block
+  for (std::size_t block = 0; block < m; block += d) {
+    const std::size_t end = std::min(m, block + d);  // at most d directions can be orthogonal in d dimensions
+    for (std::size_t r = block; r < end; ++r) {
+      auto w = xt::row(Omega, r);  // (d)
+      // Gram–Schmidt: remove the parts along the earlier rows of the block (done twice for stability).
+      for (int pass = 0; pass < 2; ++pass)
+        for (std::size_t p = block; p < r; ++p) {
+          const auto u = xt::row(Omega, p);  // (d), unit length by now
+          const float along = xt::sum(w * u)();
+          w -= along * u;
+        }
+      const float norm = std::sqrt(xt::sum(w * w)());
+      w /= norm;
+    }
+    // Unit directions would all have length 1; a Gaussian vector's length is χ-distributed. Drawing it
+    // separately keeps each row's distribution N(0, I) (so the estimator stays unbiased).
+    for (std::size_t r = block; r < end; ++r) {
+      const Matrix g = rng.normal(1, d);  // (1, d)
+      const float length = std::sqrt(xt::sum(g * g)());
+      xt::row(Omega, r) *= length;
+    }
+  }
+  return Omega;
+}
+// [orthogonal_features]
+
+// [quadratic_form]
+Matrix linear_attention_weights(const Matrix& phiQ, const Matrix& phiK, const Mask& mask) {
+  Matrix W = matmul(phiQ, phiK, /*transpose_b=*/true);  // (n_q, n_kv): W(i, j) = φ(q_i)·φ(k_j)
+  const bool masked = mask.size() > 0;
+  require(
+      !masked || (mask.shape(0) == W.shape(0) && mask.shape(1) == W.shape(1)),
+      fmt::format("linear_attention_weights: the mask is {} but the weights are {}", shape_str(mask), shape_str(W)));
+  for (std::size_t i = 0; i < W.shape(0); ++i) {
+    double sum = 0.0;
+    for (std::size_t j = 0; j < W.shape(1); ++j) {
+      if (masked && !mask(i, j)) W(i, j) = 0.0f;
+      sum += W(i, j);
+    }
+    if (sum > 0.0)
+      for (std::size_t j = 0; j < W.shape(1); ++j) W(i, j) = static_cast<float>(W(i, j) / sum);
+  }
+  return W;
+}
+
+Matrix quadratic_linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V, const Mask& mask) {
+  return matmul(linear_attention_weights(phiQ, phiK, mask), V);  // (n_q, n_kv)·(n_kv, d_v) = (n_q, d_v)
+}
+// [quadratic_form]
+
+}  // namespace attn::ch08

@@ -1,0 +1,525 @@
+// Chapter 08 — Linear attention: the kernel trick, random features, and attention as an RNN.
+//
+// What it shows: replacing softmax's weight exp(q·k/√d_k) by a product of features φ(q)·φ(k) lets the
+// sum over keys be taken once, φ(K)ᵀV, an (m, d_v) matrix whatever n is; both orders of the product give
+// the same numbers. Two feature maps: elu+1 (the Linear Transformer) and the Performer's positive random
+// features, whose error against exact softmax attention is measured as the number of features m grows.
+// The causal form as a recurrence with a constant-size state (the RNN view), decoded token by token, and
+// a decay on that state (RWKV's time decay) as a one-line change. What is lost: on chapter 01's sentence
+// the pronoun's weights are much flatter under elu+1 than under softmax (entropy measured). Where it pays:
+// FLOP counts against softmax attention (chapter 02), and, outside the book, measured times and the
+// crossover n found by bisection.
+// What it leaves out: training with linear attention, multi-head and chunked-parallel forms of the
+// recurrence, the selective (input-dependent) state of Mamba.
+// Run it: ./course run 08      Benchmarks: build/default/bin/ch08_linear bench
+// Your code: ./course run 08 --track exercise      Book page: book/08_linear.md
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "01_intuition/intuition.hpp"
+#include "01_intuition/lexicon.hpp"
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "08_linear/features.hpp"
+#include "08_linear/linear.hpp"
+#include "attn/chapter.hpp"
+#include "attn/measure.hpp"
+#include "attn/plot.hpp"
+#include "attn/print.hpp"
+#include "attn/rng.hpp"
+
+namespace {
+
+using attn::Matrix;
+using attn::Vector;
+namespace ch08 = attn::ch08;
+
+std::string fixed(double v, int decimals = 3) { return fmt::format("{:.{}f}", v, decimals); }
+std::string sci(double v) { return fmt::format("{:.2e}", v); }
+
+double max_abs_diff(const Matrix& a, const Matrix& b) {
+  const Matrix diff = xt::abs(a - b);  // (rows, cols)
+  return diff.size() ? static_cast<double>(xt::amax(diff)()) : 0.0;
+}
+
+double mean_abs_diff(const Matrix& a, const Matrix& b) { return static_cast<double>(xt::mean(xt::abs(a - b))()); }
+
+std::vector<std::string> numbered(std::size_t n) {
+  std::vector<std::string> l;
+  for (std::size_t i = 0; i < n; ++i) l.push_back(std::to_string(i));
+  return l;
+}
+
+// --- 1. associativity ---------------------------------------------------------------------------------
+
+void show_associativity() {
+  attn::heading("Two orders of one product: (φ(Q)φ(K)ᵀ)V against φ(Q)(φ(K)ᵀV), φ = elu+1");
+  const std::size_t n = 6, d = 4;
+  attn::Rng rng(8);
+  const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // (n, d) each
+  const Matrix phiQ = attn::elu_plus_one(Q), phiK = attn::elu_plus_one(K);        // (n, m = d)
+  fmt::print("The quadratic form first builds the (n, n) weights φ(q_i)·φ(k_j), row-normalised:\n\n");
+  attn::print_heatmap(ch08::linear_attention_weights(phiQ, phiK), numbered(n), numbered(n));
+  // [two_orders]
+  const Matrix quadratic = ch08::quadratic_linear_attention(phiQ, phiK, V);  // (n, d_v), via (n, n)
+  const Matrix linear = attn::linear_attention(phiQ, phiK, V);               // (n, d_v), via (m, d_v)
+  // [two_orders]
+  fmt::print("\nlinear_attention (associative order), the output (n, d_v):\n\n");
+  attn::print_heatmap(linear, numbered(n), numbered(d), 3, xt::amin(linear)(), xt::amax(linear)());
+  fmt::print("\nLargest difference from the quadratic order: {} (float32 rounding; the algebra is exact).\n",
+             sci(max_abs_diff(quadratic, linear)));
+
+  attn::heading("What the associative order keeps: φ(K)ᵀV is (m, d_v) whatever n is (d_k = d_v = m = 64)");
+  attn::Table t({"n", "φ(K)ᵀV", "its bytes", "(n, n) weights' bytes", "ratio"});
+  const std::size_t m = 64;
+  for (std::size_t len : {16u, 256u, 4096u, 65536u}) {
+    attn::Rng data(len);
+    const Matrix phiK_t = data.uniform(m, len);      // (m, n): features of n keys, stored transposed
+    const Matrix values = data.normal(len, m);       // (n, d_v)
+    const Matrix KV = attn::matmul(phiK_t, values);  // (m, d_v): the sum over all n keys at once
+    const double kv_bytes = static_cast<double>(KV.size() * sizeof(float));
+    const double nn_bytes = static_cast<double>(len * len * sizeof(float));
+    t.add_row({std::to_string(len), attn::shape_str(KV), attn::human_bytes(kv_bytes), attn::human_bytes(nn_bytes),
+               fmt::format("{:.3g}×", nn_bytes / kv_bytes)});
+  }
+  t.print();
+}
+
+// --- 2. feature maps and random features ----------------------------------------------------------------
+
+/// Mean and standard deviation of \p xs.
+std::pair<double, double> mean_sd(const std::vector<double>& xs) {
+  const double mean = std::accumulate(xs.begin(), xs.end(), 0.0) / static_cast<double>(xs.size());
+  double var = 0.0;
+  for (double x : xs) var += (x - mean) * (x - mean);
+  return {mean, std::sqrt(var / static_cast<double>(xs.size() > 1 ? xs.size() - 1 : 1))};
+}
+
+// [performer_attention]
+/// Performer attention: positive random features for queries and keys with the same Ω, then linear attention.
+Matrix performer_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const Matrix& Omega) {
+  return attn::linear_attention(attn::positive_random_features(Q, Omega),  // (n, m)
+                                attn::positive_random_features(K, Omega),  // (n, m)
+                                V);                                        // (n, d_v)
+}
+// [performer_attention]
+
+/// The error of Performer attention against exact softmax attention for one input scale σ, every m.
+struct ErrorCurve {
+  float sigma;  // entries of Q and K ~ N(0, σ²)
+  std::vector<double> m, iid, iid_sd, orf, orf_sd;
+  double elu = 0.0;  // elu+1 attention's error, for comparison
+};
+
+ErrorCurve feature_error(float sigma, std::size_t n, std::size_t d_k, std::uint64_t seeds) {
+  ErrorCurve c{sigma, {}, {}, {}, {}, {}};
+  attn::Rng data(80);
+  const Matrix Q = data.normal(n, d_k, 0.0f, sigma), K = data.normal(n, d_k, 0.0f, sigma);  // (n, d_k) each
+  const Matrix V = data.normal(n, d_k);                                                     // (n, d_v)
+  const Matrix exact = attn::scaled_dot_product_attention(Q, K, V);  // (n, d_v), chapter 02's softmax attention
+  c.elu = mean_abs_diff(attn::linear_attention(attn::elu_plus_one(Q), attn::elu_plus_one(K), V), exact);
+  for (std::size_t m = 4; m <= 1024; m *= 2) {
+    std::vector<double> iid, orf;
+    for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
+      attn::Rng a(seed), b(seed);
+      iid.push_back(mean_abs_diff(performer_attention(Q, K, V, ch08::gaussian_features(m, d_k, a)), exact));
+      orf.push_back(mean_abs_diff(performer_attention(Q, K, V, ch08::orthogonal_features(m, d_k, b)), exact));
+    }
+    const auto [im, is] = mean_sd(iid);
+    const auto [om, os] = mean_sd(orf);
+    c.m.push_back(static_cast<double>(m));
+    c.iid.push_back(im), c.iid_sd.push_back(is), c.orf.push_back(om), c.orf_sd.push_back(os);
+  }
+  return c;
+}
+
+void plot_feature_error(const attn::Chapter& chapter, const std::vector<ErrorCurve>& curves) {
+  const auto path = chapter.figure_path("ch08_feature_error.svg");
+  if (!path) return;
+  attn::PlotSpec plot{"Performer attention against exact softmax attention",
+                      "random features m",
+                      "mean |output error|",
+                      true,
+                      true,
+                      {}};
+  for (const auto& c : curves) {
+    plot.series.push_back({fmt::format("iid ω, σ = {}", c.sigma), c.m, c.iid});
+    plot.series.push_back({fmt::format("orthogonal ω, σ = {}", c.sigma), c.m, c.orf});
+  }
+  // c/√m through the last point of the short vectors' iid curve: the slope the error tends to.
+  const ErrorCurve& shortest = curves.front();
+  std::vector<double> reference;
+  for (double m : shortest.m) reference.push_back(shortest.iid.back() * std::sqrt(shortest.m.back() / m));
+  plot.series.push_back({"∝ 1/√m", shortest.m, reference});
+  attn::write_svg_plot(*path, plot);
+  chapter.announce_figure(*path);
+}
+
+void show_feature_maps(const attn::Chapter& chapter) {
+  attn::heading("Feature maps: elu(x)+1, and the Performer's exp(ω·x̂ − ‖x̂‖²/2)/√m");
+  const Matrix xs = {{-4.0f, -2.0f, -1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 2.0f, 4.0f}};  // (1, 9)
+  const Matrix elu = attn::elu_plus_one(xs);                                       // (1, 9)
+  attn::Table t({"x", "elu(x)+1", "exp(x)"});
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    t.add_row({fixed(xs(0, i), 1), fixed(elu(0, i)), fixed(std::exp(xs(0, i)))});
+  t.print();
+  fmt::print(
+      "elu+1 is positive and smooth but grows only linearly: it is a different kernel, not an approximation of\n"
+      "exp. Positive random features estimate exp(q·k/√d_k) itself, without bias, with variance ∝ 1/m.\n");
+
+  const std::size_t n = 128, d_k = 16, seeds = 8;
+  std::vector<ErrorCurve> curves;
+  for (float sigma : {0.5f, 1.0f}) curves.push_back(feature_error(sigma, n, d_k, seeds));
+  attn::heading(
+      fmt::format("Random-feature attention against exact softmax attention (n = {}, d_k = {}, {} seeds; "
+                  "Q, K ~ N(0, σ²))",
+                  n, d_k, seeds));
+  attn::Table e({"m", "σ = 0.5: iid", "± sd", "orthogonal", "± sd", "σ = 1: iid", "± sd", "orthogonal", "± sd"});
+  for (std::size_t r = 0; r < curves[0].m.size(); ++r) {
+    std::vector<std::string> row{fmt::format("{:.0f}", curves[0].m[r])};
+    for (const auto& c : curves)
+      for (double v : {c.iid[r], c.iid_sd[r], c.orf[r], c.orf_sd[r]}) row.push_back(fixed(v, 4));
+    e.add_row(row);
+  }
+  e.add_row({"elu+1", fixed(curves[0].elu, 4), "", "", "", fixed(curves[1].elu, 4), "", "", ""});
+  e.print();
+  fmt::print(
+      "Entries: the mean |output − softmax output| over {} seeds of Ω, and its spread. The estimate of one\n"
+      "weight exp(q̂·k̂) has relative variance about (exp(‖q̂ + k̂‖²) − 1)/m: it falls like 1/m, but from a\n"
+      "height that grows exponentially with the norms of q and k. At σ = 0.5 the error soon falls like 1/√m;\n"
+      "at σ = 1 it needs many more features for the same error. The elu+1 row is not an estimate of softmax.\n",
+      seeds);
+  plot_feature_error(chapter, curves);
+}
+
+// --- 3. the causal recurrence -------------------------------------------------------------------------
+
+void show_recurrence(float decay) {
+  attn::heading(
+      "Causal linear attention as a recurrence: S ← S + φ(k_t)ᵀv_t, z ← z + φ(k_t), o_t = φ(q_t)S / φ(q_t)·z");
+  const std::size_t n = 8, d = 4;
+  attn::Rng rng(88);
+  const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);                   // (n, d) each
+  const Matrix phiQ = attn::elu_plus_one(Q), phiK = attn::elu_plus_one(K);                         // (n, m)
+  const Matrix masked = ch08::quadratic_linear_attention(phiQ, phiK, V, attn::causal_mask(n, n));  // (n, d_v)
+
+  // [decode]
+  attn::RecurrentState state = attn::RecurrentState::zeros(d, d);  // S (m, d_v), z (m)
+  attn::Table t({"token t", "state numbers", "softmax's KV cache numbers", "|o_t − masked quadratic row t|"});
+  for (std::size_t step = 0; step < n; ++step) {
+    const Vector o = attn::recurrent_step(state, xt::row(phiQ, step), xt::row(phiK, step), xt::row(V, step));  // (d_v)
+    const Vector expected = xt::row(masked, step);                                                             // (d_v)
+    t.add_row({std::to_string(step), std::to_string(state.S.size() + state.z.size()),
+               std::to_string(2 * (step + 1) * d), sci(static_cast<double>(xt::amax(xt::abs(o - expected))()))});
+  }
+  // [decode]
+  t.print();
+  fmt::print(
+      "Decoding token by token, the state stays m·d_v + m numbers while softmax attention's cache of keys and\n"
+      "values grows by 2·d every token. causal_linear_attention runs the same recurrence over a whole sequence:\n"
+      "largest difference from the causally masked quadratic form {}.\n",
+      sci(max_abs_diff(attn::causal_linear_attention(phiQ, phiK, V), masked)));
+
+  attn::heading(fmt::format("A decay on the state (RWKV's time decay): S ← λ·S + φ(k_t)ᵀv_t, here λ = {}", decay));
+  // With one-hot values (V = I), the output of the last token IS its row of weights over the positions.
+  const Matrix one_hot = xt::eye<float>(n);                                          // (n, n)
+  const Matrix plain = attn::causal_linear_attention(phiQ, phiK, one_hot);           // (n, n)
+  const Matrix decayed = attn::causal_linear_attention(phiQ, phiK, one_hot, decay);  // (n, n)
+  attn::Table w({"position j", "weight, λ = 1", "", fmt::format("weight, λ = {}", decay), ""});
+  w.set_left(2).set_left(4);
+  for (std::size_t j = 0; j < n; ++j)
+    w.add_row({std::to_string(j), fixed(plain(n - 1, j)), attn::bar(plain(n - 1, j), 16), fixed(decayed(n - 1, j)),
+               attn::bar(decayed(n - 1, j), 16)});
+  w.print();
+  fmt::print(
+      "The last token's weights: without decay the first token counts as much as the features say; with λ < 1\n"
+      "a token j steps back is multiplied by λ^j, so the state forgets the distant past. That is RWKV's and\n"
+      "RetNet's change to the recurrence; state-space models (S4, Mamba) run the same kind of linear recurrence\n"
+      "with learned (for Mamba, input-dependent) decays.\n");
+}
+
+// --- 4. what linear attention cannot do ---------------------------------------------------------------
+
+double entropy_bits(const Matrix& A, std::size_t row) {
+  double h = 0.0;
+  for (std::size_t j = 0; j < A.shape(1); ++j)
+    if (A(row, j) > 0.0f) h -= static_cast<double>(A(row, j)) * std::log2(static_cast<double>(A(row, j)));
+  return h;
+}
+
+void show_sharpness(std::size_t features) {
+  const auto& sentence = attn::ch01::sentences()[0];
+  const std::size_t n = sentence.tokens.size(), p = sentence.pronoun;
+  attn::heading(fmt::format("What linear attention loses: where {} looks in \"{}\"", sentence.tokens[p],
+                            fmt::join(sentence.tokens, " ")));
+  const Matrix X = attn::ch01::embed(sentence.tokens);                                              // (n, d_model)
+  const Matrix Q = attn::matmul(X, attn::ch01::query_weights(attn::design_pronoun_query()));        // (n, d_k)
+  const Matrix K = attn::matmul(X, attn::ch01::key_weights());                                      // (n, d_k)
+  const Matrix soft = attn::softmax_rows(attn::scaled_scores(Q, K));                                // (n, n)
+  const Matrix elu = ch08::linear_attention_weights(attn::elu_plus_one(Q), attn::elu_plus_one(K));  // (n, n)
+  // Performer weights with the user's m and with 64 times more features: the estimate of softmax's weights.
+  std::vector<Matrix> rf;
+  for (std::size_t m : {features, 64 * features}) {
+    attn::Rng rng(1);
+    const Matrix Omega = ch08::orthogonal_features(m, Q.shape(1), rng);  // (m, d_k)
+    rf.push_back(ch08::linear_attention_weights(attn::positive_random_features(Q, Omega),
+                                                attn::positive_random_features(K, Omega)));  // (n, n)
+  }
+  attn::Table t({"key", "softmax", "", "elu+1", "", fmt::format("Performer, m = {}", features),
+                 fmt::format("m = {}", 64 * features)});
+  t.set_left(2).set_left(4);
+  for (std::size_t j = 0; j < n; ++j)
+    t.add_row({sentence.tokens[j], fixed(soft(p, j)), attn::bar(soft(p, j), 16), fixed(elu(p, j)),
+               attn::bar(elu(p, j), 16), fixed(rf[0](p, j)), fixed(rf[1](p, j))});
+  t.add_row({"entropy (bits)", fixed(entropy_bits(soft, p), 2), "", fixed(entropy_bits(elu, p), 2), "",
+             fixed(entropy_bits(rf[0], p), 2), fixed(entropy_bits(rf[1], p), 2)});
+  t.print();
+  fmt::print(
+      "Uniform weights over {} keys would have {:.2f} bits. Softmax turns a difference of scores into a ratio of\n"
+      "exponentials: it can put most of the weight on {}. elu+1's weights are sums of products of features that\n"
+      "grow only linearly, so the same query spreads its attention more evenly (higher entropy). Random features\n"
+      "aim at softmax's weights, but sharp weights need large q·k, hence long q and k, exactly where their\n"
+      "variance explodes: even many features leave these weights blurred.\n",
+      n, std::log2(static_cast<double>(n)), sentence.tokens[sentence.antecedent]);
+}
+
+// --- 5. where it pays: counting, and (outside the book) timing ------------------------------------------
+
+// [flop_counts]
+/// Softmax attention: Q Kᵀ and A·V, 2·n²·d each, plus n² exponentials (counted as one FLOP each here).
+double softmax_flops(double n, double d) { return 4.0 * n * n * d + n * n; }
+/// Linear attention with m features: φ(K)ᵀV and φ(Q)·(φ(K)ᵀV), 2·n·m·d_v each, the normaliser 4·n·m, and
+/// elu+1 on 2·n·m entries. The causal recurrence does the same work, one token at a time.
+double linear_flops(double n, double m, double d_v) { return 4.0 * n * m * d_v + 4.0 * n * m + 2.0 * n * m; }
+// [flop_counts]
+
+void show_flop_crossover(const attn::Chapter& chapter, std::size_t d) {
+  attn::heading(fmt::format("Where linear attention pays: FLOPs against softmax attention (d_k = d_v = m = {})", d));
+  const double dd = static_cast<double>(d);
+  attn::Table t({"n", "softmax FLOPs", "linear FLOPs", "softmax / linear"});
+  attn::Series soft{"softmax attention", {}, {}}, lin{"linear attention (elu+1)", {}, {}};
+  for (std::size_t n = 16; n <= 65536; n *= 4) {
+    const double nn = static_cast<double>(n), s = softmax_flops(nn, dd), l = linear_flops(nn, dd, dd);
+    t.add_row({std::to_string(n), sci(s), sci(l), fmt::format("{:.2f}", s / l)});
+    soft.x.push_back(nn), soft.y.push_back(s);
+    lin.x.push_back(nn), lin.y.push_back(l);
+  }
+  t.print();
+  // Equal when 4n²d + n² = n·m·(4d_v + 6), i.e. n = m(4d_v + 6)/(4d + 1): about m, the number of features.
+  const double crossover = dd * (4.0 * dd + 6.0) / (4.0 * dd + 1.0);
+  fmt::print(
+      "On paper the two cost the same at n = m(4d_v + 6)/(4d_k + 1) ≈ {:.0f}: beyond that softmax grows like n²\n"
+      "and linear attention like n. Whether the clock agrees depends on how well each runs on the machine.\n",
+      crossover);
+  if (const auto path = chapter.figure_path("ch08_crossover.svg")) {
+    attn::write_svg_plot(
+        *path,
+        {fmt::format("Attention FLOPs, d_k = d_v = m = {}", d), "sequence length n", "FLOPs", true, true, {soft, lin}});
+    chapter.announce_figure(*path);
+  }
+}
+
+/// The three contenders on random inputs of length n (d_k = d_v = m = d), each timed as one call.
+/// Every timing runs on one core: the recurrence is sequential, so the comparison is core against core (and
+/// on a busy machine one BLAS thread is also far steadier than several).
+struct Contenders {
+  Matrix Q, K, V, phiQ, phiK;  // (n, d) each
+  Contenders(std::size_t n, std::size_t d) {
+    attn::set_blas_threads(1);
+    attn::Rng rng(n);
+    Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);
+    phiQ = attn::elu_plus_one(Q), phiK = attn::elu_plus_one(K);
+  }
+  void softmax() const { benchmark::DoNotOptimize(attn::scaled_dot_product_attention(Q, K, V)); }
+  void linear() const { benchmark::DoNotOptimize(attn::linear_attention(phiQ, phiK, V)); }
+  void causal() const { benchmark::DoNotOptimize(attn::causal_linear_attention(phiQ, phiK, V)); }
+};
+
+/// Seconds of CPU time one call of \p work takes: the median of 3 batches, each batch repeating the call
+/// until it has used at least a millisecond. CPU time (std::clock) rather than wall time: with one BLAS thread
+/// it is this core's work alone, steady on a busy machine where wall time also counts waiting for a core.
+double cpu_seconds(const std::function<void()>& work) {
+  work();  // warm-up: first-touch page faults and cold caches are not what we compare
+  std::vector<double> batches;
+  for (int b = 0; b < 3; ++b) {
+    std::size_t calls = 0;
+    const std::clock_t start = std::clock();
+    double used = 0.0;
+    do {
+      work();
+      ++calls;
+      used = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
+    } while (used < 1e-3);
+    batches.push_back(used / static_cast<double>(calls));
+  }
+  std::sort(batches.begin(), batches.end());
+  return batches[1];
+}
+
+double seconds_softmax(std::size_t n, std::size_t d) {
+  const Contenders c(n, d);
+  return cpu_seconds([&] { c.softmax(); });
+}
+double seconds_linear(std::size_t n, std::size_t d) {
+  const Contenders c(n, d);
+  return cpu_seconds([&] { c.linear(); });
+}
+
+// [bisection]
+/// The smallest n in [lo, hi] from which linear attention is faster than softmax attention, by bisection on
+/// the sign of t_softmax(n) − t_linear(n) (assumed to change once). Returns lo when linear already wins
+/// at lo, and 0 when it does not win even at hi.
+std::size_t measured_crossover(std::size_t lo, std::size_t hi, std::size_t d) {
+  const auto linear_wins = [d](std::size_t n) { return seconds_linear(n, d) < seconds_softmax(n, d); };
+  if (linear_wins(lo)) return lo;
+  if (!linear_wins(hi)) return 0;
+  while (hi - lo > std::max<std::size_t>(1, lo / 16)) {  // stop at ~6% resolution: timings are noisier
+    const std::size_t mid = lo + (hi - lo) / 2;
+    (linear_wins(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+// [bisection]
+
+/// Least-squares slope of log t against log n: the exponent e of t ≈ c·n^e.
+double fitted_exponent(const std::vector<double>& n, const std::vector<double>& t) {
+  double mx = 0, my = 0;
+  for (std::size_t i = 0; i < n.size(); ++i) mx += std::log(n[i]), my += std::log(t[i]);
+  mx /= static_cast<double>(n.size()), my /= static_cast<double>(n.size());
+  double sxy = 0, sxx = 0;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    sxy += (std::log(n[i]) - mx) * (std::log(t[i]) - my);
+    sxx += (std::log(n[i]) - mx) * (std::log(n[i]) - mx);
+  }
+  return sxy / sxx;
+}
+
+void show_measured_crossover(std::size_t d) {
+  attn::heading(fmt::format(
+      "Measured on this machine: CPU time on one core (d = {}; median of 3; `ch08_linear bench` for more)", d));
+  attn::Table t({"n", "softmax (ch02)", "linear", "causal recurrence", "softmax / linear"});
+  std::vector<double> ns, ts, tl, tc;
+  attn::Progress progress(6, true);
+  std::size_t done = 0;
+  for (std::size_t n = 64; n <= 2048; n *= 2) {
+    progress.update(++done, fmt::format("n = {}", n));
+    const Contenders c(n, d);
+    const double s = cpu_seconds([&] { c.softmax(); });
+    const double l = cpu_seconds([&] { c.linear(); });
+    const double r = cpu_seconds([&] { c.causal(); });
+    ns.push_back(static_cast<double>(n)), ts.push_back(s), tl.push_back(l), tc.push_back(r);
+    t.add_row({std::to_string(n), fmt::format("{:.3f} ms", s * 1e3), fmt::format("{:.3f} ms", l * 1e3),
+               fmt::format("{:.3f} ms", r * 1e3), fmt::format("{:.1f}", s / l)});
+  }
+  t.print();
+  const std::size_t cross = measured_crossover(16, 2048, d);
+  fmt::print("Fitted exponents (t ∝ n^e over n = 256..2048): softmax {:.2f}, linear {:.2f}, causal {:.2f}.\n",
+             fitted_exponent({ns.begin() + 2, ns.end()}, {ts.begin() + 2, ts.end()}),
+             fitted_exponent({ns.begin() + 2, ns.end()}, {tl.begin() + 2, tl.end()}),
+             fitted_exponent({ns.begin() + 2, ns.end()}, {tc.begin() + 2, tc.end()}));
+  if (cross == 0)
+    fmt::print("Linear attention did not overtake softmax attention below n = 2048 in this run.\n");
+  else
+    fmt::print("Crossover by bisection: linear attention is faster from n ≈ {} on, in this run.\n", cross);
+}
+
+void tell_the_story(const attn::Chapter& chapter, float decay, std::size_t features) {
+  attn::require(decay > 0.0f && decay <= 1.0f, fmt::format("--decay is {}; the decay λ must be in (0, 1]", decay));
+  fmt::print("Chapter 08: linear attention, the kernel trick, random features, and attention as an RNN.\n");
+  show_associativity();
+  show_feature_maps(chapter);
+  show_recurrence(decay);
+  show_sharpness(features);
+  show_flop_crossover(chapter, 64);
+  if (chapter.book_mode()) {
+    fmt::print(
+        "\n(Timings are left out of the book: run ch08_linear for a quick measurement, ch08_linear bench "
+        "for the benchmarks.)\n");
+  } else {
+    show_measured_crossover(64);
+  }
+}
+
+// --- benchmarks: `ch08_linear bench` ------------------------------------------------------------------
+constexpr std::size_t kBenchD = 64;
+
+// [benchmarks]
+void BM_sgemm_ceiling(benchmark::State& state) {
+  // The machine's own ceiling, measured in the same run: OpenBLAS sgemm on (1024, 64)·(64, 1024) — the shape
+  // of Q Kᵀ for n = 1024, d = 64 — and on a square 1024³ product.
+  attn::set_blas_threads(1);  // the same single core as the attention benchmarks
+  for (auto _ : state) {
+    state.counters["QKt_GFLOPs"] = attn::sgemm_gflops(1024, 1024, kBenchD, 3);
+    state.counters["square_GFLOPs"] = attn::sgemm_gflops(1024, 1024, 1024, 3);
+  }
+}
+BENCHMARK(BM_sgemm_ceiling)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void set_flop_rate(benchmark::State& state, double flops) {
+  state.counters["FLOPs"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+/// One contender over n; the counter is its FLOP rate, the quadratic count for softmax, the linear one otherwise.
+void BM_attention(benchmark::State& state, void (Contenders::*method)() const, bool quadratic) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const Contenders c(n, kBenchD);
+  for (auto _ : state) (c.*method)();
+  const double nn = static_cast<double>(n);
+  set_flop_rate(state, quadratic ? softmax_flops(nn, kBenchD) : linear_flops(nn, kBenchD, kBenchD));
+}
+BENCHMARK_CAPTURE(BM_attention, softmax, &Contenders::softmax, true)
+    ->RangeMultiplier(2)
+    ->Range(256, 8192)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_attention, linear, &Contenders::linear, false)
+    ->RangeMultiplier(2)
+    ->Range(256, 65536)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_attention, causal_recurrence, &Contenders::causal, false)
+    ->RangeMultiplier(2)
+    ->Range(256, 65536)
+    ->Unit(benchmark::kMillisecond);
+
+void BM_crossover_and_exponents(benchmark::State& state) {
+  // One search per run: the crossover n by bisection, the fitted exponents over n = 1024..8192, and the
+  // speed-ups at n = 8192 (the largest n at which softmax attention's (n, n) matrices are timed here).
+  for (auto _ : state) {
+    state.counters["crossover_n"] = static_cast<double>(measured_crossover(16, 4096, kBenchD));
+    std::vector<double> ns, ts, tl, tc;
+    for (std::size_t n = 1024; n <= 8192; n *= 2) {
+      const Contenders c(n, kBenchD);
+      ns.push_back(static_cast<double>(n));
+      ts.push_back(cpu_seconds([&] { c.softmax(); }));
+      tl.push_back(cpu_seconds([&] { c.linear(); }));
+      tc.push_back(cpu_seconds([&] { c.causal(); }));
+    }
+    state.counters["exp_softmax"] = fitted_exponent(ns, ts);
+    state.counters["exp_linear"] = fitted_exponent(ns, tl);
+    state.counters["exp_causal"] = fitted_exponent(ns, tc);
+    state.counters["speedup_linear_8192"] = ts.back() / tl.back();
+    state.counters["speedup_causal_8192"] = ts.back() / tc.back();
+  }
+}
+BENCHMARK(BM_crossover_and_exponents)->Iterations(1)->Unit(benchmark::kSecond);
+// [benchmarks]
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  attn::Chapter chapter("ch08_linear", "Chapter 08: linear attention, random features, attention as an RNN");
+  float decay = 0.8f;
+  std::size_t features = 256;
+  chapter.cli().add_option("--decay", decay, "λ of the decay demonstration, in (0, 1]");
+  chapter.cli()
+      .add_option("--features", features, "Random features m of the Performer on chapter 01's sentence")
+      ->check(CLI::Range(1, 4096));
+  return chapter.run(argc, argv, [&] { tell_the_story(chapter, decay, features); });
+}

@@ -1,0 +1,152 @@
+// Chapter 08, reference solutions. Book page: book/08_linear.md.
+// The products go through BLAS (attn::matmul); the recurrence is a plain loop over tokens whose body
+// touches only the (m, d_v) state, never the past tokens.
+#include "08_linear/linear.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace attn {
+
+namespace {
+
+/// The largest entry of \p n values (0 for none): the scale that features are divided by.
+float largest(const float* values, std::size_t n) { return n ? *std::max_element(values, values + n) : 0.0f; }
+
+void require_decay(const char* where, float decay) {
+  require(decay > 0.0f && decay <= 1.0f, fmt::format("{}: the decay is {}; it must be in (0, 1]", where, decay));
+}
+
+// [remember_and_read]
+/// One token of the recurrence on raw rows: S (m, d_v), z (m), phi_q (m), phi_k (m), v (d_v), o (d_v).
+void remember_and_read(float* S, float* z, const float* phi_q, const float* phi_k, const float* v, float* o,
+                       std::size_t m, std::size_t d_v, float decay) {
+  // Remember: S ← λ·S + φ(k)ᵀ v and z ← λ·z + φ(k). m·d_v multiply-adds, for token 10 as for token 10⁶.
+  for (std::size_t r = 0; r < m; ++r) {
+    z[r] = decay * z[r] + phi_k[r];
+    float* S_r = S + r * d_v;
+    for (std::size_t c = 0; c < d_v; ++c) S_r[c] = decay * S_r[c] + phi_k[r] * v[c];
+  }
+  // Read: o = φ(q) S / (φ(q)·z). Dividing φ(q) by its largest entry cancels in the ratio and keeps tiny
+  // features from underflowing in the products.
+  std::fill(o, o + d_v, 0.0f);
+  const float q_max = largest(phi_q, m);
+  if (!(q_max > 0.0f)) return;  // this query weighs every key 0: nothing to read
+  float denominator = 0.0f;
+  for (std::size_t r = 0; r < m; ++r) {
+    const float w = phi_q[r] / q_max;
+    denominator += w * z[r];
+    const float* S_r = S + r * d_v;
+    for (std::size_t c = 0; c < d_v; ++c) o[c] += w * S_r[c];
+  }
+  if (!(denominator > 0.0f)) {
+    std::fill(o, o + d_v, 0.0f);
+    return;
+  }
+  for (std::size_t c = 0; c < d_v; ++c) o[c] /= denominator;
+}
+// [remember_and_read]
+
+}  // namespace
+
+// [elu_plus_one]
+Matrix elu_plus_one(const Matrix& X) {
+  require_finite("elu_plus_one", "X", X.data(), X.size());
+  Matrix phi = X;  // (n, d)
+  // elu(x) + 1: the line x + 1 above zero, exp(x) below; both are 1 with slope 1 at 0, and always > 0.
+  for (float& x : phi) x = x > 0.0f ? x + 1.0f : std::exp(x);
+  return phi;
+}
+// [elu_plus_one]
+
+// [positive_random_features]
+Matrix positive_random_features(const Matrix& X, const Matrix& Omega) {
+  require(X.shape(1) == Omega.shape(1),
+          fmt::format("positive_random_features: X is {} and Omega is {}; both need d_k columns", shape_str(X),
+                      shape_str(Omega)));
+  require_finite("positive_random_features", "X", X.data(), X.size());
+  const std::size_t n = X.shape(0), d_k = X.shape(1), m = Omega.shape(0);
+  // x̂ = x / d_k^{1/4}, so that q̂·k̂ = q·k/√d_k: the softmax's own scaling, split between q and k.
+  const float to_hat = 1.0f / std::sqrt(std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1))));
+  Matrix phi = matmul(X, Omega, /*transpose_b=*/true, to_hat);  // (n, m): ω_r·x̂
+  const float inv_sqrt_m = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(m, 1)));
+  for (std::size_t i = 0; i < n; ++i) {
+    float half_norm2 = 0.0f;  // ‖x̂‖²/2
+    for (std::size_t c = 0; c < d_k; ++c) half_norm2 += 0.5f * (X(i, c) * to_hat) * (X(i, c) * to_hat);
+    // E_ω[exp(ω·q̂ − ‖q̂‖²/2) exp(ω·k̂ − ‖k̂‖²/2)] = exp(‖q̂+k̂‖²/2 − ‖q̂‖²/2 − ‖k̂‖²/2) = exp(q̂·k̂).
+    for (std::size_t r = 0; r < m; ++r) phi(i, r) = std::exp(phi(i, r) - half_norm2) * inv_sqrt_m;
+  }
+  return phi;
+}
+// [positive_random_features]
+
+// [linear_attention]
+Matrix linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V) {
+  require(phiQ.shape(1) == phiK.shape(1),
+          fmt::format("linear_attention: phiQ is {} and phiK is {}; queries and keys need the same m features",
+                      shape_str(phiQ), shape_str(phiK)));
+  require(phiK.shape(0) == V.shape(0),
+          fmt::format("linear_attention: phiK is {} and V is {}; one value per key is needed", shape_str(phiK),
+                      shape_str(V)));
+  const std::size_t n_q = phiQ.shape(0), m = phiQ.shape(1), d_v = V.shape(1);
+  Matrix O = xt::zeros<float>({n_q, d_v});  // (n_q, d_v)
+  // One constant for all keys cancels between numerator and denominator: divide by the largest feature.
+  const float k_max = largest(phiK.data(), phiK.size());
+  if (!(k_max > 0.0f)) return O;                      // every key weighs 0 for every query
+  const Matrix phiK_t = xt::transpose(phiK) / k_max;  // (m, n_kv)
+  // The associativity step: sum over the keys once, for all queries. Its size does not depend on n.
+  const Matrix KV = matmul(phiK_t, V);    // (m, d_v)  φ(K)ᵀ V
+  const Vector z = xt::sum(phiK_t, {1});  // (m)       φ(K)ᵀ 1
+  Matrix phiQ_s = phiQ;                   // (n_q, m)  each row divided by its largest entry
+  for (std::size_t i = 0; i < n_q; ++i) {
+    const float q_max = largest(phiQ.data() + i * m, m);
+    if (q_max > 0.0f) xt::row(phiQ_s, i) /= q_max;
+  }
+  const Matrix numerator = matmul(phiQ_s, KV);  // (n_q, d_v)  φ(q_i) φ(K)ᵀV
+  for (std::size_t i = 0; i < n_q; ++i) {
+    float denominator = 0.0f;  // φ(q_i)·φ(K)ᵀ1 = Σ_j φ(q_i)·φ(k_j)
+    for (std::size_t r = 0; r < m; ++r) denominator += phiQ_s(i, r) * z(r);
+    if (!(denominator > 0.0f)) continue;  // this query weighs every key 0: a row of zeros, not 0/0
+    for (std::size_t c = 0; c < d_v; ++c) O(i, c) = numerator(i, c) / denominator;
+  }
+  return O;
+}
+// [linear_attention]
+
+// [recurrent_step]
+Vector recurrent_step(RecurrentState& state, const Vector& phi_q, const Vector& phi_k, const Vector& v, float decay) {
+  const std::size_t m = state.S.shape(0), d_v = state.S.shape(1);
+  require(state.z.size() == m && phi_q.size() == m && phi_k.size() == m && v.size() == d_v,
+          fmt::format("recurrent_step: the state is S {} and z {}, but phi_q is {}, phi_k {} and v {}; "
+                      "they must be (m, d_v), (m), (m), (m) and (d_v)",
+                      shape_str(state.S), shape_str(state.z), shape_str(phi_q), shape_str(phi_k), shape_str(v)));
+  require_decay("recurrent_step", decay);
+  Vector o = xt::zeros<float>({d_v});  // (d_v)
+  remember_and_read(state.S.data(), state.z.data(), phi_q.data(), phi_k.data(), v.data(), o.data(), m, d_v, decay);
+  return o;
+}
+// [recurrent_step]
+
+// [causal_linear_attention]
+Matrix causal_linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V, float decay) {
+  require(phiQ.shape(0) == phiK.shape(0) && phiK.shape(0) == V.shape(0) && phiQ.shape(1) == phiK.shape(1),
+          fmt::format("causal_linear_attention: phiQ is {}, phiK is {} and V is {}; they must be (n, m), (n, m) "
+                      "and (n, d_v)",
+                      shape_str(phiQ), shape_str(phiK), shape_str(V)));
+  require_decay("causal_linear_attention", decay);
+  const std::size_t n = phiQ.shape(0), m = phiQ.shape(1), d_v = V.shape(1);
+  Matrix O = xt::zeros<float>({n, d_v});  // (n, d_v)
+  const float k_max = largest(phiK.data(), phiK.size());
+  if (!(k_max > 0.0f)) return O;
+  const Matrix phiK_s = phiK / k_max;                    // (n, m), scaled as in linear_attention
+  RecurrentState state = RecurrentState::zeros(m, d_v);  // S (m, d_v), z (m): all the memory there is
+  for (std::size_t t = 0; t < n; ++t)                    // one token at a time, as an RNN reads
+    remember_and_read(state.S.data(), state.z.data(), phiQ.data() + t * m, phiK_s.data() + t * m, V.data() + t * d_v,
+                      O.data() + t * d_v, m, d_v, decay);
+  return O;
+}
+// [causal_linear_attention]
+
+}  // namespace attn

@@ -1,0 +1,292 @@
+// Chapter 08's tests, run against both tracks. Expected values come from the float64 oracle
+// (tests/oracle/08_linear_oracle.hpp: linear attention as its quadratic definition) or closed forms.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "08_linear/linear.hpp"
+#include "attn/rng.hpp"
+#include "oracle/08_linear_oracle.hpp"
+#include "support/allclose.hpp"
+
+namespace {
+
+using attn::Matrix;
+using attn::Vector;
+using attn::test::to_oracle;
+
+constexpr double kEps = 1.0 / (1 << 24);  // float32's unit roundoff, 2^-24
+
+// elu + 1 is one correctly rounded operation per entry (x + 1, or glibc's expf, < 1 ulp): 2 ulp relative.
+constexpr double kEluRtol = 4 * kEps;
+
+// Positive random features: the exponent ω·x̂ − ‖x̂‖²/2 is a sum of about 2·d_k float products, each rounded
+// (relative 2^-24), so its absolute error is below 2·d_k·2^-24·(Σ|ω_c x̂_c| + ‖x̂‖²); for d_k ≤ 16 and entries
+// of N(0,1) that sum stays below ~40, so ≤ 2·16·6e-8·40 ≈ 8e-5 absolute in the exponent = relative in exp.
+constexpr double kFeatureRtol = 1e-4;
+
+/// Linear attention in float32 against the float64 definition. Every sum over keys (n_kv terms) and over
+/// features (m terms) of non-negative weights times values errs by at most (n_kv + m)·2^-24·max|v| times the
+/// total weight, the same for numerator and denominator: the output errs by at most 2(n_kv + m)·2^-24·max|v|.
+double linear_atol(std::size_t n_kv, std::size_t m, double max_abs_v) {
+  return 2.0 * static_cast<double>(n_kv + m) * kEps * max_abs_v;
+}
+
+double max_abs(const Matrix& m) { return m.size() ? static_cast<double>(xt::amax(xt::abs(m))()) : 0.0; }
+
+Vector row_of(const Matrix& m, std::size_t i) { return xt::row(m, i); }
+
+/// All entries of \p m, row by row, as one vector: to compare a matrix with a list of expected values.
+Vector flat(const Matrix& m) {
+  Vector v = xt::zeros<float>({m.size()});  // (rows · cols)
+  std::copy(m.begin(), m.end(), v.begin());
+  return v;
+}
+
+/// Mean |actual − expected| over all entries.
+double mean_abs_error(const Matrix& actual, const attn::oracle::Mat& expected) {
+  double sum = 0.0;
+  for (std::size_t i = 0; i < actual.size(); ++i) sum += std::fabs(actual.data()[i] - expected.v[i]);
+  return sum / static_cast<double>(actual.size());
+}
+
+}  // namespace
+
+TEST_SUITE("08_linear") {
+  // --- feature maps -------------------------------------------------------------------------------------
+  TEST_CASE("elu_plus_one is x + 1 above zero, exp(x) below, and 1 at zero") {
+    const Matrix X = {{-2.0f, -0.5f, 0.0f}, {0.5f, 3.0f, -1.0e4f}};  // (2, 3)
+    const std::vector<double> expected{std::exp(-2.0), std::exp(-0.5), 1.0, 1.5, 4.0, 0.0};
+    const Matrix phi = attn::elu_plus_one(X);
+    REQUIRE(phi.shape(0) == 2);
+    CHECK_ALLCLOSE(flat(phi), expected, 0.0, kEluRtol);
+  }
+
+  TEST_CASE("elu_plus_one matches the oracle on random shapes, n = 1 included") {
+    attn::Rng rng(81);
+    for (auto [n, d] : {std::array<std::size_t, 2>{1, 1}, {1, 7}, {13, 5}, {100, 64}}) {
+      const Matrix X = rng.normal(n, d, 0.0f, 3.0f);  // (n, d)
+      const Matrix phi = attn::elu_plus_one(X);
+      CHECK_ALLCLOSE(phi, attn::oracle::elu_plus_one(to_oracle(X)), 0.0, kEluRtol);
+      CHECK(xt::amin(phi)() > 0.0f);  // positive: every weight φ(q)·φ(k) is
+    }
+  }
+
+  TEST_CASE("elu_plus_one rejects NaN and infinity, naming the index") {
+    const Matrix X = {{0.0f, 1.0f}, {std::numeric_limits<float>::quiet_NaN(), 2.0f}};  // (2, 2)
+    CHECK_THROWS_WITH_AS(attn::elu_plus_one(X), doctest::Contains("[2]"), std::invalid_argument);
+    const Matrix Y = {{std::numeric_limits<float>::infinity()}};
+    CHECK_THROWS_AS(attn::elu_plus_one(Y), std::invalid_argument);
+  }
+
+  TEST_CASE("positive_random_features matches the oracle on random shapes, n = 1 and odd m included") {
+    attn::Rng rng(82);
+    for (auto [n, d_k, m] : {std::array<std::size_t, 3>{1, 1, 1}, {1, 16, 33}, {9, 5, 7}, {40, 16, 256}}) {
+      const Matrix X = rng.normal(n, d_k), Omega = rng.normal(m, d_k);
+      const Matrix phi = attn::positive_random_features(X, Omega);  // (n, m)
+      CHECK_ALLCLOSE(phi, attn::oracle::positive_random_features(to_oracle(X), to_oracle(Omega)), 0.0, kFeatureRtol);
+    }
+  }
+
+  TEST_CASE("positive_random_features with Omega = 0 is exp(-‖x‖²/(2√d_k)) / √m for every feature") {
+    const Matrix X = {{1.0f, 2.0f, 0.0f, -2.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};  // (2, 4), ‖x‖² = 9 and 0
+    const Matrix Omega = xt::zeros<float>({3, 4});                           // (3, 4)
+    const double first = std::exp(-9.0 / (2.0 * 2.0)) / std::sqrt(3.0), second = 1.0 / std::sqrt(3.0);
+    const std::vector<double> expected{first, first, first, second, second, second};
+    CHECK_ALLCLOSE(flat(attn::positive_random_features(X, Omega)), expected, 0.0, kFeatureRtol);
+  }
+
+  TEST_CASE("positive_random_features rejects X and Omega with different d_k, naming both shapes") {
+    const Matrix X = xt::zeros<float>({4, 3}), Omega = xt::zeros<float>({8, 5});
+    CHECK_THROWS_WITH_AS(attn::positive_random_features(X, Omega), doctest::Contains("(4, 3)"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::positive_random_features(X, Omega), doctest::Contains("(8, 5)"), std::invalid_argument);
+  }
+
+  TEST_CASE("positive_random_features rejects NaN and infinity in X, naming the index") {
+    const Matrix X = {{0.5f, std::numeric_limits<float>::quiet_NaN()}};  // (1, 2)
+    const Matrix Omega = xt::ones<float>({3, 2});                        // (3, 2)
+    CHECK_THROWS_WITH_AS(attn::positive_random_features(X, Omega), doctest::Contains("[1]"), std::invalid_argument);
+    const Matrix Y = {{-std::numeric_limits<float>::infinity(), 0.0f}};
+    CHECK_THROWS_AS(attn::positive_random_features(Y, Omega), std::invalid_argument);
+  }
+
+  TEST_CASE("random-feature attention approaches softmax attention as the number of features m grows") {
+    // The estimator φ(q)·φ(k) of exp(q·k/√d_k) has variance ∝ 1/m, so the output error falls like 1/√m
+    // once m is large against exp(‖q̂ + k̂‖²) (small here: entries of q and k ~ N(0, 0.5²)): from m = 8 to
+    // m = 512 about 8 times. Averaged over 8 fixed seeds the check asks for 3 times (and for each step of 8×
+    // in m, 1.5 times), far inside what the fixed draws give: it cannot flake.
+    const std::size_t n = 48, d_k = 8;
+    attn::Rng data(83);
+    const Matrix Q = data.normal(n, d_k, 0.0f, 0.5f), K = data.normal(n, d_k, 0.0f, 0.5f);  // (n, d_k) each
+    const Matrix V = data.normal(n, 4);                                                     // (n, d_v)
+    const attn::oracle::Mat exact = attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V));
+    std::vector<double> error;
+    for (std::size_t m : {8u, 64u, 512u}) {
+      double sum = 0.0;
+      for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+        attn::Rng rng(seed);
+        const Matrix Omega = rng.normal(m, d_k);  // (m, d_k), ω ~ N(0, I)
+        const Matrix O = attn::linear_attention(attn::positive_random_features(Q, Omega),
+                                                attn::positive_random_features(K, Omega), V);  // (n, 4)
+        sum += mean_abs_error(O, exact);
+      }
+      error.push_back(sum / 8.0);
+    }
+    CHECK(error[1] < error[0] / 1.5);
+    CHECK(error[2] < error[1] / 1.5);
+    CHECK(error[2] < error[0] / 3.0);
+  }
+
+  // --- linear attention by associativity ----------------------------------------------------------------
+  TEST_CASE("linear_attention equals the quadratic form of the oracle, for n_q != n_kv, n = 1 and large n") {
+    attn::Rng rng(84);
+    for (auto [n_q, n_kv, m, d_v] :
+         {std::array<std::size_t, 4>{1, 1, 1, 1}, {1, 9, 4, 3}, {7, 1, 5, 2}, {13, 21, 16, 11}, {2048, 2048, 32, 16}}) {
+      const Matrix phiQ = rng.uniform(n_q, m), phiK = rng.uniform(n_kv, m);  // non-negative features
+      const Matrix V = rng.normal(n_kv, d_v);                                // (n_kv, d_v)
+      const Matrix O = attn::linear_attention(phiQ, phiK, V);                // (n_q, d_v)
+      CHECK_ALLCLOSE(O, attn::oracle::linear_attention(to_oracle(phiQ), to_oracle(phiK), to_oracle(V)),
+                     linear_atol(n_kv, m, max_abs(V)), 0.0);
+    }
+  }
+
+  TEST_CASE("linear_attention with elu+1 features matches the oracle on random queries and keys") {
+    attn::Rng rng(85);
+    const Matrix Q = rng.normal(33, 12), K = rng.normal(50, 12), V = rng.normal(50, 6);
+    const Matrix O = attn::linear_attention(attn::elu_plus_one(Q), attn::elu_plus_one(K), V);  // (33, 6)
+    const auto phiQ = attn::oracle::elu_plus_one(to_oracle(Q)), phiK = attn::oracle::elu_plus_one(to_oracle(K));
+    CHECK_ALLCLOSE(O, attn::oracle::linear_attention(phiQ, phiK, to_oracle(V)), linear_atol(50, 12, max_abs(V)), 0.0);
+  }
+
+  TEST_CASE("linear_attention with a single key returns that key's value for every query") {
+    const Matrix phiQ = {{0.2f, 3.0f}, {1.0f, 0.0f}, {5.0f, 5.0f}};  // (3, 2)
+    const Matrix phiK = {{0.5f, 0.25f}};                             // (1, 2)
+    const Matrix V = {{-1.5f, 2.0f, 7.0f}};                          // (1, 3)
+    const std::vector<double> expected{-1.5, 2.0, 7.0, -1.5, 2.0, 7.0, -1.5, 2.0, 7.0};
+    CHECK_ALLCLOSE(flat(attn::linear_attention(phiQ, phiK, V)), expected, 0.0, 2 * kEps);  // w·v / w
+  }
+
+  TEST_CASE("linear_attention with equal features for every key averages the values") {
+    attn::Rng rng(86);
+    const Matrix phiQ = rng.uniform(5, 4, 0.1f, 1.0f);  // (5, 4)
+    const Matrix phiK = xt::ones<float>({6, 4});        // (6, 4): every key weighs the same
+    const Matrix V = rng.normal(6, 3);                  // (6, 3)
+    const Vector mean = xt::mean(V, {0});               // (3)
+    std::vector<double> expected;
+    for (std::size_t i = 0; i < 5; ++i)
+      for (float v : mean) expected.push_back(v);
+    CHECK_ALLCLOSE(flat(attn::linear_attention(phiQ, phiK, V)), expected, linear_atol(6, 4, max_abs(V)), 0.0);
+  }
+
+  TEST_CASE("linear_attention stays exact when the features are tiny (1e-30), where products underflow") {
+    // 1e-30 · 1e-30 = 1e-60 is 0 in float32: a direct implementation returns 0/0 = NaN here.
+    attn::Rng rng(87);
+    const Matrix phiQ = rng.uniform(8, 6, 0.5f, 1.0f), phiK = rng.uniform(10, 6, 0.5f, 1.0f);
+    const Matrix V = rng.normal(10, 3);
+    const Matrix tinyQ = phiQ * 1e-30f, tinyK = phiK * 1e-30f;
+    CHECK_ALLCLOSE(attn::linear_attention(tinyQ, tinyK, V),
+                   attn::oracle::linear_attention(to_oracle(phiQ), to_oracle(phiK), to_oracle(V)),
+                   linear_atol(10, 6, max_abs(V)) + 4 * kEps * max_abs(V), 0.0);  // + the rescaling's roundings
+  }
+
+  TEST_CASE("linear_attention gives a query whose features are all zero a row of zeros, not NaN") {
+    const Matrix phiQ = {{0.0f, 0.0f}, {1.0f, 1.0f}};  // (2, 2): the first query weighs every key 0
+    const Matrix phiK = {{1.0f, 2.0f}, {3.0f, 0.0f}};  // (2, 2)
+    const Matrix V = {{1.0f}, {4.0f}};                 // (2, 1)
+    // Second query: weights 3 and 3, so the mean of 1 and 4.
+    CHECK_ALLCLOSE(flat(attn::linear_attention(phiQ, phiK, V)), std::vector<double>({0.0, 2.5}), 0.0, 2 * kEps);
+    const Matrix none = xt::zeros<float>({2, 2});
+    CHECK_ALLCLOSE(flat(attn::linear_attention(phiQ, none, V)), std::vector<double>({0.0, 0.0}), 0.0, 0.0);
+  }
+
+  TEST_CASE("linear_attention rejects features and values that do not fit, naming the shapes") {
+    const Matrix phiQ = xt::ones<float>({3, 4}), phiK = xt::ones<float>({5, 6}), V = xt::ones<float>({5, 2});
+    CHECK_THROWS_WITH_AS(attn::linear_attention(phiQ, phiK, V), doctest::Contains("(5, 6)"), std::invalid_argument);
+    const Matrix phiK4 = xt::ones<float>({5, 4}), V7 = xt::ones<float>({7, 2});
+    CHECK_THROWS_WITH_AS(attn::linear_attention(phiQ, phiK4, V7), doctest::Contains("(7, 2)"), std::invalid_argument);
+  }
+
+  // --- the causal recurrence ----------------------------------------------------------------------------
+  TEST_CASE("recurrent_step after the first token returns its value and holds S = φ(k)ᵀv, z = φ(k)") {
+    attn::RecurrentState state = attn::RecurrentState::zeros(3, 2);
+    const Vector phi_q = {0.5f, 1.0f, 2.0f}, phi_k = {1.0f, 0.25f, 3.0f}, v = {-2.0f, 4.0f};
+    const Vector o = attn::recurrent_step(state, phi_q, phi_k, v);
+    CHECK_ALLCLOSE(o, std::vector<double>({-2.0, 4.0}), 0.0, 4 * kEps);
+    CHECK_ALLCLOSE(flat(state.S), std::vector<double>({-2.0, 4.0, -0.5, 1.0, -6.0, 12.0}), 0.0, 0.0);  // exact products
+    CHECK_ALLCLOSE(state.z, std::vector<double>({1.0, 0.25, 3.0}), 0.0, 0.0);
+  }
+
+  TEST_CASE("recurrent_step, token after token, equals the causally masked quadratic form and its state never grows") {
+    attn::Rng rng(88);
+    const std::size_t n = 40, m = 6, d_v = 5;
+    const Matrix phiQ = rng.uniform(n, m), phiK = rng.uniform(n, m), V = rng.normal(n, d_v);
+    for (float decay : {1.0f, 0.8f}) {
+      attn::RecurrentState state = attn::RecurrentState::zeros(m, d_v);
+      Matrix O = xt::zeros<float>({n, d_v});  // (n, d_v)
+      for (std::size_t t = 0; t < n; ++t) {
+        xt::row(O, t) = attn::recurrent_step(state, row_of(phiQ, t), row_of(phiK, t), row_of(V, t), decay);
+        REQUIRE(state.S.size() == m * d_v);
+        REQUIRE(state.z.size() == m);
+      }
+      CHECK_ALLCLOSE(O, attn::oracle::linear_attention(to_oracle(phiQ), to_oracle(phiK), to_oracle(V), true, decay),
+                     linear_atol(n, m, max_abs(V)), 0.0);
+    }
+  }
+
+  TEST_CASE("recurrent_step rejects a state and vectors that do not fit, and a decay outside 0 < decay <= 1") {
+    attn::RecurrentState state = attn::RecurrentState::zeros(3, 2);
+    const Vector three = {1.0f, 1.0f, 1.0f}, four = {1.0f, 1.0f, 1.0f, 1.0f}, two = {1.0f, 1.0f};
+    CHECK_THROWS_WITH_AS(attn::recurrent_step(state, four, three, two), doctest::Contains("(4)"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::recurrent_step(state, three, three, three), doctest::Contains("(3, 2)"),
+                         std::invalid_argument);
+    CHECK_THROWS_AS(attn::recurrent_step(state, three, three, two, 0.0f), std::invalid_argument);
+    CHECK_THROWS_AS(attn::recurrent_step(state, three, three, two, 1.5f), std::invalid_argument);
+  }
+
+  TEST_CASE("causal_linear_attention equals the masked quadratic form, with and without decay, n = 1 included") {
+    attn::Rng rng(89);
+    for (auto [n, m, d_v] : {std::array<std::size_t, 3>{1, 1, 1}, {1, 5, 3}, {17, 7, 9}, {1500, 16, 8}}) {
+      const Matrix phiQ = rng.uniform(n, m), phiK = rng.uniform(n, m), V = rng.normal(n, d_v);
+      for (float decay : {1.0f, 0.9f, 0.5f}) {
+        CAPTURE(n);
+        CAPTURE(decay);
+        CHECK_ALLCLOSE(attn::causal_linear_attention(phiQ, phiK, V, decay),
+                       attn::oracle::linear_attention(to_oracle(phiQ), to_oracle(phiK), to_oracle(V), true, decay),
+                       linear_atol(n, m, max_abs(V)), 0.0);
+      }
+    }
+  }
+
+  TEST_CASE("causal_linear_attention's first row is the first value and its last row is full linear attention") {
+    attn::Rng rng(90);
+    const Matrix Q = rng.normal(12, 4), K = rng.normal(12, 4), V = rng.normal(12, 3);
+    const Matrix phiQ = attn::elu_plus_one(Q), phiK = attn::elu_plus_one(K);
+    const Matrix O = attn::causal_linear_attention(phiQ, phiK, V);  // (12, 3)
+    CHECK_ALLCLOSE(row_of(O, 0), to_oracle(row_of(V, 0)), 0.0, 4 * kEps);
+    const auto full = attn::oracle::linear_attention(attn::oracle::elu_plus_one(to_oracle(Q)),
+                                                     attn::oracle::elu_plus_one(to_oracle(K)), to_oracle(V));
+    CHECK_ALLCLOSE(row_of(O, 11), full.row(11), linear_atol(12, 4, max_abs(V)), 0.0);
+  }
+
+  TEST_CASE("causal_linear_attention stays exact when the features are tiny (1e-30)") {
+    attn::Rng rng(91);
+    const Matrix phiQ = rng.uniform(20, 4, 0.5f, 1.0f), phiK = rng.uniform(20, 4, 0.5f, 1.0f);
+    const Matrix V = rng.normal(20, 3);
+    const Matrix tinyQ = phiQ * 1e-30f, tinyK = phiK * 1e-30f;
+    CHECK_ALLCLOSE(attn::causal_linear_attention(tinyQ, tinyK, V, 0.9f),
+                   attn::oracle::linear_attention(to_oracle(phiQ), to_oracle(phiK), to_oracle(V), true, 0.9),
+                   linear_atol(20, 4, max_abs(V)) + 4 * kEps * max_abs(V), 0.0);
+  }
+
+  TEST_CASE("causal_linear_attention rejects sequences of different lengths and a bad decay, naming the shapes") {
+    const Matrix phiQ = xt::ones<float>({4, 3}), phiK = xt::ones<float>({5, 3}), V = xt::ones<float>({5, 2});
+    CHECK_THROWS_WITH_AS(attn::causal_linear_attention(phiQ, phiK, V), doctest::Contains("(4, 3)"),
+                         std::invalid_argument);
+    const Matrix phiK4 = xt::ones<float>({4, 3}), V4 = xt::ones<float>({4, 2});
+    CHECK_THROWS_AS(attn::causal_linear_attention(phiQ, phiK4, V4, -0.1f), std::invalid_argument);
+    CHECK_NOTHROW(attn::causal_linear_attention(phiQ, phiK4, V4, 1.0f));
+  }
+}
