@@ -111,12 +111,23 @@ Matrix decode_step(KVCache& cache, const Matrix& q, const Matrix& k, const Matri
     const float* Q_j = q.data() + j * r * d_k;                              // (r, d_k)
     const float* K_j = cache.keys().data() + j * cache.capacity() * d_k;    // (n, d_k), rows in place
     const float* V_j = cache.values().data() + j * cache.capacity() * d_v;  // (n, d_v)
+    float* O_j = O.data() + j * r * d_v;                                    // (r, d_v), rows j·r … of O
     Matrix S = xt::empty<float>({r, n});                                    // (r, n) = Q_j K_jᵀ / √d_k
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r_i, n_i, dk_i, scale, Q_j, dk_i, K_j, dk_i, 0.0f, S.data(),
-                n_i);
+    if (r == 1) {
+      // MHA: one query per K/V head. A matrix-vector product streams K_j at memory speed; OpenBLAS's
+      // sgemm would first repack K_j for a one-row product, and lose half the bandwidth doing so.
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, n_i, dk_i, scale, K_j, dk_i, Q_j, 1, 0.0f, S.data(), 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r_i, n_i, dk_i, scale, Q_j, dk_i, K_j, dk_i, 0.0f, S.data(),
+                  n_i);
+    }
     const Matrix A = softmax_rows(S);  // (r, n), chapter 02's softmax; no mask: every cached token is past
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r_i, dv_i, n_i, 1.0f, A.data(), n_i, V_j, dv_i, 0.0f,
-                O.data() + j * r * d_v, dv_i);  // rows j·r … of O, (r, d_v) = A · V_j
+    if (r == 1) {
+      cblas_sgemv(CblasRowMajor, CblasTrans, n_i, dv_i, 1.0f, V_j, dv_i, A.data(), 1, 0.0f, O_j, 1);  // V_jᵀ a
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r_i, dv_i, n_i, 1.0f, A.data(), n_i, V_j, dv_i, 0.0f, O_j,
+                  dv_i);  // (r, d_v) = A · V_j
+    }
   }
   return O;
 }
