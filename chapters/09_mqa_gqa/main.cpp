@@ -181,15 +181,20 @@ void print_memory_bound() {
 struct ModelShape {
   const char* name;
   std::size_t layers, h, g, d_k;
+  bool plotted;  // drawn in the figure too (a few lines keep it readable)
 };
 
 // [model_shapes]
 const std::vector<ModelShape>& model_shapes() {
   static const std::vector<ModelShape> shapes{
-      {"Llama 2 7B (MHA)", 32, 32, 32, 128}, {"Llama 2 13B (MHA)", 40, 40, 40, 128},
-      {"Mistral 7B (GQA)", 32, 32, 8, 128},  {"Llama 3 8B (GQA)", 32, 32, 8, 128},
-      {"Llama 2 70B (GQA)", 80, 64, 8, 128}, {"Llama 2 70B if it were MHA", 80, 64, 64, 128},
-      {"Falcon 7B (MQA)", 32, 71, 1, 64},
+      // name, layers, h, g, d_k, drawn in the figure                  source of the configuration
+      {"Llama 2 7B (MHA)", 32, 32, 32, 128, true},            // Touvron et al. 2023, Llama 2 paper
+      {"Llama 2 13B (MHA)", 40, 40, 40, 128, false},          // same
+      {"Mistral 7B (GQA)", 32, 32, 8, 128, false},            // Jiang et al. 2023, Mistral 7B paper
+      {"Llama 3 8B (GQA)", 32, 32, 8, 128, true},             // Meta's released config.json
+      {"Llama 2 70B (GQA)", 80, 64, 8, 128, true},            // Llama 2 paper (GQA with 8 KV heads)
+      {"Llama 2 70B if it were MHA", 80, 64, 64, 128, true},  // the same shape, one KV head per query head
+      {"Falcon 7B (MQA)", 32, 71, 1, 64, true},               // TII's released config.json (multi_query)
   };
   return shapes;
 }
@@ -212,6 +217,7 @@ void print_cache_table(const attn::Chapter& chapter) {
     for (std::size_t n : contexts)
       row.push_back(attn::human_bytes(static_cast<double>(attn::kv_cache_bytes(m.layers, m.g, m.d_k, n, 2))));
     t.add_row(row);
+    if (!m.plotted) continue;
     attn::Series s{m.name, {}, {}, true};
     for (std::size_t n = 1024; n <= 131072; n *= 2) {
       s.x.push_back(static_cast<double>(n));
