@@ -8,7 +8,7 @@
 // `ch09_mqa_gqa bench` times the decode step for g = h, h/4, 1 (h = 32, d_k = 128, fp32) against this
 // machine's own memory bandwidth (a STREAM triad) and the speed of the same step with its cache in L2.
 // Measured on the course's 2-core EPYC (one core, CPU time): multi-head decode at 32K tokens moves its cache
-// at 69-80% of the triad; MHA : GQA-8 : MQA time ≈ 1 : 1/2 : 1/4.4 instead of the ideal 1 : 1/4 : 1/32,
+// at 69-80% of the triad; MHA : GQA-8 : MQA time ≈ 1 : 1/2 : 1/5 instead of the ideal 1 : 1/4 : 1/32,
 // because GQA and MQA become compute-bound on one core (book/09_mqa_gqa.md has the numbers).
 // What it leaves out: training or uptraining (the GQA paper's quality numbers are cited in the book,
 // not measured), batching many sequences, paged caches, a GPU decode kernel (chapter 06's territory).
