@@ -1,0 +1,488 @@
+// Chapter 09 — Multi-query and grouped-query attention, and the KV cache.
+//
+// What it shows: one attention with h query heads and g key/value heads (g = h multi-head, g = 1
+// multi-query, between them grouped-query) and which K/V head each query head reads; autoregressive
+// decoding with a KV cache, step by step equal to full causal attention; why a decode step is bound by
+// memory (bytes per FLOP); what the cache weighs for public model shapes at 4K, 32K and 128K tokens in
+// bf16; a multi-head layer turned grouped by mean-pooling its K/V heads, with the output's deviation.
+// `ch09_mqa_gqa bench` times the decode step for g = h, h/4, 1 (h = 32, d_k = 128, fp32) against this
+// machine's own memory bandwidth (a STREAM triad) and the speed of the same step with its cache in L2.
+// Measured on the course's 2-core EPYC (one core, CPU time): multi-head decode at 32K tokens moves its cache
+// at 69-80% of the triad; MHA : GQA-8 : MQA time ≈ 1 : 1/2 : 1/5 instead of the ideal 1 : 1/4 : 1/32,
+// because GQA and MQA become compute-bound on one core (book/09_mqa_gqa.md has the numbers).
+// What it leaves out: training or uptraining (the GQA paper's quality numbers are cited in the book,
+// not measured), batching many sequences, paged caches, a GPU decode kernel (chapter 06's territory).
+// Run it: ./course run 09      Benchmarks: build/default/bin/ch09_mqa_gqa bench
+// Your code: ./course run 09 --track exercise      Book page: book/09_mqa_gqa.md
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "09_mqa_gqa/mqa_gqa.hpp"
+#include "attn/chapter.hpp"
+#include "attn/measure.hpp"
+#include "attn/plot.hpp"
+#include "attn/print.hpp"
+#include "attn/rng.hpp"
+
+namespace {
+
+using attn::Matrix;
+using attn::Tensor3;
+
+std::string fixed(double v, int decimals = 3) { return fmt::format("{:.{}f}", v, decimals); }
+
+/// (heads, n, d) with N(0,1) entries.
+Tensor3 random_heads(attn::Rng& rng, std::size_t heads, std::size_t n, std::size_t d) {
+  const Matrix flat = rng.normal(heads * n, d);  // (heads·n, d)
+  Tensor3 T = xt::zeros<float>({heads, n, d});   // (heads, n, d)
+  std::copy(flat.begin(), flat.end(), T.begin());
+  return T;
+}
+
+/// Token t of every head: (heads, d), what one decode step receives.
+Matrix token(const Tensor3& T, std::size_t t) { return xt::view(T, xt::all(), t, xt::all()); }
+
+// --- 1. who shares with whom ------------------------------------------------------------------------------
+
+void print_mapping(std::size_t h) {
+  attn::heading(fmt::format("Which key/value head each query head reads (h = {})", h));
+  const std::vector<std::size_t> groups{h, h / 2, h / 4, 1};
+  std::vector<std::string> header{"query head"};
+  for (std::size_t g : groups)
+    header.push_back(g == h ? fmt::format("MHA, g = {}", g) : g == 1 ? "MQA, g = 1" : fmt::format("GQA, g = {}", g));
+  attn::Table t(header);
+  for (std::size_t i = 0; i < h; ++i) {
+    std::vector<std::string> row{fmt::format("{}", i)};
+    for (std::size_t g : groups) row.push_back(fmt::format("KV {}", attn::kv_group_of(i, h, g)));
+    t.add_row(row);
+  }
+  t.print();
+  fmt::print(
+      "kv_group_of(i, h, g) = i / (h/g): h/g consecutive query heads share one key and one value head.\n"
+      "Only K and V are shared; every query head still asks its own question.\n");
+}
+
+// --- 2. one function, three attentions ---------------------------------------------------------------------
+
+void print_one_function(std::uint64_t seed) {
+  const std::size_t h = 8, n = 6, d_k = 16;
+  attn::heading(fmt::format("One function, three attentions (h = {}, n = {}, d_k = d_v = {})", h, n, d_k));
+  attn::Rng rng(seed);
+  const Tensor3 Q = random_heads(rng, h, n, d_k);  // (h, n, d_k)
+  attn::Table t({"attention", "g", "K and V", "output", "K/V floats cached per token", "vs MHA"});
+  t.set_left(0);
+  for (std::size_t g : {h, std::size_t{2}, std::size_t{1}}) {
+    const Tensor3 K = random_heads(rng, g, n, d_k), V = random_heads(rng, g, n, d_k);  // (g, n, d_k)
+    const Tensor3 O = attn::grouped_attention(Q, K, V, /*causal=*/true);               // (h, n, d_v)
+    t.add_row({g == h   ? "multi-head"
+               : g == 1 ? "multi-query"
+                        : "grouped-query",
+               fmt::format("{}", g), fmt::format("2 × {}", attn::shape_str(K)), attn::shape_str(O),
+               fmt::format("{}", 2 * g * d_k), fmt::format("1/{}", h / g)});
+  }
+  t.print();
+  fmt::print("The output keeps all h heads; only the number of key/value heads, and with it the cache, shrinks.\n");
+}
+
+// --- 3. decoding with a KV cache -----------------------------------------------------------------------------
+
+// [decode_loop]
+/// Decodes a sequence token by token with a KV cache and compares every step with the row of full causal
+/// grouped attention over the whole sequence.
+void print_decode(std::uint64_t seed) {
+  const std::size_t h = 4, g = 2, n = 8, d_k = 8, d_v = 8;
+  attn::heading(fmt::format("Decoding with a KV cache (h = {}, g = {}, d_k = {}, capacity {} tokens)", h, g, d_k, n));
+  attn::Rng rng(seed);
+  const Tensor3 Q = random_heads(rng, h, n, d_k);                                    // (h, n, d_k)
+  const Tensor3 K = random_heads(rng, g, n, d_k), V = random_heads(rng, g, n, d_v);  // (g, n, d)
+  const Tensor3 full = attn::grouped_attention(Q, K, V, /*causal=*/true);            // (h, n, d_v)
+  attn::KVCache cache(g, /*capacity=*/n, d_k, d_v);
+  attn::Table t({"step t", "cached tokens", "K/V rows computed", "without a cache", "K/V rows read",
+                 "max |decode - causal row t|"});
+  double worst = 0.0;
+  for (std::size_t step = 0; step < n; ++step) {
+    const Matrix O_t = attn::decode_step(cache, token(Q, step), token(K, step), token(V, step));  // (h, d_v)
+    const Matrix row = xt::view(full, xt::all(), step, xt::all());                                // (h, d_v)
+    const Matrix diff = xt::abs(O_t - row);                                                       // (h, d_v)
+    const double d = xt::amax(diff)();
+    worst = std::max(worst, d);
+    t.add_row({fmt::format("{}", step), fmt::format("{}", cache.length()), fmt::format("{}", 2 * g),
+               fmt::format("{}", 2 * g * (step + 1)), fmt::format("{}", 2 * g * cache.length()),
+               d < 1e-6 ? "< 1e-6" : fmt::format("{:.1e}", d)});
+  }
+  t.print();
+  fmt::print(
+      "Each step computes 2·g = {} new rows (one key and one value per KV head) and reads every cached row\n"
+      "once. Without the cache, step t would recompute the keys and values of all t+1 tokens: n(n+1)/2 = {}\n"
+      "token projections for the sequence instead of n = {}. Every step equals row t of causal grouped\n"
+      "attention over the whole sequence: {}.\n",
+      2 * g, n * (n + 1) / 2, n, worst < 1e-5 ? "yes" : "NO");
+  try {
+    attn::decode_step(cache, token(Q, 0), token(K, 0), token(V, 0));
+  } catch (const std::invalid_argument& e) {
+    fmt::print("One token more is refused, and the cache is left as it was:\n  {}\n", e.what());
+  }
+}
+// [decode_loop]
+
+// --- 4. why decoding is memory-bound -------------------------------------------------------------------------
+
+/// What one decode step moves and computes, per layer: K and V of g heads read once, h queries each doing
+/// n dot products of d_k (Q·Kᵀ) and n multiply-adds of d_v rows (A·V).
+struct StepCost {
+  double bytes;  // K and V read
+  double flops;  // 2·h·n·d_k + 2·h·n·d_v
+};
+StepCost step_cost(std::size_t h, std::size_t g, std::size_t n, std::size_t d_k, std::size_t bytes_per_element) {
+  const double hn = static_cast<double>(h) * static_cast<double>(n);
+  return {static_cast<double>(attn::kv_cache_bytes(1, g, d_k, n, bytes_per_element)),
+          4.0 * hn * static_cast<double>(d_k)};
+}
+
+void print_memory_bound() {
+  const std::size_t h = 32, n = 32768, d_k = 128;
+  attn::heading(
+      fmt::format("Why a decode step is memory-bound (one layer, h = {}, d_k = {}, n = {}, fp32)", h, d_k, n));
+  attn::Table t({"attention", "g", "K/V bytes read", "FLOPs", "FLOP per byte", "≤ 32 MiB (a large L3)?"});
+  t.set_left(0);
+  for (std::size_t g : {h, h / 4, std::size_t{1}}) {
+    const StepCost c = step_cost(h, g, n, d_k, 4);
+    t.add_row({g == h   ? "MHA"
+               : g == 1 ? "MQA"
+                        : "GQA",
+               fmt::format("{}", g), attn::human_bytes(c.bytes), fmt::format("{:.0f} M", c.flops / 1e6),
+               fixed(c.flops / c.bytes, 1), c.bytes <= 32.0 * 1024 * 1024 ? "yes" : "no"});
+  }
+  t.print();
+  fmt::print(
+      "The FLOPs do not depend on g, the bytes do: every cached byte is used for h/(2g) FLOPs (fp32). A CPU\n"
+      "core does tens of FLOPs in the time it loads one byte from memory, so with few FLOPs per byte the step\n"
+      "waits for memory, and its time follows the bytes: MHA : GQA : MQA should approach 1 : 1/4 : 1/32 until\n"
+      "the arithmetic (or the cache fitting in the CPU's caches) takes over. `ch09_mqa_gqa bench` measures it.\n");
+}
+
+// --- 5. the cache of real models -----------------------------------------------------------------------------
+
+/// A public model configuration (from its paper or released config.json).
+struct ModelShape {
+  const char* name;
+  std::size_t layers, h, g, d_k;
+  bool plotted;  // drawn in the figure too (a few lines keep it readable)
+};
+
+// [model_shapes]
+const std::vector<ModelShape>& model_shapes() {
+  static const std::vector<ModelShape> shapes{
+      // name, layers, h, g, d_k, drawn in the figure                  source of the configuration
+      {"Llama 2 7B (MHA)", 32, 32, 32, 128, true},            // Touvron et al. 2023, Llama 2 paper
+      {"Llama 2 13B (MHA)", 40, 40, 40, 128, false},          // same
+      {"Mistral 7B (GQA)", 32, 32, 8, 128, false},            // Jiang et al. 2023, Mistral 7B paper
+      {"Llama 3 8B (GQA)", 32, 32, 8, 128, true},             // Meta's released config.json
+      {"Llama 2 70B (GQA)", 80, 64, 8, 128, true},            // Llama 2 paper (GQA with 8 KV heads)
+      {"Llama 2 70B if it were MHA", 80, 64, 64, 128, true},  // the same shape, one KV head per query head
+      {"Falcon 7B (MQA)", 32, 71, 1, 64, true},               // TII's released config.json (multi_query)
+  };
+  return shapes;
+}
+// [model_shapes]
+
+void print_cache_table(const attn::Chapter& chapter) {
+  attn::heading("KV-cache bytes of public model shapes, one sequence, bf16 (2 bytes per number)");
+  const std::vector<std::size_t> contexts{4096, 32768, 131072};
+  attn::Table t({"model", "layers", "h", "g", "d_k", "per token", "4K tokens", "32K tokens", "128K tokens"});
+  t.set_left(0);
+  attn::PlotSpec plot{"KV cache of one sequence, bf16", "context length (tokens)", "bytes", true, true, {}};
+  for (const ModelShape& m : model_shapes()) {
+    std::vector<std::string> row{
+        m.name,
+        fmt::format("{}", m.layers),
+        fmt::format("{}", m.h),
+        fmt::format("{}", m.g),
+        fmt::format("{}", m.d_k),
+        attn::human_bytes(static_cast<double>(attn::kv_cache_bytes(m.layers, m.g, m.d_k, 1, 2)))};
+    for (std::size_t n : contexts)
+      row.push_back(attn::human_bytes(static_cast<double>(attn::kv_cache_bytes(m.layers, m.g, m.d_k, n, 2))));
+    t.add_row(row);
+    if (!m.plotted) continue;
+    attn::Series s{m.name, {}, {}, true};
+    for (std::size_t n = 1024; n <= 131072; n *= 2) {
+      s.x.push_back(static_cast<double>(n));
+      s.y.push_back(static_cast<double>(attn::kv_cache_bytes(m.layers, m.g, m.d_k, n, 2)));
+    }
+    plot.series.push_back(s);
+  }
+  t.print();
+  fmt::print(
+      "Bytes = 2 · layers · g · d_k · n · 2: the query heads h do not appear. Llama 2 70B keeps g = 8 of its 64\n"
+      "heads' keys and values, an 8× smaller cache than the same model with multi-head attention; at 128K\n"
+      "tokens that is the difference between one and several 80 GB accelerators for the cache of ONE sequence.\n");
+  if (const auto path = chapter.figure_path("ch09_kv_cache_bytes.svg")) {
+    attn::write_svg_plot(*path, plot);
+    chapter.announce_figure(*path);
+  }
+}
+
+// --- 6. multi-head → grouped-query by mean-pooling -----------------------------------------------------------
+
+/// h heads of projection weights (d_model, d_k) whose pairwise correlation is \p rho: √ρ·shared + √(1-ρ)·own,
+/// each entry ~ N(0, 1/d_model) so that the projected vectors have entries ~ N(0, 1).
+std::vector<Matrix> correlated_heads(attn::Rng& rng, std::size_t h, std::size_t d_model, std::size_t d_k, double rho) {
+  const float sd = 1.0f / std::sqrt(static_cast<float>(d_model));
+  const Matrix shared = rng.normal(d_model, d_k, 0.0f, sd);  // (d_model, d_k)
+  std::vector<Matrix> W;
+  for (std::size_t i = 0; i < h; ++i) {
+    const Matrix own = rng.normal(d_model, d_k, 0.0f, sd);  // (d_model, d_k)
+    W.push_back(static_cast<float>(std::sqrt(rho)) * shared + static_cast<float>(std::sqrt(1.0 - rho)) * own);
+  }
+  return W;
+}
+
+/// X projected by each head's weights, stacked head-major: (h, n, d_k).
+Tensor3 project_heads(const Matrix& X, const std::vector<Matrix>& W) {
+  Tensor3 T = xt::zeros<float>({W.size(), X.shape(0), W[0].shape(1)});  // (h, n, d_k)
+  for (std::size_t i = 0; i < W.size(); ++i) xt::view(T, i, xt::all(), xt::all()) = attn::project(X, W[i]);
+  return T;
+}
+
+double relative_error(const Tensor3& approx, const Tensor3& exact) {
+  const Tensor3 diff = approx - exact;  // (h, n, d_v)
+  const double num = xt::sum(diff * diff)(), den = xt::sum(exact * exact)();
+  return std::sqrt(num / den);
+}
+
+// [mean_pool]
+void print_mean_pooling(std::uint64_t seed) {
+  const std::size_t h = 8, n = 32, d_model = 64, d_k = 16;
+  attn::heading(fmt::format("Multi-head → grouped-query by mean-pooling K/V heads (h = {}, n = {}, d_k = {}, causal)",
+                            h, n, d_k));
+  const std::vector<double> rhos{1.0, 0.9, 0.5, 0.0};
+  const std::vector<std::size_t> groups{8, 4, 2, 1};
+  std::vector<std::vector<double>> error(groups.size(), std::vector<double>(rhos.size()));
+  for (std::size_t c = 0; c < rhos.size(); ++c) {
+    attn::Rng rng(seed);
+    const Matrix X = rng.normal(n, d_model);                                              // (n, d_model)
+    const Tensor3 Q = project_heads(X, correlated_heads(rng, h, d_model, d_k, 0.0));      // (h, n, d_k)
+    const Tensor3 K = project_heads(X, correlated_heads(rng, h, d_model, d_k, rhos[c]));  // (h, n, d_k)
+    const Tensor3 V = project_heads(X, correlated_heads(rng, h, d_model, d_k, rhos[c]));  // (h, n, d_v)
+    const Tensor3 O_mha = attn::grouped_attention(Q, K, V, true);                         // (h, n, d_v)
+    for (std::size_t r = 0; r < groups.size(); ++r) {
+      // K = X·W_K is linear in W_K: pooling the K heads is pooling the projections, the GQA paper's recipe.
+      const Tensor3 O_gqa = attn::grouped_attention(Q, attn::mean_pool_kv_heads(K, groups[r]),
+                                                    attn::mean_pool_kv_heads(V, groups[r]), true);
+      error[r][c] = relative_error(O_gqa, O_mha);
+    }
+  }
+  std::vector<std::string> header{"g (pooled from h = 8)"};
+  for (double rho : rhos) header.push_back(fmt::format("heads alike ρ = {:.1f}", rho));
+  attn::Table t(header);
+  for (std::size_t r = 0; r < groups.size(); ++r) {
+    std::vector<std::string> row{fmt::format("{}", groups[r])};
+    for (double e : error[r]) row.push_back(fixed(e));
+    t.add_row(row);
+  }
+  t.print();
+  fmt::print(
+      "Relative deviation ‖O_pooled − O_MHA‖ / ‖O_MHA‖. ρ is how alike the K/V projections of the heads are\n"
+      "(1: identical, 0: independent). Pooling is exact when a group's heads agree and costs more the more\n"
+      "they differ and the fewer groups remain: the reason the GQA paper uptrains the pooled model briefly\n"
+      "instead of using it as is.\n");
+}
+// [mean_pool]
+
+void tell_the_story(const attn::Chapter& chapter, std::uint64_t seed) {
+  fmt::print("Chapter 09: multi-query and grouped-query attention, and the KV cache.\n");
+  print_mapping(8);
+  print_one_function(seed);
+  print_decode(seed + 1);
+  print_memory_bound();
+  print_cache_table(chapter);
+  print_mean_pooling(seed + 2);
+}
+
+// --- bench: the decode step against this machine's ceilings ---------------------------------------------------
+// One core for everything (OpenBLAS set to one thread): the decode step and the triad it is compared with
+// run on the same single core, so "% of triad" compares like with like.
+
+constexpr std::size_t kH = 32, kDk = 128;
+
+/// Results the benchmarks share: the triad's bandwidth, the products' in-cache FLOP rate per query rows r,
+/// and each decode step's time, for the ratio rows at the end.
+struct Measured {
+  double triad_bytes_per_s = 0;
+  std::map<std::size_t, double> flops_per_s;                     // r → FLOP/s with the cache in L2
+  std::map<std::pair<std::size_t, std::size_t>, double> step_s;  // (g, n) → seconds per step
+};
+Measured& measured() {
+  static Measured m;
+  return m;
+}
+
+/// CPU seconds of this thread: what Google Benchmark's "CPU" column and its rates use. On a shared machine
+/// it counts the time the step ran, not the time it waited for a core.
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+/// CPU seconds per iteration of a benchmark loop, timed around it, for the rows that compare benchmarks.
+template <class Body>
+double timed_loop(benchmark::State& state, Body body) {
+  const double start = thread_cpu_seconds();
+  for (auto _ : state) body();
+  return (thread_cpu_seconds() - start) /
+         static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+}
+
+/// A cheap deterministic fill (a linear congruential generator): a GiB of N(0,1) numbers would take longer
+/// than the benchmark, and a decode step's speed does not depend on the values.
+void fill(float* p, std::size_t count, std::uint32_t seed) {
+  std::uint32_t x = seed;
+  for (std::size_t i = 0; i < count; ++i) {
+    x = x * 1664525u + 1013904223u;
+    p[i] = static_cast<float>(x >> 8) * (1.0f / 16777216.0f) - 0.5f;
+  }
+}
+
+// [triad]
+/// STREAM's triad, a = b + s·c: two arrays read, one written, nothing reused; the speed memory allows.
+void BM_Triad(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  std::vector<float> a(n), b(n), c(n);
+  fill(b.data(), n, 1);
+  fill(c.data(), n, 2);
+  const float s = 3.0f;
+  const double seconds = timed_loop(state, [&] {
+    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+    benchmark::ClobberMemory();
+  });
+  const double bytes = 3.0 * static_cast<double>(n) * sizeof(float);  // STREAM counts 2 reads + 1 write
+  measured().triad_bytes_per_s = bytes / seconds;
+  state.counters["GB/s"] = bytes / seconds / 1e9;
+}
+// [triad]
+BENCHMARK(BM_Triad)->Arg(1 << 24)->ArgName("floats")->Unit(benchmark::kMillisecond)->MinTime(0.3);
+
+double triad_bytes_per_s() {
+  if (measured().triad_bytes_per_s == 0) {  // the triad benchmark was filtered out: measure it here
+    const std::size_t n = 1 << 24;
+    std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+    double best = 1e30;
+    for (int repeat = 0; repeat < 5; ++repeat) {
+      const double start = thread_cpu_seconds();
+      for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
+      benchmark::DoNotOptimize(a.data());
+      best = std::min(best, thread_cpu_seconds() - start);
+    }
+    measured().triad_bytes_per_s = 3.0 * static_cast<double>(n) * sizeof(float) / best;
+  }
+  return measured().triad_bytes_per_s;
+}
+
+/// A cache of n - 1 tokens and the next token's q, k, v. BM_DecodeStep keeps it between Google Benchmark's
+/// repeated calls for the same (g, n): filling a GiB takes longer than timing it.
+struct DecodeSetup {
+  std::size_t g, n;
+  attn::KVCache cache;
+  Matrix q, k, v;  // (h, d_k), (g, d_k), (g, d_v)
+  DecodeSetup(std::size_t g_, std::size_t n_, std::size_t h = kH)
+      : g(g_),
+        n(n_),
+        cache(g_, n_, kDk, kDk),
+        q(xt::zeros<float>({h, kDk})),
+        k(xt::zeros<float>({g_, kDk})),
+        v(xt::zeros<float>({g_, kDk})) {
+    for (std::size_t t = 0; t + 1 < n; ++t) {
+      fill(k.data(), k.size(), static_cast<std::uint32_t>(2 * t + 1));
+      fill(v.data(), v.size(), static_cast<std::uint32_t>(2 * t + 2));
+      cache.append(k, v);
+    }
+    fill(q.data(), q.size(), 7);
+  }
+};
+
+/// One decode step over exactly n cached tokens: back to n - 1, then the step appends the n-th.
+void step_at_full_length(DecodeSetup& s) {
+  s.cache.truncate(s.n - 1);
+  const Matrix O = attn::decode_step(s.cache, s.q, s.k, s.v);  // (h, d_v)
+  benchmark::DoNotOptimize(O.data());
+}
+
+/// The ceiling of the arithmetic: the same decode step for r query heads sharing one K/V head (h = r, g = 1)
+/// over 512 cached tokens, whose 512 KiB of K and V stay in the core's L2 cache, so memory never limits it.
+/// r = 1 is MHA's matrix-vector products, r = 4 GQA's and r = 32 MQA's thin matrix products.
+void BM_DecodeInCache(benchmark::State& state) {
+  attn::set_blas_threads(1);
+  const std::size_t r = static_cast<std::size_t>(state.range(0)), n = 512;
+  DecodeSetup s(1, n, r);
+  const double seconds = timed_loop(state, [&] { step_at_full_length(s); });
+  const double flops = step_cost(r, 1, n, kDk, sizeof(float)).flops;
+  measured().flops_per_s[r] = flops / seconds;
+  state.counters["GFLOP/s"] = flops / seconds / 1e9;
+}
+BENCHMARK(BM_DecodeInCache)->Arg(1)->Arg(4)->Arg(32)->ArgName("r")->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+
+// [bench_decode]
+void BM_DecodeStep(benchmark::State& state) {
+  attn::set_blas_threads(1);
+  const std::size_t g = static_cast<std::size_t>(state.range(0)), n = static_cast<std::size_t>(state.range(1));
+  static std::unique_ptr<DecodeSetup> setup;
+  if (!setup || setup->g != g || setup->n != n) {
+    setup.reset();  // free the previous cache first: the largest is 1 GiB
+    setup = std::make_unique<DecodeSetup>(g, n);
+  }
+  DecodeSetup& s = *setup;
+  const double seconds = timed_loop(state, [&] { step_at_full_length(s); });
+  const StepCost c = step_cost(kH, g, n, kDk, sizeof(float));
+  measured().step_s[{g, n}] = seconds;
+  const std::size_t r = kH / g;
+  const double ceiling = measured().flops_per_s.count(r) ? measured().flops_per_s[r] : 0.0;
+  // Rates from this loop's CPU time per step (Google Benchmark's "CPU" column), so they compare directly.
+  state.counters["KV_MiB"] = c.bytes / (1024.0 * 1024.0);
+  state.counters["GB/s"] = c.bytes / seconds / 1e9;
+  state.counters["%triad"] = 100.0 * c.bytes / seconds / triad_bytes_per_s();
+  state.counters["GFLOP/s"] = c.flops / seconds / 1e9;
+  if (ceiling > 0) state.counters["%in-L2"] = 100.0 * c.flops / seconds / ceiling;
+}
+// [bench_decode]
+BENCHMARK(BM_DecodeStep)
+    ->ArgsProduct({{static_cast<long>(kH), static_cast<long>(kH / 4), 1}, {1024, 4096, 16384, 32768}})
+    ->ArgNames({"g", "n"})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.3);
+
+/// The MHA : GQA and MHA : MQA time ratios at one cache length, from the decode steps timed above, next to
+/// the ideal h/g a purely memory-bound step would reach. (Its own time column is meaningless.)
+void BM_DecodeRatio(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(n);
+  const auto& t = measured().step_s;
+  if (!t.count({kH, n}) || !t.count({kH / 4, n}) || !t.count({1, n})) {
+    state.SkipWithError("run the DecodeStep benchmarks of this n first (no --benchmark_filter)");
+    return;
+  }
+  state.counters["MHA:GQA"] = t.at({kH, n}) / t.at({kH / 4, n});
+  state.counters["ideal_GQA"] = static_cast<double>(4);
+  state.counters["MHA:MQA"] = t.at({kH, n}) / t.at({1, n});
+  state.counters["ideal_MQA"] = static_cast<double>(kH);
+}
+BENCHMARK(BM_DecodeRatio)->Arg(1024)->Arg(4096)->Arg(16384)->Arg(32768)->ArgName("n")->Iterations(1);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  attn::Chapter chapter("ch09_mqa_gqa", "Chapter 09: multi-query and grouped-query attention, and the KV cache");
+  std::uint64_t seed = 9;
+  chapter.cli().add_option("--seed", seed, "Seed of the random examples");
+  return chapter.run(argc, argv, [&] { tell_the_story(chapter, seed); });
+}

@@ -1,0 +1,256 @@
+// Chapter 09's tests, run against both tracks. Expected values come from the float64 oracle
+// (tests/oracle/09_mqa_gqa_oracle.hpp) or closed forms, never from the other track.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+
+#include "09_mqa_gqa/mqa_gqa.hpp"
+#include "attn/rng.hpp"
+#include "oracle/09_mqa_gqa_oracle.hpp"
+#include "support/allclose.hpp"
+
+namespace {
+
+using attn::Matrix;
+using attn::Tensor3;
+using attn::oracle::Heads;
+using attn::oracle::Mat;
+
+// Float32 against float64 with N(0,1) entries and d_k ≤ 16: a score q·k/√d_k carries a rounding error of
+// about d_k·2^-24·|q||k|/√d_k ≈ 16·6e-8·4 ≈ 4e-6; softmax turns it into a relative weight error of that
+// size, and the output (a convex combination of values of size ~3) inherits ~1e-5. atol = rtol = 1e-4
+// leaves a margin of ten, as chapter 02 does.
+constexpr double kAtol = 1e-4;
+constexpr double kRtol = 1e-4;
+
+/// (heads, n, d) with N(0,1) entries.
+Tensor3 random_heads(attn::Rng& rng, std::size_t heads, std::size_t n, std::size_t d) {
+  const Matrix flat = rng.normal(heads * n, d);  // (heads·n, d)
+  Tensor3 T = xt::zeros<float>({heads, n, d});   // (heads, n, d)
+  std::copy(flat.begin(), flat.end(), T.begin());
+  return T;
+}
+
+/// A head-major float32 tensor as the oracle's list of float64 matrices.
+Heads to_heads(const Tensor3& T) {
+  Heads out;
+  for (std::size_t i = 0; i < T.shape(0); ++i) {
+    const Matrix head = xt::view(T, i, xt::all(), xt::all());  // (n, d)
+    out.push_back(attn::test::to_oracle(head));
+  }
+  return out;
+}
+
+/// (heads, n, d) → (heads·n, d): heads stacked, so one CHECK_ALLCLOSE compares them all.
+Matrix stacked(const Tensor3& T) {
+  Matrix flat = xt::zeros<float>({T.shape(0) * T.shape(1), T.shape(2)});  // (heads·n, d)
+  std::copy(T.begin(), T.end(), flat.begin());
+  return flat;
+}
+Mat stacked(const Heads& heads) {
+  Mat flat(0, heads.empty() ? 0 : heads[0].cols);
+  for (const Mat& m : heads) {
+    flat.rows += m.rows;
+    flat.v.insert(flat.v.end(), m.v.begin(), m.v.end());
+  }
+  return flat;
+}
+
+/// The (h, d) matrix of row t of every head of an oracle result: what one decode step returns.
+Mat row_of_every_head(const Heads& heads, std::size_t t) {
+  Mat out(heads.size(), heads[0].cols);
+  for (std::size_t i = 0; i < heads.size(); ++i)
+    for (std::size_t c = 0; c < out.cols; ++c) out(i, c) = heads[i](t, c);
+  return out;
+}
+
+/// Token t of a head-major tensor: (heads, d), the row a decode step receives.
+Matrix token(const Tensor3& T, std::size_t t) { return xt::view(T, xt::all(), t, xt::all()); }
+
+}  // namespace
+
+TEST_SUITE("09_mqa_gqa") {
+  TEST_CASE("kv_group_of gives h/g consecutive query heads the same key/value head") {
+    const std::array<std::size_t, 8> gqa{0, 0, 0, 0, 1, 1, 1, 1};
+    for (std::size_t i = 0; i < 8; ++i) {
+      CHECK(attn::kv_group_of(i, 8, 2) == gqa[i]);
+      CHECK(attn::kv_group_of(i, 8, 8) == i);  // MHA: every head its own
+      CHECK(attn::kv_group_of(i, 8, 1) == 0);  // MQA: one for all
+    }
+    CHECK(attn::kv_group_of(5, 6, 3) == 2);  // not a power of two
+    CHECK(attn::kv_group_of(0, 1, 1) == 0);
+  }
+
+  TEST_CASE("kv_group_of rejects g that does not divide h, g = 0 and a head past h, naming them") {
+    CHECK_THROWS_WITH_AS(attn::kv_group_of(0, 6, 4), doctest::Contains("h = 6"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::kv_group_of(0, 6, 4), doctest::Contains("g = 4"), std::invalid_argument);
+    CHECK_THROWS_AS(attn::kv_group_of(0, 6, 0), std::invalid_argument);
+    CHECK_THROWS_AS(attn::kv_group_of(8, 8, 2), std::invalid_argument);
+  }
+
+  TEST_CASE("grouped attention with g = h is multi-head attention: every head its own K and V") {
+    attn::Rng rng(91);
+    for (auto [h, n, d_k, d_v] : {std::array<std::size_t, 4>{1, 1, 1, 1}, {4, 7, 8, 5}, {3, 13, 16, 16}}) {
+      const Tensor3 Q = random_heads(rng, h, n, d_k), K = random_heads(rng, h, n, d_k),
+                    V = random_heads(rng, h, n, d_v);
+      Heads expected;  // multi-head attention: head i is plain attention with Q[i], K[i], V[i]
+      const Heads q = to_heads(Q), k = to_heads(K), v = to_heads(V);
+      for (std::size_t i = 0; i < h; ++i) expected.push_back(attn::oracle::attention(q[i], k[i], v[i]));
+      CHECK_ALLCLOSE(stacked(attn::grouped_attention(Q, K, V)), stacked(expected), kAtol, kRtol);
+    }
+  }
+
+  TEST_CASE("grouped attention with g = 1 is multi-query attention: every head reads the one K and V") {
+    attn::Rng rng(92);
+    const std::size_t h = 5, n = 9, d_k = 8, d_v = 3;
+    const Tensor3 Q = random_heads(rng, h, n, d_k), K = random_heads(rng, 1, n, d_k), V = random_heads(rng, 1, n, d_v);
+    const Heads q = to_heads(Q), k = to_heads(K), v = to_heads(V);
+    Heads expected;
+    for (std::size_t i = 0; i < h; ++i) expected.push_back(attn::oracle::attention(q[i], k[0], v[0]));
+    CHECK_ALLCLOSE(stacked(attn::grouped_attention(Q, K, V)), stacked(expected), kAtol, kRtol);
+  }
+
+  TEST_CASE("grouped attention matches the oracle for every g dividing h, causal or not, n_q != n_kv") {
+    attn::Rng rng(93);
+    const std::size_t h = 6, n_q = 5, n_kv = 7, d_k = 5, d_v = 4;
+    for (std::size_t g : {6, 3, 2, 1}) {
+      const Tensor3 Q = random_heads(rng, h, n_q, d_k), K = random_heads(rng, g, n_kv, d_k),
+                    V = random_heads(rng, g, n_kv, d_v);
+      for (bool causal : {false, true}) {
+        CAPTURE(g);
+        CAPTURE(causal);
+        CHECK_ALLCLOSE(stacked(attn::grouped_attention(Q, K, V, causal)),
+                       stacked(attn::oracle::grouped_attention(to_heads(Q), to_heads(K), to_heads(V), causal)), kAtol,
+                       kRtol);
+      }
+    }
+  }
+
+  TEST_CASE("grouped attention stays finite and exact with logits of ±1e4") {
+    attn::Rng rng(94);
+    Tensor3 Q = random_heads(rng, 4, 3, 4), K = random_heads(rng, 2, 3, 4);
+    const Tensor3 V = random_heads(rng, 2, 3, 2);
+    Q(1, 0, 0) = 1.0e4f;  // head 1 (group 0) query 0: a huge score on key 0 or 2, depending on K's sign
+    K(0, 0, 0) = 1.0f;
+    K(0, 1, 0) = -1.0f;
+    K(0, 2, 0) = 0.0f;
+    const Tensor3 O = attn::grouped_attention(Q, K, V);
+    CHECK(std::isfinite(O(1, 0, 0)));
+    // All weight lands on key 0 (score 1e4/2 more than the others'): the output is V[0] row 0, exactly.
+    CHECK(O(1, 0, 0) == V(0, 0, 0));
+    CHECK(O(1, 0, 1) == V(0, 0, 1));
+  }
+
+  TEST_CASE("grouped attention rejects g that does not divide h and mismatched shapes, naming them") {
+    const Tensor3 Q = xt::zeros<float>({6, 2, 4}), K4 = xt::zeros<float>({4, 3, 4}), V4 = xt::zeros<float>({4, 3, 2});
+    CHECK_THROWS_WITH_AS(attn::grouped_attention(Q, K4, V4), doctest::Contains("g = 4"), std::invalid_argument);
+    const Tensor3 K = xt::zeros<float>({2, 3, 4}), V = xt::zeros<float>({2, 5, 2}),
+                  K_wide = xt::zeros<float>({2, 3, 8});
+    CHECK_THROWS_WITH_AS(attn::grouped_attention(Q, K, V), doctest::Contains("(2, 5, 2)"), std::invalid_argument);
+    const Tensor3 V_ok = xt::zeros<float>({2, 3, 2});
+    CHECK_THROWS_WITH_AS(attn::grouped_attention(Q, K_wide, V_ok), doctest::Contains("(2, 3, 8)"),
+                         std::invalid_argument);
+  }
+
+  TEST_CASE("decoding token by token with the KV cache equals the rows of full causal attention") {
+    attn::Rng rng(95);
+    for (auto [h, g, n, d_k, d_v] :
+         {std::array<std::size_t, 5>{4, 2, 9, 8, 5}, {6, 1, 7, 4, 4}, {3, 3, 5, 16, 2}, {1, 1, 1, 3, 3}}) {
+      const Tensor3 Q = random_heads(rng, h, n, d_k), K = random_heads(rng, g, n, d_k),
+                    V = random_heads(rng, g, n, d_v);
+      const Heads full = attn::oracle::grouped_attention(to_heads(Q), to_heads(K), to_heads(V), /*causal=*/true);
+      attn::KVCache cache(g, n, d_k, d_v);
+      for (std::size_t t = 0; t < n; ++t) {
+        CAPTURE(t);
+        const Matrix O_t = attn::decode_step(cache, token(Q, t), token(K, t), token(V, t));  // (h, d_v)
+        CHECK(cache.length() == t + 1);
+        CHECK_ALLCLOSE(O_t, row_of_every_head(full, t), kAtol, kRtol);
+      }
+    }
+  }
+
+  TEST_CASE("the first decode step returns the token's own value in every head of its group") {
+    attn::Rng rng(96);
+    const Tensor3 Q = random_heads(rng, 4, 1, 6), K = random_heads(rng, 2, 1, 6), V = random_heads(rng, 2, 1, 3);
+    attn::KVCache cache(2, 4, 6, 3);
+    const Matrix O = attn::decode_step(cache, token(Q, 0), token(K, 0), token(V, 0));  // (4, 3)
+    Mat expected(4, 3);  // one cached token: weight 1 on it, whatever the query
+    for (std::size_t i = 0; i < 4; ++i)
+      for (std::size_t c = 0; c < 3; ++c) expected(i, c) = V(i / 2, 0, c);
+    CHECK_ALLCLOSE(O, expected, 0.0, 1e-6);
+  }
+
+  TEST_CASE("KVCache::append stores row t of every KV head and refuses a token past its capacity") {
+    attn::KVCache cache(2, 3, 4, 1);
+    for (std::size_t t = 0; t < 3; ++t) {
+      Matrix k = xt::zeros<float>({2, 4}), v = xt::zeros<float>({2, 1});  // (g, d_k), (g, d_v)
+      k(1, 2) = static_cast<float>(t + 1);
+      v(0, 0) = static_cast<float>(10 * (t + 1));
+      cache.append(k, v);
+    }
+    CHECK(cache.length() == 3);
+    CHECK(cache.keys()(1, 2, 2) == 3.0f);
+    CHECK(cache.values()(0, 1, 0) == 20.0f);
+    const Matrix k = xt::zeros<float>({2, 4}), v = xt::zeros<float>({2, 1});
+    CHECK_THROWS_WITH_AS(cache.append(k, v), doctest::Contains("capacity 3"), std::invalid_argument);
+    CHECK(cache.length() == 3);
+  }
+
+  TEST_CASE("KVCache::append rejects keys or values of the wrong shape, leaving the cache unchanged") {
+    attn::KVCache cache(2, 5, 4, 3);
+    const Matrix k_bad = xt::zeros<float>({1, 4}), v = xt::zeros<float>({2, 3});
+    CHECK_THROWS_WITH_AS(cache.append(k_bad, v), doctest::Contains("(1, 4)"), std::invalid_argument);
+    const Matrix k = xt::zeros<float>({2, 4}), v_bad = xt::zeros<float>({2, 4});
+    CHECK_THROWS_WITH_AS(cache.append(k, v_bad), doctest::Contains("(2, 4)"), std::invalid_argument);
+    CHECK(cache.length() == 0);
+  }
+
+  TEST_CASE("decode_step refuses a full cache and queries whose head count g does not divide") {
+    attn::KVCache cache(4, 1, 2, 2);
+    const Matrix k = xt::zeros<float>({4, 2}), v = xt::zeros<float>({4, 2});
+    const Matrix q6 = xt::zeros<float>({6, 2});  // h = 6 query heads cannot share g = 4 KV heads
+    CHECK_THROWS_WITH_AS(attn::decode_step(cache, q6, k, v), doctest::Contains("g = 4"), std::invalid_argument);
+    CHECK(cache.length() == 0);
+    const Matrix q8 = xt::zeros<float>({8, 2});
+    attn::decode_step(cache, q8, k, v);
+    CHECK_THROWS_WITH_AS(attn::decode_step(cache, q8, k, v), doctest::Contains("capacity 1"), std::invalid_argument);
+    const Matrix q_wide = xt::zeros<float>({8, 3});
+    CHECK_THROWS_WITH_AS(attn::decode_step(cache, q_wide, k, v), doctest::Contains("(8, 3)"), std::invalid_argument);
+  }
+
+  TEST_CASE("kv_cache_bytes is 2 · layers · g · d_k · n · bytes, exactly") {
+    // A 70B-class model (80 layers, 8 KV heads of 128) at 128K tokens in bf16: exactly 40 GiB.
+    CHECK(attn::kv_cache_bytes(80, 8, 128, 131072, 2) == 40ull * 1024 * 1024 * 1024);
+    // A 7B-class model without grouping (32 layers, 32 KV heads of 128) at 4K tokens in bf16: 2 GiB.
+    CHECK(attn::kv_cache_bytes(32, 32, 128, 4096, 2) == 2ull * 1024 * 1024 * 1024);
+    CHECK(attn::kv_cache_bytes(1, 1, 1, 1, 1) == 2);
+    CHECK(attn::kv_cache_bytes(3, 5, 7, 0, 4) == 0);
+    CHECK(attn::kv_cache_bytes(3, 5, 7, 11, 4) == 2 * 3 * 5 * 7 * 11 * 4);
+  }
+
+  TEST_CASE("mean_pool_kv_heads averages each group of h/g consecutive heads") {
+    attn::Rng rng(97);
+    const Tensor3 heads = random_heads(rng, 6, 5, 3);
+    for (std::size_t g : {6, 3, 2, 1}) {
+      CAPTURE(g);
+      CHECK_ALLCLOSE(stacked(attn::mean_pool_kv_heads(heads, g)),
+                     stacked(attn::oracle::mean_pool_heads(to_heads(heads), g)), 1e-6, 1e-6);
+    }
+    CHECK_THROWS_WITH_AS(attn::mean_pool_kv_heads(heads, 4), doctest::Contains("h = 6"), std::invalid_argument);
+  }
+
+  TEST_CASE("mean-pooled grouped attention equals multi-head attention when a group's heads agree") {
+    attn::Rng rng(98);
+    const std::size_t h = 4, g = 2, n = 6, d = 8;
+    const Tensor3 Q = random_heads(rng, h, n, d), K_g = random_heads(rng, g, n, d), V_g = random_heads(rng, g, n, d);
+    Tensor3 K = xt::zeros<float>({h, n, d}), V = xt::zeros<float>({h, n, d});  // (h, n, d): each head repeated
+    for (std::size_t i = 0; i < h; ++i) {
+      xt::view(K, i, xt::all(), xt::all()) = xt::view(K_g, i / 2, xt::all(), xt::all());
+      xt::view(V, i, xt::all(), xt::all()) = xt::view(V_g, i / 2, xt::all(), xt::all());
+    }
+    const Tensor3 O = attn::grouped_attention(Q, attn::mean_pool_kv_heads(K, g), attn::mean_pool_kv_heads(V, g));
+    CHECK_ALLCLOSE(stacked(O), stacked(attn::oracle::grouped_attention(to_heads(Q), to_heads(K), to_heads(V), false)),
+                   kAtol, kRtol);
+  }
+}
