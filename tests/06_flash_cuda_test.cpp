@@ -91,6 +91,21 @@ attn::oracle::AttentionLse oracle_of(const attn::ch06::Shape& s, const std::vect
   return attn::oracle::attention_lse(Q, K, V, static_cast<std::size_t>(s.bh), static_cast<std::size_t>(s.n_q),
                                      static_cast<std::size_t>(s.n_kv), static_cast<std::size_t>(s.d), s.causal);
 }
+
+// Rung 3 (the track's flash_fp32_forward) on random N(0, 1) inputs of each shape, against float64.
+void check_flash_fp32_on(const std::vector<attn::ch06::Shape>& shapes, std::uint64_t seed) {
+  attn::Rng rng(seed);
+  for (const attn::ch06::Shape& shape : shapes) {
+    CAPTURE(shape.n_q);
+    CAPTURE(shape.n_kv);
+    CAPTURE(shape.d);
+    const std::size_t nq = static_cast<std::size_t>(shape.bh * shape.n_q) * static_cast<std::size_t>(shape.d);
+    const std::size_t nkv = static_cast<std::size_t>(shape.bh * shape.n_kv) * static_cast<std::size_t>(shape.d);
+    const std::vector<float> Q = random_values(rng, nq), K = random_values(rng, nkv), V = random_values(rng, nkv);
+    check_fp32_rung(run_on_device(attn::flash_fp32_forward, shape, Q, K, V), oracle_of(shape, Q, K, V),
+                    static_cast<std::size_t>(shape.d));
+  }
+}
 #endif
 
 }  // namespace
@@ -169,30 +184,14 @@ TEST_SUITE("06_flash_cuda") {
   TEST_CASE("rung 3 with your inner loop equals float64 attention on ragged sizes, with its log-sum-exp") {
     if (!device_or_skip()) return;
 #if ATTN_HAVE_CUDA
-    attn::Rng rng(61);
-    for (const attn::ch06::Shape shape : {attn::ch06::Shape{3, 77, 77, 40, false}, attn::ch06::Shape{2, 1, 1, 1, false},
-                                          attn::ch06::Shape{1, 33, 200, 128, false}}) {
-      const std::size_t nq = static_cast<std::size_t>(shape.bh * shape.n_q) * static_cast<std::size_t>(shape.d);
-      const std::size_t nkv = static_cast<std::size_t>(shape.bh * shape.n_kv) * static_cast<std::size_t>(shape.d);
-      const std::vector<float> Q = random_values(rng, nq), K = random_values(rng, nkv), V = random_values(rng, nkv);
-      check_fp32_rung(run_on_device(attn::flash_fp32_forward, shape, Q, K, V), oracle_of(shape, Q, K, V),
-                      static_cast<std::size_t>(shape.d));
-    }
+    check_flash_fp32_on({{3, 77, 77, 40, false}, {2, 1, 1, 1, false}, {1, 33, 200, 128, false}}, 61);
 #endif
   }
 
   TEST_CASE("rung 3 causal skips the tiles past the diagonal and matches float64, also with n_q < n_kv") {
     if (!device_or_skip()) return;
 #if ATTN_HAVE_CUDA
-    attn::Rng rng(62);
-    for (const attn::ch06::Shape shape :
-         {attn::ch06::Shape{2, 130, 130, 64, true}, attn::ch06::Shape{2, 50, 131, 72, true}}) {
-      const std::size_t nq = static_cast<std::size_t>(shape.bh * shape.n_q) * static_cast<std::size_t>(shape.d);
-      const std::size_t nkv = static_cast<std::size_t>(shape.bh * shape.n_kv) * static_cast<std::size_t>(shape.d);
-      const std::vector<float> Q = random_values(rng, nq), K = random_values(rng, nkv), V = random_values(rng, nkv);
-      check_fp32_rung(run_on_device(attn::flash_fp32_forward, shape, Q, K, V), oracle_of(shape, Q, K, V),
-                      static_cast<std::size_t>(shape.d));
-    }
+    check_flash_fp32_on({{2, 130, 130, 64, true}, {2, 50, 131, 72, true}}, 62);
 #endif
   }
 
