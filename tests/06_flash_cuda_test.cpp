@@ -155,11 +155,12 @@ TEST_SUITE("06_flash_cuda") {
     CHECK_FALSE(attn::plan_fits(1024, 1025, h100_optin));
   }
 
-  TEST_CASE("rung 3's kernel asks for the formula's shared memory plus one padding float per K row") {
+  TEST_CASE("rung 3's kernel asks for the formula's shared memory plus one padding float per row of Q_i, K_j, S_ij") {
     for (const std::size_t d : {1, 40, 64, 128}) {
       CAPTURE(d);
       const attn::ch06::KernelPlan fp32 = attn::ch06::kernel_plans(d).at(0);
-      CHECK(fp32.smem_bytes == attn::flash_smem_bytes(fp32.B_r, fp32.B_c, d, 4) + fp32.B_c * sizeof(float));
+      CHECK(fp32.smem_bytes ==
+            attn::flash_smem_bytes(fp32.B_r, fp32.B_c, d, 4) + (2 * fp32.B_r + fp32.B_c) * sizeof(float));
     }
   }
 

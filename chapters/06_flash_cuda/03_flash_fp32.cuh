@@ -63,10 +63,10 @@ __global__ void __launch_bounds__(tiles::kFp32Threads)
                       float scale, bool causal) {
   constexpr int B_r = tiles::kFp32Br, B_c = tiles::kFp32Bc, T = tiles::kFp32ThreadsPerRow;
   extern __shared__ float smem[];
-  float* Q_i = smem;                 // (B_r, d)
-  float* K_j = Q_i + B_r * d;        // (B_c, d + 1): padded so a warp's rows land on different banks
+  float* Q_i = smem;                 // (B_r, d + 1): one float of padding per row keeps a warp's
+  float* K_j = Q_i + B_r * (d + 1);  // (B_c, d + 1)  eight rows on eight different banks
   float* V_j = K_j + B_c * (d + 1);  // (B_c, d)
-  float* S_ij = V_j + B_c * d;       // (B_r, B_c)
+  float* S_ij = V_j + B_c * d;       // (B_r, B_c + 1)
   const long long head = blockIdx.y + static_cast<long long>(blockIdx.z) * gridDim.y;
   const int q0 = static_cast<int>(blockIdx.x) * B_r;  // this block's first query row
   const int tid = static_cast<int>(threadIdx.x);
@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(tiles::kFp32Threads)
 
   for (int idx = tid; idx < B_r * d; idx += blockDim.x) {  // Q_i once; rows past n_q are zeros
     const int row = idx / d, c = idx % d;
-    Q_i[idx] = q0 + row < n_q ? Q[static_cast<long long>(q0 + row) * d + c] : 0.0f;
+    Q_i[row * (d + 1) + c] = q0 + row < n_q ? Q[static_cast<long long>(q0 + row) * d + c] : 0.0f;
   }
   RowState st;
   st.m = -INFINITY;
@@ -97,17 +97,25 @@ __global__ void __launch_bounds__(tiles::kFp32Threads)
       V_j[idx] = inside ? V[static_cast<long long>(k0 + row) * d + c] : 0.0f;
     }
     __syncthreads();
-    // S_ij: the T threads of row r compute its B_c scores between them.
+    // S_ij: the T threads of row r compute its B_c scores between them, thread t the keys t, t + T, ...
+    // Looping over c outside reads each Q value once for all of the thread's keys.
     const int i = q0 + r;
-    for (int j = t; j < B_c; j += T) {
-      const int key = k0 + j;
-      float s = 0.0f;
-      for (int c = 0; c < d; ++c) s += Q_i[r * d + c] * K_j[j * (d + 1) + c];
+    float s[B_c / T];
+#pragma unroll
+    for (int k = 0; k < B_c / T; ++k) s[k] = 0.0f;
+    for (int c = 0; c < d; ++c) {
+      const float q = Q_i[r * (d + 1) + c];
+#pragma unroll
+      for (int k = 0; k < B_c / T; ++k) s[k] += q * K_j[(t + k * T) * (d + 1) + c];
+    }
+#pragma unroll
+    for (int k = 0; k < B_c / T; ++k) {
+      const int key = k0 + t + k * T;
       const bool allowed = key < n_kv && (!causal || key <= i + offset);
-      S_ij[r * B_c + j] = allowed ? s * scale : -INFINITY;
+      S_ij[r * (B_c + 1) + t + k * T] = allowed ? s[k] * scale : -INFINITY;
     }
     __syncthreads();
-    flash_inner_step(S_ij + r * B_c, B_c, V_j, d, t, T, st);  // the online softmax: the learner's part
+    flash_inner_step(S_ij + r * (B_c + 1), B_c, V_j, d, t, T, st);  // the online softmax: the learner's part
   }
 
   // O_i = O / ℓ and lse = m + log ℓ; a row that saw no allowed key (ℓ = 0) writes zeros and -inf.

@@ -16,10 +16,12 @@ inline constexpr int kFp32Bc = 32;
 inline constexpr int kFp32ThreadsPerRow = 4;
 inline constexpr int kFp32Threads = kFp32Br * kFp32ThreadsPerRow;  // 128
 
-/// Rung 3's shared memory at head size d: Q_i (B_r, d), K_j (B_c, d + 1) (one float of padding per row
-/// keeps the threads of a warp on different banks), V_j (B_c, d), S_ij (B_r, B_c), all fp32.
+/// Rung 3's shared memory at head size d: Q_i (B_r, d + 1), K_j (B_c, d + 1), V_j (B_c, d) and
+/// S_ij (B_r, B_c + 1), all fp32. The extra float per row of Q_i, K_j and S_ij shifts consecutive rows onto
+/// different banks: the eight rows a warp reads at once would otherwise all hit the same bank.
 constexpr std::size_t fp32_smem_bytes(int d) {
-  return sizeof(float) * static_cast<std::size_t>(kFp32Br * d + kFp32Bc * (d + 1) + kFp32Bc * d + kFp32Br * kFp32Bc);
+  return sizeof(float) *
+         static_cast<std::size_t>(kFp32Br * (d + 1) + kFp32Bc * (d + 1) + kFp32Bc * d + kFp32Br * (kFp32Bc + 1));
 }
 
 /// Rung 4 (bf16 on tensor cores): each of kTcWarps warps owns 16 query rows.
