@@ -99,12 +99,27 @@ __global__ void __launch_bounds__(tiles::kTcThreads)
   const int kv_end = causal ? min(n_kv, last_query + offset + 1) : n_kv;
   for (int k0 = 0; k0 < kv_end; k0 += B_c) {
     __syncthreads();
-    for (int idx = tid; idx < B_c * D; idx += tiles::kTcThreads) {
-      const int row = idx / D, c = idx % D;
-      const bool inside = k0 + row < n_kv && c < d;
-      const long long at = static_cast<long long>(k0 + row) * d + c;
-      K_j[row * QK_STRIDE + c] = inside ? K[at] : zero;
-      Vt_j[c * VT_STRIDE + row] = inside ? V[at] : zero;
+    if (d == D) {  // whole rows: 16-byte loads of 8 bf16 (rows are 16-byte aligned when d is 64 or 128)
+      for (int idx = tid; idx < B_c * D / 8; idx += tiles::kTcThreads) {
+        const int row = idx / (D / 8), c = idx % (D / 8) * 8;
+        uint4 k8 = make_uint4(0, 0, 0, 0), v8 = k8;
+        if (k0 + row < n_kv) {
+          k8 = *reinterpret_cast<const uint4*>(K + static_cast<long long>(k0 + row) * D + c);
+          v8 = *reinterpret_cast<const uint4*>(V + static_cast<long long>(k0 + row) * D + c);
+        }
+        *reinterpret_cast<uint4*>(K_j + row * QK_STRIDE + c) = k8;
+        const bf16* v = reinterpret_cast<const bf16*>(&v8);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) Vt_j[(c + e) * VT_STRIDE + row] = v[e];
+      }
+    } else {  // a ragged head size: element by element, zeros past d
+      for (int idx = tid; idx < B_c * D; idx += tiles::kTcThreads) {
+        const int row = idx / D, c = idx % D;
+        const bool inside = k0 + row < n_kv && c < d;
+        const long long at = static_cast<long long>(k0 + row) * d + c;
+        K_j[row * QK_STRIDE + c] = inside ? K[at] : zero;
+        Vt_j[c * VT_STRIDE + row] = inside ? V[at] : zero;
+      }
     }
     __syncthreads();
 
