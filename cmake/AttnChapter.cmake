@@ -5,7 +5,11 @@
 #                             compiled once into chNN_name_core. It must not call the chapter's contract.
 #     [CUDA_SOURCES file...]  .cu files, built only when CUDA was found (see the top-level CMakeLists.txt)
 #     [DEPENDS  NN_name...]   earlier chapters whose *solutions* this chapter builds on
-#     [LIBS     target...])   further libraries (for example CUDA::cublas)
+#     [LIBS     target...]    further libraries (for example CUDA::cublas)
+#     [TRACK_CUDA_SOURCES file...]  .cu files of the two tracks, named relative to exercises/NN_name/ and
+#                             solutions/NN_name/ (a kernel the learner writes); built only with CUDA
+#     [GPU_TESTS])            some test cases need a GPU: where there is none they print
+#                             "skipped: no CUDA device" and ctest reports them as skipped, not passed
 #
 # For chapter 01 intuition it makes:
 #   ch01_intuition_core        the chapter's own sources (or an interface target when there are none)
@@ -21,7 +25,7 @@
 # A chapter's exercise library builds on the solutions of the chapters before it, so a learner's
 # chapter N depends only on their own chapter N.
 function(attn_add_chapter NN name)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "SOURCES;CUDA_SOURCES;DEPENDS;LIBS")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "GPU_TESTS" "" "SOURCES;CUDA_SOURCES;DEPENDS;LIBS;TRACK_CUDA_SOURCES")
   set(stem ${NN}_${name})
   set(ch ch${NN}_${name})
   set(root ${PROJECT_SOURCE_DIR})
@@ -50,6 +54,8 @@ function(attn_add_chapter NN name)
     attn_use_pch(${ch}_core)
     target_include_directories(${ch}_core PUBLIC ${root}/chapters)
     target_link_libraries(${ch}_core PUBLIC attn_common ${deps} ${ARG_LIBS})
+    target_compile_definitions(${ch}_core PRIVATE ATTN_HAVE_CUDA=$<BOOL:${ATTN_HAVE_CUDA}>)
+    attn_cuda_warnings(${ch}_core)
   else()
     add_library(${ch}_core INTERFACE)
     target_include_directories(${ch}_core INTERFACE ${root}/chapters)
@@ -59,8 +65,17 @@ function(attn_add_chapter NN name)
 
   # --- the two tracks: one library each, the same contract ---
   foreach(track solution exercise)
-    add_library(${ch}_${track} STATIC ${root}/${track}s/${stem}/${name}.cpp)
+    set(track_sources ${root}/${track}s/${stem}/${name}.cpp)
+    if(ATTN_HAVE_CUDA)
+      foreach(cu IN LISTS ARG_TRACK_CUDA_SOURCES)
+        list(APPEND track_sources ${root}/${track}s/${stem}/${cu})
+      endforeach()
+    endif()
+    add_library(${ch}_${track} STATIC ${track_sources})
     target_link_libraries(${ch}_${track} PUBLIC ${ch}_core)
+    if(track STREQUAL "solution")
+      attn_cuda_warnings(${ch}_${track})
+    endif()
     attn_use_pch(${ch}_${track})
     if(track STREQUAL "exercise")
       attn_learner_warnings(${ch}_${track})
@@ -90,7 +105,7 @@ function(attn_add_chapter NN name)
     set(test_exe ${ch}_${track}_test)
     add_executable(${test_exe} $<TARGET_OBJECTS:${ch}_test_cases>)
     target_link_libraries(${test_exe} PRIVATE ${ch}_test_cases ${ch}_${track} attn_test_main)
-    attn_discover_tests(${test_exe} "${track}:" "${track};ch${NN}")
+    attn_discover_tests(${test_exe} "${track}:" "${track};ch${NN}" ${ARG_GPU_TESTS})
   endforeach()
   add_dependencies(attn_exercise_tests ${ch}_exercise_test)
   add_dependencies(attn_solution_tests ${ch}_solution_test ${ch}) # the CLI tests run the executable
@@ -115,17 +130,32 @@ function(attn_cli_test ch sentence)
   set_tests_properties(${name} PROPERTIES LABELS "solution;ch${CMAKE_MATCH_1}")
 endfunction()
 
-# attn_discover_tests(exe prefix labels): registers every doctest case of \p exe with ctest as
+# attn_discover_tests(exe prefix labels [gpu]): registers every doctest case of \p exe with ctest as
 # "<prefix><case name>" and labels them (e.g. "solution;ch01"), so `ctest -L solution -L ch01` selects them.
+# With gpu true, a case that prints "skipped: no CUDA device" is reported by ctest as skipped.
 function(attn_discover_tests exe prefix labels)
+  set(skip "")
+  if(ARGV3)
+    set(skip " SKIP_REGULAR_EXPRESSION \"skipped: no CUDA device\"")
+  endif()
   doctest_discover_tests(${exe} TEST_PREFIX "${prefix}" TEST_LIST ${exe}_CASES)
   # The labels are set in ctest after doctest's own include file has listed the cases.
   set(label_file ${CMAKE_CURRENT_BINARY_DIR}/${exe}_labels.cmake)
   file(WRITE ${label_file}
     "if(DEFINED ${exe}_CASES)\n"
-    "  set_tests_properties(\${${exe}_CASES} PROPERTIES LABELS \"${labels}\")\n"
+    "  set_tests_properties(\${${exe}_CASES} PROPERTIES LABELS \"${labels}\"${skip})\n"
     "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${label_file})
+endfunction()
+
+# attn_cuda_warnings(target): the course's own .cu files: nvcc's warnings and the host compiler's, as
+# errors when ATTN_WERROR is ON (-Wpedantic and -Wconversion stay off: nvcc's generated host stubs trip them).
+function(attn_cuda_warnings target)
+  if(ATTN_HAVE_CUDA)
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wshadow>
+      $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${ATTN_WERROR}>>:--Werror=all-warnings>)
+  endif()
 endfunction()
 
 add_custom_target(attn_exercise_tests)

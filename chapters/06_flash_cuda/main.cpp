@@ -1,0 +1,394 @@
+// Chapter 06 — FlashAttention in CUDA: chapter 05's algorithm as a ladder of GPU kernels.
+//
+// What it shows: how chapter 05's loops map onto a GPU's grid, blocks, warps and threads; the launch
+// plans (shared memory per block, the grid, whether they fit an A100, an H100/H200 and this device); the
+// K/V tiles a causal query tile visits; the roofline arithmetic at n = 4096, d = 128. With a GPU it then
+// runs the four rungs (naive, cuBLAS, fused fp32 flash, tensor-core bf16 flash) on the same inputs, checks
+// each against the CPU, and prints a table of times (CUDA events, warm-up, median), TFLOP/s and % of the
+// ceiling this GPU reaches in the same run. Without a GPU it says so and runs the host-side parts only.
+// What it leaves out: the backward pass, FlashAttention-3's asynchronous pipelines, fp8.
+// Run it: ./course run 06   (GPU: build/default/bin/ch06_flash_cuda --n 1024 4096 --d 64 128; the full
+// check with PyTorch's SDPA: ./course gpu-check)      Book page: book/06_flash_cuda.md
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "06_flash_cuda/flash_cuda.hpp"
+#include "06_flash_cuda/ladder.hpp"
+#include "attn/chapter.hpp"
+#include "attn/measure.hpp"
+#include "attn/print.hpp"
+#include "attn/rng.hpp"
+
+namespace {
+
+namespace ch06 = attn::ch06;
+using attn::Matrix;
+
+struct Options {
+  std::vector<int> n{4096};
+  std::vector<int> d{128};
+  int bh = 64;
+  int repeats = 10;
+  std::string csv;
+};
+
+// Per-block limits of the GPUs the build targets (cudaDevAttrMaxSharedMemoryPerBlockOptin), and CUDA's
+// default without opting in.
+struct NamedLimits {
+  std::string name;
+  attn::DeviceLimits limits;
+};
+std::vector<NamedLimits> known_limits(const ch06::DeviceInfo& device) {
+  std::vector<NamedLimits> l{{"48 KiB default", {48 * 1024, 1024}},
+                             {"A100 163 KiB", {163 * 1024, 1024}},
+                             {"H100/H200 227 KiB", {227 * 1024, 1024}}};
+  if (device.present) l.push_back({"this GPU", {device.smem_per_block_optin, device.max_threads_per_block}});
+  return l;
+}
+
+void show_device(const ch06::DeviceInfo& device) {
+  attn::heading("The device");
+  if (!device.present) {
+    fmt::print(
+        "No CUDA device found: {}.\n"
+        "This run does the host-side parts only (launch planning, causal tiles, the roofline). The kernels\n"
+        "run where a GPU exists: ./course gpu-check on a machine with an NVIDIA GPU (sm_80 or newer).\n",
+        device.why_not);
+    return;
+  }
+  fmt::print("CUDA device 0: {} (sm_{}{}), {} SMs, {} of memory, {} free\n", device.name, device.sm_major,
+             device.sm_minor, device.sm_count, attn::human_bytes(static_cast<double>(device.total_bytes)),
+             attn::human_bytes(static_cast<double>(device.free_bytes)));
+  fmt::print("shared memory per block: {} by default, {} after opting in; at most {} threads per block\n",
+             attn::human_bytes(static_cast<double>(device.smem_per_block)),
+             attn::human_bytes(static_cast<double>(device.smem_per_block_optin)), device.max_threads_per_block);
+}
+
+void show_mapping() {
+  attn::heading("Chapter 05's loops on a GPU");
+  attn::Table t({"chapter 05 (CPU)", "chapter 06 (GPU)"});
+  t.set_left(1);
+  t.add_row({"for each (batch, head)", "grid.y, grid.z: one block per head and batch entry"});
+  t.add_row({"for each query tile Q_i (B_r rows)", "grid.x: one thread block per tile, blocks run in parallel"});
+  t.add_row({"  load Q_i", "the block copies Q_i into shared memory once"});
+  t.add_row({"  for each K/V tile j", "a loop inside the block, K_j and V_j staged in shared memory"});
+  t.add_row({"    S_ij = Q_i K_jᵀ / √d", "threads (rung 3) or warps on tensor cores (rung 4)"});
+  t.add_row({"    online softmax: m, ℓ, O", "registers of the threads that own the row"});
+  t.add_row({"  O_i / ℓ, lse = m + log ℓ", "written once to global memory (HBM)"});
+  t.print();
+}
+
+void show_plans(const ch06::DeviceInfo& device, int batch, int heads, int n, int d) {
+  attn::heading(fmt::format("Launch plans at batch = {}, heads = {}, n = {}, d = {}", batch, heads, n, d));
+  const auto limits = known_limits(device);
+  std::vector<std::string> headers{"rung", "B_r×B_c", "threads", "smem (formula)", "smem (kernel)", "grid"};
+  for (const auto& l : limits) headers.push_back("fits " + l.name);
+  attn::Table t(headers);
+  for (const ch06::KernelPlan& p : ch06::kernel_plans(static_cast<std::size_t>(d))) {
+    const std::size_t formula = attn::flash_smem_bytes(p.B_r, p.B_c, static_cast<std::size_t>(d), p.element_bytes);
+    const attn::LaunchShape s =
+        attn::flash_launch_shape(static_cast<std::size_t>(batch), static_cast<std::size_t>(heads),
+                                 static_cast<std::size_t>(n), p.B_r, p.threads);
+    std::vector<std::string> row{p.rung,
+                                 fmt::format("{}×{}", p.B_r, p.B_c),
+                                 std::to_string(p.threads),
+                                 attn::human_bytes(static_cast<double>(formula)),
+                                 attn::human_bytes(static_cast<double>(p.smem_bytes)),
+                                 fmt::format("({}, {}, {})", s.grid.x, s.grid.y, s.grid.z)};
+    for (const auto& l : limits) row.push_back(attn::plan_fits(p.smem_bytes, p.threads, l.limits) ? "yes" : "no");
+    t.add_row(row);
+  }
+  t.print();
+  fmt::print(
+      "The formula counts Q_i, K_j, V_j and an fp32 S_ij; the kernels pad rows against bank conflicts, and\n"
+      "rung 4 keeps S in registers instead. Both need more than the 48 KiB default: they opt in.\n");
+}
+
+void show_causal_tiles(int n, std::size_t B) {
+  attn::heading(fmt::format("Causal attention: the K/V tiles each query tile visits (n = {}, B_r = B_c = {})", n, B));
+  const auto nn = static_cast<std::size_t>(n);
+  const std::size_t tiles = (nn + B - 1) / B;
+  std::size_t visited = 0;
+  for (std::size_t i = 0; i < tiles; ++i) visited += attn::causal_kv_tiles(i, B, B, nn, nn);
+  fmt::print(
+      "visited {} of {} tile pairs ({:.1f}%): the blocks below the diagonal do the work, the ones above\n"
+      "are never loaded. Rung 1 and 2 compute every pair and mask afterwards.\n",
+      visited, tiles * tiles, 100.0 * static_cast<double>(visited) / static_cast<double>(tiles * tiles));
+  const std::size_t small = 8;  // the picture: 8 query tiles of a 512-token sequence
+  fmt::print("\nn = {}, B = 64 (█ visited, · skipped; rows: query tiles, columns: K/V tiles)\n", small * 64);
+  for (std::size_t i = 0; i < small; ++i) {
+    const std::size_t v = attn::causal_kv_tiles(i, 64, 64, small * 64, small * 64);
+    std::string line = fmt::format("  Q_{} ", i);
+    for (std::size_t j = 0; j < small; ++j) line += j < v ? "█" : "·";
+    fmt::print("{}  {} tiles\n", line, v);
+  }
+}
+
+void show_roofline() {
+  const ch06::Shape shape{1, 4096, 4096, 128, false};
+  attn::heading("The roofline at n = 4096, d = 128 (one head, non-causal)");
+  attn::Table t({"algorithm", "inputs", "FLOPs", "HBM bytes", "FLOP/byte"});
+  for (std::size_t e : {4, 2}) {
+    for (const ch06::RooflineRow& r : ch06::roofline(shape, e))
+      t.add_row({r.what, e == 4 ? "fp32" : "bf16", fmt::format("{:.3g}", r.flops), attn::human_bytes(r.bytes, false),
+                 fmt::format("{:.0f}", r.intensity)});
+  }
+  t.print();
+  fmt::print("\nWhich bound applies (spec-sheet peaks; ridge = peak FLOP/s ÷ bandwidth):\n");
+  attn::Table b({"GPU", "fp32 ridge", "bf16 ridge", "standard, fp32 cores", "standard, tensor cores", "flash fp32",
+                 "flash bf16"});
+  const auto fp32 = ch06::roofline(shape, 4), bf16 = ch06::roofline(shape, 2);
+  for (const ch06::SpecSheet& s : ch06::spec_sheets()) {
+    const double ridge32 = s.fp32_tflops * 1e12 / (s.hbm_gbs * 1e9), ridge16 = s.bf16_tflops * 1e12 / (s.hbm_gbs * 1e9);
+    auto bound = [](double intensity, double ridge) {
+      return fmt::format("{} ({:.0f} vs {:.0f})", intensity < ridge ? "memory" : "compute", intensity, ridge);
+    };
+    b.add_row({s.gpu, fmt::format("{:.0f}", ridge32), fmt::format("{:.0f}", ridge16), bound(fp32[0].intensity, ridge32),
+               bound(bf16[0].intensity, ridge16), bound(fp32[1].intensity, ridge32),
+               bound(bf16[1].intensity, ridge16)});
+  }
+  b.print();
+}
+
+#if ATTN_HAVE_CUDA
+std::vector<ch06::Rung> ladder() {
+  return {{"1 naive", false, true, ch06::naive_forward},
+          {"2 cublas (no TF32)", false, true, ch06::cublas_forward},
+          {"3 flash fp32", false, false, attn::flash_fp32_forward},
+          {"4 flash tc bf16", true, false, ch06::flash_tc_forward}};
+}
+
+std::vector<float> random_values(attn::Rng& rng, std::size_t count) {
+  const Matrix m = rng.normal(1, count);  // (1, count)
+  return std::vector<float>(m.begin(), m.end());
+}
+
+Matrix head_of(const std::vector<float>& x, int h, int rows, int d) {
+  Matrix m = xt::zeros<float>({static_cast<std::size_t>(rows), static_cast<std::size_t>(d)});  // (rows, d)
+  const auto begin = x.begin() + static_cast<std::ptrdiff_t>(h) * rows * d;
+  std::copy(begin, begin + static_cast<std::ptrdiff_t>(rows) * d, m.begin());
+  return m;
+}
+
+// The CPU reference of one head: chapter 02's full attention and the row's log-sum-exp.
+// MERGE(ch05): once chapter 05 is merged, use attn::flash_attention(Q, K, V, causal, B_r, B_c) from
+// "05_flash_cpu/flash_cpu.hpp", whose FlashOutput carries O and lse, instead of this function.
+struct CpuReference {
+  Matrix O;                 // (n_q, d)
+  std::vector<double> lse;  // (n_q)
+};
+CpuReference cpu_reference(const Matrix& Q, const Matrix& K, const Matrix& V, bool causal) {
+  const attn::Mask mask = causal ? attn::causal_mask(Q.shape(0), K.shape(0)) : attn::Mask();
+  CpuReference r{attn::scaled_dot_product_attention(Q, K, V, mask), {}};
+  const Matrix S = attn::scaled_scores(Q, K);  // (n_q, n_kv)
+  for (std::size_t i = 0; i < S.shape(0); ++i) {
+    double m = -std::numeric_limits<double>::infinity(), l = 0.0;
+    for (std::size_t j = 0; j < S.shape(1); ++j)
+      if (!causal || mask(i, j)) m = std::max(m, static_cast<double>(S(i, j)));
+    for (std::size_t j = 0; j < S.shape(1); ++j)
+      if (!causal || mask(i, j)) l += std::exp(S(i, j) - m);
+    r.lse.push_back(m + std::log(l));
+  }
+  return r;
+}
+
+// [validate]
+// Every rung on the same small, ragged problem, against the CPU: fp32 rungs by relative error, the bf16
+// rung by FlashAttention's rule (at most twice the error of a bf16 reference computation).
+void validate(const std::vector<ch06::Rung>& rungs, int d) {
+  attn::heading(fmt::format("Each rung against the CPU (bh = 4, n = 300, d = {}, both masks)", d));
+  attn::Table t({"rung", "causal", "max |O - O_cpu| / max |O_cpu|", "max |lse - lse_cpu|", "limit", "ok"});
+  attn::Rng rng(6);
+  bool all_ok = true;
+  for (const bool causal : {false, true}) {
+    const ch06::Shape shape{4, 300, 300, d, causal};
+    const std::size_t count = static_cast<std::size_t>(shape.bh) * 300 * static_cast<std::size_t>(d);
+    const std::vector<float> Q = random_values(rng, count), K = random_values(rng, count),
+                             V = random_values(rng, count);
+    std::vector<CpuReference> ref;
+    double ref_scale = 0.0, bf16_ref_err = 0.0;
+    for (int h = 0; h < shape.bh; ++h) {
+      ref.push_back(cpu_reference(head_of(Q, h, 300, d), head_of(K, h, 300, d), head_of(V, h, 300, d), causal));
+      ref_scale = std::max(ref_scale, static_cast<double>(xt::amax(xt::abs(ref.back().O))()));
+      const auto offset = static_cast<std::size_t>(h) * 300 * static_cast<std::size_t>(d);
+      const std::vector<float> bf =
+          ch06::bf16_reference_attention(Q.data() + offset, K.data() + offset, V.data() + offset, 300, 300, d, causal);
+      for (std::size_t k = 0; k < bf.size(); ++k)
+        bf16_ref_err = std::max(bf16_ref_err, std::fabs(static_cast<double>(bf[k]) - ref.back().O.data()[k]));
+    }
+    ch06::GpuWorkspace workspace(shape, /*with_scores=*/true);
+    workspace.upload(Q, K, V);
+    for (const ch06::Rung& rung : rungs) {
+      workspace.poison_outputs();
+      rung.launch(shape, workspace.tensors());
+      const std::vector<float> O = workspace.download_O(), lse = workspace.download_lse();
+      double o_err = 0.0, lse_err = 0.0;  // NaN (a row left poisoned) makes the error NaN: a failure
+      for (int h = 0; h < shape.bh; ++h)
+        for (std::size_t k = 0; k < ref[0].O.size(); ++k) {
+          const double diff = std::fabs(O[static_cast<std::size_t>(h) * ref[0].O.size() + k] - ref[h].O.data()[k]);
+          o_err = std::isnan(diff) ? diff : std::max(o_err, diff);
+        }
+      for (int h = 0; h < shape.bh; ++h)
+        for (std::size_t i = 0; i < 300; ++i) {
+          const double diff = std::fabs(lse[static_cast<std::size_t>(h) * 300 + i] - ref[h].lse[i]);
+          lse_err = std::isnan(diff) ? diff : std::max(lse_err, diff);
+        }
+      // fp32 rungs: float sums of length d and n on both sides (the CPU reference is fp32 too), 1e-5 level.
+      // bf16: twice the bf16 reference's own error; its lse: inputs rounded to 8 bits move s by ~|s|/256.
+      const double limit = rung.tensor_cores ? 2.0 * bf16_ref_err : 2e-5 * ref_scale;
+      const bool ok = o_err <= limit && lse_err <= (rung.tensor_cores ? 0.1 : 1e-4);
+      all_ok = all_ok && ok;
+      t.add_row({rung.name, causal ? "yes" : "no", fmt::format("{:.2e}", o_err / ref_scale),
+                 fmt::format("{:.2e}", lse_err), fmt::format("{:.2e}", limit / ref_scale), ok ? "yes" : "NO"});
+    }
+  }
+  t.print();
+  if (!all_ok) throw std::runtime_error("a rung disagrees with the CPU reference (see the table above)");
+}
+// [validate]
+
+// [time_ladder]
+void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const ch06::DeviceInfo& device) {
+  attn::heading("Measuring this GPU's ceilings (cuBLAS SGEMM without TF32, cuBLAS bf16 GEMM, copy bandwidth)");
+  const ch06::Ceilings c = ch06::measure_ceilings();
+  fmt::print("fp32: {:.1f} TFLOP/s   bf16 tensor cores: {:.1f} TFLOP/s   copy: {:.0f} GB/s\n", c.fp32_tflops,
+             c.bf16_tflops, c.copy_gbs);
+  attn::heading(fmt::format("The ladder: bh = {}, median of {} runs after a warm-up (CUDA events)", o.bh, o.repeats));
+  attn::Table t({"rung", "n", "d", "causal", "time (ms)", "TFLOP/s", "% of ceiling", "× rung 1"});
+  std::ofstream csv;
+  if (!o.csv.empty()) {
+    csv.open(o.csv);
+    if (!csv) throw std::runtime_error("cannot write " + o.csv);
+    csv << "rung,n,d,causal,ms,tflops,pct_ceiling\n";
+  }
+  attn::Rng rng(66);
+  for (const int n : o.n)
+    for (const int d : o.d)
+      for (const bool causal : {false, true}) {
+        const ch06::Shape shape{o.bh, n, n, d, causal};
+        const double s_bytes = 4.0 * o.bh * static_cast<double>(n) * n;
+        // Rungs 1 and 2 need S in HBM: at n = 16384 and bh = 64 that is 69 GB, the point of the chapter. They
+        // skip such shapes (over 16 GiB or half the free memory) instead of taking minutes to prove it.
+        const bool room_for_S = s_bytes <= std::min(16.0 * (1ull << 30), 0.5 * static_cast<double>(device.free_bytes));
+        ch06::GpuWorkspace workspace(shape, room_for_S);
+        const std::size_t count =
+            static_cast<std::size_t>(o.bh) * static_cast<std::size_t>(n) * static_cast<std::size_t>(d);
+        workspace.upload(random_values(rng, count), random_values(rng, count), random_values(rng, count));
+        double naive_ms = 0.0;
+        for (const ch06::Rung& rung : rungs) {
+          if (rung.materialises_S && !room_for_S) {
+            t.add_row({rung.name, std::to_string(n), std::to_string(d), causal ? "yes" : "no",
+                       fmt::format("S needs {}", attn::human_bytes(s_bytes)), "-", "-", "-"});
+            continue;
+          }
+          const double ms = workspace.median_ms([&] { rung.launch(shape, workspace.tensors()); }, o.repeats, 2);
+          const double tflops = ch06::attention_flops(shape) / (ms * 1e-3) / 1e12;
+          const double ceiling = rung.tensor_cores ? c.bf16_tflops : c.fp32_tflops;
+          if (rung.name[0] == '1') naive_ms = ms;
+          t.add_row({rung.name, std::to_string(n), std::to_string(d), causal ? "yes" : "no", fmt::format("{:.3f}", ms),
+                     fmt::format("{:.1f}", tflops), fmt::format("{:.0f}%", 100.0 * tflops / ceiling),
+                     naive_ms > 0.0 ? fmt::format("{:.1f}×", naive_ms / ms) : "-"});
+          if (csv)
+            csv << rung.name << ',' << n << ',' << d << ',' << (causal ? 1 : 0) << ',' << ms << ',' << tflops << ','
+                << 100.0 * tflops / ceiling << '\n';
+        }
+      }
+  t.print();
+}
+// [time_ladder]
+#endif
+
+void tell_the_story(const attn::Chapter& chapter, const Options& o) {
+  const ch06::DeviceInfo device = ch06::query_device();
+  show_device(device);
+  show_mapping();
+  show_plans(device, 4, 16, 4096, 128);
+  show_causal_tiles(4096, 64);
+  show_roofline();
+#if ATTN_HAVE_CUDA
+  if (!device.present) return;
+  const auto rungs = ladder();
+  for (const int d : o.d) validate(rungs, d);
+  if (chapter.book_mode()) {
+    fmt::print("\n(Timings are left out of the book's captured output; recorded runs are in book/recorded/.)\n");
+    return;
+  }
+  time_ladder(rungs, o, device);
+#else
+  (void)chapter;
+  (void)o;
+#endif
+}
+
+// `ch06_flash_cuda bench`: the rungs at n = 4096, d = 128, bh = 64 (manual time from CUDA events), and the
+// ceilings they are judged against.
+void BM_rung(benchmark::State& state) {
+#if ATTN_HAVE_CUDA
+  const ch06::DeviceInfo device = ch06::query_device();
+  if (!device.present) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const auto rung = ladder()[static_cast<std::size_t>(state.range(0))];
+  const ch06::Shape shape{64, 4096, 4096, 128, state.range(1) != 0};
+  ch06::GpuWorkspace workspace(shape, rung.materialises_S);
+  attn::Rng rng(67);
+  const std::size_t count = 64u * 4096u * 128u;
+  workspace.upload(random_values(rng, count), random_values(rng, count), random_values(rng, count));
+  for (auto _ : state)
+    state.SetIterationTime(workspace.median_ms([&] { rung.launch(shape, workspace.tensors()); }, 1, 0) * 1e-3);
+  state.SetLabel(rung.name);
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(ch06::attention_flops(shape), benchmark::Counter::kIsIterationInvariantRate);
+#else
+  state.SkipWithError("built without CUDA");
+#endif
+}
+BENCHMARK(BM_rung)
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
+    ->ArgNames({"rung", "causal"})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_ceilings(benchmark::State& state) {
+#if ATTN_HAVE_CUDA
+  if (!ch06::query_device().present) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  ch06::Ceilings c;
+  for (auto _ : state) c = ch06::measure_ceilings();
+  state.counters["fp32_TFLOPs"] = c.fp32_tflops;
+  state.counters["bf16_TFLOPs"] = c.bf16_tflops;
+  state.counters["copy_GBs"] = c.copy_gbs;
+#else
+  state.SkipWithError("built without CUDA");
+#endif
+}
+BENCHMARK(BM_ceilings)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  attn::Chapter chapter("ch06_flash_cuda", "Chapter 06: FlashAttention in CUDA, a kernel ladder");
+  Options o;
+  chapter.cli().add_option("--n", o.n, "Sequence lengths of the timed runs (GPU only)")->check(CLI::Range(1, 65536));
+  chapter.cli()
+      .add_option("--d", o.d, "Head sizes d of the checks and timed runs (GPU only)")
+      ->check(CLI::Range(1, 128));
+  chapter.cli().add_option("--bh", o.bh, "batch · heads of the timed runs (GPU only)")->check(CLI::Range(1, 65535));
+  chapter.cli()
+      .add_option("--repeats", o.repeats, "Timed runs per rung; the median is shown")
+      ->check(CLI::Range(1, 1000));
+  chapter.cli().add_option("--csv", o.csv, "Also write the timings as CSV to this file (./course gpu-check uses it)");
+  return chapter.run(argc, argv, [&] { tell_the_story(chapter, o); });
+}
