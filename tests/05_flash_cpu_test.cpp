@@ -58,9 +58,9 @@ struct Shape {
 
 // n = 1, primes, sizes that are not multiples of the tiles, tiles larger than n, n_q < n_kv.
 const std::vector<Shape> kShapes = {
-    {1, 1, 1, 1, 1, 1},     {1, 1, 8, 8, 4, 4},      {2, 2, 4, 4, 1, 1},      {7, 7, 16, 5, 3, 2},
-    {13, 13, 8, 8, 4, 5},   {31, 31, 32, 32, 8, 16}, {64, 64, 64, 64, 16, 16}, {97, 97, 64, 33, 32, 64},
-    {100, 131, 16, 16, 7, 11}, {3, 10, 8, 12, 2, 3}, {50, 50, 8, 8, 64, 64},   {257, 257, 32, 32, 64, 64},
+    {1, 1, 1, 1, 1, 1},          {1, 1, 8, 8, 4, 4},      {2, 2, 4, 4, 1, 1},       {7, 7, 16, 5, 3, 2},
+    {13, 13, 8, 8, 4, 5},        {31, 31, 32, 32, 8, 16}, {64, 64, 64, 64, 16, 16}, {97, 97, 64, 33, 32, 64},
+    {100, 131, 16, 16, 7, 11},   {3, 10, 8, 12, 2, 3},    {50, 50, 8, 8, 64, 64},   {257, 257, 32, 32, 64, 64},
     {211, 211, 128, 64, 37, 53},
 };
 
@@ -112,7 +112,8 @@ TEST_SUITE("05_flash_cpu") {
     const oracle::Mat expected = oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V));
     const double tol = 2.0 * full_attention_error(Q, K, V, false, expected) + kFloor;
     for (std::size_t B_r : {1, 2, 9, 45, 100})
-      for (std::size_t B_c : {1, 4, 44, 45, 46}) CHECK_ALLCLOSE(attn::flash_attention(Q, K, V, false, B_r, B_c).O, expected, tol, 0.0);
+      for (std::size_t B_c : {1, 4, 44, 45, 46})
+        CHECK_ALLCLOSE(attn::flash_attention(Q, K, V, false, B_r, B_c).O, expected, tol, 0.0);
   }
 
   TEST_CASE("flash_attention stays finite and exact with logits of size 1e4") {
@@ -120,13 +121,15 @@ TEST_SUITE("05_flash_cpu") {
     const Matrix Q = rng.normal(19, 4, 0.0f, 2000.0f), K = rng.normal(23, 4), V = rng.normal(23, 3);  // |s| ~ 1e4
     for (const bool causal : {false, true}) {
       const std::vector<bool> allowed = oracle::causal_allowed(19, 23);
-      const oracle::Mat expected = oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), causal ? &allowed : nullptr);
+      const oracle::Mat expected =
+          oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), causal ? &allowed : nullptr);
       const double tol = 2.0 * full_attention_error(Q, K, V, causal, expected) + kFloor;
       const attn::FlashOutput out = attn::flash_attention(Q, K, V, causal, 4, 5);
       CHECK(xt::all(xt::isfinite(out.O)));
       CHECK_ALLCLOSE(out.O, expected, tol, 0.0);
       // lse ≈ 1e4 in float32: relative rounding of the score, 2^-24·d_k·Σ|q k| / |s| ≲ 1e-6.
-      CHECK_ALLCLOSE(out.lse, oracle::log_sum_exp_rows(to_oracle(Q), to_oracle(K), causal ? &allowed : nullptr), 1e-3, 1e-6);
+      CHECK_ALLCLOSE(out.lse, oracle::log_sum_exp_rows(to_oracle(Q), to_oracle(K), causal ? &allowed : nullptr), 1e-3,
+                     1e-6);
     }
   }
 
@@ -143,14 +146,15 @@ TEST_SUITE("05_flash_cpu") {
     const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 3}), V = xt::zeros<float>({5, 2});
     CHECK_THROWS_WITH_AS(attn::flash_attention(Q, xt::zeros<float>({5, 2}), V, false, 2, 2),
                          doctest::Contains("(5, 2)"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::flash_attention(Q, K, xt::zeros<float>({4, 2}), false, 2, 2), doctest::Contains("(4, 2)"),
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::flash_attention(Q, K, xt::zeros<float>({4, 2}), false, 2, 2),
+                         doctest::Contains("(4, 2)"), std::invalid_argument);
     CHECK_THROWS_AS(attn::flash_attention(Q, K, V, false, 0, 2), std::invalid_argument);
     CHECK_THROWS_AS(attn::flash_attention(Q, K, V, false, 2, 0), std::invalid_argument);
     CHECK_THROWS_AS(attn::flash_attention(K, Q, xt::zeros<float>({4, 2}), true, 2, 2), std::invalid_argument);
     Matrix bad = K;
     bad(2, 1) = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_WITH_AS(attn::flash_attention(Q, bad, V, false, 2, 2), doctest::Contains("nan"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::flash_attention(Q, bad, V, false, 2, 2), doctest::Contains("nan"),
+                         std::invalid_argument);
     CHECK_THROWS_WITH_AS(attn::ch05::flash_attention_fast(Q, bad, V, false), doctest::Contains("nan"),
                          std::invalid_argument);
     bad(2, 1) = std::numeric_limits<float>::infinity();
@@ -171,7 +175,8 @@ TEST_SUITE("05_flash_cpu") {
     }
     CHECK_THROWS_AS(attn::attention_row(Q, K, xt::zeros<float>({37}), 37, false), std::invalid_argument);
     CHECK_THROWS_AS(attn::attention_row(Q, K, xt::zeros<float>({36}), 0, false), std::invalid_argument);
-    const Vector none = attn::attention_row(Q, K, Vector(Vector::shape_type{37}, -std::numeric_limits<float>::infinity()), 3, false);
+    const Vector none =
+        attn::attention_row(Q, K, Vector(Vector::shape_type{37}, -std::numeric_limits<float>::infinity()), 3, false);
     CHECK(xt::all(xt::equal(none, 0.0f)));
   }
 
@@ -227,7 +232,8 @@ TEST_SUITE("05_flash_cpu") {
     CHECK(state.l(0) == 0.0f);
     CHECK(xt::all(xt::isfinite(state.acc)));
     // Row 1 must equal the state over keys {0, 1, 3, 4} alone.
-    const Matrix K_seen = xt::view(K, xt::keep(0, 1, 3, 4), xt::all()), V_seen = xt::view(V, xt::keep(0, 1, 3, 4), xt::all());
+    const Matrix K_seen = xt::view(K, xt::keep(0, 1, 3, 4), xt::all()),
+                 V_seen = xt::view(V, xt::keep(0, 1, 3, 4), xt::all());
     const Matrix q1 = xt::view(Q, xt::range(1, 2), xt::all());
     const oracle::State e = oracle::partial_state(to_oracle(q1), to_oracle(K_seen), to_oracle(V_seen), 0, 4);
     CHECK(state.m(1) == doctest::Approx(e.m[0]).epsilon(1e-6));

@@ -39,7 +39,8 @@ struct OnlineState {
 /// The state of \p rows query rows that have seen no key yet: m = -inf, ℓ = 0, acc = 0 (rows, d_v).
 inline OnlineState empty_state(std::size_t rows, std::size_t d_v) {
   return OnlineState{Vector(xt::xtensor<float, 1>::shape_type{rows}, -std::numeric_limits<float>::infinity()),
-                     Vector(xt::xtensor<float, 1>::shape_type{rows}, 0.0f), Matrix(Matrix::shape_type{rows, d_v}, 0.0f)};
+                     Vector(xt::xtensor<float, 1>::shape_type{rows}, 0.0f),
+                     Matrix(Matrix::shape_type{rows, d_v}, 0.0f)};
 }
 
 /// Merges the states of the same query rows over two disjoint sets of keys into their state over the

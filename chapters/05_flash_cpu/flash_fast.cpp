@@ -160,7 +160,8 @@ void run(const Problem& p, const FastConfig& cfg) {
     Scratch w{std::vector<float>(cfg.B_r * cfg.B_c), std::vector<float>(cfg.B_r), std::vector<float>(cfg.B_r)};
     try {
       // Item t: the query block T_r - 1 - t / h, counted from the end (the costliest under a causal mask).
-      for (std::size_t t = next++; t < items; t = next++) attend_block(p, cfg, t % p.h, (T_r - 1 - t / p.h) * cfg.B_r, w);
+      for (std::size_t t = next++; t < items; t = next++)
+        attend_block(p, cfg, t % p.h, (T_r - 1 - t / p.h) * cfg.B_r, w);
     } catch (...) {
       const std::lock_guard<std::mutex> lock(failure_mutex);
       failure = std::current_exception();
@@ -178,9 +179,9 @@ void run(const Problem& p, const FastConfig& cfg) {
 // [fast_threads]
 
 void check(const char* where, std::size_t n_q, std::size_t n_kv, bool causal, const FastConfig& cfg) {
-  require(cfg.B_r > 0 && cfg.B_c > 0 && cfg.threads > 0,
-          fmt::format("{}: B_r = {}, B_c = {}, threads = {}; all must be positive", where, cfg.B_r, cfg.B_c,
-                      cfg.threads));
+  require(
+      cfg.B_r > 0 && cfg.B_c > 0 && cfg.threads > 0,
+      fmt::format("{}: B_r = {}, B_c = {}, threads = {}; all must be positive", where, cfg.B_r, cfg.B_c, cfg.threads));
   require(!causal || n_q <= n_kv,
           fmt::format("{}: causal with {} queries but only {} keys; n_q <= n_kv", where, n_q, n_kv));
 }
@@ -199,7 +200,8 @@ FlashHeadsOutput flash_attention_fast(const Tensor3& Q, const Tensor3& K, const 
   require_finite("flash_attention_fast", "K", K.data(), K.size());
   require_finite("flash_attention_fast", "V", V.data(), V.size());
   FlashHeadsOutput out{Tensor3(Tensor3::shape_type{h, n_q, d_v}), Matrix(Matrix::shape_type{h, n_q})};
-  if (h * n_q > 0) run({Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), h, n_q, n_kv, d_k, d_v, causal}, config);
+  if (h * n_q > 0)
+    run({Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), h, n_q, n_kv, d_k, d_v, causal}, config);
   return out;
 }
 
@@ -215,7 +217,8 @@ FlashOutput flash_attention_fast(const Matrix& Q, const Matrix& K, const Matrix&
   require_finite("flash_attention_fast", "K", K.data(), K.size());
   require_finite("flash_attention_fast", "V", V.data(), V.size());
   FlashOutput out{Matrix(Matrix::shape_type{n_q, d_v}), Vector(Vector::shape_type{n_q})};
-  if (n_q > 0) run({Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), 1, n_q, n_kv, d_k, d_v, causal}, config);
+  if (n_q > 0)
+    run({Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), 1, n_q, n_kv, d_k, d_v, causal}, config);
   return out;
 }
 

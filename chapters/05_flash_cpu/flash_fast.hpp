@@ -12,7 +12,7 @@ namespace attn::ch05 {
 
 /// How the fast kernel cuts the work.
 struct FastConfig {
-  std::size_t B_r = 64;   ///< query rows per block: one work item is (head, query block)
+  std::size_t B_r = 128;  ///< query rows per block: one work item is (head, query block)
   std::size_t B_c = 512;  ///< keys per tile: the score tile (B_r, B_c) stays in the core's L2 cache
   int threads = 2;        ///< std::threads; OpenBLAS runs single-threaded inside them, so 2 threads = 2 cores
 };

@@ -29,7 +29,8 @@ void FastMemory::allocate(std::size_t floats) { hold(floats); }
 void FastMemory::store(std::size_t floats) { count_.writes += floats; }
 
 void FastMemory::release(std::size_t floats) {
-  require(floats <= resident_, fmt::format("FastMemory: releasing {} floats but only {} are resident", floats, resident_));
+  require(floats <= resident_,
+          fmt::format("FastMemory: releasing {} floats but only {} are resident", floats, resident_));
   resident_ -= floats;
 }
 
@@ -118,15 +119,15 @@ IoCount simulate_tiled(std::size_t n, std::size_t d, std::size_t M, TilePlan pla
   FastMemory fast(M);
   for (std::size_t r0 = 0; r0 < n; r0 += plan.B_r) {
     const std::size_t rows = std::min(plan.B_r, n - r0);
-    fast.load(rows * d);                      // Q_i
-    fast.allocate(rows * d + 2 * rows);       // O_i, m, ℓ: live in fast memory for the whole inner loop
+    fast.load(rows * d);                 // Q_i
+    fast.allocate(rows * d + 2 * rows);  // O_i, m, ℓ: live in fast memory for the whole inner loop
     for (std::size_t c0 = 0; c0 < n; c0 += plan.B_c) {
       const std::size_t cols = std::min(plan.B_c, n - c0);
-      fast.load(2 * cols * d);                // K_j, V_j
-      fast.allocate(rows * cols);             // S_ij, then P_ij: never leaves fast memory
+      fast.load(2 * cols * d);     // K_j, V_j
+      fast.allocate(rows * cols);  // S_ij, then P_ij: never leaves fast memory
       fast.release(2 * cols * d + rows * cols);
     }
-    fast.store(rows * d + rows);              // O_i and its log-sum-exp, once
+    fast.store(rows * d + rows);  // O_i and its log-sum-exp, once
     fast.release(2 * rows * d + 2 * rows);
   }
   return fast.count();

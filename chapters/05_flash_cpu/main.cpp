@@ -46,7 +46,8 @@ std::string sci(double v) { return fmt::format("{:.3g}", v); }
 void online_softmax_one_row() {
   attn::heading("The online softmax: one row, four keys at a time");
   attn::Rng rng(5);
-  const Matrix q = rng.normal(1, 8), K = rng.normal(12, 8, 0.0f, 1.5f), V = rng.normal(12, 2);  // (1, 8) (12, 8) (12, 2)
+  const Matrix q = rng.normal(1, 8), K = rng.normal(12, 8, 0.0f, 1.5f),
+               V = rng.normal(12, 2);  // (1, 8) (12, 8) (12, 2)
   attn::OnlineState state = attn::empty_state(1, 2);
   attn::Table table({"keys seen", "block max", "m", "rescale e^(m_old-m)", "ℓ", "acc / ℓ"});
   for (std::size_t c0 = 0; c0 < 12; c0 += 4) {
@@ -56,9 +57,10 @@ void online_softmax_one_row() {
     const float m_old = state.m(0);
     attn::tile_step(state, q, K_j, V_j);
     const double rescale = std::isinf(m_old) ? 0.0 : std::exp(static_cast<double>(m_old - state.m(0)));
-    table.add_row({fmt::format("{}..{}", c0, c0 + 3), fmt::format("{:.3f}", block_max), fmt::format("{:.3f}", state.m(0)),
-                   std::isinf(m_old) ? "(first block)" : fmt::format("{:.4f}", rescale), fmt::format("{:.4f}", state.l(0)),
-                   fmt::format("({:.4f}, {:.4f})", state.acc(0, 0) / state.l(0), state.acc(0, 1) / state.l(0))});
+    table.add_row(
+        {fmt::format("{}..{}", c0, c0 + 3), fmt::format("{:.3f}", block_max), fmt::format("{:.3f}", state.m(0)),
+         std::isinf(m_old) ? "(first block)" : fmt::format("{:.4f}", rescale), fmt::format("{:.4f}", state.l(0)),
+         fmt::format("({:.4f}, {:.4f})", state.acc(0, 0) / state.l(0), state.acc(0, 1) / state.l(0))});
   }
   table.print();
   const Matrix full = attn::scaled_dot_product_attention(q, K, V);  // (1, 2)
@@ -73,7 +75,8 @@ Matrix causal_tile_map(std::size_t n, std::size_t B_r, std::size_t B_c) {
   Matrix map = xt::zeros<float>({T_r, T_c});  // (T_r, T_c)
   for (std::size_t i = 0; i < T_r; ++i)
     for (std::size_t j = 0; j < T_c; ++j) {
-      const std::size_t r0 = i * B_r, r_last = std::min(n, r0 + B_r) - 1, c0 = j * B_c, c_last = std::min(n, c0 + B_c) - 1;
+      const std::size_t r0 = i * B_r, r_last = std::min(n, r0 + B_r) - 1, c0 = j * B_c,
+                        c_last = std::min(n, c0 + B_c) - 1;
       map(i, j) = c0 > r_last ? 0.0f : c_last > r0 ? 0.5f : 1.0f;
     }
   return map;
@@ -86,8 +89,8 @@ void tiled_equals_full(const attn::Chapter& chapter) {
   const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // (n, d) each
   attn::Table table({"mask", "B_r", "B_c", "max |O_flash - O_full|", "max |lse - log Σ exp S|"});
   for (const bool causal : {false, true}) {
-    const attn::Mask mask = causal ? attn::causal_mask(n, n) : attn::Mask();       // (n, n) or none
-    const Matrix O_full = attn::scaled_dot_product_attention(Q, K, V, mask);       // (n, d)
+    const attn::Mask mask = causal ? attn::causal_mask(n, n) : attn::Mask();           // (n, n) or none
+    const Matrix O_full = attn::scaled_dot_product_attention(Q, K, V, mask);           // (n, d)
     const attn::FlashOutput flash = attn::flash_attention(Q, K, V, causal, B_r, B_c);  // O (n, d), lse (n)
     Matrix S = attn::scaled_scores(Q, K);  // (n, n), only to check the log-sum-exp here
     double lse_err = 0.0;
@@ -127,13 +130,14 @@ void row_from_lse() {
   const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // the same (n, d) inputs
   const attn::FlashOutput flash = attn::flash_attention(Q, K, V, true, 64, 96);
   const Vector row = attn::attention_row(Q, K, flash.lse, i, true);  // (n): O(n·d) work, no n×n matrix
-  const Matrix A = attn::softmax_rows(attn::scaled_scores(Q, K) +
-                                      xt::where(attn::causal_mask(n, n), 0.0f, -std::numeric_limits<float>::infinity()));
+  const Matrix A = attn::softmax_rows(
+      attn::scaled_scores(Q, K) + xt::where(attn::causal_mask(n, n), 0.0f, -std::numeric_limits<float>::infinity()));
   const Vector full_row = xt::row(A, i);  // (n), from the whole (n, n) matrix
-  fmt::print("row {} of the causal A: Σ_j A(i, j) = {:.6f}, nonzero entries {} (keys 0..{}), max |difference| with "
-             "chapter 02's softmax {:.1e}\n\n",
-             i, static_cast<double>(xt::sum(row)()), static_cast<std::size_t>(xt::sum(xt::not_equal(row, 0.0f))()), i,
-             static_cast<double>(xt::amax(xt::abs(row - full_row))()));
+  fmt::print(
+      "row {} of the causal A: Σ_j A(i, j) = {:.6f}, nonzero entries {} (keys 0..{}), max |difference| with "
+      "chapter 02's softmax {:.1e}\n\n",
+      i, static_cast<double>(xt::sum(row)()), static_cast<std::size_t>(xt::sum(xt::not_equal(row, 0.0f))()), i,
+      static_cast<double>(xt::amax(xt::abs(row - full_row))()));
 }
 // [recompute_row]
 
@@ -159,11 +163,14 @@ void long_sequence(const attn::Chapter& chapter, std::size_t n, std::size_t d, b
                seconds, attn::human_bytes(static_cast<double>(attn::peak_rss_bytes())));
   // Full attention needs S (and softmax's copy of it): refuse when that would take more than half of what
   // the machine has free, or more than 1 GiB in a default run.
-  const double need = 2.0 * score_bytes, limit = std::min(0.5 * static_cast<double>(attn::available_memory_bytes()), 1024.0 * 1024 * 1024);
+  const double need = 2.0 * score_bytes,
+               limit = std::min(0.5 * static_cast<double>(attn::available_memory_bytes()), 1024.0 * 1024 * 1024);
   if (need > limit) {
-    fmt::print("full attention refused: its score matrix alone is {} ({} with softmax's copy), more than this run allows "
-               "({}).\n\n",
-               attn::human_bytes(score_bytes), attn::human_bytes(need), chapter.book_mode() ? "1 GiB" : attn::human_bytes(limit));
+    fmt::print(
+        "full attention refused: its score matrix alone is {} ({} with softmax's copy), more than this run allows "
+        "({}).\n\n",
+        attn::human_bytes(score_bytes), attn::human_bytes(need),
+        chapter.book_mode() ? "1 GiB" : attn::human_bytes(limit));
     return;
   }
   const Matrix O_full = attn::scaled_dot_product_attention(Q, K, V, causal ? attn::causal_mask(n, n) : attn::Mask());
@@ -174,15 +181,17 @@ void long_sequence(const attn::Chapter& chapter, std::size_t n, std::size_t d, b
 // [io_sweep]
 void io_model(const attn::Chapter& chapter) {
   attn::heading("Counting what moves: the slow/fast memory model");
-  fmt::print("Floats moved between slow memory and a fast memory of M floats, n_q = n_kv = N, d_k = d_v = d.\n"
-             "std = standard attention (S and P written out); tiled = FlashAttention-2 order, B_r from the plan.\n");
+  fmt::print(
+      "Floats moved between slow memory and a fast memory of M floats, n_q = n_kv = N, d_k = d_v = d.\n"
+      "std = standard attention (S and P written out); tiled = FlashAttention-2 order, B_r from the plan.\n");
   const std::vector<std::size_t> Ns{256, 512, 1024, 2048, 4096, 8192}, ds{32, 64, 128}, Ms{8192, 32768, 131072};
   std::map<std::size_t, attn::Series> tiled_series;
   attn::Series standard_series{"standard, M = 32K", {}, {}}, ref_std{"N·d + N²", {}, {}, false},
       ref_tiled{"N²·d²/M, M = 32K", {}, {}, false};
   bool formula_agrees = true;
   for (std::size_t M : Ms) {
-    attn::Table table({"M", "d", "N", "B_r", "std floats", "std/(Nd+N²)", "tiled floats", "tiled/(N²d²/M)", "std/tiled"});
+    attn::Table table(
+        {"M", "d", "N", "B_r", "std floats", "std/(Nd+N²)", "tiled floats", "tiled/(N²d²/M)", "std/tiled"});
     for (std::size_t d : ds) {
       const ch05::TilePlan plan = ch05::plan_tiles(d, M);
       for (std::size_t N : Ns) {
@@ -191,8 +200,8 @@ void io_model(const attn::Chapter& chapter) {
         formula_agrees = formula_agrees && tiled.total() == attn::tiled_io_floats(N, d, plan.B_r);
         const double s = static_cast<double>(standard.total()), t = static_cast<double>(tiled.total());
         table.add_row({std::to_string(M), std::to_string(d), std::to_string(N), std::to_string(plan.B_r), sci(s),
-                       fmt::format("{:.2f}", s / (n * dd + n * n)), sci(t), fmt::format("{:.2f}", t / (n * n * dd * dd / m)),
-                       fmt::format("{:.1f}", s / t)});
+                       fmt::format("{:.2f}", s / (n * dd + n * n)), sci(t),
+                       fmt::format("{:.2f}", t / (n * n * dd * dd / m)), fmt::format("{:.1f}", s / t)});
         if (d == 64) {
           tiled_series[M].x.push_back(n);
           tiled_series[M].y.push_back(t);
@@ -212,8 +221,9 @@ void io_model(const attn::Chapter& chapter) {
   }
   fmt::print("tiled_io_floats (your formula) equals the simulator's count in every row: {}\n",
              formula_agrees ? "yes" : "NO");
-  fmt::print("Read the ratio columns: where they stay flat as N doubles, the count grows like the Θ beside it.\n"
-             "(When M ≥ N·d the whole of K and V fits, there is one query block, and tiled is just 4·N·d + N.)\n\n");
+  fmt::print(
+      "Read the ratio columns: where they stay flat as N doubles, the count grows like the Θ beside it.\n"
+      "(When M ≥ N·d the whole of K and V fits, there is one query block, and tiled is just 4·N·d + N.)\n\n");
   if (const auto path = chapter.figure_path("ch05_io_model.svg")) {
     attn::PlotSpec spec{"Floats moved, d = 64", "N (sequence length)", "floats moved", true, true, {}};
     spec.series.push_back(standard_series);
@@ -236,7 +246,7 @@ void io_model(const attn::Chapter& chapter) {
 constexpr std::size_t kHeads = 8, kD = 64;
 
 struct Inputs {
-  attn::Tensor3 Q, K, V;      // (h, n, d)
+  attn::Tensor3 Q, K, V;        // (h, n, d)
   std::vector<Matrix> q, k, v;  // the same, head by head (n, d)
 };
 
@@ -304,7 +314,8 @@ void sgemm_ceiling(benchmark::State& state) {
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     benchmark::DoNotOptimize(S.data());
   }
-  const double gflops = 2.0 * kHeads * static_cast<double>(n * n * kD) * static_cast<double>(state.iterations()) / seconds / 1e9;
+  const double gflops =
+      2.0 * kHeads * static_cast<double>(n * n * kD) * static_cast<double>(state.iterations()) / seconds / 1e9;
   ceiling_gflops()[n] = gflops;
   state.counters["GFLOPS"] = gflops;
   state.counters["pct_of_sgemm"] = 100.0;
@@ -317,7 +328,8 @@ void full(benchmark::State& state) {
   const attn::Mask mask = causal ? attn::causal_mask(n, n) : attn::Mask();
   attn::set_blas_threads(2);
   measure(state, attention_flops(n, causal), n, [&] {
-    for (std::size_t h = 0; h < kHeads; ++h) benchmark::DoNotOptimize(attn::scaled_dot_product_attention(in.q[h], in.k[h], in.v[h], mask));
+    for (std::size_t h = 0; h < kHeads; ++h)
+      benchmark::DoNotOptimize(attn::scaled_dot_product_attention(in.q[h], in.k[h], in.v[h], mask));
   });
 }
 
@@ -341,9 +353,21 @@ void flash_fast(benchmark::State& state) {
 }
 
 BENCHMARK(sgemm_ceiling)->ArgName("n")->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(full)->ArgNames({"n", "causal"})->ArgsProduct({{1024, 4096}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(flash_simple)->ArgNames({"n", "causal"})->ArgsProduct({{1024, 4096}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(flash_fast)->ArgNames({"n", "causal"})->ArgsProduct({{1024, 4096}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(full)
+    ->ArgNames({"n", "causal"})
+    ->ArgsProduct({{1024, 4096}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(flash_simple)
+    ->ArgNames({"n", "causal"})
+    ->ArgsProduct({{1024, 4096}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(flash_fast)
+    ->ArgNames({"n", "causal"})
+    ->ArgsProduct({{1024, 4096}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 // [benchmarks]
 
 }  // namespace
@@ -352,7 +376,8 @@ int main(int argc, char** argv) {
   attn::Chapter chapter("ch05_flash_cpu", "Chapter 05: FlashAttention on the CPU");
   std::size_t n = 4096, d = 64;
   bool causal = false;
-  chapter.cli().add_option("--n", n, "Sequence length of the memory run (131072 is the seed's n = 100,000 case)")
+  chapter.cli()
+      .add_option("--n", n, "Sequence length of the memory run (131072 is the seed's n = 100,000 case)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   chapter.cli().add_option("--d", d, "Head dimension d_k = d_v of the memory run")->check(CLI::Range(1, 1024));
   chapter.cli().add_flag("--causal", causal, "Use the causal mask in the memory run");

@@ -40,8 +40,9 @@ FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, b
   //   keys, tile_step (with the causal part of the mask where the diagonal crosses the tile; skip tiles
   //   wholly above it); then O = acc / ℓ and lse = m + log ℓ. Blocks at the end may be smaller.
   //   Reject bad shapes, B_r or B_c = 0, causal with n_q > n_kv, and NaN/Inf inputs (attn::require_finite).
-  throw not_implemented("flash_attention", kChapter,
-                        "two loops (query blocks outside, key blocks inside) around tile_step, one division at the end.");
+  throw not_implemented(
+      "flash_attention", kChapter,
+      "two loops (query blocks outside, key blocks inside) around tile_step, one division at the end.");
 }
 
 Vector attention_row(const Matrix& Q, const Matrix& K, const Vector& lse, std::size_t i, bool causal) {
@@ -52,8 +53,7 @@ Vector attention_row(const Matrix& Q, const Matrix& K, const Vector& lse, std::s
 
 std::size_t tiled_io_floats(std::size_t n, std::size_t d, std::size_t B_r) {
   // TODO(learner): count the floats read (Q once, K and V once per query block) and written (O and lse).
-  throw not_implemented("tiled_io_floats", kChapter,
-                        "how many query blocks are there, and what does each one read?");
+  throw not_implemented("tiled_io_floats", kChapter, "how many query blocks are there, and what does each one read?");
 }
 
 }  // namespace attn

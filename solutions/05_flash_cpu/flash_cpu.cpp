@@ -18,8 +18,8 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 void require_state_shapes(const char* where, const OnlineState& s) {
   require(s.m.shape(0) == s.l.shape(0) && s.acc.shape(0) == s.m.shape(0),
-          fmt::format("{}: a state's m is {}, ℓ is {} and acc is {}; they need one row each", where,
-                      shape_str(s.m), shape_str(s.l), shape_str(s.acc)));
+          fmt::format("{}: a state's m is {}, ℓ is {} and acc is {}; they need one row each", where, shape_str(s.m),
+                      shape_str(s.l), shape_str(s.acc)));
 }
 
 // e^{m_old - m_new}, the factor that moves a sum taken relative to m_old to one relative to m_new.
@@ -57,8 +57,7 @@ void tile_step(OnlineState& state, const Matrix& Q_i, const Matrix& K_j, const M
           fmt::format("tile_step: Q_i is {}, K_j is {} and V_j is {}; Q_i and K_j need the same d_k and V_j one "
                       "row per key",
                       shape_str(Q_i), shape_str(K_j), shape_str(V_j)));
-  require(state.m.shape(0) == B_r && state.l.shape(0) == B_r && state.acc.shape(0) == B_r &&
-              state.acc.shape(1) == d_v,
+  require(state.m.shape(0) == B_r && state.l.shape(0) == B_r && state.acc.shape(0) == B_r && state.acc.shape(1) == d_v,
           fmt::format("tile_step: the state has m {}, ℓ {}, acc {} but Q_i is {} and V_j is {}", shape_str(state.m),
                       shape_str(state.l), shape_str(state.acc), shape_str(Q_i), shape_str(V_j)));
   require(allowed.size() == 0 || (allowed.shape(0) == B_r && allowed.shape(1) == B_c),
@@ -108,7 +107,8 @@ FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, b
   require(Q.shape(1) == K.shape(1) && V.shape(0) == n_kv,
           fmt::format("flash_attention: Q is {}, K is {} and V is {}; Q and K need the same d_k and V one row per key",
                       shape_str(Q), shape_str(K), shape_str(V)));
-  require(B_r > 0 && B_c > 0, fmt::format("flash_attention: tile sizes must be positive, got B_r = {}, B_c = {}", B_r, B_c));
+  require(B_r > 0 && B_c > 0,
+          fmt::format("flash_attention: tile sizes must be positive, got B_r = {}, B_c = {}", B_r, B_c));
   require(!causal || n_q <= n_kv, fmt::format("flash_attention: causal with {} queries but only {} keys; the queries "
                                               "are the last n_q positions, so n_q <= n_kv",
                                               n_q, n_kv));
@@ -124,7 +124,7 @@ FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, b
     OnlineState state = empty_state(rows, d_v);                           // m, ℓ (rows), acc (rows, d_v)
     // Causal: the last row of this block sees keys up to r0 + rows - 1 + offset; later tiles are skipped.
     const std::size_t kv_end = causal ? std::min(n_kv, r0 + rows + offset) : n_kv;
-    for (std::size_t c0 = 0; c0 < kv_end; c0 += B_c) {  // inner loop: K_j, V_j stream past the block
+    for (std::size_t c0 = 0; c0 < kv_end; c0 += B_c) {      // inner loop: K_j, V_j stream past the block
       const std::size_t cols = std::min(B_c, kv_end - c0);  // the last tile may be short
       const Matrix K_j = xt::view(K, xt::range(c0, c0 + cols), xt::all());  // (cols, d_k)
       const Matrix V_j = xt::view(V, xt::range(c0, c0 + cols), xt::all());  // (cols, d_v)
@@ -150,8 +150,7 @@ Vector attention_row(const Matrix& Q, const Matrix& K, const Vector& lse, std::s
                       "per query",
                       shape_str(Q), shape_str(K), shape_str(lse)));
   require(i < n_q, fmt::format("attention_row: row {} asked for but Q has {} rows", i, n_q));
-  require(!causal || n_q <= n_kv,
-          fmt::format("attention_row: causal with {} queries but only {} keys", n_q, n_kv));
+  require(!causal || n_q <= n_kv, fmt::format("attention_row: causal with {} queries but only {} keys", n_q, n_kv));
   Vector a = xt::zeros<float>({n_kv});  // (n_kv)
   if (lse(i) == kMinusInf) return a;    // the row saw no key
   const std::size_t visible = causal ? i + (n_kv - n_q) + 1 : n_kv;
