@@ -36,7 +36,7 @@ struct OnlineState {
   Matrix acc;  ///< (rows, d_v) running Σ exp(s - m)·v: the output before its one division by ℓ
 };
 
-/// The state of \p rows query rows that have seen no key yet: m = -inf, ℓ = 0, acc = 0 (rows, d_v).
+/// The state of \p rows query rows that have seen no key yet: m = -inf, ℓ = 0, acc = 0 (\p rows, \p d_v).
 inline OnlineState empty_state(std::size_t rows, std::size_t d_v) {
   return OnlineState{Vector(xt::xtensor<float, 1>::shape_type{rows}, -std::numeric_limits<float>::infinity()),
                      Vector(xt::xtensor<float, 1>::shape_type{rows}, 0.0f),
@@ -47,7 +47,8 @@ inline OnlineState empty_state(std::size_t rows, std::size_t d_v) {
 /// union: m = max(m_a, m_b), ℓ = ℓ_a e^{m_a - m} + ℓ_b e^{m_b - m}, acc likewise. The merge is associative
 /// and commutative (up to float rounding), and empty_state() is its identity; rows that have seen no key
 /// in either state stay empty (never NaN).
-/// \param a, b states with m, ℓ (rows) and acc (rows, d_v) of the same shapes.
+/// \param a a state: m, ℓ (rows) and acc (rows, d_v).
+/// \param b a state of the same shapes, over other keys.
 /// \return the merged state, same shapes.
 /// \throws std::invalid_argument naming the shapes when a and b (or a state's own parts) differ.
 OnlineState merge_states(const OnlineState& a, const OnlineState& b);
@@ -70,7 +71,12 @@ void tile_step(OnlineState& state, const Matrix& Q_i, const Matrix& K_j, const M
 /// j ≤ i + (n_kv - n_q) (chapter 02's causal_mask()): tiles wholly above that diagonal are skipped and the
 /// tiles it crosses are masked. n_q and n_kv need not be multiples of B_r and B_c. Extra memory is
 /// O(B_r·B_c + B_r·d_v), never (n_q, n_kv).
-/// \param Q (n_q, d_k), \param K (n_kv, d_k), \param V (n_kv, d_v).
+/// \param Q (n_q, d_k) queries.
+/// \param K (n_kv, d_k) keys.
+/// \param V (n_kv, d_v) values.
+/// \param causal apply the causal mask.
+/// \param B_r query rows per block (≥ 1).
+/// \param B_c keys per block (≥ 1).
 /// \return O (n_q, d_v) and lse (n_q). A row that sees no key (n_kv = 0) gets zeros and lse = -inf.
 /// \throws std::invalid_argument naming the shapes when Q, K, V do not fit together, when B_r or B_c is 0,
 ///         when causal and n_q > n_kv, or naming the first NaN/Inf in Q, K or V.
@@ -80,7 +86,11 @@ FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, b
 /// Row \p i of the attention matrix A, recomputed from the queries, the keys and the log-sum-exp that
 /// flash_attention() returned: A(i, j) = exp(q_i·k_j / √d_k - lse_i), and 0 where \p causal hides key j.
 /// O(n_kv·d_k) work, no (n_q, n_kv) matrix: the debug view of a flash kernel, and what the backward pass uses.
-/// \param Q (n_q, d_k), \param K (n_kv, d_k), \param lse (n_q).
+/// \param Q (n_q, d_k) queries.
+/// \param K (n_kv, d_k) keys.
+/// \param lse (n_q) the log-sum-exp flash_attention() returned.
+/// \param i the row wanted, i < n_q.
+/// \param causal whether lse came from a causal run.
 /// \return (n_kv), summing to 1 (or all zeros when lse_i = -inf).
 /// \throws std::invalid_argument when the shapes do not fit, i ≥ n_q, or causal and n_q > n_kv.
 Vector attention_row(const Matrix& Q, const Matrix& K, const Vector& lse, std::size_t i, bool causal);
@@ -88,6 +98,9 @@ Vector attention_row(const Matrix& Q, const Matrix& K, const Vector& lse, std::s
 /// Floats the tiled forward (FlashAttention-2 order, non-causal, n_q = n_kv = \p n, d_k = d_v = \p d)
 /// moves between slow and fast memory in the chapter's IO model: every block of B_r query rows is read
 /// once, every key and value is read once per query block, and O and the log-sum-exp are written once.
+/// \param n sequence length (queries and keys).
+/// \param d head dimension.
+/// \param B_r query rows per block.
 /// \return reads + writes, in floats.
 /// \throws std::invalid_argument when B_r is 0.
 std::size_t tiled_io_floats(std::size_t n, std::size_t d, std::size_t B_r);

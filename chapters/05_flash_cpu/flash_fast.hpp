@@ -26,13 +26,24 @@ struct FlashHeadsOutput {
 /// FlashAttention forward over \p h heads at once, multithreaded over (head, query block).
 /// The same results as attn::flash_attention() head by head (up to float rounding; its exp is a
 /// vectorised polynomial within 2 ulp of std::exp, and values below e^-87 are treated as e^-87).
-/// \param Q (h, n_q, d_k), \param K (h, n_kv, d_k), \param V (h, n_kv, d_v).
+/// \param Q (h, n_q, d_k) queries, head by head.
+/// \param K (h, n_kv, d_k) keys.
+/// \param V (h, n_kv, d_v) values.
+/// \param causal query i sees key j only when j ≤ i + n_kv - n_q (chapter 02's causal_mask()).
+/// \param config block sizes and thread count.
+/// \return O (h, n_q, d_v) and lse (h, n_q).
 /// \throws std::invalid_argument naming the shapes when they do not fit, when a block size or the thread
 ///         count is 0, when causal and n_q > n_kv, or naming the first NaN/Inf of Q, K or V.
 FlashHeadsOutput flash_attention_fast(const Tensor3& Q, const Tensor3& K, const Tensor3& V, bool causal,
                                       const FastConfig& config = {});
 
-/// One head: Q (n_q, d_k), K (n_kv, d_k), V (n_kv, d_v) → O (n_q, d_v), lse (n_q); see above.
+/// One head; see the multi-head version above.
+/// \param Q (n_q, d_k) queries.
+/// \param K (n_kv, d_k) keys.
+/// \param V (n_kv, d_v) values.
+/// \param causal query i sees key j only when j ≤ i + n_kv - n_q.
+/// \param config block sizes and thread count.
+/// \return O (n_q, d_v) and lse (n_q).
 FlashOutput flash_attention_fast(const Matrix& Q, const Matrix& K, const Matrix& V, bool causal,
                                  const FastConfig& config = {});
 
