@@ -178,12 +178,18 @@ void run(const Problem& p, const FastConfig& cfg) {
 }
 // [fast_threads]
 
-void check(const char* where, std::size_t n_q, std::size_t n_kv, bool causal, const FastConfig& cfg) {
+/// Checks what both entry points share, then runs: \p p's pointers and sizes describe valid shapes.
+void check_and_run(const Problem& p, std::size_t elements_q, std::size_t elements_kv, const FastConfig& cfg) {
+  constexpr const char* where = "flash_attention_fast";
   require(
       cfg.B_r > 0 && cfg.B_c > 0 && cfg.threads > 0,
       fmt::format("{}: B_r = {}, B_c = {}, threads = {}; all must be positive", where, cfg.B_r, cfg.B_c, cfg.threads));
-  require(!causal || n_q <= n_kv,
-          fmt::format("{}: causal with {} queries but only {} keys; n_q <= n_kv", where, n_q, n_kv));
+  require(!p.causal || p.n_q <= p.n_kv,
+          fmt::format("{}: causal with {} queries but only {} keys; n_q <= n_kv", where, p.n_q, p.n_kv));
+  require_finite(where, "Q", p.Q, elements_q);
+  require_finite(where, "K", p.K, elements_kv);
+  require_finite(where, "V", p.V, p.h * p.n_kv * p.d_v);
+  if (p.h * p.n_q > 0) run(p, cfg);
 }
 
 }  // namespace
@@ -195,13 +201,9 @@ FlashHeadsOutput flash_attention_fast(const Tensor3& Q, const Tensor3& K, const 
           fmt::format("flash_attention_fast: Q is {}, K is {} and V is {}; they need the same heads, Q and K the "
                       "same d_k, V one row per key",
                       shape_str(Q), shape_str(K), shape_str(V)));
-  check("flash_attention_fast", n_q, n_kv, causal, config);
-  require_finite("flash_attention_fast", "Q", Q.data(), Q.size());
-  require_finite("flash_attention_fast", "K", K.data(), K.size());
-  require_finite("flash_attention_fast", "V", V.data(), V.size());
   FlashHeadsOutput out{Tensor3(Tensor3::shape_type{h, n_q, d_v}), Matrix(Matrix::shape_type{h, n_q})};
-  if (h * n_q > 0)
-    run({Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), h, n_q, n_kv, d_k, d_v, causal}, config);
+  check_and_run({Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), h, n_q, n_kv, d_k, d_v, causal}, Q.size(),
+                K.size(), config);
   return out;
 }
 
@@ -212,13 +214,9 @@ FlashOutput flash_attention_fast(const Matrix& Q, const Matrix& K, const Matrix&
           fmt::format("flash_attention_fast: Q is {}, K is {} and V is {}; Q and K need the same d_k, V one row "
                       "per key",
                       shape_str(Q), shape_str(K), shape_str(V)));
-  check("flash_attention_fast", n_q, n_kv, causal, config);
-  require_finite("flash_attention_fast", "Q", Q.data(), Q.size());
-  require_finite("flash_attention_fast", "K", K.data(), K.size());
-  require_finite("flash_attention_fast", "V", V.data(), V.size());
   FlashOutput out{Matrix(Matrix::shape_type{n_q, d_v}), Vector(Vector::shape_type{n_q})};
-  if (n_q > 0)
-    run({Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), 1, n_q, n_kv, d_k, d_v, causal}, config);
+  check_and_run({Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), 1, n_q, n_kv, d_k, d_v, causal}, Q.size(),
+                K.size(), config);
   return out;
 }
 
