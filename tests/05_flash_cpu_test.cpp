@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "02_qkv_trace/qkv_trace.hpp"
@@ -87,7 +88,14 @@ void check_state(const OnlineState& actual, const oracle::State& expected) {
 TEST_SUITE("05_flash_cpu") {
   TEST_CASE("flash_attention equals full attention within the FlashAttention tolerance, for any tiles and masks") {
     attn::Rng rng(51);
-    for (const Shape& s : kShapes) {
+    std::vector<Shape> shapes = kShapes;
+    std::uniform_int_distribution<std::size_t> small(1, 40), length(1, 90), width(1, 64);
+    for (int k = 0; k < 8; ++k) {  // and a few drawn at random (seeded: the same every run)
+      const std::size_t n_q = length(rng.engine());
+      shapes.push_back({n_q, n_q + small(rng.engine()) - 1, width(rng.engine()), width(rng.engine()),
+                        small(rng.engine()), small(rng.engine())});
+    }
+    for (const Shape& s : shapes) {
       const Matrix Q = rng.normal(s.n_q, s.d_k), K = rng.normal(s.n_kv, s.d_k), V = rng.normal(s.n_kv, s.d_v);
       for (const bool causal : {false, true}) {
         CAPTURE(s.n_q);
