@@ -12,7 +12,10 @@
 //      a polynomial (no -ffast-math, which would break the NaN/Inf handling the tests check).
 //   5. Causal: tiles past the diagonal are never visited, and the tile that crosses it is cut at the last
 //      key its block can see.
-// Measured by `ch05_flash_cpu bench` (the book's table): see book/05_flash_cpu.md.
+// Measured by `ch05_flash_cpu bench` (8 heads, n = 4096, d = 64, 2-core AMD EPYC; the book's table):
+// flash_fast 375 ms, 109% of the in-run attention-shaped sgemm rate; the exercise's flash_attention 838 ms
+// (2.2× slower, one thread); chapter 02's full attention 1476 ms (3.9× slower); causal 196 ms (1.9× faster
+// than without the mask).
 #include "05_flash_cpu/flash_fast.hpp"
 
 #include <algorithm>
