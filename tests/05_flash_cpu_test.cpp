@@ -86,6 +86,93 @@ void check_state(const OnlineState& actual, const oracle::State& expected) {
 }  // namespace
 
 TEST_SUITE("05_flash_cpu") {
+  TEST_CASE("the IO model counts what a hand count gives, and tiled_io_floats agrees with it") {
+    using attn::ch05::simulate_standard;
+    using attn::ch05::simulate_tiled;
+    // n = 4, d = 2, B_r = 2: Q 8, K and V 2 blocks × 16, O 8, lse 4 = 52 floats.
+    CHECK(attn::tiled_io_floats(4, 2, 2) == 52);
+    CHECK(simulate_tiled(4, 2, 64, {2, 2}).total() == 52);
+    CHECK(simulate_tiled(4, 2, 64, {2, 2}).writes == 12);
+    // n = 5, d = 1, B_r = 2: three query blocks (2, 2, 1): 5 + 3·10 + 5 + 5 = 45.
+    CHECK(attn::tiled_io_floats(5, 1, 2) == 45);
+    CHECK(simulate_tiled(5, 1, 64, {2, 3}).total() == 45);
+    // Standard attention, n = 4, d = 2, M = 16 (product blocks of 2 rows): S = QKᵀ reads Q 8 + K 2·8, writes
+    // S 16; softmax reads 16, writes 16; O = PV reads P 16 + V 2·8, writes O 8. 72 reads + 40 writes.
+    const attn::ch05::IoCount standard = simulate_standard(4, 2, 16);
+    CHECK(standard.reads == 72);
+    CHECK(standard.writes == 40);
+    // And the formula against the simulator on a sweep, with the simulator's own tile plan.
+    for (std::size_t n : {1, 7, 64, 100})
+      for (std::size_t d : {1, 8, 32}) {
+        const attn::ch05::TilePlan plan = attn::ch05::plan_tiles(d, 4096);
+        CHECK(simulate_tiled(n, d, 4096, plan).total() == attn::tiled_io_floats(n, d, plan.B_r));
+      }
+    CHECK_THROWS_AS(simulate_tiled(64, 32, 1024, {32, 32}), std::invalid_argument);  // does not fit in M
+    CHECK_THROWS_AS(attn::tiled_io_floats(4, 2, 0), std::invalid_argument);
+  }
+
+  TEST_CASE("merge_states over disjoint key ranges gives the state over their union, in any grouping") {
+    attn::Rng rng(55);
+    const Matrix Q = rng.normal(6, 8), K = rng.normal(30, 8, 0.0f, 3.0f), V = rng.normal(30, 5);
+    const auto part = [&](std::size_t b, std::size_t e) {
+      return oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), b, e);
+    };
+    const OnlineState a = to_state(part(0, 7)), b = to_state(part(7, 19)), c = to_state(part(19, 30));
+    const oracle::State all = part(0, 30);
+    check_state(attn::merge_states(attn::merge_states(a, b), c), all);  // (a·b)·c
+    check_state(attn::merge_states(a, attn::merge_states(b, c)), all);  // a·(b·c)
+    check_state(attn::merge_states(c, attn::merge_states(b, a)), all);  // and in another order
+  }
+
+  TEST_CASE("merge_states has the empty state as identity and keeps rows that saw nothing free of NaN") {
+    attn::Rng rng(56);
+    const Matrix Q = rng.normal(4, 8), K = rng.normal(9, 8), V = rng.normal(9, 3);
+    const oracle::State s = oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 9);
+    check_state(attn::merge_states(to_state(s), attn::empty_state(4, 3)), s);
+    check_state(attn::merge_states(attn::empty_state(4, 3), to_state(s)), s);
+    const OnlineState none = attn::merge_states(attn::empty_state(4, 3), attn::empty_state(4, 3));
+    check_state(none, oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 0));
+    CHECK_THROWS_AS(attn::merge_states(attn::empty_state(4, 3), attn::empty_state(5, 3)), std::invalid_argument);
+    CHECK_THROWS_AS(attn::merge_states(attn::empty_state(4, 3), attn::empty_state(4, 2)), std::invalid_argument);
+  }
+
+  TEST_CASE("tile_step over every key block reproduces the oracle's state, whatever the block size") {
+    attn::Rng rng(57);
+    const Matrix Q = rng.normal(5, 16), K = rng.normal(23, 16), V = rng.normal(23, 6);
+    const oracle::State expected = oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 23);
+    for (std::size_t B_c : {1, 4, 10, 23}) {
+      OnlineState state = attn::empty_state(5, 6);
+      for (std::size_t c0 = 0; c0 < 23; c0 += B_c) {
+        const std::size_t c1 = std::min<std::size_t>(23, c0 + B_c);
+        attn::tile_step(state, Q, xt::view(K, xt::range(c0, c1), xt::all()), xt::view(V, xt::range(c0, c1), xt::all()));
+      }
+      check_state(state, expected);
+    }
+  }
+
+  TEST_CASE("tile_step gives masked keys no weight and leaves a fully masked row unchanged") {
+    attn::Rng rng(58);
+    const Matrix Q = rng.normal(3, 4), K = rng.normal(6, 4), V = rng.normal(6, 2);
+    Mask allowed = xt::ones<bool>({3, 6});
+    xt::row(allowed, 0) = false;  // row 0 sees nothing in this tile
+    allowed(1, 5) = false;
+    allowed(1, 2) = false;
+    OnlineState state = attn::empty_state(3, 2);
+    attn::tile_step(state, Q, K, V, allowed);
+    CHECK(std::isinf(state.m(0)));
+    CHECK(state.l(0) == 0.0f);
+    CHECK(xt::all(xt::isfinite(state.acc)));
+    // Row 1 must equal the state over keys {0, 1, 3, 4} alone.
+    const Matrix K_seen = xt::view(K, xt::keep(0, 1, 3, 4), xt::all()),
+                 V_seen = xt::view(V, xt::keep(0, 1, 3, 4), xt::all());
+    const Matrix q1 = xt::view(Q, xt::range(1, 2), xt::all());
+    const oracle::State e = oracle::partial_state(to_oracle(q1), to_oracle(K_seen), to_oracle(V_seen), 0, 4);
+    CHECK(state.m(1) == doctest::Approx(e.m[0]).epsilon(1e-6));
+    CHECK(state.l(1) == doctest::Approx(e.l[0]).epsilon(1e-5));
+    CHECK_THROWS_AS(attn::tile_step(state, Q, xt::zeros<float>({6, 5}), V), std::invalid_argument);
+    CHECK_THROWS_AS(attn::tile_step(state, Q, K, V, xt::ones<bool>({3, 5})), std::invalid_argument);
+  }
+
   TEST_CASE("flash_attention equals full attention within the FlashAttention tolerance, for any tiles and masks") {
     attn::Rng rng(51);
     std::vector<Shape> shapes = kShapes;
@@ -186,93 +273,6 @@ TEST_SUITE("05_flash_cpu") {
     const Vector none =
         attn::attention_row(Q, K, Vector(Vector::shape_type{37}, -std::numeric_limits<float>::infinity()), 3, false);
     CHECK(xt::all(xt::equal(none, 0.0f)));
-  }
-
-  TEST_CASE("merge_states over disjoint key ranges gives the state over their union, in any grouping") {
-    attn::Rng rng(55);
-    const Matrix Q = rng.normal(6, 8), K = rng.normal(30, 8, 0.0f, 3.0f), V = rng.normal(30, 5);
-    const auto part = [&](std::size_t b, std::size_t e) {
-      return oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), b, e);
-    };
-    const OnlineState a = to_state(part(0, 7)), b = to_state(part(7, 19)), c = to_state(part(19, 30));
-    const oracle::State all = part(0, 30);
-    check_state(attn::merge_states(attn::merge_states(a, b), c), all);  // (a·b)·c
-    check_state(attn::merge_states(a, attn::merge_states(b, c)), all);  // a·(b·c)
-    check_state(attn::merge_states(c, attn::merge_states(b, a)), all);  // and in another order
-  }
-
-  TEST_CASE("merge_states has the empty state as identity and keeps rows that saw nothing free of NaN") {
-    attn::Rng rng(56);
-    const Matrix Q = rng.normal(4, 8), K = rng.normal(9, 8), V = rng.normal(9, 3);
-    const oracle::State s = oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 9);
-    check_state(attn::merge_states(to_state(s), attn::empty_state(4, 3)), s);
-    check_state(attn::merge_states(attn::empty_state(4, 3), to_state(s)), s);
-    const OnlineState none = attn::merge_states(attn::empty_state(4, 3), attn::empty_state(4, 3));
-    check_state(none, oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 0));
-    CHECK_THROWS_AS(attn::merge_states(attn::empty_state(4, 3), attn::empty_state(5, 3)), std::invalid_argument);
-    CHECK_THROWS_AS(attn::merge_states(attn::empty_state(4, 3), attn::empty_state(4, 2)), std::invalid_argument);
-  }
-
-  TEST_CASE("tile_step over every key block reproduces the oracle's state, whatever the block size") {
-    attn::Rng rng(57);
-    const Matrix Q = rng.normal(5, 16), K = rng.normal(23, 16), V = rng.normal(23, 6);
-    const oracle::State expected = oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 23);
-    for (std::size_t B_c : {1, 4, 10, 23}) {
-      OnlineState state = attn::empty_state(5, 6);
-      for (std::size_t c0 = 0; c0 < 23; c0 += B_c) {
-        const std::size_t c1 = std::min<std::size_t>(23, c0 + B_c);
-        attn::tile_step(state, Q, xt::view(K, xt::range(c0, c1), xt::all()), xt::view(V, xt::range(c0, c1), xt::all()));
-      }
-      check_state(state, expected);
-    }
-  }
-
-  TEST_CASE("tile_step gives masked keys no weight and leaves a fully masked row unchanged") {
-    attn::Rng rng(58);
-    const Matrix Q = rng.normal(3, 4), K = rng.normal(6, 4), V = rng.normal(6, 2);
-    Mask allowed = xt::ones<bool>({3, 6});
-    xt::row(allowed, 0) = false;  // row 0 sees nothing in this tile
-    allowed(1, 5) = false;
-    allowed(1, 2) = false;
-    OnlineState state = attn::empty_state(3, 2);
-    attn::tile_step(state, Q, K, V, allowed);
-    CHECK(std::isinf(state.m(0)));
-    CHECK(state.l(0) == 0.0f);
-    CHECK(xt::all(xt::isfinite(state.acc)));
-    // Row 1 must equal the state over keys {0, 1, 3, 4} alone.
-    const Matrix K_seen = xt::view(K, xt::keep(0, 1, 3, 4), xt::all()),
-                 V_seen = xt::view(V, xt::keep(0, 1, 3, 4), xt::all());
-    const Matrix q1 = xt::view(Q, xt::range(1, 2), xt::all());
-    const oracle::State e = oracle::partial_state(to_oracle(q1), to_oracle(K_seen), to_oracle(V_seen), 0, 4);
-    CHECK(state.m(1) == doctest::Approx(e.m[0]).epsilon(1e-6));
-    CHECK(state.l(1) == doctest::Approx(e.l[0]).epsilon(1e-5));
-    CHECK_THROWS_AS(attn::tile_step(state, Q, xt::zeros<float>({6, 5}), V), std::invalid_argument);
-    CHECK_THROWS_AS(attn::tile_step(state, Q, K, V, xt::ones<bool>({3, 5})), std::invalid_argument);
-  }
-
-  TEST_CASE("the IO model counts what a hand count gives, and tiled_io_floats agrees with it") {
-    using attn::ch05::simulate_standard;
-    using attn::ch05::simulate_tiled;
-    // n = 4, d = 2, B_r = 2: Q 8, K and V 2 blocks × 16, O 8, lse 4 = 52 floats.
-    CHECK(attn::tiled_io_floats(4, 2, 2) == 52);
-    CHECK(simulate_tiled(4, 2, 64, {2, 2}).total() == 52);
-    CHECK(simulate_tiled(4, 2, 64, {2, 2}).writes == 12);
-    // n = 5, d = 1, B_r = 2: three query blocks (2, 2, 1): 5 + 3·10 + 5 + 5 = 45.
-    CHECK(attn::tiled_io_floats(5, 1, 2) == 45);
-    CHECK(simulate_tiled(5, 1, 64, {2, 3}).total() == 45);
-    // Standard attention, n = 4, d = 2, M = 16 (product blocks of 2 rows): S = QKᵀ reads Q 8 + K 2·8, writes
-    // S 16; softmax reads 16, writes 16; O = PV reads P 16 + V 2·8, writes O 8. 72 reads + 40 writes.
-    const attn::ch05::IoCount standard = simulate_standard(4, 2, 16);
-    CHECK(standard.reads == 72);
-    CHECK(standard.writes == 40);
-    // And the formula against the simulator on a sweep, with the simulator's own tile plan.
-    for (std::size_t n : {1, 7, 64, 100})
-      for (std::size_t d : {1, 8, 32}) {
-        const attn::ch05::TilePlan plan = attn::ch05::plan_tiles(d, 4096);
-        CHECK(simulate_tiled(n, d, 4096, plan).total() == attn::tiled_io_floats(n, d, plan.B_r));
-      }
-    CHECK_THROWS_AS(simulate_tiled(64, 32, 1024, {32, 32}), std::invalid_argument);  // does not fit in M
-    CHECK_THROWS_AS(attn::tiled_io_floats(4, 2, 0), std::invalid_argument);
   }
 
   TEST_CASE("the fast kernel matches the oracle with 1 and 2 threads, and its log-sum-exp recomputes A's rows") {
