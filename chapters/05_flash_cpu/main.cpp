@@ -179,7 +179,6 @@ void long_sequence(const attn::Chapter& chapter, std::size_t n, std::size_t d, b
 }
 // [long_run]
 
-// [io_sweep]
 void io_model(const attn::Chapter& chapter) {
   attn::heading("Counting what moves: the slow/fast memory model");
   fmt::print(
@@ -238,12 +237,10 @@ void io_model(const attn::Chapter& chapter) {
     chapter.announce_figure(*path);
   }
 }
-// [io_sweep]
 
 // ---------------------------------------------------------------------------------------------------------
 // Benchmarks: `ch05_flash_cpu bench`. 8 heads, d = 64, FLOPs counted as the FlashAttention papers do:
 // 4·n²·d per head (two products), half of it under a causal mask.
-// [benchmarks]
 constexpr std::size_t kHeads = 8, kD = 64;
 
 struct Inputs {
@@ -384,7 +381,6 @@ BENCHMARK(flash_fast)
     ->ArgsProduct({{1024, 4096}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-// [benchmarks]
 
 }  // namespace
 
