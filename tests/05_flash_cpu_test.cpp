@@ -1,0 +1,323 @@
+// Chapter 05's tests, run against both tracks. Expected values come from the float64 oracle
+// (tests/oracle/oracle.hpp, tests/oracle/05_flash_cpu_oracle.hpp) or from hand counts, never from the other
+// track. The fast kernel (chapter code) is checked the same way.
+//
+// Tolerances follow the FlashAttention papers' rule: the tiled result may be no further from float64 than
+// twice chapter 02's float32 full attention on the same input, plus a small absolute floor (kFloor) for
+// inputs where full attention happens to be almost exact. Both compute the same sums in float32, in a
+// different order: rounding of that size (n·2^-24 relative) is all that may differ.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "05_flash_cpu/flash_cpu.hpp"
+#include "05_flash_cpu/flash_fast.hpp"
+#include "05_flash_cpu/io_model.hpp"
+#include "attn/rng.hpp"
+#include "oracle/05_flash_cpu_oracle.hpp"
+#include "support/allclose.hpp"
+
+namespace {
+
+using attn::Mask;
+using attn::Matrix;
+using attn::OnlineState;
+using attn::Vector;
+using attn::test::to_oracle;
+namespace oracle = attn::oracle;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// A few float32 ulps of outputs of size ~1 (2^-24 ≈ 6e-8 each).
+constexpr double kFloor = 1e-6;
+
+double max_abs_error(const Matrix& actual, const oracle::Mat& expected) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < actual.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(actual.data()[i]) - expected.v[i]));
+  return worst;
+}
+
+/// Chapter 02's full attention: its error against float64 sets the tolerance of the tiled versions.
+double full_attention_error(const Matrix& Q, const Matrix& K, const Matrix& V, bool causal,
+                            const oracle::Mat& expected) {
+  const Mask mask = causal ? attn::causal_mask(Q.shape(0), K.shape(0)) : Mask();
+  return max_abs_error(attn::scaled_dot_product_attention(Q, K, V, mask), expected);
+}
+
+// The log-sum-exp of float32 scores: the scores carry d_k·2^-24 relative error each (|s| ≲ 10 here) and
+// log ℓ adds n·2^-24; 1e-5 absolute and relative covers both for n ≤ 300.
+constexpr double kLseTol = 1e-5;
+
+struct Shape {
+  std::size_t n_q, n_kv, d_k, d_v, B_r, B_c;
+};
+
+// n = 1, primes, sizes that are not multiples of the tiles, tiles larger than n, n_q < n_kv.
+const std::vector<Shape> kShapes = {
+    {1, 1, 1, 1, 1, 1},          {1, 1, 8, 8, 4, 4},      {2, 2, 4, 4, 1, 1},       {7, 7, 16, 5, 3, 2},
+    {13, 13, 8, 8, 4, 5},        {31, 31, 32, 32, 8, 16}, {64, 64, 64, 64, 16, 16}, {97, 97, 64, 33, 32, 64},
+    {100, 131, 16, 16, 7, 11},   {3, 10, 8, 12, 2, 3},    {50, 50, 8, 8, 64, 64},   {257, 257, 32, 32, 64, 64},
+    {211, 211, 128, 64, 37, 53},
+};
+
+OnlineState to_state(const oracle::State& s) {
+  OnlineState out = attn::empty_state(s.m.size(), s.acc.cols);
+  for (std::size_t i = 0; i < s.m.size(); ++i) {
+    out.m(i) = static_cast<float>(s.m[i]);
+    out.l(i) = static_cast<float>(s.l[i]);
+  }
+  for (std::size_t i = 0; i < s.acc.v.size(); ++i) out.acc.data()[i] = static_cast<float>(s.acc.v[i]);
+  return out;
+}
+
+// A float32 state against the oracle's: m to float32 rounding of a score, ℓ and acc to the rounding of a
+// sum of ≤ 100 terms of size ≤ 1 (relative 100·2^-24 ≈ 6e-6).
+void check_state(const OnlineState& actual, const oracle::State& expected) {
+  CHECK_ALLCLOSE(actual.m, expected.m, 1e-6, 1e-6);
+  CHECK_ALLCLOSE(actual.l, expected.l, 1e-5, 1e-5);
+  CHECK_ALLCLOSE(actual.acc, expected.acc, 1e-5, 1e-5);
+}
+
+}  // namespace
+
+TEST_SUITE("05_flash_cpu") {
+  TEST_CASE("the IO model counts what a hand count gives, and tiled_io_floats agrees with it") {
+    using attn::ch05::simulate_standard;
+    using attn::ch05::simulate_tiled;
+    // n = 4, d = 2, B_r = 2: Q 8, K and V 2 blocks × 16, O 8, lse 4 = 52 floats.
+    CHECK(attn::tiled_io_floats(4, 2, 2) == 52);
+    CHECK(simulate_tiled(4, 2, 64, {2, 2}).total() == 52);
+    CHECK(simulate_tiled(4, 2, 64, {2, 2}).writes == 12);
+    // n = 5, d = 1, B_r = 2: three query blocks (2, 2, 1): 5 + 3·10 + 5 + 5 = 45.
+    CHECK(attn::tiled_io_floats(5, 1, 2) == 45);
+    CHECK(simulate_tiled(5, 1, 64, {2, 3}).total() == 45);
+    // Standard attention, n = 4, d = 2, M = 16 (product blocks of 2 rows): S = QKᵀ reads Q 8 + K 2·8, writes
+    // S 16; softmax reads 16, writes 16; O = PV reads P 16 + V 2·8, writes O 8. 72 reads + 40 writes.
+    const attn::ch05::IoCount standard = simulate_standard(4, 2, 16);
+    CHECK(standard.reads == 72);
+    CHECK(standard.writes == 40);
+    // And the formula against the simulator on a sweep, with the simulator's own tile plan.
+    for (std::size_t n : {1, 7, 64, 100})
+      for (std::size_t d : {1, 8, 32}) {
+        const attn::ch05::TilePlan plan = attn::ch05::plan_tiles(d, 4096);
+        CHECK(simulate_tiled(n, d, 4096, plan).total() == attn::tiled_io_floats(n, d, plan.B_r));
+      }
+    CHECK_THROWS_AS(simulate_tiled(64, 32, 1024, {32, 32}), std::invalid_argument);  // does not fit in M
+    CHECK_THROWS_AS(attn::tiled_io_floats(4, 2, 0), std::invalid_argument);
+  }
+
+  TEST_CASE("merge_states over disjoint key ranges gives the state over their union, in any grouping") {
+    attn::Rng rng(55);
+    const Matrix Q = rng.normal(6, 8), K = rng.normal(30, 8, 0.0f, 3.0f), V = rng.normal(30, 5);
+    const auto part = [&](std::size_t b, std::size_t e) {
+      return oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), b, e);
+    };
+    const OnlineState a = to_state(part(0, 7)), b = to_state(part(7, 19)), c = to_state(part(19, 30));
+    const oracle::State all = part(0, 30);
+    check_state(attn::merge_states(attn::merge_states(a, b), c), all);  // (a·b)·c
+    check_state(attn::merge_states(a, attn::merge_states(b, c)), all);  // a·(b·c)
+    check_state(attn::merge_states(c, attn::merge_states(b, a)), all);  // and in another order
+  }
+
+  TEST_CASE("merge_states has the empty state as identity and keeps rows that saw nothing free of NaN") {
+    attn::Rng rng(56);
+    const Matrix Q = rng.normal(4, 8), K = rng.normal(9, 8), V = rng.normal(9, 3);
+    const oracle::State s = oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 9);
+    check_state(attn::merge_states(to_state(s), attn::empty_state(4, 3)), s);
+    check_state(attn::merge_states(attn::empty_state(4, 3), to_state(s)), s);
+    const OnlineState none = attn::merge_states(attn::empty_state(4, 3), attn::empty_state(4, 3));
+    check_state(none, oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 0));
+    CHECK_THROWS_AS(attn::merge_states(attn::empty_state(4, 3), attn::empty_state(5, 3)), std::invalid_argument);
+    CHECK_THROWS_AS(attn::merge_states(attn::empty_state(4, 3), attn::empty_state(4, 2)), std::invalid_argument);
+  }
+
+  TEST_CASE("tile_step over every key block reproduces the oracle's state, whatever the block size") {
+    attn::Rng rng(57);
+    const Matrix Q = rng.normal(5, 16), K = rng.normal(23, 16), V = rng.normal(23, 6);
+    const oracle::State expected = oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 23);
+    for (std::size_t B_c : {1, 4, 10, 23}) {
+      OnlineState state = attn::empty_state(5, 6);
+      for (std::size_t c0 = 0; c0 < 23; c0 += B_c) {
+        const std::size_t c1 = std::min<std::size_t>(23, c0 + B_c);
+        attn::tile_step(state, Q, xt::view(K, xt::range(c0, c1), xt::all()), xt::view(V, xt::range(c0, c1), xt::all()));
+      }
+      check_state(state, expected);
+    }
+  }
+
+  TEST_CASE("tile_step gives masked keys no weight and leaves a fully masked row unchanged") {
+    attn::Rng rng(58);
+    const Matrix Q = rng.normal(3, 4), K = rng.normal(6, 4), V = rng.normal(6, 2);
+    Mask allowed = xt::ones<bool>({3, 6});
+    xt::row(allowed, 0) = false;  // row 0 sees nothing in this tile
+    allowed(1, 5) = false;
+    allowed(1, 2) = false;
+    OnlineState state = attn::empty_state(3, 2);
+    attn::tile_step(state, Q, K, V, allowed);
+    CHECK(std::isinf(state.m(0)));
+    CHECK(state.l(0) == 0.0f);
+    CHECK(xt::all(xt::isfinite(state.acc)));
+    // Row 1 must equal the state over keys {0, 1, 3, 4} alone.
+    const Matrix K_seen = xt::view(K, xt::keep(0, 1, 3, 4), xt::all()),
+                 V_seen = xt::view(V, xt::keep(0, 1, 3, 4), xt::all());
+    const Matrix q1 = xt::view(Q, xt::range(1, 2), xt::all());
+    const oracle::State e = oracle::partial_state(to_oracle(q1), to_oracle(K_seen), to_oracle(V_seen), 0, 4);
+    CHECK(state.m(1) == doctest::Approx(e.m[0]).epsilon(1e-6));
+    CHECK(state.l(1) == doctest::Approx(e.l[0]).epsilon(1e-5));
+    CHECK_THROWS_AS(attn::tile_step(state, Q, xt::zeros<float>({6, 5}), V), std::invalid_argument);
+    CHECK_THROWS_AS(attn::tile_step(state, Q, K, V, xt::ones<bool>({3, 5})), std::invalid_argument);
+  }
+
+  TEST_CASE("flash_attention equals full attention within the FlashAttention tolerance, for any tiles and masks") {
+    attn::Rng rng(51);
+    std::vector<Shape> shapes = kShapes;
+    std::uniform_int_distribution<std::size_t> small(1, 40), length(1, 90), width(1, 64);
+    for (int k = 0; k < 8; ++k) {  // and a few drawn at random (seeded: the same every run)
+      const std::size_t n_q = length(rng.engine());
+      shapes.push_back({n_q, n_q + small(rng.engine()) - 1, width(rng.engine()), width(rng.engine()),
+                        small(rng.engine()), small(rng.engine())});
+    }
+    for (const Shape& s : shapes) {
+      const Matrix Q = rng.normal(s.n_q, s.d_k), K = rng.normal(s.n_kv, s.d_k), V = rng.normal(s.n_kv, s.d_v);
+      for (const bool causal : {false, true}) {
+        CAPTURE(s.n_q);
+        CAPTURE(s.n_kv);
+        CAPTURE(s.B_r);
+        CAPTURE(s.B_c);
+        CAPTURE(causal);
+        const std::vector<bool> allowed = oracle::causal_allowed(s.n_q, s.n_kv);
+        const std::vector<bool>* mask = causal ? &allowed : nullptr;
+        const oracle::Mat expected = oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), mask);
+        const double tol = 2.0 * full_attention_error(Q, K, V, causal, expected) + kFloor;
+        const attn::FlashOutput out = attn::flash_attention(Q, K, V, causal, s.B_r, s.B_c);
+        CHECK_ALLCLOSE(out.O, expected, tol, 0.0);
+        CHECK_ALLCLOSE(out.lse, oracle::log_sum_exp_rows(to_oracle(Q), to_oracle(K), mask), kLseTol, kLseTol);
+      }
+    }
+  }
+
+  TEST_CASE("flash_attention does not depend on the tile sizes beyond rounding") {
+    attn::Rng rng(52);
+    const Matrix Q = rng.normal(45, 16), K = rng.normal(45, 16), V = rng.normal(45, 8);
+    const oracle::Mat expected = oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V));
+    const double tol = 2.0 * full_attention_error(Q, K, V, false, expected) + kFloor;
+    for (std::size_t B_r : {1, 2, 9, 45, 100})
+      for (std::size_t B_c : {1, 4, 44, 45, 46})
+        CHECK_ALLCLOSE(attn::flash_attention(Q, K, V, false, B_r, B_c).O, expected, tol, 0.0);
+  }
+
+  TEST_CASE("flash_attention stays finite and exact with logits of size 1e4") {
+    attn::Rng rng(53);
+    const Matrix Q = rng.normal(19, 4, 0.0f, 2000.0f), K = rng.normal(23, 4), V = rng.normal(23, 3);  // |s| ~ 1e4
+    for (const bool causal : {false, true}) {
+      const std::vector<bool> allowed = oracle::causal_allowed(19, 23);
+      const oracle::Mat expected =
+          oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), causal ? &allowed : nullptr);
+      const double tol = 2.0 * full_attention_error(Q, K, V, causal, expected) + kFloor;
+      const attn::FlashOutput out = attn::flash_attention(Q, K, V, causal, 4, 5);
+      CHECK(xt::all(xt::isfinite(out.O)));
+      CHECK_ALLCLOSE(out.O, expected, tol, 0.0);
+      // lse ≈ 1e4 in float32: relative rounding of the score, 2^-24·d_k·Σ|q k| / |s| ≲ 1e-6.
+      CHECK_ALLCLOSE(out.lse, oracle::log_sum_exp_rows(to_oracle(Q), to_oracle(K), causal ? &allowed : nullptr), 1e-3,
+                     1e-6);
+    }
+  }
+
+  TEST_CASE("flash_attention gives a query without keys zeros and a log-sum-exp of -inf") {
+    const Matrix Q = xt::ones<float>({3, 4}), K = xt::zeros<float>({0, 4}), V = xt::zeros<float>({0, 2});
+    const attn::FlashOutput out = attn::flash_attention(Q, K, V, false, 2, 2);
+    CHECK(out.O == Matrix(xt::zeros<float>({3, 2})));
+    CHECK_ALLCLOSE(out.lse, std::vector<double>(3, -kInf), 0.0, 0.0);
+    const attn::FlashOutput empty = attn::flash_attention(xt::zeros<float>({0, 4}), K, V, true, 2, 2);
+    CHECK(empty.O.shape(0) == 0);
+  }
+
+  TEST_CASE("flash_attention rejects bad shapes, zero tiles, causal with more queries than keys, and NaN") {
+    const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 3}), V = xt::zeros<float>({5, 2});
+    CHECK_THROWS_WITH_AS(attn::flash_attention(Q, xt::zeros<float>({5, 2}), V, false, 2, 2),
+                         doctest::Contains("(5, 2)"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::flash_attention(Q, K, xt::zeros<float>({4, 2}), false, 2, 2),
+                         doctest::Contains("(4, 2)"), std::invalid_argument);
+    CHECK_THROWS_AS(attn::flash_attention(Q, K, V, false, 0, 2), std::invalid_argument);
+    CHECK_THROWS_AS(attn::flash_attention(Q, K, V, false, 2, 0), std::invalid_argument);
+    CHECK_THROWS_AS(attn::flash_attention(K, Q, xt::zeros<float>({4, 2}), true, 2, 2), std::invalid_argument);
+    Matrix bad = K;
+    bad(2, 1) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(attn::flash_attention(Q, bad, V, false, 2, 2), doctest::Contains("nan"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::ch05::flash_attention_fast(Q, bad, V, false), doctest::Contains("nan"),
+                         std::invalid_argument);
+    bad(2, 1) = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_AS(attn::flash_attention(Q, bad, V, false, 2, 2), std::invalid_argument);
+  }
+
+  TEST_CASE("the log-sum-exp recomputes any row of the attention matrix without the n x n matrix") {
+    attn::Rng rng(54);
+    const Matrix Q = rng.normal(37, 16), K = rng.normal(41, 16), V = rng.normal(41, 8);
+    for (const bool causal : {false, true}) {
+      const std::vector<bool> allowed = oracle::causal_allowed(37, 41);
+      const oracle::Mat A = oracle::attention_matrix(to_oracle(Q), to_oracle(K), causal ? &allowed : nullptr);
+      const attn::FlashOutput out = attn::flash_attention(Q, K, V, causal, 8, 16);
+      for (std::size_t i : {0, 1, 17, 36}) {
+        // exp(s - lse) with s and lse each within ~1e-6 of float64: relative error ~2e-6 on every weight.
+        CHECK_ALLCLOSE(attn::attention_row(Q, K, out.lse, i, causal), A.row(i), 1e-6, 1e-5);
+      }
+    }
+    CHECK_THROWS_AS(attn::attention_row(Q, K, xt::zeros<float>({37}), 37, false), std::invalid_argument);
+    CHECK_THROWS_AS(attn::attention_row(Q, K, xt::zeros<float>({36}), 0, false), std::invalid_argument);
+    const Vector none =
+        attn::attention_row(Q, K, Vector(Vector::shape_type{37}, -std::numeric_limits<float>::infinity()), 3, false);
+    CHECK(xt::all(xt::equal(none, 0.0f)));
+  }
+
+  TEST_CASE("the fast kernel matches the oracle with 1 and 2 threads, and its log-sum-exp recomputes A's rows") {
+    attn::Rng rng(59);
+    for (const Shape& s : {Shape{1, 1, 8, 8, 0, 0}, Shape{67, 67, 64, 64, 0, 0}, Shape{130, 199, 32, 48, 0, 0},
+                           Shape{257, 257, 64, 64, 0, 0}}) {
+      const Matrix Q = rng.normal(s.n_q, s.d_k), K = rng.normal(s.n_kv, s.d_k), V = rng.normal(s.n_kv, s.d_v);
+      for (const bool causal : {false, true})
+        for (const int threads : {1, 2}) {
+          CAPTURE(s.n_q);
+          CAPTURE(causal);
+          CAPTURE(threads);
+          const std::vector<bool> allowed = oracle::causal_allowed(s.n_q, s.n_kv);
+          const std::vector<bool>* mask = causal ? &allowed : nullptr;
+          const oracle::Mat expected = oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), mask);
+          const double tol = 2.0 * full_attention_error(Q, K, V, causal, expected) + kFloor;
+          const attn::FlashOutput out = attn::ch05::flash_attention_fast(Q, K, V, causal, {16, 32, threads});
+          CHECK_ALLCLOSE(out.O, expected, tol, 0.0);
+          CHECK_ALLCLOSE(out.lse, oracle::log_sum_exp_rows(to_oracle(Q), to_oracle(K), mask), kLseTol, kLseTol);
+          const oracle::Mat A = oracle::attention_matrix(to_oracle(Q), to_oracle(K), mask);
+          const std::size_t last = s.n_q - 1;
+          CHECK_ALLCLOSE(attn::attention_row(Q, K, out.lse, last, causal), A.row(last), 1e-6, 1e-5);
+        }
+    }
+  }
+
+  TEST_CASE("the fast kernel over several heads equals flash_attention head by head") {
+    attn::Rng rng(60);
+    const std::size_t h = 3, n = 150, d = 32;
+    attn::Tensor3 Q = xt::zeros<float>({h, n, d}), K = Q, V = Q;
+    for (std::size_t k = 0; k < h; ++k) {
+      xt::view(Q, k) = rng.normal(n, d);
+      xt::view(K, k) = rng.normal(n, d);
+      xt::view(V, k) = rng.normal(n, d);
+    }
+    const attn::ch05::FlashHeadsOutput fast = attn::ch05::flash_attention_fast(Q, K, V, true, {32, 64, 2});
+    for (std::size_t k = 0; k < h; ++k) {
+      const Matrix Qk = xt::view(Q, k), Kk = xt::view(K, k), Vk = xt::view(V, k);
+      const std::vector<bool> allowed = oracle::causal_allowed(n, n);
+      const oracle::Mat expected = oracle::attention(to_oracle(Qk), to_oracle(Kk), to_oracle(Vk), &allowed);
+      const double tol = 2.0 * full_attention_error(Qk, Kk, Vk, true, expected) + kFloor;
+      CHECK_ALLCLOSE(Matrix(xt::view(fast.O, k)), expected, tol, 0.0);
+      // The contract's version agrees with the same oracle: both are FlashAttention, tiled differently.
+      CHECK_ALLCLOSE(attn::flash_attention(Qk, Kk, Vk, true, 16, 16).O, expected, tol, 0.0);
+    }
+    CHECK_THROWS_AS(attn::ch05::flash_attention_fast(Q, K, V, false, {0, 64, 2}), std::invalid_argument);
+  }
+}
