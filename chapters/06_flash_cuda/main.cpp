@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "05_flash_cpu/flash_cpu.hpp"
 #include "06_flash_cuda/flash_cuda.hpp"
 #include "06_flash_cuda/ladder.hpp"
 #include "attn/chapter.hpp"
@@ -179,26 +180,10 @@ Matrix head_of(const std::vector<float>& x, int h, int rows, int d) {
   return m;
 }
 
-// The CPU reference of one head: chapter 02's full attention and the row's log-sum-exp.
-// MERGE(ch05): once chapter 05 is merged, use attn::flash_attention(Q, K, V, causal, B_r, B_c) from
-// "05_flash_cpu/flash_cpu.hpp", whose FlashOutput carries O and lse, instead of this function.
-struct CpuReference {
-  Matrix O;                 // (n_q, d)
-  std::vector<double> lse;  // (n_q)
-};
-CpuReference cpu_reference(const Matrix& Q, const Matrix& K, const Matrix& V, bool causal) {
-  const attn::Mask mask = causal ? attn::causal_mask(Q.shape(0), K.shape(0)) : attn::Mask();
-  CpuReference r{attn::scaled_dot_product_attention(Q, K, V, mask), {}};
-  const Matrix S = attn::scaled_scores(Q, K);  // (n_q, n_kv)
-  for (std::size_t i = 0; i < S.shape(0); ++i) {
-    double m = -std::numeric_limits<double>::infinity(), l = 0.0;
-    for (std::size_t j = 0; j < S.shape(1); ++j)
-      if (!causal || mask(i, j)) m = std::max(m, static_cast<double>(S(i, j)));
-    for (std::size_t j = 0; j < S.shape(1); ++j)
-      if (!causal || mask(i, j)) l += std::exp(S(i, j) - m);
-    r.lse.push_back(m + std::log(l));
-  }
-  return r;
+// The CPU side of every comparison is chapter 05's tiled FlashAttention: the same algorithm, the same
+// log-sum-exp, on the CPU. B_r = B_c = 64, like the GPU rungs' tiles.
+attn::FlashOutput cpu_reference(const Matrix& Q, const Matrix& K, const Matrix& V, bool causal) {
+  return attn::flash_attention(Q, K, V, causal, 64, 64);
 }
 
 // [validate]
@@ -214,7 +199,7 @@ void validate(const std::vector<ch06::Rung>& rungs, int d) {
     const std::size_t count = static_cast<std::size_t>(shape.bh) * 300 * static_cast<std::size_t>(d);
     const std::vector<float> Q = random_values(rng, count), K = random_values(rng, count),
                              V = random_values(rng, count);
-    std::vector<CpuReference> ref;
+    std::vector<attn::FlashOutput> ref;
     double ref_scale = 0.0, bf16_ref_err = 0.0;
     for (int h = 0; h < shape.bh; ++h) {
       ref.push_back(cpu_reference(head_of(Q, h, 300, d), head_of(K, h, 300, d), head_of(V, h, 300, d), causal));
@@ -239,7 +224,7 @@ void validate(const std::vector<ch06::Rung>& rungs, int d) {
         }
       for (int h = 0; h < shape.bh; ++h)
         for (std::size_t i = 0; i < 300; ++i) {
-          const double diff = std::fabs(lse[static_cast<std::size_t>(h) * 300 + i] - ref[h].lse[i]);
+          const double diff = std::fabs(lse[static_cast<std::size_t>(h) * 300 + i] - ref[h].lse(i));
           lse_err = std::isnan(diff) ? diff : std::max(lse_err, diff);
         }
       // fp32 rungs: float sums of length d and n on both sides (the CPU reference is fp32 too), 1e-5 level.
