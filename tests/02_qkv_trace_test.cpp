@@ -78,8 +78,6 @@ double attention_atol(const Matrix& Q, const Matrix& K, const Matrix& V) {
 
 // --- data ------------------------------------------------------------------------------------------------
 
-std::vector<bool> to_allowed(const Mask& m) { return std::vector<bool>(m.begin(), m.end()); }
-
 /// A random mask, each pair allowed with probability \p p, as the track (Mask) and the oracle (vector) see it.
 Mask random_mask(attn::Rng& rng, std::size_t n_q, std::size_t n_kv, double p) {
   std::bernoulli_distribution allowed(p);
@@ -264,7 +262,7 @@ TEST_SUITE("02_qkv_trace") {
       CHECK_ALLCLOSE(attn::scaled_dot_product_attention(Q, K, V), attn::oracle::attention(q, k, v), atol, 0.0);
       if (s.n_q > s.n_kv) continue;  // a causal mask needs a key for every query's own position
       const Mask causal = attn::causal_mask(s.n_q, s.n_kv);
-      const std::vector<bool> allowed = to_allowed(causal);
+      const std::vector<bool> allowed = to_oracle(causal);
       CHECK_ALLCLOSE(attn::scaled_dot_product_attention(Q, K, V, causal), attn::oracle::attention(q, k, v, &allowed),
                      atol, 0.0);
     }
@@ -279,7 +277,7 @@ TEST_SUITE("02_qkv_trace") {
         INFO("n_q = ", n_q, ", n_kv = ", n_kv, ", mask bits ", bits);
         Mask mask = xt::zeros<bool>({n_q, n_kv});  // (n_q, n_kv)
         for (std::size_t b = 0; b < mask.size(); ++b) mask.data()[b] = ((bits >> b) & 1u) != 0;
-        const std::vector<bool> allowed = to_allowed(mask);
+        const std::vector<bool> allowed = to_oracle(mask);
         CHECK_ALLCLOSE(attn::scaled_dot_product_attention(Q, K, V, mask),
                        attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed), atol, 0.0);
       }
@@ -293,7 +291,7 @@ TEST_SUITE("02_qkv_trace") {
       const Matrix Q = rng.normal(13, 6), K = rng.normal(29, 6), V = rng.normal(29, 5);
       Mask mask = random_mask(rng, 13, 29, density);
       xt::row(mask, 4) = false;  // at least one query with nothing to look at
-      const std::vector<bool> allowed = to_allowed(mask);
+      const std::vector<bool> allowed = to_oracle(mask);
       CHECK_ALLCLOSE(attn::scaled_dot_product_attention(Q, K, V, mask),
                      attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed),
                      attention_atol(Q, K, V), 0.0);
@@ -345,7 +343,7 @@ TEST_SUITE("02_qkv_trace") {
     const Matrix O = attn::scaled_dot_product_attention(Q, K, V, mask);
     CHECK(O(1, 0) == 0.0f);
     CHECK(O(1, 1) == 0.0f);
-    const std::vector<bool> allowed = to_allowed(mask);
+    const std::vector<bool> allowed = to_oracle(mask);
     CHECK_ALLCLOSE(O, attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed),
                    attention_atol(Q, K, V), 0.0);
   }

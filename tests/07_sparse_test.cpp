@@ -26,8 +26,6 @@ using attn::test::to_oracle;
 constexpr double kAtol = 1e-4;
 constexpr double kRtol = 1e-4;
 
-std::vector<bool> to_allowed(const Mask& m) { return std::vector<bool>(m.begin(), m.end()); }
-
 /// The mask the rule \p allowed(i, j) defines, (n, n), written independently of the solutions.
 Mask by_rule(std::size_t n, const std::function<bool(std::size_t, std::size_t)>& allowed) {
   Mask m = xt::zeros<bool>({n, n});
@@ -39,7 +37,7 @@ Mask by_rule(std::size_t n, const std::function<bool(std::size_t, std::size_t)>&
 std::size_t dist(std::size_t i, std::size_t j) { return i > j ? i - j : j - i; }
 
 attn::oracle::Mat oracle_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const Mask& mask) {
-  const std::vector<bool> allowed = to_allowed(mask);
+  const std::vector<bool> allowed = to_oracle(mask);
   return attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed);
 }
 

@@ -78,6 +78,8 @@ inline oracle::Mat to_oracle(const Matrix& m) {
   for (std::size_t i = 0; i < m.size(); ++i) out.v[i] = m.data()[i];
   return out;
 }
+/// A mask → the oracle's allowed-pairs list, row-major (n_q · n_kv), true = may attend.
+inline std::vector<bool> to_oracle(const Mask& m) { return std::vector<bool>(m.begin(), m.end()); }
 /// float32 vector → float64 vector.
 inline std::vector<double> to_oracle(const Vector& v) { return std::vector<double>(v.begin(), v.end()); }
 
