@@ -5,7 +5,8 @@
 //   2. block_sparse_attention tiles of B_r × B_c with the online softmax: two sgemm calls per kept tile,
 //                             a mask only inside partial tiles. Wastes the disallowed pairs of partial
 //                             tiles, gains the speed of BLAS. With every tile full it is dense tiled
-//                             (flash) attention: `ch07_sparse bench` times both with this one kernel.
+//                             (flash) attention: `ch07_sparse bench` times it so, next to chapter 05's
+//                             faster flash kernel, the dense baseline.
 //
 // Both equal chapter 02's scaled_dot_product_attention(Q, K, V, mask); the tests check it.
 // Book page: book/07_sparse.md.
