@@ -8,7 +8,8 @@
 // a decay on that state (RWKV's time decay) as a one-line change. What is lost: on chapter 01's sentence
 // the pronoun's weights are much flatter under elu+1 than under softmax (entropy measured). Where it pays:
 // FLOP counts against softmax attention (chapter 02), and, outside the book, measured times and the
-// crossover n found by bisection.
+// crossover n found by bisection; `ch08_linear bench` races both forms against chapter 05's fast
+// FlashAttention kernel up to n = 65,536, every contender on one core.
 // What it leaves out: training with linear attention, multi-head and chunked-parallel forms of the
 // recurrence, the selective (input-dependent) state of Mamba.
 // Run it: ./course run 08      Benchmarks: build/default/bin/ch08_linear bench
@@ -16,9 +17,11 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -28,6 +31,7 @@
 #include "01_intuition/intuition.hpp"
 #include "01_intuition/lexicon.hpp"
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "05_flash_cpu/flash_fast.hpp"
 #include "08_linear/features.hpp"
 #include "08_linear/linear.hpp"
 #include "attn/chapter.hpp"
@@ -327,9 +331,10 @@ void show_flop_crossover(const attn::Chapter& chapter, std::size_t d) {
   }
 }
 
-/// The three contenders on random inputs of length n (d_k = d_v = m = d), each timed as one call.
+/// The contenders on random inputs of length n (d_k = d_v = m = d), each timed as one call.
 /// Every timing runs on one core: the recurrence is sequential, so the comparison is core against core (and
-/// on a busy machine one BLAS thread is also far steadier than several).
+/// on a busy machine one BLAS thread is also far steadier than several). Chapter 05's flash kernel gets one
+/// thread too, which it runs on the calling thread, with OpenBLAS single-threaded inside.
 struct Contenders {
   Matrix Q, K, V, phiQ, phiK;  // (n, d) each
   Contenders(std::size_t n, std::size_t d) {
@@ -341,11 +346,19 @@ struct Contenders {
   void softmax() const { benchmark::DoNotOptimize(attn::scaled_dot_product_attention(Q, K, V)); }
   void linear() const { benchmark::DoNotOptimize(attn::linear_attention(phiQ, phiK, V)); }
   void causal() const { benchmark::DoNotOptimize(attn::causal_linear_attention(phiQ, phiK, V)); }
+  void flash() const { benchmark::DoNotOptimize(attn::ch05::flash_attention_fast(Q, K, V, false, one_core())); }
+  void flash_causal() const { benchmark::DoNotOptimize(attn::ch05::flash_attention_fast(Q, K, V, true, one_core())); }
+  static attn::ch05::FastConfig one_core() {
+    attn::ch05::FastConfig config;
+    config.threads = 1;
+    return config;
+  }
 };
 
 /// Seconds of CPU time one call of \p work takes: the median of 3 batches, each batch repeating the call
 /// until it has used at least a millisecond. CPU time (std::clock) rather than wall time: with one BLAS thread
 /// it is this core's work alone, steady on a busy machine where wall time also counts waiting for a core.
+/// (Only for single-threaded work: std::clock would add up the time of every thread.)
 double cpu_seconds(const std::function<void()>& work) {
   work();  // warm-up: first-touch page faults and cold caches are not what we compare
   std::vector<double> batches;
@@ -373,12 +386,16 @@ double seconds_linear(std::size_t n, std::size_t d) {
   return cpu_seconds([&] { c.linear(); });
 }
 
+/// Seconds of one call of a contender at length n and width d.
+using Timer = std::function<double(std::size_t n, std::size_t d)>;
+
 // [bisection]
-/// The smallest n in [lo, hi] from which linear attention is faster than softmax attention, by bisection on
-/// the sign of t_softmax(n) − t_linear(n) (assumed to change once). Returns lo when linear already wins
+/// The smallest n in [lo, hi] from which the linear contender is faster than the quadratic one, by bisection on
+/// the sign of t_quadratic(n) − t_linear(n) (assumed to change once). Returns lo when linear already wins
 /// at lo, and 0 when it does not win even at hi.
-std::size_t measured_crossover(std::size_t lo, std::size_t hi, std::size_t d) {
-  const auto linear_wins = [d](std::size_t n) { return seconds_linear(n, d) < seconds_softmax(n, d); };
+std::size_t measured_crossover(std::size_t lo, std::size_t hi, std::size_t d, const Timer& quadratic = seconds_softmax,
+                               const Timer& linear = seconds_linear) {
+  const auto linear_wins = [&](std::size_t n) { return linear(n, d) < quadratic(n, d); };
   if (linear_wins(lo)) return lo;
   if (!linear_wins(hi)) return 0;
   while (hi - lo > std::max<std::size_t>(1, lo / 16)) {  // stop at ~6% resolution: timings are noisier
@@ -467,45 +484,113 @@ void set_flop_rate(benchmark::State& state, double flops) {
   state.counters["FLOPs"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-/// One contender over n; the counter is its FLOP rate, the quadratic count for softmax, the linear one otherwise.
-void BM_attention(benchmark::State& state, void (Contenders::*method)() const, bool quadratic) {
+/// Wall-clock seconds per call of each contender at each n, kept for the summary benchmark that follows.
+std::map<std::string, std::map<std::size_t, double>>& recorded() {
+  static std::map<std::string, std::map<std::size_t, double>> seconds;
+  return seconds;
+}
+
+/// What a contender's FLOP counter counts: softmax's n² pairs, causal's half of them, or linear's n·m.
+enum class Cost { kQuadratic, kCausalQuadratic, kLinear };
+
+/// One contender over n; the time is wall-clock (every contender runs on one core, so it matches the
+/// process CPU time printed next to it on a quiet machine); the counter is its FLOP rate.
+void BM_attention(benchmark::State& state, void (Contenders::*method)() const, Cost cost, const char* name) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const Contenders c(n, kBenchD);
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) (c.*method)();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  recorded()[name][n] = wall / static_cast<double>(state.iterations());
   const double nn = static_cast<double>(n);
-  set_flop_rate(state, quadratic ? softmax_flops(nn, kBenchD) : linear_flops(nn, kBenchD, kBenchD));
+  const double quadratic = softmax_flops(nn, kBenchD);
+  set_flop_rate(state, cost == Cost::kQuadratic         ? quadratic
+                       : cost == Cost::kCausalQuadratic ? quadratic / 2
+                                                        : linear_flops(nn, kBenchD, kBenchD));
 }
-BENCHMARK_CAPTURE(BM_attention, softmax, &Contenders::softmax, true)
+BENCHMARK_CAPTURE(BM_attention, softmax_ch02, &Contenders::softmax, Cost::kQuadratic, "softmax")
     ->RangeMultiplier(2)
     ->Range(256, 8192)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_attention, linear, &Contenders::linear, false)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_attention, flash_ch05, &Contenders::flash, Cost::kQuadratic, "flash")
     ->RangeMultiplier(2)
     ->Range(256, 65536)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_attention, causal_recurrence, &Contenders::causal, false)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_attention, flash_causal_ch05, &Contenders::flash_causal, Cost::kCausalQuadratic, "flash causal")
     ->RangeMultiplier(2)
     ->Range(256, 65536)
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_attention, linear, &Contenders::linear, Cost::kLinear, "linear")
+    ->RangeMultiplier(2)
+    ->Range(256, 65536)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_attention, causal_recurrence, &Contenders::causal, Cost::kLinear, "causal")
+    ->RangeMultiplier(2)
+    ->Range(256, 65536)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+/// Exponent e of t ≈ c·n^e fitted to one contender's recorded times over n in [n_min, n_max].
+double recorded_exponent(const std::string& name, std::size_t n_min, std::size_t n_max) {
+  std::vector<double> ns, ts;
+  for (const auto& [n, t] : recorded()[name])
+    if (n >= n_min && n <= n_max) ns.push_back(static_cast<double>(n)), ts.push_back(t);
+  return ns.size() < 2 ? 0.0 : fitted_exponent(ns, ts);
+}
 
 void BM_crossover_and_exponents(benchmark::State& state) {
-  // One search per run: the crossover n by bisection, the fitted exponents over n = 1024..8192, and the
-  // speed-ups at n = 8192 (the largest n at which softmax attention's (n, n) matrices are timed here).
-  for (auto _ : state) {
-    state.counters["crossover_n"] = static_cast<double>(measured_crossover(16, 4096, kBenchD));
-    std::vector<double> ns, ts, tl, tc;
-    for (std::size_t n = 1024; n <= 8192; n *= 2) {
-      const Contenders c(n, kBenchD);
-      ns.push_back(static_cast<double>(n));
-      ts.push_back(cpu_seconds([&] { c.softmax(); }));
-      tl.push_back(cpu_seconds([&] { c.linear(); }));
-      tc.push_back(cpu_seconds([&] { c.causal(); }));
+  // The crossovers by bisection (non-causal linear against non-causal flash, the causal recurrence against
+  // causal flash), the exponents fitted to the times above over n = 8192..65536, and the speed-ups at the
+  // largest n, all from this run.
+  auto& r = recorded();
+  constexpr std::size_t kLargest = 65536;
+  for (const char* name : {"flash", "flash causal", "linear", "causal"})
+    if (!r[name].count(kLargest)) {
+      state.SkipWithError("run the flash, linear and causal benchmarks first (no --benchmark_filter that drops them)");
+      return;
     }
-    state.counters["exp_softmax"] = fitted_exponent(ns, ts);
-    state.counters["exp_linear"] = fitted_exponent(ns, tl);
-    state.counters["exp_causal"] = fitted_exponent(ns, tc);
-    state.counters["speedup_linear_8192"] = ts.back() / tl.back();
-    state.counters["speedup_causal_8192"] = ts.back() / tc.back();
+  const Timer flash = [](std::size_t n, std::size_t d) {
+    const Contenders c(n, d);
+    return cpu_seconds([&] { c.flash(); });
+  };
+  const Timer flash_causal = [](std::size_t n, std::size_t d) {
+    const Contenders c(n, d);
+    return cpu_seconds([&] { c.flash_causal(); });
+  };
+  const Timer recurrence = [](std::size_t n, std::size_t d) {
+    const Contenders c(n, d);
+    return cpu_seconds([&] { c.causal(); });
+  };
+  for (auto _ : state) {
+    const std::size_t cross = measured_crossover(16, 4096, kBenchD, flash);
+    const std::size_t cross_causal = measured_crossover(16, 4096, kBenchD, flash_causal, recurrence);
+    const double speedup = r["flash"][kLargest] / r["linear"][kLargest];
+    const double speedup_causal = r["flash causal"][kLargest] / r["causal"][kLargest];
+    state.counters["crossover_n"] = static_cast<double>(cross);
+    state.counters["crossover_causal_n"] = static_cast<double>(cross_causal);
+    state.counters["speedup_linear"] = speedup;
+    state.counters["speedup_causal"] = speedup_causal;
+    for (const char* name : {"flash", "flash causal", "linear", "causal"})
+      state.counters[fmt::format("exp_{}", name)] = recorded_exponent(name, 8192, kLargest);
+    fmt::print(
+        "\nSummary (d = m = {}, one core each): at n = {} non-causal linear attention is {:.0f}× faster than "
+        "chapter 05's flash\n(target ≥ 100×), the causal recurrence {:.0f}× faster than causal flash (target ≥ 20×). "
+        "Time ~ n^e over n = 8192..{}:\n"
+        "linear {:.2f}, causal recurrence {:.2f} (target ≤ 1.1 for both), flash {:.2f}, causal flash {:.2f}.\n"
+        "Crossover by bisection: linear beats flash from n ≈ {}, the recurrence beats causal flash from n ≈ {} "
+        "(0 = not below 4096).\n\n",
+        kBenchD, kLargest, speedup, speedup_causal, kLargest, recorded_exponent("linear", 8192, kLargest),
+        recorded_exponent("causal", 8192, kLargest), recorded_exponent("flash", 8192, kLargest),
+        recorded_exponent("flash causal", 8192, kLargest), cross, cross_causal);
   }
 }
 BENCHMARK(BM_crossover_and_exponents)->Iterations(1)->Unit(benchmark::kSecond);
