@@ -508,36 +508,23 @@ void BM_attention(benchmark::State& state, void (Contenders::*method)() const, C
                        : cost == Cost::kCausalQuadratic ? quadratic / 2
                                                         : linear_flops(nn, kBenchD, kBenchD));
 }
+/// The settings every contender shares: n doubling from 256, milliseconds, wall time with process CPU time.
+void over_n(benchmark::internal::Benchmark* b) {
+  b->RangeMultiplier(2)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+}
 BENCHMARK_CAPTURE(BM_attention, softmax_ch02, &Contenders::softmax, Cost::kQuadratic, "softmax")
-    ->RangeMultiplier(2)
-    ->Range(256, 8192)
-    ->Unit(benchmark::kMillisecond)
-    ->MeasureProcessCPUTime()
-    ->UseRealTime();
+    ->Apply(over_n)
+    ->Range(256, 8192);
 BENCHMARK_CAPTURE(BM_attention, flash_ch05, &Contenders::flash, Cost::kQuadratic, "flash")
-    ->RangeMultiplier(2)
-    ->Range(256, 65536)
-    ->Unit(benchmark::kMillisecond)
-    ->MeasureProcessCPUTime()
-    ->UseRealTime();
+    ->Apply(over_n)
+    ->Range(256, 65536);
 BENCHMARK_CAPTURE(BM_attention, flash_causal_ch05, &Contenders::flash_causal, Cost::kCausalQuadratic, "flash causal")
-    ->RangeMultiplier(2)
-    ->Range(256, 65536)
-    ->Unit(benchmark::kMillisecond)
-    ->MeasureProcessCPUTime()
-    ->UseRealTime();
-BENCHMARK_CAPTURE(BM_attention, linear, &Contenders::linear, Cost::kLinear, "linear")
-    ->RangeMultiplier(2)
-    ->Range(256, 65536)
-    ->Unit(benchmark::kMillisecond)
-    ->MeasureProcessCPUTime()
-    ->UseRealTime();
+    ->Apply(over_n)
+    ->Range(256, 65536);
+BENCHMARK_CAPTURE(BM_attention, linear, &Contenders::linear, Cost::kLinear, "linear")->Apply(over_n)->Range(256, 65536);
 BENCHMARK_CAPTURE(BM_attention, causal_recurrence, &Contenders::causal, Cost::kLinear, "causal")
-    ->RangeMultiplier(2)
-    ->Range(256, 65536)
-    ->Unit(benchmark::kMillisecond)
-    ->MeasureProcessCPUTime()
-    ->UseRealTime();
+    ->Apply(over_n)
+    ->Range(256, 65536);
 
 /// Exponent e of t ≈ c·n^e fitted to one contender's recorded times over n in [n_min, n_max].
 double recorded_exponent(const std::string& name, std::size_t n_min, std::size_t n_max) {
