@@ -38,6 +38,19 @@ Matrix matmul(const Matrix& A, const Matrix& B, bool transpose_b, float alpha) {
   return C;
 }
 
+Matrix matmul_transpose_a(const Matrix& A, const Matrix& B, float alpha) {
+  const std::size_t n = A.shape(0), m = A.shape(1), k = B.shape(1);
+  require(B.shape(0) == n, fmt::format("matmul_transpose_a: A is {} and B is {}: Aᵀ·B needs the same number of "
+                                       "rows",
+                                       shape_str(A), shape_str(B)));
+  Matrix C = xt::zeros<float>({m, k});  // (m, k)
+  if (n == 0 || m == 0 || k == 0) return C;
+  const auto i = [](std::size_t v) { return static_cast<int>(v); };
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i(m), i(k), i(n), alpha, A.data(), i(m), B.data(), i(k), 0.0f,
+              C.data(), i(k));
+  return C;
+}
+
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 
 }  // namespace attn

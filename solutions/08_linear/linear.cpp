@@ -21,13 +21,16 @@ void require_decay(const char* where, float decay) {
 
 // [remember_and_read]
 /// One token of the recurrence on raw rows: S (m, d_v), z (m), phi_q (m), phi_k (m), v (d_v), o (d_v).
+/// φ(k) enters scaled by \p k_scale (a constant for the whole sequence, which cancels in the ratio), so the
+/// caller need not copy φ(K) to rescale it.
 void remember_and_read(float* S, float* z, const float* phi_q, const float* phi_k, const float* v, float* o,
-                       std::size_t m, std::size_t d_v, float decay) {
+                       std::size_t m, std::size_t d_v, float decay, float k_scale) {
   // Remember: S ← λ·S + φ(k)ᵀ v and z ← λ·z + φ(k). m·d_v multiply-adds, for token 10 as for token 10⁶.
   for (std::size_t r = 0; r < m; ++r) {
-    z[r] = decay * z[r] + phi_k[r];
+    const float k = phi_k[r] * k_scale;
+    z[r] = decay * z[r] + k;
     float* S_r = S + r * d_v;
-    for (std::size_t c = 0; c < d_v; ++c) S_r[c] = decay * S_r[c] + phi_k[r] * v[c];
+    for (std::size_t c = 0; c < d_v; ++c) S_r[c] = decay * S_r[c] + k * v[c];
   }
   // Read: o = φ(q) S / (φ(q)·z). Dividing φ(q) by its largest entry cancels in the ratio and keeps tiny
   // features from underflowing in the products.
@@ -94,12 +97,15 @@ Matrix linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V)
   Matrix O = xt::zeros<float>({n_q, d_v});  // (n_q, d_v)
   // One constant for all keys cancels between numerator and denominator: divide by the largest feature.
   const float k_max = largest(phiK.data(), phiK.size());
-  if (!(k_max > 0.0f)) return O;                      // every key weighs 0 for every query
-  const Matrix phiK_t = xt::transpose(phiK) / k_max;  // (m, n_kv)
+  if (!(k_max > 0.0f)) return O;  // every key weighs 0 for every query
   // The associativity step: sum over the keys once, for all queries. Its size does not depend on n.
-  const Matrix KV = matmul(phiK_t, V);    // (m, d_v)  φ(K)ᵀ V
-  const Vector z = xt::sum(phiK_t, {1});  // (m)       φ(K)ᵀ 1
-  Matrix phiQ_s = phiQ;                   // (n_q, m)  each row divided by its largest entry
+  // sgemm reads φ(K) transposed in place: no (m, n_kv) copy, which at large n would cost more than the product.
+  const Matrix KV = matmul_transpose_a(phiK, V, 1.0f / k_max);  // (m, d_v)  φ(K)ᵀ V
+  Vector z = xt::zeros<float>({m});                             // (m)       φ(K)ᵀ 1, row by row (contiguous)
+  for (std::size_t j = 0; j < phiK.shape(0); ++j)
+    for (std::size_t r = 0; r < m; ++r) z(r) += phiK(j, r);
+  z /= k_max;
+  Matrix phiQ_s = phiQ;  // (n_q, m)  each row divided by its largest entry
   for (std::size_t i = 0; i < n_q; ++i) {
     const float q_max = largest(phiQ.data() + i * m, m);
     if (q_max > 0.0f) xt::row(phiQ_s, i) /= q_max;
@@ -124,7 +130,8 @@ Vector recurrent_step(RecurrentState& state, const Vector& phi_q, const Vector& 
                       shape_str(state.S), shape_str(state.z), shape_str(phi_q), shape_str(phi_k), shape_str(v)));
   require_decay("recurrent_step", decay);
   Vector o = xt::zeros<float>({d_v});  // (d_v)
-  remember_and_read(state.S.data(), state.z.data(), phi_q.data(), phi_k.data(), v.data(), o.data(), m, d_v, decay);
+  remember_and_read(state.S.data(), state.z.data(), phi_q.data(), phi_k.data(), v.data(), o.data(), m, d_v, decay,
+                    1.0f);
   return o;
 }
 // [recurrent_step]
@@ -140,11 +147,10 @@ Matrix causal_linear_attention(const Matrix& phiQ, const Matrix& phiK, const Mat
   Matrix O = xt::zeros<float>({n, d_v});  // (n, d_v)
   const float k_max = largest(phiK.data(), phiK.size());
   if (!(k_max > 0.0f)) return O;
-  const Matrix phiK_s = phiK / k_max;                    // (n, m), scaled as in linear_attention
   RecurrentState state = RecurrentState::zeros(m, d_v);  // S (m, d_v), z (m): all the memory there is
   for (std::size_t t = 0; t < n; ++t)                    // one token at a time, as an RNN reads
-    remember_and_read(state.S.data(), state.z.data(), phiQ.data() + t * m, phiK_s.data() + t * m, V.data() + t * d_v,
-                      O.data() + t * d_v, m, d_v, decay);
+    remember_and_read(state.S.data(), state.z.data(), phiQ.data() + t * m, phiK.data() + t * m, V.data() + t * d_v,
+                      O.data() + t * d_v, m, d_v, decay, 1.0f / k_max);  // φ(K) scaled as in linear_attention
   return O;
 }
 // [causal_linear_attention]

@@ -54,6 +54,11 @@ void require_finite(const char* where, const char* what, const float* values, st
 /// \throws std::invalid_argument naming both shapes when the inner sizes differ.
 Matrix matmul(const Matrix& A, const Matrix& B, bool transpose_b = false, float alpha = 1.0f);
 
+/// alpha · Aᵀ · B: one OpenBLAS sgemm that reads A transposed, so no (k, m) copy of Aᵀ is made.
+/// A (n, m), B (n, k) → (m, k): a sum over the n rows of both, e.g. φ(K)ᵀV in linear attention.
+/// \throws std::invalid_argument naming both shapes when A and B differ in rows.
+Matrix matmul_transpose_a(const Matrix& A, const Matrix& B, float alpha = 1.0f);
+
 /// Sets OpenBLAS's thread count. Chapters that run their own threads call it so that the two never
 /// oversubscribe the cores.
 void set_blas_threads(int threads);
