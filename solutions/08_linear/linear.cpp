@@ -105,17 +105,23 @@ Matrix linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V)
   for (std::size_t j = 0; j < phiK.shape(0); ++j)
     for (std::size_t r = 0; r < m; ++r) z(r) += phiK(j, r);
   z /= k_max;
-  Matrix phiQ_s = phiQ;  // (n_q, m)  each row divided by its largest entry
-  for (std::size_t i = 0; i < n_q; ++i) {
-    const float q_max = largest(phiQ.data() + i * m, m);
-    if (q_max > 0.0f) xt::row(phiQ_s, i) /= q_max;
-  }
-  const Matrix numerator = matmul(phiQ_s, KV);  // (n_q, d_v)  φ(q_i) φ(K)ᵀV
-  for (std::size_t i = 0; i < n_q; ++i) {
-    float denominator = 0.0f;  // φ(q_i)·φ(K)ᵀ1 = Σ_j φ(q_i)·φ(k_j)
-    for (std::size_t r = 0; r < m; ++r) denominator += phiQ_s(i, r) * z(r);
-    if (!(denominator > 0.0f)) continue;  // this query weighs every key 0: a row of zeros, not 0/0
-    for (std::size_t c = 0; c < d_v; ++c) O(i, c) = numerator(i, c) / denominator;
+  // The queries go in blocks of kRows: a block's rescaled copy and its numerator are still in cache when they
+  // are used, so at large n only φ(Q) is read and O written (a whole-sequence copy would fall out of L3).
+  constexpr std::size_t kRows = 1024;
+  for (std::size_t i0 = 0; i0 < n_q; i0 += kRows) {
+    const std::size_t rows = std::min(kRows, n_q - i0);
+    Matrix q = xt::view(phiQ, xt::range(i0, i0 + rows), xt::all());  // (rows, m) each row ÷ its largest entry
+    for (std::size_t i = 0; i < rows; ++i) {
+      const float q_max = largest(q.data() + i * m, m);
+      if (q_max > 0.0f) xt::row(q, i) /= q_max;
+    }
+    const Matrix numerator = matmul(q, KV);  // (rows, d_v)  φ(q_i) φ(K)ᵀV
+    for (std::size_t i = 0; i < rows; ++i) {
+      float denominator = 0.0f;  // φ(q_i)·φ(K)ᵀ1 = Σ_j φ(q_i)·φ(k_j)
+      for (std::size_t r = 0; r < m; ++r) denominator += q(i, r) * z(r);
+      if (!(denominator > 0.0f)) continue;  // this query weighs every key 0: a row of zeros, not 0/0
+      for (std::size_t c = 0; c < d_v; ++c) O(i0 + i, c) = numerator(i, c) / denominator;
+    }
   }
   return O;
 }
