@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "05_flash_cpu/row_ops.hpp"
 #include "07_sparse/patterns.hpp"
 
 namespace attn {
@@ -102,23 +103,27 @@ void fold_key_tile(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(cols), blas_int(d_k), scale,
               Q.data() + i0 * d_k, blas_int(d_k), K.data() + j0 * d_k, blas_int(d_k), 0.0f, st.S.data(),
               blas_int(cols));
+  // The softmax passes between the two products are chapter 05's vectorised ones (05_flash_cpu/row_ops.hpp).
   for (std::size_t a = 0; a < rows; ++a) {
     float* s = st.S.data() + a * cols;
-    if (piece)  // a partial tile: its disallowed pairs score -inf, weight 0
+    if (piece)  // a partial tile: its disallowed pairs score -inf
       for (std::size_t b = 0; b < cols; ++b)
         if (!(*piece)(a, b)) s[b] = kMinusInf;
-    const float m_new = std::max(st.m[a], *std::max_element(s, s + cols));
+    const float m_new = std::max(st.m[a], ch05::row_max(s, cols));
     if (m_new == kMinusInf) {  // nothing allowed in this row so far: P = 0, nothing to rescale
       std::fill(s, s + cols, 0.0f);
       continue;
     }
-    const float alpha = std::exp(st.m[a] - m_new);  // rescales what was summed under the old max (0 if none)
-    float row_sum = 0.0f;
-    for (std::size_t b = 0; b < cols; ++b) row_sum += (s[b] = std::exp(s[b] - m_new));
+    const float alpha = st.m[a] == kMinusInf ? 0.0f : std::exp(st.m[a] - m_new);  // 0: nothing summed yet
+    const float row_sum = ch05::exp_shift_sum(s, cols, m_new);
+    // The vectorised exp gives -inf the floor e^-87 ≈ 1.6e-38: zero it, so a disallowed pair adds exactly
+    // nothing to P·V (its share of ℓ ≥ 1 is far below float rounding).
+    if (piece)
+      for (std::size_t b = 0; b < cols; ++b)
+        if (!(*piece)(a, b)) s[b] = 0.0f;
     st.l[a] = alpha * st.l[a] + row_sum;
     st.m[a] = m_new;
-    float* acc = st.acc.data() + a * d_v;
-    for (std::size_t c = 0; c < d_v; ++c) acc[c] *= alpha;
+    if (alpha != 1.0f) ch05::scale_row(st.acc.data() + a * d_v, d_v, alpha);
   }
   // acc += P · V_tile   (rows, d_v), the second sgemm.
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(d_v), blas_int(cols), 1.0f,

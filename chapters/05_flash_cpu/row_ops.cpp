@@ -1,0 +1,75 @@
+// Chapter 05's vectorised softmax passes (see row_ops.hpp). Book page: book/05_flash_cpu.md, "A fast kernel".
+#include "05_flash_cpu/row_ops.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace attn::ch05 {
+namespace {
+
+// GCC on x86-64 compiles each loop below three times (AVX-512, AVX2, baseline) and picks one at load time
+// for the CPU it runs on; elsewhere the loops are compiled once, for the baseline.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define ATTN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ATTN_VECTOR_CLONES
+#endif
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+constexpr std::size_t kLanes = 16;  // independent partial results, so the loops vectorise without fast-math
+
+// [vector_exp]
+// e^x for x ≤ 0 (scores minus their running max), Cephes' expf: x = k·ln2 + r with |r| ≤ ln2/2,
+// e^r by a degree-6 polynomial, 2^k by writing the exponent bits. Branch-free, so it vectorises.
+inline float exp_nonpositive(float x) {
+  x = x < -87.0f ? -87.0f : x;  // keeps 2^k a normal float; e^-87 ≈ 1.6e-38 is nothing beside ℓ ≥ 1
+  const float k = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(x / ln2): the 1.5·2^23 trick
+  float r = x - k * 0.693359375f;                                 // ln2 split in two for exactness
+  r = r - k * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const std::int32_t bits = (static_cast<std::int32_t>(k) + 127) << 23;  // 2^k
+  float two_k;
+  std::memcpy(&two_k, &bits, sizeof two_k);
+  return p * two_k;
+}
+
+}  // namespace
+
+// s[0, n) ← e^{s - m}, returning their sum.
+ATTN_VECTOR_CLONES float exp_shift_sum(float* s, std::size_t n, float m) {
+  float lane[kLanes] = {};
+  std::size_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (std::size_t k = 0; k < kLanes; ++k) lane[k] += (s[j + k] = exp_nonpositive(s[j + k] - m));
+  float sum = 0.0f;
+  for (; j < n; ++j) sum += (s[j] = exp_nonpositive(s[j] - m));
+  for (float v : lane) sum += v;
+  return sum;
+}
+// [vector_exp]
+
+ATTN_VECTOR_CLONES float row_max(const float* s, std::size_t n) {
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, kMinusInf);
+  std::size_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (std::size_t k = 0; k < kLanes; ++k) lane[k] = s[j + k] > lane[k] ? s[j + k] : lane[k];
+  float m = kMinusInf;
+  for (; j < n; ++j) m = s[j] > m ? s[j] : m;
+  for (float v : lane) m = v > m ? v : m;
+  return m;
+}
+
+ATTN_VECTOR_CLONES void scale_row(float* o, std::size_t n, float alpha) {
+  for (std::size_t j = 0; j < n; ++j) o[j] *= alpha;
+}
+
+}  // namespace attn::ch05

@@ -1,0 +1,23 @@
+/// \file
+/// The softmax passes of a fast attention kernel, vectorised once per instruction set (AVX-512, AVX2,
+/// baseline) and chosen at run time: a row's maximum, exp-and-sum, and a rescale. Chapter 05's
+/// flash_attention_fast() runs on them, and so does chapter 07's block-sparse kernel for its full tiles.
+/// Chapter code, not an exercise.
+#pragma once
+
+#include <cstddef>
+
+namespace attn::ch05 {
+
+/// The largest of s[0, n) (-inf when n = 0).
+float row_max(const float* s, std::size_t n);
+
+/// s[j] ← e^{s[j] - m} for j in [0, n), returning their sum. Needs every s[j] ≤ m (m is the row's running
+/// max); values below e^-87 become e^-87 (about 1.6e-38, nothing beside a sum ≥ 1), and -inf is not
+/// special-cased, so masked entries must be handled by the caller.
+float exp_shift_sum(float* s, std::size_t n, float m);
+
+/// o[0, n) ← alpha · o[0, n).
+void scale_row(float* o, std::size_t n, float alpha);
+
+}  // namespace attn::ch05
