@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "03_multi_head/multi_head.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
 #include "attn/chapter.hpp"
 #include "attn/measure.hpp"
@@ -74,6 +75,28 @@ void print_mapping(std::size_t h) {
 
 // --- 2. one function, three attentions ---------------------------------------------------------------------
 
+// [same_as_chapter_03]
+/// With g = h, grouped attention is multi-head attention: chapter 03's layer on the same X and weights,
+/// against chapter 03's projection and split, this chapter's grouped_attention, then merge and W_O.
+void print_same_as_chapter_03(attn::Rng& rng, std::size_t h, std::size_t n, std::size_t d_k) {
+  const std::size_t d_model = h * d_k;
+  const Matrix X = rng.normal(n, d_model);  // (n, d_model)
+  const attn::MultiHeadWeights W{rng.normal(d_model, d_model), rng.normal(d_model, d_model),
+                                 rng.normal(d_model, d_model), rng.normal(d_model, d_model)};
+  const attn::Mask causal = attn::causal_mask(n, n);
+  const Matrix chapter_03 = attn::multi_head_attention(X, W, h, causal);  // (n, d_model)
+  const Tensor3 Q = attn::split_heads(attn::project(X, W.W_Q), h);        // (h, n, d_k)
+  const Tensor3 K = attn::split_heads(attn::project(X, W.W_K), h);        // (g = h, n, d_k)
+  const Tensor3 V = attn::split_heads(attn::project(X, W.W_V), h);        // (g = h, n, d_v)
+  const Matrix grouped = attn::project(attn::merge_heads(attn::grouped_attention(Q, K, V, true)), W.W_O);
+  const double diff = xt::amax(xt::abs(grouped - chapter_03))();
+  fmt::print(
+      "g = h through this function, merged and multiplied by W_O, against chapter 03's multi-head layer on\n"
+      "the same X and weights: largest difference {:.1e} (both run chapter 02's attention on the same heads).\n",
+      diff);
+}
+// [same_as_chapter_03]
+
 void print_one_function(std::uint64_t seed) {
   const std::size_t h = 8, n = 6, d_k = 16;
   attn::heading(fmt::format("One function, three attentions (h = {}, n = {}, d_k = d_v = {})", h, n, d_k));
@@ -92,6 +115,7 @@ void print_one_function(std::uint64_t seed) {
   }
   t.print();
   fmt::print("The output keeps all h heads; only the number of key/value heads, and with it the cache, shrinks.\n");
+  print_same_as_chapter_03(rng, h, n, d_k);
 }
 
 // --- 3. decoding with a KV cache -----------------------------------------------------------------------------
