@@ -9,7 +9,8 @@
 //   3. The output block itself is the accumulator: O_i += P·V_j (sgemm with beta = 1), rescaled in place.
 //   4. The softmax passes between the products (row max, exp and sum, rescale) are plain loops that the
 //      compiler vectorises once per instruction set (AVX-512, AVX2, baseline), chosen at run time; exp is
-//      a polynomial (no -ffast-math, which would break the NaN/Inf handling the tests check).
+//      a polynomial (no -ffast-math, which would break the NaN/Inf handling the tests check). They live in
+//      row_ops.cpp, shared with chapter 07's block-sparse kernel.
 //   5. Causal: tiles past the diagonal are never visited, and the tile that crosses it is cut at the last
 //      key its block can see.
 // Measured by `ch05_flash_cpu bench` (8 heads, n = 4096, d = 64, 2-core AMD EPYC; the book's table):
