@@ -135,7 +135,7 @@ TEST_SUITE("01_intuition") {
     CHECK(attn::design_pronoun_query().size() == attn::ch01::key_names().size());
   }
 
-  TEST_CASE("the designed query makes 它/it attend most to its antecedent in every sentence") {
+  TEST_CASE("design_pronoun_query makes 它/it attend most to its antecedent in every sentence") {
     const Vector q = attn::design_pronoun_query();  // (d_k)
     REQUIRE(q.size() == attn::ch01::key_names().size());
     const Matrix W_Q = attn::ch01::query_weights(q);
