@@ -156,7 +156,7 @@ TEST_SUITE("06_flash_cuda") {
     CHECK_FALSE(attn::plan_fits(1024, 1025, h100_optin));
   }
 
-  TEST_CASE("rung 3's kernel asks for the formula's shared memory plus one padding float per row of Q_i, K_j, S_ij") {
+  TEST_CASE("rung 3's kernel asks for flash_smem_bytes plus one padding float per row of Q_i, K_j, S_ij") {
     for (const std::size_t d : {1, 40, 64, 128}) {
       CAPTURE(d);
       const attn::ch06::KernelPlan fp32 = attn::ch06::kernel_plans(d).at(0);
@@ -191,21 +191,21 @@ TEST_SUITE("06_flash_cuda") {
                          std::invalid_argument);
   }
 
-  TEST_CASE("rung 3 with your inner loop equals float64 attention on ragged sizes, with its log-sum-exp") {
+  TEST_CASE("rung 3 with your flash_inner_step equals float64 attention on ragged sizes, with its log-sum-exp") {
     if (!device_or_skip()) return;
 #if ATTN_HAVE_CUDA
     check_flash_fp32_on({{3, 77, 77, 40, false}, {2, 1, 1, 1, false}, {1, 33, 200, 128, false}}, 61);
 #endif
   }
 
-  TEST_CASE("rung 3 causal skips the tiles past the diagonal and matches float64, also with n_q < n_kv") {
+  TEST_CASE("rung 3 causal with your flash_inner_step skips tiles past the diagonal, matches float64, n_q < n_kv too") {
     if (!device_or_skip()) return;
 #if ATTN_HAVE_CUDA
     check_flash_fp32_on({{2, 130, 130, 64, true}, {2, 50, 131, 72, true}}, 62);
 #endif
   }
 
-  TEST_CASE("rung 3 puts all weight on the winning key when scores reach ±1e4, without NaN") {
+  TEST_CASE("rung 3 with your flash_inner_step puts all weight on the winning key at scores of ±1e4, no NaN") {
     if (!device_or_skip()) return;
 #if ATTN_HAVE_CUDA
     // d = 4, so s = q·k / 2 exactly in float: scores 1e4, -1e4 and 9900; the first key wins by e^100.
@@ -218,7 +218,7 @@ TEST_SUITE("06_flash_cuda") {
 #endif
   }
 
-  TEST_CASE("every rung agrees with float64, the bf16 rung erring at most twice as much as a bf16 reference") {
+  TEST_CASE("every rung, flash_inner_step in rung 3, agrees with float64, bf16 erring at most twice a bf16 reference") {
     if (!device_or_skip()) return;
 #if ATTN_HAVE_CUDA
     attn::Rng rng(63);
