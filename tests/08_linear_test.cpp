@@ -112,7 +112,7 @@ TEST_SUITE("08_linear") {
     CHECK_THROWS_AS(attn::positive_random_features(Y, Omega), std::invalid_argument);
   }
 
-  TEST_CASE("random-feature attention approaches softmax attention as the number of features m grows") {
+  TEST_CASE("positive_random_features make linear attention approach softmax attention as m grows") {
     // The estimator φ(q)·φ(k) of exp(q·k/√d_k) has variance ∝ 1/m, so the output error falls like 1/√m
     // once m is large against exp(‖q̂ + k̂‖²) (small here: entries of q and k ~ N(0, 0.5²)): from m = 8 to
     // m = 512 about 8 times. Averaged over 8 fixed seeds the check asks for 3 times (and for each step of 8×
@@ -216,6 +216,22 @@ TEST_SUITE("08_linear") {
     CHECK_ALLCLOSE(o, std::vector<double>({-2.0, 4.0}), 0.0, 4 * kEps);
     CHECK_ALLCLOSE(flat(state.S), std::vector<double>({-2.0, 4.0, -0.5, 1.0, -6.0, 12.0}), 0.0, 0.0);  // exact products
     CHECK_ALLCLOSE(state.z, std::vector<double>({1.0, 0.25, 3.0}), 0.0, 0.0);
+  }
+
+  TEST_CASE("recurrent_step with decay 1/2 halves the old state, then adds the token: S = λS + φ(k)ᵀv, z = λz + φ(k)") {
+    // The output is a ratio in which a common factor of S and z cancels: only the state shows a decay
+    // applied to the wrong terms. Every number here is a small dyadic fraction, exact in float32.
+    attn::RecurrentState state = attn::RecurrentState::zeros(3, 2);
+    attn::recurrent_step(state, {1.0f, 1.0f, 1.0f}, {1.0f, 0.25f, 3.0f}, {-2.0f, 4.0f}, 0.5f);  // from zeros
+    REQUIRE(state.S.size() == 6);
+    CHECK_ALLCLOSE(flat(state.S), std::vector<double>({-2.0, 4.0, -0.5, 1.0, -6.0, 12.0}), 0.0, 0.0);
+    CHECK_ALLCLOSE(state.z, std::vector<double>({1.0, 0.25, 3.0}), 0.0, 0.0);
+    const Vector o = attn::recurrent_step(state, {1.0f, 4.0f, 1.0f}, {2.0f, 0.0f, 1.0f}, {1.0f, -1.0f}, 0.5f);
+    // S = ½·S + (2, 0, 1)ᵀ(1, -1); z = ½·z + (2, 0, 1).
+    CHECK_ALLCLOSE(flat(state.S), std::vector<double>({1.0, 0.0, -0.25, 0.5, -2.0, 5.0}), 0.0, 0.0);
+    CHECK_ALLCLOSE(state.z, std::vector<double>({2.5, 0.125, 2.5}), 0.0, 0.0);
+    // φ(q)S = (1 - 1 - 2, 0 + 2 + 5) = (-2, 7) and φ(q)·z = 2.5 + 0.5 + 2.5 = 5.5: one rounding each.
+    CHECK_ALLCLOSE(o, std::vector<double>({-2.0 / 5.5, 7.0 / 5.5}), 0.0, 4 * kEps);
   }
 
   TEST_CASE("recurrent_step, token after token, equals the causally masked quadratic form and its state never grows") {
