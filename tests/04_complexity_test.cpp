@@ -216,6 +216,7 @@ TEST_SUITE("04_complexity") {
     const std::size_t heap = attn::ch04::measure_heap_peak([&] { O = attn::guarded_attention(Q, K, V, 1e9); });
     CHECK(static_cast<double>(heap) >= b.score_matrix);
     CHECK(static_cast<double>(heap) <= b.peak_extra);
+    CHECK_ALLCLOSE(O, attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V)), kAtol, kRtol);  // and right
   }
 
   TEST_CASE("guarded_attention rejects Q, K and V that do not fit together, naming their shapes") {

@@ -130,6 +130,7 @@ TEST_SUITE("07_sparse") {
 
   TEST_CASE("local_window_mask in two layers reaches 2w, and global tokens connect any two positions in two hops") {
     const std::size_t n = 30;
+    CHECK(attn::allowed_pairs(attn::local_window_mask(n, 2)) == n * 5 - 6);  // n(2w + 1) - w(w + 1)
     CHECK(attn::receptive_field(attn::local_window_mask(n, 2), 2) == attn::local_window_mask(n, 4));
     CHECK(attn::receptive_field(attn::dilated_mask(n, 1, 3), 1) == attn::dilated_mask(n, 1, 3));
     const Mask longformer = attn::longformer_mask(n, 1, {0});
@@ -184,6 +185,7 @@ TEST_SUITE("07_sparse") {
     attn::Rng rng(73);
     for (std::size_t n : {1u, 6u, 23u}) {
       const Matrix Q = rng.normal(n, 8), K = rng.normal(n, 8), V = rng.normal(n, 5);
+      CHECK(attn::local_window_mask(n, 2) == by_rule(n, [](auto i, auto j) { return dist(i, j) <= 2; }));
       for (const auto& [name, mask] : patterns(n)) {
         CAPTURE(name);
         CAPTURE(n);
@@ -225,6 +227,7 @@ TEST_SUITE("07_sparse") {
     const std::size_t n = 10;
     const Matrix Q = rng.normal(n, 4), K = rng.normal(n, 4), V = rng.normal(n, 3);
     Mask mask = attn::local_window_mask(n, 2);
+    CHECK(mask == by_rule(n, [](auto i, auto j) { return dist(i, j) <= 2; }));
     xt::row(mask, 3) = false;  // query 3 may see nothing
     const auto expected = oracle_attention(Q, K, V, mask);
     CHECK_ALLCLOSE(attn::block_sparse_attention(Q, K, V, attn::block_layout(mask, 4, 4)), expected, kAtol, kRtol);

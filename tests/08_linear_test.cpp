@@ -81,6 +81,14 @@ TEST_SUITE("08_linear") {
     CHECK_THROWS_AS(attn::elu_plus_one(Y), std::invalid_argument);
   }
 
+  TEST_CASE("positive_random_features with Omega = 0 is exp(-‖x‖²/(2√d_k)) / √m for every feature") {
+    const Matrix X = {{1.0f, 2.0f, 0.0f, -2.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};  // (2, 4), ‖x‖² = 9 and 0
+    const Matrix Omega = xt::zeros<float>({3, 4});                           // (3, 4)
+    const double first = std::exp(-9.0 / (2.0 * 2.0)) / std::sqrt(3.0), second = 1.0 / std::sqrt(3.0);
+    const std::vector<double> expected{first, first, first, second, second, second};
+    CHECK_ALLCLOSE(flat(attn::positive_random_features(X, Omega)), expected, 0.0, kFeatureRtol);
+  }
+
   TEST_CASE("positive_random_features matches the oracle on random shapes, n = 1 and odd m included") {
     attn::Rng rng(82);
     for (auto [n, d_k, m] : {std::array<std::size_t, 3>{1, 1, 1}, {1, 16, 33}, {9, 5, 7}, {40, 16, 256}}) {
@@ -88,14 +96,6 @@ TEST_SUITE("08_linear") {
       const Matrix phi = attn::positive_random_features(X, Omega);  // (n, m)
       CHECK_ALLCLOSE(phi, attn::oracle::positive_random_features(to_oracle(X), to_oracle(Omega)), 0.0, kFeatureRtol);
     }
-  }
-
-  TEST_CASE("positive_random_features with Omega = 0 is exp(-‖x‖²/(2√d_k)) / √m for every feature") {
-    const Matrix X = {{1.0f, 2.0f, 0.0f, -2.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};  // (2, 4), ‖x‖² = 9 and 0
-    const Matrix Omega = xt::zeros<float>({3, 4});                           // (3, 4)
-    const double first = std::exp(-9.0 / (2.0 * 2.0)) / std::sqrt(3.0), second = 1.0 / std::sqrt(3.0);
-    const std::vector<double> expected{first, first, first, second, second, second};
-    CHECK_ALLCLOSE(flat(attn::positive_random_features(X, Omega)), expected, 0.0, kFeatureRtol);
   }
 
   TEST_CASE("positive_random_features rejects X and Omega with different d_k, naming both shapes") {
@@ -140,26 +140,6 @@ TEST_SUITE("08_linear") {
   }
 
   // --- linear attention by associativity ----------------------------------------------------------------
-  TEST_CASE("linear_attention equals the quadratic form of the oracle, for n_q != n_kv, n = 1 and large n") {
-    attn::Rng rng(84);
-    for (auto [n_q, n_kv, m, d_v] :
-         {std::array<std::size_t, 4>{1, 1, 1, 1}, {1, 9, 4, 3}, {7, 1, 5, 2}, {13, 21, 16, 11}, {2048, 2048, 32, 16}}) {
-      const Matrix phiQ = rng.uniform(n_q, m), phiK = rng.uniform(n_kv, m);  // non-negative features
-      const Matrix V = rng.normal(n_kv, d_v);                                // (n_kv, d_v)
-      const Matrix O = attn::linear_attention(phiQ, phiK, V);                // (n_q, d_v)
-      CHECK_ALLCLOSE(O, attn::oracle::linear_attention(to_oracle(phiQ), to_oracle(phiK), to_oracle(V)),
-                     linear_atol(n_kv, m, max_abs(V)), 0.0);
-    }
-  }
-
-  TEST_CASE("linear_attention with elu+1 features matches the oracle on random queries and keys") {
-    attn::Rng rng(85);
-    const Matrix Q = rng.normal(33, 12), K = rng.normal(50, 12), V = rng.normal(50, 6);
-    const Matrix O = attn::linear_attention(attn::elu_plus_one(Q), attn::elu_plus_one(K), V);  // (33, 6)
-    const auto phiQ = attn::oracle::elu_plus_one(to_oracle(Q)), phiK = attn::oracle::elu_plus_one(to_oracle(K));
-    CHECK_ALLCLOSE(O, attn::oracle::linear_attention(phiQ, phiK, to_oracle(V)), linear_atol(50, 12, max_abs(V)), 0.0);
-  }
-
   TEST_CASE("linear_attention with a single key returns that key's value for every query") {
     const Matrix phiQ = {{0.2f, 3.0f}, {1.0f, 0.0f}, {5.0f, 5.0f}};  // (3, 2)
     const Matrix phiK = {{0.5f, 0.25f}};                             // (1, 2)
@@ -178,6 +158,26 @@ TEST_SUITE("08_linear") {
     for (std::size_t i = 0; i < 5; ++i)
       for (float v : mean) expected.push_back(v);
     CHECK_ALLCLOSE(flat(attn::linear_attention(phiQ, phiK, V)), expected, linear_atol(6, 4, max_abs(V)), 0.0);
+  }
+
+  TEST_CASE("linear_attention equals the quadratic form of the oracle, for n_q != n_kv, n = 1 and large n") {
+    attn::Rng rng(84);
+    for (auto [n_q, n_kv, m, d_v] :
+         {std::array<std::size_t, 4>{1, 1, 1, 1}, {1, 9, 4, 3}, {7, 1, 5, 2}, {13, 21, 16, 11}, {2048, 2048, 32, 16}}) {
+      const Matrix phiQ = rng.uniform(n_q, m), phiK = rng.uniform(n_kv, m);  // non-negative features
+      const Matrix V = rng.normal(n_kv, d_v);                                // (n_kv, d_v)
+      const Matrix O = attn::linear_attention(phiQ, phiK, V);                // (n_q, d_v)
+      CHECK_ALLCLOSE(O, attn::oracle::linear_attention(to_oracle(phiQ), to_oracle(phiK), to_oracle(V)),
+                     linear_atol(n_kv, m, max_abs(V)), 0.0);
+    }
+  }
+
+  TEST_CASE("linear_attention with elu+1 features matches the oracle on random queries and keys") {
+    attn::Rng rng(85);
+    const Matrix Q = rng.normal(33, 12), K = rng.normal(50, 12), V = rng.normal(50, 6);
+    const Matrix O = attn::linear_attention(attn::elu_plus_one(Q), attn::elu_plus_one(K), V);  // (33, 6)
+    const auto phiQ = attn::oracle::elu_plus_one(to_oracle(Q)), phiK = attn::oracle::elu_plus_one(to_oracle(K));
+    CHECK_ALLCLOSE(O, attn::oracle::linear_attention(phiQ, phiK, to_oracle(V)), linear_atol(50, 12, max_abs(V)), 0.0);
   }
 
   TEST_CASE("linear_attention stays exact when the features are tiny (1e-30), where products underflow") {
