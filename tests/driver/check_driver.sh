@@ -83,6 +83,15 @@ done
 rm -rf "$SCRATCH/build/default/check" # results of an earlier run
 TOTAL=$(course_total)
 
+# --- 0. every skeleton includes what the reference answer includes, so the calls the hints suggest compile --
+for sol in "$ROOT"/solutions/*/*.cpp "$ROOT"/solutions/*/*.cu; do
+  [ -f "$sol" ] || continue
+  ex="$ROOT/exercises/${sol#"$ROOT"/solutions/}"
+  missing=$(grep '^#include' "$sol" | grep -v -x -F -f <(grep '^#include' "$ex" | sed 's|  *//.*||') || true)
+  [ -z "$missing" ] && ok "${ex#"$ROOT"/} includes what its solution does" ||
+    fail "${ex#"$ROOT"/} lacks: $(echo $missing)"
+done
+
 # --- 1. an untouched checkout: check 05 reports chapter 05, not the first unsolved chapter --------------------
 run_course "untouched skeletons" 1 check 05
 expect "chapter 05 (flash_cpu) is not done yet" "Hint (tiled_io_floats):" "More hints:  ./course hint 05" \
