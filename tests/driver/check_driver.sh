@@ -124,6 +124,19 @@ expect "chapter 02 (qkv_trace) is not done yet: softmax_rows fails" "Worst at (r
   "Progress: chapter 02: 3 of 5 exercises solved; the course: 3 of $TOTAL."
 [ "$(grep -c '^  ✗ ' <<<"$OUT")" -ge 2 ] && ok "lists the failing cases by name" || fail "lists fewer than 2 failing cases"
 
+# --- 2b. a learner's code that crashes the test program: the footer still comes, naming the crash ---------
+cat >"$SCRATCH/crash.cpp" <<'CPP'
+Vector stable_softmax(const Vector& logits) {
+  volatile float* nowhere = nullptr;
+  *nowhere = logits.size() ? logits(0) : 0.0f;  // SIGSEGV
+  return logits;
+}
+CPP
+use_solution 01_intuition
+replace_function "$SCRATCH/exercises/01_intuition/intuition.cpp" stable_softmax "$SCRATCH/crash.cpp"
+run_course "stable_softmax crashes" 1 check 01
+expect "chapter 01 (intuition) is not done yet: stable_softmax fails" "CRASHED" "did not run" "Hint (stable_softmax):"
+
 # --- 3. chapter 01 solved: status 0 and the progress line counts it ------------------------------------------
 use_solution 01_intuition
 run_course "chapter 01 solved" 0 check 01
