@@ -19,6 +19,7 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "05_flash_cpu/flash_cpu.hpp"
@@ -34,13 +35,19 @@ namespace {
 namespace ch06 = attn::ch06;
 using attn::Matrix;
 
+// Defaults small enough for a second of GPU time; ./course gpu-check asks for the full ladder.
 struct Options {
-  std::vector<int> n{4096};
+  std::vector<int> n{1024};
   std::vector<int> d{128};
-  int bh = 64;
+  int bh = 16;
   int repeats = 10;
   std::string csv;
+  bool dry_run = false;
 };
+
+// The timing table's CSV: its header, then one line per timed rung, flushed as soon as it is measured so
+// a run that stops later keeps what it measured.
+constexpr const char* kCsvHeader = "rung,n,d,causal,bh,ms,tflops,pct_ceiling\n";
 
 // Per-block limits of the GPUs the build targets (cudaDevAttrMaxSharedMemoryPerBlockOptin), and CUDA's
 // default without opting in.
@@ -253,7 +260,7 @@ void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const c
   if (!o.csv.empty()) {
     csv.open(o.csv);
     if (!csv) throw std::runtime_error("cannot write " + o.csv);
-    csv << "rung,n,d,causal,ms,tflops,pct_ceiling\n";
+    csv << kCsvHeader << std::flush;
   }
   attn::Rng rng(66);
   for (const int n : o.n)
@@ -283,14 +290,25 @@ void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const c
                      fmt::format("{:.1f}", tflops), fmt::format("{:.0f}%", 100.0 * tflops / ceiling),
                      naive_ms > 0.0 ? fmt::format("{:.1f}×", naive_ms / ms) : "-"});
           if (csv)
-            csv << rung.name << ',' << n << ',' << d << ',' << (causal ? 1 : 0) << ',' << ms << ',' << tflops << ','
-                << 100.0 * tflops / ceiling << '\n';
+            csv << rung.name << ',' << n << ',' << d << ',' << (causal ? 1 : 0) << ',' << o.bh << ',' << ms << ','
+                << tflops << ',' << 100.0 * tflops / ceiling << std::endl;
         }
       }
   t.print();
 }
 // [time_ladder]
 #endif
+
+// --dry-run: everything up to the first kernel launch. The CSV gets its header and no rows, so the scripts
+// after the ladder (./course gpu-check, the GPU pack's run.sh) can be exercised on a machine without a GPU.
+void dry_run(const Options& o) {
+  attn::heading("Dry run");
+  fmt::print("dry run: would time n = {}, d = {}, bh = {}, causal and not, {} samples each; no kernel launched\n",
+             fmt::join(o.n, " "), fmt::join(o.d, " "), o.bh, o.repeats);
+  if (o.csv.empty()) return;
+  std::ofstream csv(o.csv);
+  if (!(csv << kCsvHeader)) throw std::runtime_error("cannot write " + o.csv);
+}
 
 void tell_the_story(const attn::Chapter& chapter, const Options& o) {
   const ch06::DeviceInfo device = ch06::query_device();
@@ -299,6 +317,10 @@ void tell_the_story(const attn::Chapter& chapter, const Options& o) {
   show_plans(device, 4, 16, 4096, 128);
   show_causal_tiles(4096, 64);
   show_roofline();
+  if (o.dry_run) {
+    dry_run(o);
+    return;
+  }
 #if ATTN_HAVE_CUDA
   if (!device.present) return;
   const auto rungs = ladder();
@@ -375,5 +397,7 @@ int main(int argc, char** argv) {
       .add_option("--repeats", o.repeats, "Timed runs per rung; the median is shown")
       ->check(CLI::Range(1, 1000));
   chapter.cli().add_option("--csv", o.csv, "Also write the timings as CSV to this file (./course gpu-check uses it)");
+  chapter.cli().add_flag("--dry-run", o.dry_run,
+                         "Do the host-side parts, list the shapes the ladder would time, launch no kernel");
   return chapter.run(argc, argv, [&] { tell_the_story(chapter, o); });
 }
