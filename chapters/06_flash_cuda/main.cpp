@@ -8,12 +8,14 @@
 // ceiling this GPU reaches in the same run. Without a GPU it says so and runs the host-side parts only.
 // What it leaves out: the backward pass, FlashAttention-3's asynchronous pipelines, fp8.
 // Run it: ./course run 06   (GPU: build/default/bin/ch06_flash_cuda --n 1024 4096 --d 64 128; the full
-// check with PyTorch's SDPA: ./course gpu-check)      Book page: book/06_flash_cuda.md
+// check with PyTorch's SDPA: ./course gpu-check, or ./course gpu-pack for a bare GPU machine; --dry-run
+// stops before the first kernel launch)      Book page: book/06_flash_cuda.md
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "05_flash_cpu/flash_cpu.hpp"
 #include "06_flash_cuda/flash_cuda.hpp"
 #include "06_flash_cuda/ladder.hpp"
+#include "06_flash_cuda/tiles.hpp"
 #include "attn/chapter.hpp"
 #include "attn/measure.hpp"
 #include "attn/print.hpp"
@@ -140,6 +143,68 @@ void show_causal_tiles(int n, std::size_t B) {
     fmt::print("{}  {} tiles\n", line, v);
   }
 }
+
+// [bank_passes]
+// Shared-memory passes of rung 4's V_jᵀ store over one 64-key tile: for each warp-wide store instruction,
+// the largest number of different 4-byte words any one bank must take (1 = conflict-free), summed. The
+// first version gave consecutive lanes consecutive 8-column chunks of one key and stored 2-byte entries;
+// the kernel's (tiles::tc_vt_item) gives them consecutive key pairs and stores 4-byte words.
+struct StorePasses {
+  int instructions = 0, passes = 0, worst = 0;
+};
+StorePasses first_version_passes(int D) {
+  namespace tiles = ch06::tiles;
+  StorePasses r;
+  for (int first = 0; first < tiles::kTcBc * D / 8; first += 32)  // one warp's 32 items
+    for (int e = 0; e < 8; ++e) {                                 // its 8 stores of 2 bytes each
+      std::vector<std::set<int>> words(32);
+      for (int idx = first; idx < first + 32; ++idx) {
+        const int row = idx / (D / 8), c = idx % (D / 8) * 8 + e;
+        const int word = (c * tiles::kTcVtStride + row) / 2;
+        words[static_cast<std::size_t>(word % 32)].insert(word);
+      }
+      int pass = 0;
+      for (const auto& w : words) pass = std::max(pass, static_cast<int>(w.size()));
+      r.instructions += 1;
+      r.passes += pass;
+      r.worst = std::max(r.worst, pass);
+    }
+  return r;
+}
+StorePasses kernel_passes(int D) {
+  namespace tiles = ch06::tiles;
+  StorePasses r;
+  for (int first = 0; first < tiles::kTcBc / 2 * D / 8; first += 32)
+    for (int e = 0; e < 8; ++e) {  // 8 stores of a 4-byte word (two keys' entries)
+      std::vector<std::set<int>> words(32);
+      for (int idx = first; idx < first + 32; ++idx) {
+        const tiles::VtItem it = tiles::tc_vt_item(idx, 8);
+        const int word = tiles::tc_vt_word(it.c + e, it.pair);
+        words[static_cast<std::size_t>(word % 32)].insert(word);
+      }
+      int pass = 0;
+      for (const auto& w : words) pass = std::max(pass, static_cast<int>(w.size()));
+      r.instructions += 1;
+      r.passes += pass;
+      r.worst = std::max(r.worst, pass);
+    }
+  return r;
+}
+
+void show_vt_store_banks() {
+  attn::heading("Rung 4: storing V_j transposed into shared memory (32 banks of 4 bytes), per 64-key tile");
+  attn::Table t({"D", "store mapping", "warp stores", "passes", "worst conflict"});
+  t.set_left(1);
+  for (const int D : {64, 128}) {
+    const StorePasses a = first_version_passes(D), b = kernel_passes(D);
+    t.add_row({std::to_string(D), "lanes along one key's columns, 2 bytes", std::to_string(a.instructions),
+               std::to_string(a.passes), fmt::format("{}-way", a.worst)});
+    t.add_row({std::to_string(D), "lanes along key pairs, 4-byte words", std::to_string(b.instructions),
+               std::to_string(b.passes), fmt::format("{}-way", b.worst)});
+  }
+  t.print();
+}
+// [bank_passes]
 
 void show_roofline() {
   const ch06::Shape shape{1, 4096, 4096, 128, false};
@@ -316,6 +381,7 @@ void tell_the_story(const attn::Chapter& chapter, const Options& o) {
   show_mapping();
   show_plans(device, 4, 16, 4096, 128);
   show_causal_tiles(4096, 64);
+  show_vt_store_banks();
   show_roofline();
   if (o.dry_run) {
     dry_run(o);
