@@ -77,10 +77,14 @@ TEST_SUITE("06_flash_cuda") {
             CHECK(banks.size() == 32);
           }
         CHECK(worst_way == 1);
-        // Every (column, row pair) word of the B_c real columns written once; the 8 padding bf16 never.
+        // Every (column, row pair) word of the B_c real columns written once; the 8 padding bf16 never. The
+        // word of (c, p) is where the P·V fragment load reads keys 2p and 2p + 1 of column c: bf16 element
+        // c·(B_c + 8) + 2p of V_jᵀ, in the word's lower half.
         for (int c = 0; c < D; ++c)
-          for (int p = 0; p < tiles::kTcVtStride / 2; ++p)
+          for (int p = 0; p < tiles::kTcVtStride / 2; ++p) {
+            CHECK(2 * tiles::tc_vt_word(c, p) == c * tiles::kTcVtStride + 2 * p);
             CHECK(writes[static_cast<std::size_t>(tiles::tc_vt_word(c, p))] == (p < tiles::kTcBc / 2 ? 1 : 0));
+          }
       }
   }
   // [vt_store_test]

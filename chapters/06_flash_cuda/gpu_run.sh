@@ -27,6 +27,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin="$here/bin" hash="" dry_run=0 repeats=10 out="" python=python3
 N=(1024 4096 16384) D=(64 128) BH=64
 SANITIZER_TIMEOUT=100 # seconds per tool; small shapes: both normally finish in well under a minute
+TEST_TIMEOUT=180      # seconds per test program (a hung kernel must not hold the machine)
+LADDER_TIMEOUT=300    # seconds for the whole ladder (expected: one to two minutes on an H100/H200)
 
 usage() { sed -n 's/^# usage: //p' "${BASH_SOURCE[0]}" >&2; }
 while [ $# -gt 0 ]; do
@@ -52,12 +54,14 @@ status_line() { echo "$*" | tee -a "$out/status.txt"; }
 step() { printf '\n==> %s\n' "$*"; }
 
 # --- the libraries: the pack's own first, then CUDA's wherever this machine keeps them ----------------
+# Python keeps the machine's own library path: the pack's libstdc++ must not shadow a newer one torch needs.
+python_env=(env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
 [ -d "$here/lib" ] && export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 missing_libs() { ldd "$bin/ch06_flash_cuda" "$bin/ch06_flash_cuda_solution_test" 2>&1 | awk '/not found/ {print $1}' | sort -u; }
 if [ -n "$(missing_libs)" ]; then
   for dir in ${CUDA_HOME:+"$CUDA_HOME/lib64"} /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda-13*/lib64 \
     /usr/local/cuda-13*/targets/x86_64-linux/lib \
-    $("$python" -c 'import nvidia, os; [print(os.path.join(p, d, "lib")) for p in nvidia.__path__ for d in os.listdir(p)]' \
+    $("${python_env[@]}" "$python" -c 'import nvidia, os; [print(os.path.join(p, d, "lib")) for p in nvidia.__path__ for d in os.listdir(p)]' \
       2>/dev/null); do
     [ -d "$dir" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
     [ -z "$(missing_libs)" ] && break
@@ -96,8 +100,9 @@ failed_of() { sed -n "s/.*test cases: *[0-9]* *| *[0-9]* passed *| *\([0-9]*\) f
 for t in ch06_flash_cuda_core_test ch06_flash_cuda_solution_test; do
   step "$t"
   log="$out/tests-$t.txt"
-  "$bin/$t" --no-intro --no-version >"$log" 2>&1
+  timeout "$TEST_TIMEOUT" "$bin/$t" --no-intro --no-version >"$log" 2>&1
   rc=$?
+  [ "$rc" -ne 124 ] || echo "run.sh: $t did not finish in $TEST_TIMEOUT s" >>"$log"
   cat "$log" | tail -n 12
   gpu_cases=$("$bin/$t" --no-intro --no-version --list-test-cases | grep -c '^on the GPU')
   failed=$(failed_of "$log") skipped=$(count_of "$log")
@@ -120,7 +125,8 @@ done
 # --- 2. compute-sanitizer -----------------------------------------------------------------------------
 step "compute-sanitizer memcheck and racecheck on the GPU cases"
 sanitizer=$(command -v compute-sanitizer || ls ${CUDA_HOME:+"$CUDA_HOME/bin/compute-sanitizer"} \
-  /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-13*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+  /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer \
+  /usr/local/cuda-13*/bin/compute-sanitizer 2>/dev/null | head -n 1)
 for tool in memcheck racecheck; do
   log="$out/sanitizer-$tool.txt"
   if [ "$gpu" = 0 ]; then
@@ -145,9 +151,11 @@ done
 step "the kernel ladder: n = ${N[*]}, d = ${D[*]}, bh = $BH, causal and not"
 ladder_args=(--no-color --n "${N[@]}" --d "${D[@]}" --bh "$BH" --repeats "$repeats" --csv "$out/ladder.csv")
 [ "$dry_run" = 1 ] && ladder_args+=(--dry-run)
-"$bin/ch06_flash_cuda" "${ladder_args[@]}" 2>&1 | tee "$out/ladder.txt"
-if [ "${PIPESTATUS[0]}" -ne 0 ]; then
-  status_line "FAIL  the ladder stopped (see ladder.txt; ladder.csv keeps the rows measured before)"
+timeout "$LADDER_TIMEOUT" "$bin/ch06_flash_cuda" "${ladder_args[@]}" 2>&1 | tee "$out/ladder.txt"
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then
+  [ "$rc" -ne 124 ] || echo "run.sh: the ladder did not finish in $LADDER_TIMEOUT s" | tee -a "$out/ladder.txt"
+  status_line "FAIL  the ladder stopped (status $rc; see ladder.txt; ladder.csv keeps the rows measured before)"
   failures+=("ladder")
 else
   status_line "ok    the ladder: $(($(wc -l <"$out/ladder.csv") - 1)) timed rows in ladder.csv"
@@ -158,7 +166,7 @@ step "PyTorch's scaled_dot_product_attention on the same shapes; the summary and
 sdpa_args=("$out/ladder.csv" --n "${N[@]}" --d "${D[@]}" --bh "$BH" --repeats "$repeats" --csv "$out/sdpa.csv"
   --record "$out/06_flash_cuda.txt" --device-name "$device_name" --sources-hash "$hash" --status "$out/status.txt")
 [ "$dry_run" = 1 ] && sdpa_args+=(--dry-run)
-"$python" "$here/sdpa_compare.py" "${sdpa_args[@]}"
+"${python_env[@]}" "$python" "$here/sdpa_compare.py" "${sdpa_args[@]}"
 case $? in
   0) status_line "ok    the recording: $out/06_flash_cuda.txt" ;;
   3) status_line "note  no SDPA column (PyTorch missing or without CUDA); the recording has the ladder only" ;;
