@@ -36,7 +36,8 @@ inline bool is_gpu_case(const doctest::TestCaseData& tc) { return std::string(tc
 class GpuSkipListener : public doctest::IReporter {
  public:
   explicit GpuSkipListener(const doctest::ContextOptions& options) : out_(*options.cout) {
-    const bool listing = options.list_test_cases || options.list_test_suites || options.count;
+    // --count is not listing: it counts the cases that would run, so the GPU cases drop out of it too.
+    const bool listing = options.list_test_cases || options.list_test_suites;
     if (listing || options.no_skip || device().present) return;
     for (const doctest::detail::TestCase& tc : doctest::detail::getRegisteredTests())
       if (is_gpu_case(tc)) const_cast<doctest::detail::TestCase&>(tc).m_skip = true;  // not part of the set's order
