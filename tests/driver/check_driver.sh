@@ -99,7 +99,8 @@ expect "chapter 05 (flash_cpu) is not done yet" "Hint (tiled_io_floats):" "More 
 grep -q "chapter 02" <<<"$OUT" && fail "check 05 talks about chapter 02" || ok "check 05 stays in chapter 05"
 # Every case belongs to an exercise (its name mentions one); no name holds a ';', which ctest would split.
 unnamed=$(cat "$SCRATCH"/build/default/check/*.cases | awk -F '\t' '$1 == "(no exercise named)" { print "    " $3 }')
-[ -z "$unnamed" ] && ok "every test case names its exercise" || fail "cases naming no exercise:"$'\n'"$unnamed"
+[ -z "$unnamed" ] && ok "every test case names its exercise" ||
+  fail "a case's name must mention the exercise it checks (a '## name' of the chapter's HINTS.md); these do not:"$'\n'"$unnamed"
 semicolons=$(cat "$SCRATCH"/build/default/check/*.cases | cut -f3 | grep ';' || true)
 [ -z "$semicolons" ] && ok "no test case name holds a ';'" || fail "names with ';' (ctest splits them):"$'\n'"$semicolons"
 
