@@ -59,7 +59,7 @@ std::vector<Pattern> patterns(std::size_t n) {
   return {
       {"local window, w = 4", "n·(2w+1)", attn::local_window_mask(n, 4)},
       {"causal window, w = 8", "n·(w+1)", attn::local_window_mask(n, 8, /*causal=*/true)},
-      {"dilated, w = 4, r = 3", "n·(2w+1)", attn::dilated_mask(n, 4, 3)},
+      {"dilated, w = 4, δ = 3", "n·(2w+1)", attn::dilated_mask(n, 4, 3)},
       {"global tokens {0, 32}", "2·g·n", attn::global_mask(n, {0, n / 2})},
       {"random, r = 4 (seeded)", "n·r", attn::random_mask(n, 4, kSeed)},
       {fmt::format("strided, stride √n = {}", root), "n·2√n", attn::strided_mask(n, root)},
@@ -160,7 +160,7 @@ void show_receptive_field(std::size_t w, const std::vector<std::size_t>& global)
   fmt::print("The pronoun needs \"cat\", {} positions back. A word not yet heard is shown as ·.\n\n", it - cat);
   const std::vector<std::pair<std::string, Mask>> cases{
       {fmt::format("window w = {}", w), attn::local_window_mask(n, w)},
-      {fmt::format("dilated w = {}, r = 3", w), attn::dilated_mask(n, w, 3)},
+      {fmt::format("dilated w = {}, δ = 3", w), attn::dilated_mask(n, w, 3)},
       {fmt::format("window w = {} + global {}", w, fmt::join(global, ",")), attn::longformer_mask(n, w, global)},
   };
   for (const auto& [name, mask] : cases) {  // one small table per pattern: the sentence needs the width
