@@ -17,6 +17,13 @@ TEST_SUITE("common") {
     CHECK(attn::display_width("垫子上 it") == 9);
   }
 
+  TEST_CASE("display_width counts fullwidth punctuation as two, combining marks as zero, shade glyphs as one") {
+    CHECK(attn::display_width("猫坐在垫子上，它很累") == 20);  // the seed's comma is fullwidth
+    CHECK(attn::display_width("e\u0301") == 1);                // e and a combining acute accent: one column
+    CHECK(attn::display_width("░▒▓█▀▄") == 6);
+    CHECK(attn::display_width("a\377b") == 3);  // a byte that is not UTF-8 (0xff) still takes a column
+  }
+
   TEST_CASE("human_bytes picks the unit") {
     CHECK(attn::human_bytes(512) == "512 B");
     CHECK(attn::human_bytes(1536) == "1.50 KiB");

@@ -84,6 +84,11 @@ void print_panels(const std::vector<Panel>& panels, std::size_t per_line) {
     for (std::size_t k = first; k < last; ++k) row += rule("└", "┘", k) + "  ";
     print_line(row);
   }
+  if (color) {
+    fmt::print("Each character is two rows (upper half ▀ and lower half), coloured from 0 (dark) to 1 (bright).\n");
+  } else {
+    fmt::print("Each character is two rows: ▀ upper on, ▄ lower on, █ both, blank neither (on: value ≥ 0.75).\n");
+  }
 }
 
 void write_svg_panels(const std::string& path, const std::vector<Panel>& panels, std::size_t per_line,

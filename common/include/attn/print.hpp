@@ -49,7 +49,8 @@ class Table {
 
 /// Prints \p m (rows, cols) as a heat map with labelled rows and columns, each cell showing its value
 /// with \p decimals digits; colour scaled from \p lo to \p hi (0 and 1 suit attention weights).
-/// Plain output adds a shade glyph (░▒▓█) so the picture survives without colour.
+/// Plain output adds a shade glyph (░▒▓█) so the picture survives without colour. A legend line follows
+/// the map: the colour strip from \p lo to \p hi, or the value at which each shade glyph starts.
 void print_heatmap(const Matrix& m, const std::vector<std::string>& row_labels,
                    const std::vector<std::string>& col_labels, int decimals = 2, double lo = 0.0, double hi = 1.0);
 
