@@ -469,6 +469,11 @@ def main():
             typeset += mathjax["jax"] if mathjax else 0
             if problems:
                 failures[name] = problems
+                for problem in problems[:args.max_per_page]:
+                    print("FAIL %s: %s" % (name, problem), flush=True)
+                if len(problems) > args.max_per_page:
+                    print("FAIL %s: ... and %d more problems on this page" % (name, len(problems) - args.max_per_page),
+                          flush=True)
     except CheckError as e:
         print("browser_check: %s" % e, file=sys.stderr)
         return 2
@@ -476,11 +481,6 @@ def main():
         browser.close()
     elapsed = time.monotonic() - started
 
-    for name, problems in failures.items():
-        for problem in problems[:args.max_per_page]:
-            print("FAIL %s: %s" % (name, problem))
-        if len(problems) > args.max_per_page:
-            print("FAIL %s: ... and %d more problems on this page" % (name, len(problems) - args.max_per_page))
     print("browser check: %d pages in %s, %d formulas typeset, %.1f s; %d pages with problems" %
           (len(pages), version, typeset, elapsed, len(failures)))
     if args.screenshots:
