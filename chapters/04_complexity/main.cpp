@@ -27,6 +27,7 @@
 #include "04_complexity/complexity.hpp"
 #include "04_complexity/heap_counter.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
@@ -69,25 +70,11 @@ std::vector<std::size_t> doubling(std::size_t from, std::size_t to) {
   return v;
 }
 
-/// 2.61e12 → "2.61 T": counts read better with SI prefixes.
-std::string si(double v) {
-  const char* prefixes[] = {"", " k", " M", " G", " T", " P"};
-  int p = 0;
-  while (v >= 1000 && p < 5) {
-    v /= 1000;
-    ++p;
-  }
-  return fmt::format(p == 0 ? "{:.0f}{}" : "{:.3g}{}", v, prefixes[p]);
-}
+using attn::seconds_str;
+using attn::si;  // 2.61e12 → "2.61 T": counts read better with SI prefixes
 
 /// Bytes in decimal units (kB, MB, GB), like the seed's "40 GB".
 std::string decimal_bytes(double b) { return attn::human_bytes(b, /*binary=*/false); }
-
-std::string seconds_str(double s) {
-  return s < 1e-3 ? fmt::format("{:.1f} µs", s * 1e6)
-         : s < 1  ? fmt::format("{:.2f} ms", s * 1e3)
-                  : fmt::format("{:.2f} s", s);
-}
 
 /// \p text as lines of at most \p width columns, each indented by two spaces.
 std::string wrapped(const std::string& text, std::size_t width) {

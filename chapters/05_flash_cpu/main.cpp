@@ -25,10 +25,12 @@
 #include "05_flash_cpu/flash_fast.hpp"
 #include "05_flash_cpu/io_model.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 #include "attn/svg.hpp"
 
 namespace {
@@ -37,9 +39,8 @@ using attn::Matrix;
 using attn::Vector;
 namespace ch05 = attn::ch05;
 
-double max_abs_diff(const Matrix& a, const Matrix& b) { return static_cast<double>(xt::amax(xt::abs(a - b))()); }
-
-std::string sci(double v) { return fmt::format("{:.3g}", v); }
+using attn::max_abs_diff;
+using attn::significant;
 
 // [online_softmax_demo]
 /// One query row meets its 12 keys four at a time: the running max m moves, the old sums shrink by
@@ -199,8 +200,8 @@ void io_model(const attn::Chapter& chapter) {
         const ch05::IoCount standard = ch05::simulate_standard(N, d, M), tiled = ch05::simulate_tiled(N, d, M, plan);
         formula_agrees = formula_agrees && tiled.total() == attn::tiled_io_floats(N, d, plan.B_r);
         const double s = static_cast<double>(standard.total()), t = static_cast<double>(tiled.total());
-        table.add_row({std::to_string(M), std::to_string(d), std::to_string(N), std::to_string(plan.B_r), sci(s),
-                       fmt::format("{:.2f}", s / (n * dd + n * n)), sci(t),
+        table.add_row({std::to_string(M), std::to_string(d), std::to_string(N), std::to_string(plan.B_r),
+                       significant(s), fmt::format("{:.2f}", s / (n * dd + n * n)), significant(t),
                        fmt::format("{:.2f}", t / (n * n * dd * dd / m)), fmt::format("{:.1f}", s / t)});
         if (d == 64) {
           tiled_series[M].x.push_back(n);
@@ -317,7 +318,7 @@ void measure(benchmark::State& state, double flops, std::size_t n, Work work) {
   state.counters["pct_of_sgemm"] = 100.0 * gflops / ceiling[n];
 }
 
-double attention_flops(std::size_t n, bool causal) {
+double bench_flops(std::size_t n, bool causal) {
   const double per_head = 4.0 * static_cast<double>(n) * static_cast<double>(n) * kD;
   return static_cast<double>(kHeads) * (causal ? per_head / 2 : per_head);
 }
@@ -340,7 +341,7 @@ void full(benchmark::State& state) {
   const Inputs& in = inputs(n);
   const attn::Mask mask = causal ? attn::causal_mask(n, n) : attn::Mask();
   attn::set_blas_threads(2);
-  measure(state, attention_flops(n, causal), n, [&] {
+  measure(state, bench_flops(n, causal), n, [&] {
     for (std::size_t h = 0; h < kHeads; ++h)
       benchmark::DoNotOptimize(attn::scaled_dot_product_attention(in.q[h], in.k[h], in.v[h], mask));
   });
@@ -351,7 +352,7 @@ void flash_simple(benchmark::State& state) {
   const bool causal = state.range(1) != 0;
   const Inputs& in = inputs(n);
   attn::set_blas_threads(1);  // the exercise is single-threaded code; its (64, 256) tiles are too small to split
-  measure(state, attention_flops(n, causal), n, [&] {
+  measure(state, bench_flops(n, causal), n, [&] {
     for (std::size_t h = 0; h < kHeads; ++h)
       benchmark::DoNotOptimize(attn::flash_attention(in.q[h], in.k[h], in.v[h], causal, 64, 256));
   });
@@ -361,7 +362,7 @@ void flash_fast(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const bool causal = state.range(1) != 0;
   const Inputs& in = inputs(n);
-  measure(state, attention_flops(n, causal), n,
+  measure(state, bench_flops(n, causal), n,
           [&] { benchmark::DoNotOptimize(ch05::flash_attention_fast(in.Q, in.K, in.V, causal)); });
 }
 
