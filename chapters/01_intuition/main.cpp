@@ -81,17 +81,21 @@ void print_features(const Attention& r) {
 
 void print_queries_and_keys(const Attention& r) {
   attn::heading("What each word looks for (Q = X·W_Q) and offers (K = X·W_K), both (n, d_k)");
-  std::vector<std::string> header{"word"};
-  for (const auto& k : ch01::key_names()) header.push_back("q." + k);
-  for (const auto& k : ch01::key_names()) header.push_back("k." + k);
-  attn::Table t(header);
-  for (std::size_t i = 0; i < r.tokens.size(); ++i) {
-    std::vector<std::string> row{r.tokens[i]};
-    for (std::size_t c = 0; c < r.Q.shape(1); ++c) row.push_back(r.Q(i, c) != 0 ? fixed(r.Q(i, c), 0) : "·");
-    for (std::size_t c = 0; c < r.K.shape(1); ++c) row.push_back(r.K(i, c) != 0 ? fixed(r.K(i, c), 0) : "·");
-    t.add_row(row);
-  }
-  t.print();
+  // Two tables, one per matrix: side by side they would not fit in 100 columns.
+  const auto print_matrix = [&](const char* title, const attn::Matrix& m) {
+    fmt::print("{}\n", title);
+    std::vector<std::string> header{"word"};
+    for (const auto& k : ch01::key_names()) header.push_back(k);
+    attn::Table t(header);
+    for (std::size_t i = 0; i < r.tokens.size(); ++i) {
+      std::vector<std::string> row{r.tokens[i]};
+      for (std::size_t c = 0; c < m.shape(1); ++c) row.push_back(m(i, c) != 0 ? fixed(m(i, c), 0) : "·");
+      t.add_row(row);
+    }
+    t.print();
+  };
+  print_matrix("Q, what each word looks for:", r.Q);
+  print_matrix("K, what each word offers:", r.K);
   fmt::print(
       "A verb looks for an animate doer and a place; \"tired\" looks for a pronoun or a living thing;\n"
       "the pronoun's row is design_pronoun_query(), the exercise.\n");

@@ -194,8 +194,8 @@ void print_weight_facts(const Matrix& A) {
   const Vector sums = xt::sum(A, {1});      // (n)
   const Vector largest = xt::amax(A, {1});  // (n)
   fmt::print(
-      "Row sums lie in [{:.6f}, {:.6f}]; the largest weight of a row: from {:.2f} to {:.2f} (uniform: 1/{} = "
-      "{:.2g}).\n",
+      "Row sums lie in [{:.6f}, {:.6f}]; the largest weight of a row: from {:.2f} to {:.2f}\n"
+      "(uniform: 1/{} = {:.2g}).\n",
       xt::amin(sums)(), xt::amax(sums)(), xt::amin(largest)(), xt::amax(largest)(), A.shape(1),
       1.0 / static_cast<double>(A.shape(1)));
 }

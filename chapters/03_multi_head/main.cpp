@@ -168,7 +168,7 @@ void show_heads(const attn::Chapter& chapter, const HandBuilt& r) {
       ch03::kDModel, ch03::kHeads, ch03::kDk);
   const auto& infos = ch03::head_infos();
   for (std::size_t i = 0; i < 3; ++i) {
-    fmt::print("\nHead {}, {}: {}.\n", i, infos[i].name, infos[i].why);
+    fmt::print("\nHead {}, {}:\n{}.\n", i, infos[i].name, infos[i].why);
     attn::print_heatmap(r.A[i], r.tokens, r.tokens);
     if (const auto path = chapter.figure_path(fmt::format("ch03_head_{}.svg", i))) {
       attn::write_svg_heatmap(*path, r.A[i], r.tokens, r.tokens, fmt::format("Head {}: {}", i, infos[i].name));

@@ -76,24 +76,6 @@ using attn::si;  // 2.61e12 → "2.61 T": counts read better with SI prefixes
 /// Bytes in decimal units (kB, MB, GB), like the seed's "40 GB".
 std::string decimal_bytes(double b) { return attn::human_bytes(b, /*binary=*/false); }
 
-/// \p text as lines of at most \p width columns, each indented by two spaces.
-std::string wrapped(const std::string& text, std::size_t width) {
-  std::string out, line;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find(' ', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string word = text.substr(start, end - start);
-    if (!line.empty() && attn::display_width(line) + 1 + attn::display_width(word) > width) {
-      out += "  " + line + "\n";
-      line.clear();
-    }
-    line += (line.empty() ? "" : " ") + word;
-    start = end + 1;
-  }
-  return out + (line.empty() ? "" : "  " + line + "\n");
-}
-
 std::string cpu_name() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
@@ -132,10 +114,10 @@ void print_counts(const std::vector<std::size_t>& ns, std::size_t d) {
   }
   t.print();
   fmt::print(
-      "FLOPs: QKᵀ and A·V are 2·n²·d each (a multiply-add is 2), the softmax 5 per score. Peak heap: S, A and\n"
-      "the output alive at once (2·4n² + 4nd bytes). Bytes moved: Q, K, V read, O written, S and A each\n"
-      "written once and read once. FLOP/byte stays near d/4 whatever n is: the work and the traffic both grow as "
-      "n².\n");
+      "FLOPs: QKᵀ and A·V are 2·n²·d each (a multiply-add is 2), the softmax 5 per score. Peak heap:\n"
+      "S, A and the output alive at once (2·4n² + 4nd bytes). Bytes moved: Q, K, V read, O written, S and A\n"
+      "each written once and read once. FLOP/byte stays near d/4 whatever n is: the work and the traffic\n"
+      "both grow as n².\n");
 }
 
 void print_memory(const std::vector<Point>& points) {
@@ -245,9 +227,11 @@ void the_seeds_long_sequence(std::size_t d, double measured_gflops, double ceili
   fmt::print("inputs Q, K, V:            {} in all: the n×n matrices, not the data, are the wall\n",
              decimal_bytes(b.inputs));
   if (!book)
-    fmt::print("predicted time:            {} at this run's {:.1f} GFLOP/s ({} even at the sgemm ceiling of {:.1f})\n",
-               seconds_str(f.total() / (measured_gflops * 1e9)), measured_gflops,
-               seconds_str(f.total() / (ceiling_gflops * 1e9)), ceiling_gflops);
+    fmt::print(
+        "predicted time:            {} at this run's {:.1f} GFLOP/s\n"
+        "                           ({} even at the sgemm ceiling of {:.1f})\n",
+        seconds_str(f.total() / (measured_gflops * 1e9)), measured_gflops,
+        seconds_str(f.total() / (ceiling_gflops * 1e9)), ceiling_gflops);
   else
     fmt::print("predicted time:            FLOPs ÷ the rate measured in a normal run (./course run 04 prints it)\n");
 
@@ -263,8 +247,8 @@ void the_seeds_long_sequence(std::size_t d, double measured_gflops, double ceili
     }
   });
   fmt::print("\nAsked to run it with a memory limit of {}{}:\n{}", decimal_bytes(memory_limit),
-             book ? " (the book's fixed limit; a normal run uses the memory available)" : " (available now)",
-             wrapped(refusal, 100));
+             book ? "\n(the book's fixed limit; a normal run uses the memory available)" : " (available now)",
+             attn::wrapped(refusal, 100));
   fmt::print("Heap the refused call allocated: {} (only the message).\n", decimal_bytes(static_cast<double>(heap)));
 }
 // [seed_n]

@@ -136,8 +136,8 @@ void row_from_lse() {
       attn::scaled_scores(Q, K) + xt::where(attn::causal_mask(n, n), 0.0f, -std::numeric_limits<float>::infinity()));
   const Vector full_row = xt::row(A, i);  // (n), from the whole (n, n) matrix
   fmt::print(
-      "row {} of the causal A: Σ_j A(i, j) = {:.6f}, nonzero entries {} (keys 0..{}), max |difference| with "
-      "chapter 02's softmax {:.1e}\n\n",
+      "row {} of the causal A: Σ_j A(i, j) = {:.6f}, nonzero entries {} (keys 0..{}),\n"
+      "max |difference| with chapter 02's softmax {:.1e}\n\n",
       i, static_cast<double>(xt::sum(row)()), static_cast<std::size_t>(xt::sum(xt::not_equal(row, 0.0f))()), i,
       static_cast<double>(xt::amax(xt::abs(row - full_row))()));
 }

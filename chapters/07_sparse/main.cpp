@@ -166,12 +166,14 @@ void show_receptive_field(std::size_t w, const std::vector<std::size_t>& global)
       {fmt::format("dilated w = {}, r = 3", w), attn::dilated_mask(n, w, 3)},
       {fmt::format("window w = {} + global {}", w, fmt::join(global, ",")), attn::longformer_mask(n, w, global)},
   };
-  attn::Table t({"pattern", "layers", "what \"it\" has heard"});
-  t.set_left(2);
-  for (const auto& [name, mask] : cases)
+  for (const auto& [name, mask] : cases) {  // one small table per pattern: the sentence needs the width
+    fmt::print("{}:\n", name);
+    attn::Table t({"layers", "what \"it\" has heard"});
+    t.set_left(1);
     for (std::size_t layers : {1u, 2u})
-      t.add_row({layers == 1 ? name : "", fmt::format("{}", layers), heard(attn::receptive_field(mask, layers), it)});
-  t.print();
+      t.add_row({fmt::format("{}", layers), heard(attn::receptive_field(mask, layers), it)});
+    t.print();
+  }
   fmt::print(
       "\nOne layer of a window sees 2w+1 words; each further layer adds w on each side. Dilation spaces the\n"
       "same number of keys r apart, so the reach grows r times faster. A global token hears everyone and\n"
@@ -200,7 +202,8 @@ void show_kernels(std::size_t n, std::size_t B) {
       fmt::format("Kernels that touch only allowed pairs, against dense masked attention (n = {}, d = 64)", n));
   fmt::print(
       "Reference: chapter 02's scaled_dot_product_attention(Q, K, V, mask), which scores all n² pairs and\n"
-      "masks. Row lists score exactly the allowed pairs; block-sparse scores whole {}×{} tiles that hold any.\n\n",
+      "masks. Row lists score exactly the allowed pairs; block-sparse scores whole {}×{} tiles that hold\n"
+      "any. |Δ|: the largest difference from the reference.\n\n",
       B, B);
   attn::Rng rng(kSeed);
   const std::size_t d = 64;
@@ -210,11 +213,10 @@ void show_kernels(std::size_t n, std::size_t B) {
       {"window w = 32", attn::local_window_mask(n, 32)},
       {"causal window w = 32", attn::local_window_mask(n, 32, true)},
       {"Longformer w = 32, global {0}", attn::longformer_mask(n, 32, {0})},
-      {"BigBird w = 16, global {0}, r = 16", attn::bigbird_mask(n, 16, {0}, 16, kSeed)},
+      {"BigBird w = 16, global {0}, random 16", attn::bigbird_mask(n, 16, {0}, 16, kSeed)},
       {fmt::format("strided, stride {}", root), attn::strided_mask(n, root)},
   };
-  attn::Table t({"pattern", "allowed pairs", "row lists: max |Δ|", "block-sparse: max |Δ|", "tiles kept",
-                 "pairs computed", "useful"});
+  attn::Table t({"pattern", "allowed", "rows |Δ|", "blocks |Δ|", "tiles kept", "computed", "useful"});
   for (const auto& [name, mask] : cases) {
     const Matrix dense = attn::scaled_dot_product_attention(Q, K, V, mask);  // (n, d)
     const Matrix rows = attn::row_sparse_attention(Q, K, V, attn::sparse_rows(mask));
@@ -231,9 +233,9 @@ void show_kernels(std::size_t n, std::size_t B) {
   fmt::print("\nsliding_window_attention (your exercise), w = 32: max |Δ| = {:.1e} against the dense masked result.\n",
              max_abs_diff(window, attn::scaled_dot_product_attention(Q, K, V, attn::local_window_mask(n, 32))));
   fmt::print(
-      "\"useful\" = allowed ÷ computed. A band fills its tiles, so block-sparse wastes only the corners of the\n"
-      "tiles on its edges. Random and strided keys are scattered: nearly every tile holds one, so the\n"
-      "block kernel computes almost everything and only row lists profit from the sparsity.\n");
+      "\"useful\" = allowed ÷ computed pairs. A band fills its tiles, so block-sparse wastes only the\n"
+      "corners of the tiles on its edges. Random and strided keys are scattered: nearly every tile holds\n"
+      "one, so the block kernel computes almost everything and only row lists profit from the sparsity.\n");
 }
 
 void show_tiles(const attn::Chapter& chapter) {

@@ -170,14 +170,15 @@ void show_feature_maps(const attn::Chapter& chapter) {
     t.add_row({fixed(xs(0, i), 1), fixed(elu(0, i), 3), fixed(std::exp(xs(0, i)), 3)});
   t.print();
   fmt::print(
-      "elu+1 is positive and smooth but grows only linearly: it is a different kernel, not an approximation of\n"
-      "exp. Positive random features estimate exp(q·k/√d_k) itself, without bias, with variance ∝ 1/m.\n");
+      "elu+1 is positive and smooth but grows only linearly: it is a different kernel, not an\n"
+      "approximation of exp. Positive random features estimate exp(q·k/√d_k) itself, without bias, with\n"
+      "variance ∝ 1/m.\n");
 
   const std::size_t n = 128, d_k = 16, seeds = 8;
   std::vector<ErrorCurve> curves;
   for (float sigma : {0.5f, 1.0f}) curves.push_back(feature_error(sigma, n, d_k, seeds));
   attn::heading(
-      fmt::format("Random-feature attention against exact softmax attention (n = {}, d_k = {}, {} seeds; "
+      fmt::format("Random features against exact softmax attention (n = {}, d_k = {}, {} seeds; "
                   "Q, K ~ N(0, σ²))",
                   n, d_k, seeds));
   attn::Table e({"m", "σ = 0.5: iid", "± sd", "orthogonal", "± sd", "σ = 1: iid", "± sd", "orthogonal", "± sd"});
@@ -190,10 +191,11 @@ void show_feature_maps(const attn::Chapter& chapter) {
   e.add_row({"elu+1", fixed(curves[0].elu, 4), "", "", "", fixed(curves[1].elu, 4), "", "", ""});
   e.print();
   fmt::print(
-      "Entries: the mean |output − softmax output| over {} seeds of Ω, and its spread. The estimate of one\n"
-      "weight exp(q̂·k̂) has relative variance about (exp(‖q̂ + k̂‖²) − 1)/m: it falls like 1/m, but from a\n"
-      "height that grows exponentially with the norms of q and k. At σ = 0.5 the error soon falls like 1/√m;\n"
-      "at σ = 1 it needs many more features for the same error. The elu+1 row is not an estimate of softmax.\n",
+      "Entries: the mean |output − softmax output| over {} seeds of Ω, and its spread. The estimate of\n"
+      "one weight exp(q̂·k̂) has relative variance about (exp(‖q̂ + k̂‖²) − 1)/m: it falls like 1/m, but\n"
+      "from a height that grows exponentially with the norms of q and k. At σ = 0.5 the error soon falls\n"
+      "like 1/√m; at σ = 1 it needs many more features for the same error. The elu+1 row is not an\n"
+      "estimate of softmax.\n",
       seeds);
   plot_feature_error(chapter, curves);
 }
@@ -201,8 +203,7 @@ void show_feature_maps(const attn::Chapter& chapter) {
 // --- 3. the causal recurrence -------------------------------------------------------------------------
 
 void show_recurrence(float decay) {
-  attn::heading(
-      "Causal linear attention as a recurrence: S ← S + φ(k_t)ᵀv_t, z ← z + φ(k_t), o_t = φ(q_t)S / φ(q_t)·z");
+  attn::heading("Causal linear attention as an RNN: S ← S + φ(k_t)ᵀv_t, z ← z + φ(k_t), o_t = φ(q_t)S/φ(q_t)·z");
   const std::size_t n = 8, d = 4;
   attn::Rng rng(88);
   const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);                   // (n, d) each
@@ -221,9 +222,10 @@ void show_recurrence(float decay) {
   // [decode]
   t.print();
   fmt::print(
-      "Decoding token by token, the state stays m·d_v + m numbers while softmax attention's cache of keys and\n"
-      "values grows by 2·d every token. causal_linear_attention runs the same recurrence over a whole sequence:\n"
-      "largest difference from the causally masked quadratic form {}.\n",
+      "Decoding token by token, the state stays m·d_v + m numbers while softmax attention's cache\n"
+      "of keys and values grows by 2·d every token. causal_linear_attention runs the same\n"
+      "recurrence over a whole sequence: largest difference from the causally masked quadratic\n"
+      "form {}.\n",
       sci(max_abs_diff(attn::causal_linear_attention(phiQ, phiK, V), masked)));
 
   attn::heading(fmt::format("A decay on the state (RWKV's time decay): S ← λ·S + φ(k_t)ᵀv_t, here λ = {}", decay));
@@ -238,10 +240,10 @@ void show_recurrence(float decay) {
                fixed(decayed(n - 1, j), 3), attn::bar(decayed(n - 1, j), 16)});
   w.print();
   fmt::print(
-      "The last token's weights: without decay the first token counts as much as the features say; with λ < 1\n"
-      "a token j steps back is multiplied by λ^j, so the state forgets the distant past. That is RWKV's and\n"
-      "RetNet's change to the recurrence; state-space models (S4, Mamba) run the same kind of linear recurrence\n"
-      "with learned (for Mamba, input-dependent) decays.\n");
+      "The last token's weights: without decay the first token counts as much as the features say;\n"
+      "with λ < 1 a token j steps back is multiplied by λ^j, so the state forgets the distant past. That is\n"
+      "RWKV's and RetNet's change to the recurrence; state-space models (S4, Mamba) run the same kind of\n"
+      "linear recurrence with learned (for Mamba, input-dependent) decays.\n");
 }
 
 // --- 4. what linear attention cannot do ---------------------------------------------------------------
@@ -274,11 +276,11 @@ void show_sharpness(std::size_t features) {
              fixed(entropy_bits(rf[0], p), 2), fixed(entropy_bits(rf[1], p), 2)});
   t.print();
   fmt::print(
-      "Uniform weights over {} keys would have {:.2f} bits. Softmax turns a difference of scores into a ratio of\n"
-      "exponentials: it can put most of the weight on {}. elu+1's weights are sums of products of features that\n"
-      "grow only linearly, so the same query spreads its attention more evenly (higher entropy). Random features\n"
-      "aim at softmax's weights, but sharp weights need large q·k, hence long q and k, exactly where their\n"
-      "variance explodes: even many features leave these weights blurred.\n",
+      "Uniform weights over {} keys would have {:.2f} bits. Softmax turns a difference of scores into a\n"
+      "ratio of exponentials: it can put most of the weight on {}. elu+1's weights are sums of products\n"
+      "of features that grow only linearly, so the same query spreads its attention more evenly (higher\n"
+      "entropy). Random features aim at softmax's weights, but sharp weights need large q·k, hence long\n"
+      "q and k, exactly where their variance explodes: even many features leave these weights blurred.\n",
       n, std::log2(static_cast<double>(n)), sentence.tokens[sentence.antecedent]);
 }
 
@@ -372,8 +374,8 @@ std::size_t measured_crossover(std::size_t lo, std::size_t hi, std::size_t d, co
 // [bisection]
 
 void show_measured_crossover(std::size_t d) {
-  attn::heading(fmt::format(
-      "Measured on this machine: CPU time on one core (d = {}; median of 3; `ch08_linear bench` for more)", d));
+  attn::heading(
+      fmt::format("Measured on this machine: CPU time on one core (d = {}; median of 3; more: ch08_linear bench)", d));
   attn::Table t({"n", "softmax (ch02)", "linear", "causal recurrence", "softmax / linear"});
   std::vector<double> ns, ts, tl, tc;
   attn::Progress progress(6, true);
@@ -410,7 +412,7 @@ void tell_the_story(const attn::Chapter& chapter, float decay, std::size_t featu
   show_flop_crossover(chapter, 64);
   if (chapter.book_mode()) {
     fmt::print(
-        "\n(Timings are left out of the book: run ch08_linear for a quick measurement, ch08_linear bench "
+        "\n(Timings are left out of the book: run ch08_linear for a quick measurement, ch08_linear bench\n"
         "for the benchmarks.)\n");
   } else {
     show_measured_crossover(64);

@@ -95,8 +95,9 @@ void print_same_as_chapter_03(attn::Rng& rng, std::size_t h, std::size_t n, std:
   const Matrix grouped = attn::project(attn::merge_heads(attn::grouped_attention(Q, K, V, true)), W.W_O);
   const double diff = xt::amax(xt::abs(grouped - chapter_03))();
   fmt::print(
-      "g = h through this function, merged and multiplied by W_O, against chapter 03's multi-head layer on\n"
-      "the same X and weights: largest difference {:.1e} (both run chapter 02's attention on the same heads).\n",
+      "g = h through this function, merged and multiplied by W_O, against chapter 03's multi-head\n"
+      "layer on the same X and weights: largest difference {:.1e} (both run chapter 02's attention\n"
+      "on the same heads).\n",
       diff);
 }
 // [same_as_chapter_03]
@@ -135,8 +136,8 @@ void print_decode(std::uint64_t seed) {
   const Tensor3 K = random_heads(rng, g, n, d_k), V = random_heads(rng, g, n, d_v);  // (g, n, d)
   const Tensor3 full = attn::grouped_attention(Q, K, V, /*causal=*/true);            // (h, n, d_v)
   attn::KVCache cache(g, /*capacity=*/n, d_k, d_v);
-  attn::Table t({"step t", "cached tokens", "K/V rows computed", "without a cache", "K/V rows read",
-                 "max |decode - causal row t|"});
+  attn::Table t(
+      {"step t", "cached tokens", "K/V rows computed", "without a cache", "K/V rows read", "|decode - causal|"});
   double worst = 0.0;
   for (std::size_t step = 0; step < n; ++step) {
     const Matrix O_t = attn::decode_step(cache, token(Q, step), token(K, step), token(V, step));  // (h, d_v)
@@ -158,7 +159,7 @@ void print_decode(std::uint64_t seed) {
   try {
     attn::decode_step(cache, token(Q, 0), token(K, 0), token(V, 0));
   } catch (const std::invalid_argument& e) {
-    fmt::print("One token more is refused, and the cache is left as it was:\n  {}\n", e.what());
+    fmt::print("One token more is refused, and the cache is left as it was:\n{}", attn::wrapped(e.what(), 100));
   }
 }
 // [decode_loop]
@@ -193,10 +194,11 @@ void print_memory_bound() {
   }
   t.print();
   fmt::print(
-      "The FLOPs do not depend on g, the bytes do: every cached byte is used for h/(2g) FLOPs (fp32). A CPU\n"
-      "core does tens of FLOPs in the time it loads one byte from memory, so with few FLOPs per byte the step\n"
-      "waits for memory, and its time follows the bytes: MHA : GQA : MQA should approach 1 : 1/4 : 1/32 until\n"
-      "the arithmetic (or the cache fitting in the CPU's caches) takes over. `ch09_mqa_gqa bench` measures it.\n");
+      "The FLOPs do not depend on g, the bytes do: every cached byte is used for h/(2g) FLOPs (fp32). A\n"
+      "CPU core does tens of FLOPs in the time it loads one byte from memory, so with few FLOPs per byte\n"
+      "the step waits for memory, and its time follows the bytes: MHA : GQA : MQA should approach 1 : 1/4\n"
+      ": 1/32 until the arithmetic (or the cache fitting in the CPU's caches) takes over. `ch09_mqa_gqa\n"
+      "bench` measures it.\n");
 }
 
 // --- 5. the cache of real models -----------------------------------------------------------------------------
@@ -251,9 +253,10 @@ void print_cache_table(const attn::Chapter& chapter) {
   }
   t.print();
   fmt::print(
-      "Bytes = 2 · layers · g · d_k · n · 2: the query heads h do not appear. Llama 2 70B keeps g = 8 of its 64\n"
-      "heads' keys and values, an 8× smaller cache than the same model with multi-head attention; at 128K\n"
-      "tokens that is the difference between one and several 80 GB accelerators for the cache of ONE sequence.\n");
+      "Bytes = 2 · layers · g · d_k · n · 2: the query heads h do not appear. Llama 2 70B keeps g = 8 of\n"
+      "its 64 heads' keys and values, an 8× smaller cache than the same model with multi-head attention;\n"
+      "at 128K tokens that is the difference between one and several 80 GB accelerators for the cache of\n"
+      "ONE sequence.\n");
   if (const auto path = chapter.figure_path("ch09_kv_cache_bytes.svg")) {
     attn::write_svg_plot(*path, plot);
     chapter.announce_figure(*path);
@@ -305,7 +308,7 @@ void print_mean_pooling(std::uint64_t seed) {
     }
   }
   std::vector<std::string> header{"g (pooled from h = 8)"};
-  for (double rho : rhos) header.push_back(fmt::format("heads alike ρ = {:.1f}", rho));
+  for (double rho : rhos) header.push_back(fmt::format("alike ρ = {:.1f}", rho));
   attn::Table t(header);
   for (std::size_t r = 0; r < groups.size(); ++r) {
     std::vector<std::string> row{fmt::format("{}", groups[r])};

@@ -56,11 +56,14 @@ Panel mask_panel(const std::string& title, const Mask& mask) {
 void print_panels(const std::vector<Panel>& panels, std::size_t per_line) {
   const bool color = color_enabled();
   per_line = std::max<std::size_t>(per_line, 1);
-  for (std::size_t first = 0; first < panels.size(); first += per_line) {
-    const std::size_t last = std::min(first + per_line, panels.size());
+  const auto width = [&](std::size_t k) { return panels[k].values.shape(1) + 2; };
+  for (std::size_t first = 0; first < panels.size();) {
+    // At most per_line panels, and no more than fit in 100 columns (always at least one).
+    std::size_t last = first + 1, columns = width(first);
+    while (last < panels.size() && last - first < per_line && columns + 2 + width(last) <= 100)
+      columns += 2 + width(last++);
     std::size_t lines = 0;
     for (std::size_t k = first; k < last; ++k) lines = std::max(lines, (panels[k].values.shape(0) + 1) / 2);
-    const auto width = [&](std::size_t k) { return panels[k].values.shape(1) + 2; };
     std::string row;
     for (std::size_t k = first; k < last; ++k) row += pad_to(panels[k].title, width(k)) + "  ";
     print_line(row);
@@ -83,6 +86,7 @@ void print_panels(const std::vector<Panel>& panels, std::size_t per_line) {
     row.clear();
     for (std::size_t k = first; k < last; ++k) row += rule("└", "┘", k) + "  ";
     print_line(row);
+    first = last;
   }
   if (color) {
     fmt::print("Each character is two rows (upper half ▀ and lower half), coloured from 0 (dark) to 1 (bright).\n");

@@ -188,6 +188,24 @@ void print_heatmap(const Matrix& m, const std::vector<std::string>& row_labels,
   print_heatmap_legend(shades, decimals, lo, hi, color);
 }
 
+std::string wrapped(std::string_view text, std::size_t width, std::string_view indent) {
+  std::string out, line;
+  std::size_t start = 0;
+  const std::size_t room = width > indent.size() ? width - display_width(indent) : 1;
+  while (start < text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view word = text.substr(start, end - start);
+    if (!line.empty() && display_width(line) + 1 + display_width(word) > room) {
+      out += std::string(indent) + line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + std::string(word);
+    start = end + 1;
+  }
+  return out + (line.empty() ? "" : std::string(indent) + line + "\n");
+}
+
 std::string bar(double fraction, int width) {
   static constexpr std::array<const char*, 9> eighths{"", "▏", "▎", "▍", "▌", "▋", "▊", "▉", "█"};
   const long total = std::lround(std::clamp(fraction, 0.0, 1.0) * width * 8);
