@@ -26,6 +26,7 @@
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "04_complexity/complexity.hpp"
 #include "04_complexity/heap_counter.hpp"
+#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
 #include "attn/format.hpp"
 #include "attn/measure.hpp"
@@ -328,6 +329,9 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
 // --- `ch04_complexity bench`: the same sweeps through Google Benchmark, with its complexity fit ---------------
 
 // [benchmarks]
+// OpenBLAS's default: one thread per hardware thread; the ceilings are measured with as many.
+int blas_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 // One benchmark body for both sweeps: full attention at (n, d), its FLOP rate as a counter, and the size
 // that varies handed to Google Benchmark's complexity fit.
 void full_attention(benchmark::State& state, std::size_t n, std::size_t d, std::size_t varying) {
@@ -337,6 +341,7 @@ void full_attention(benchmark::State& state, std::size_t n, std::size_t d, std::
   state.SetComplexityN(static_cast<std::int64_t>(varying));
   state.counters["FLOP/s"] =
       benchmark::Counter(attn::attention_flops(n, n, d, d).total(), benchmark::Counter::kIsIterationInvariantRate);
+  attn::add_ceiling_counters(state, attn::attention_flops(n, n, d, d).total(), blas_threads());
 }
 
 void BM_full_attention_n(benchmark::State& state) {  // d = 64, n varies
@@ -359,6 +364,7 @@ void BM_sgemm_scores_n(benchmark::State& state) {
   state.SetComplexityN(state.range(0));
   state.counters["FLOP/s"] =
       benchmark::Counter(2.0 * static_cast<double>(n * n * d), benchmark::Counter::kIsIterationInvariantRate);
+  attn::add_ceiling_counters(state, 2.0 * static_cast<double>(n * n * d), blas_threads());
 }
 
 // Wall time (UseRealTime), not the main thread's CPU time: OpenBLAS runs the products on several threads.
@@ -386,6 +392,7 @@ BENCHMARK(BM_full_attention_d)
 
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch04_complexity", "Chapter 04: the O(n²·d) wall, counted and measured");
+  chapter.bench_ceilings({blas_threads()});
   Options o;
   auto& cli = chapter.cli();
   cli.add_option("--min-n", o.min_n, "Smallest n of the doubling sweep")->check(CLI::Range(1, 1 << 30));

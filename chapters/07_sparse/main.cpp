@@ -28,6 +28,7 @@
 #include "04_complexity/complexity.hpp"
 #include "05_flash_cpu/flash_fast.hpp"
 #include "07_sparse/sparse.hpp"
+#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
 #include "attn/format.hpp"
 #include "attn/measure.hpp"
@@ -312,6 +313,7 @@ void timed_loop(benchmark::State& state, const std::string& name, std::size_t n,
   state.counters["density"] = useful_pairs / (static_cast<double>(n) * static_cast<double>(n));
   // Useful FLOPs: 2·d for q·k and 2·d for p·v, per allowed pair.
   state.counters["GFLOP/s"] = 4.0 * useful_pairs * kD / per_call / 1e9;
+  attn::report_against_ceilings(state, 4.0 * useful_pairs * kD / per_call / 1e9, static_cast<int>(worker_threads()));
 }
 
 struct Inputs {
@@ -490,6 +492,7 @@ int main(int argc, char** argv) {
   argc = static_cast<int>(args.size());
   argv = args.data();
   attn::Chapter chapter("ch07_sparse", "Chapter 07: sparse attention (local, global, random, dilated)");
+  chapter.bench_ceilings({static_cast<int>(worker_threads())});
   std::size_t w = 1, n = 1000;
   std::vector<std::size_t> global{0};
   chapter.cli()

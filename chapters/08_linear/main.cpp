@@ -35,6 +35,7 @@
 #include "05_flash_cpu/flash_fast.hpp"
 #include "08_linear/features.hpp"
 #include "08_linear/linear.hpp"
+#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
 #include "attn/format.hpp"
 #include "attn/measure.hpp"
@@ -436,6 +437,7 @@ BENCHMARK(BM_sgemm_ceiling)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 void set_flop_rate(benchmark::State& state, double flops) {
   state.counters["FLOPs"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  attn::add_ceiling_counters(state, flops, 1);  // every contender runs on one core
 }
 
 // Each contender records its wall-clock seconds per call at each n in bench_record(), for the summary
@@ -539,6 +541,7 @@ BENCHMARK(BM_crossover_and_exponents)->Iterations(1)->Unit(benchmark::kSecond);
 
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch08_linear", "Chapter 08: linear attention, random features, attention as an RNN");
+  chapter.bench_ceilings({1});
   float decay = 0.8f;
   std::size_t features = 256;
   chapter.cli().add_option("--decay", decay, "λ of the decay demonstration, in (0, 1]");

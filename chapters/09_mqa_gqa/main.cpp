@@ -29,6 +29,7 @@
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "03_multi_head/multi_head.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
+#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
 #include "attn/format.hpp"
 #include "attn/measure.hpp"
@@ -469,6 +470,7 @@ void BM_DecodeStep(benchmark::State& state) {
   state.counters["GB/s"] = c.bytes / seconds / 1e9;
   state.counters["%triad"] = 100.0 * c.bytes / seconds / triad_bytes_per_s();
   state.counters["GFLOP/s"] = c.flops / seconds / 1e9;
+  attn::report_against_ceilings(state, c.flops / seconds / 1e9, 1);
   if (ceiling > 0) state.counters["%in-L2"] = 100.0 * c.flops / seconds / ceiling;
 }
 // [bench_decode]
@@ -499,6 +501,7 @@ BENCHMARK(BM_DecodeRatio)->Arg(1024)->Arg(4096)->Arg(16384)->Arg(32768)->ArgName
 
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch09_mqa_gqa", "Chapter 09: multi-query and grouped-query attention, and the KV cache");
+  chapter.bench_ceilings({1});  // the decode benchmarks run on one core
   std::uint64_t seed = 9;
   chapter.cli().add_option("--seed", seed, "Seed of the random examples");
   return chapter.run(argc, argv, [&] { tell_the_story(chapter, seed); });
