@@ -314,8 +314,11 @@ class Book:
     def anchors_of(self, path):
         if path not in self.anchor_cache:
             parser = AnchorParser()
-            with open(path, encoding="utf-8", errors="replace") as f:
-                parser.feed(f.read())
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    parser.feed(f.read())
+            except FileNotFoundError:  # removed since it was listed: its anchors are gone too
+                pass
             self.anchor_cache[path] = parser.anchors
         return self.anchor_cache[path]
 
@@ -397,8 +400,11 @@ def check_page(browser, session, book, name, args):
     found = result["result"]["value"]
 
     problems += failed_requests(browser.events, session)
-    math_in_source = bool(re.search(r"\\\(|\\\[|\\begin\{", open(os.path.join(book.root, name),
-                                                                    encoding="utf-8", errors="replace").read()))
+    try:
+        with open(os.path.join(book.root, name), encoding="utf-8", errors="replace") as f:
+            math_in_source = bool(re.search(r"\\\(|\\\[|\\begin\{", f.read()))
+    except FileNotFoundError:  # the book was rebuilt while it was being checked
+        return problems + ["the page disappeared during the check (was the book rebuilt meanwhile?)"], None
     if found["mathjax"] is None and math_in_source:
         problems.append("MathJax is not running (%s), yet the page has formulas" % mathjax_state)
     problems += found["tex_errors"] + found["unrendered"] + found["text_issues"]
