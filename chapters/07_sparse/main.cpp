@@ -63,12 +63,12 @@ std::vector<Pattern> patterns(std::size_t n) {
   return {
       {"local window, w = 4", "n·(2w+1)", attn::local_window_mask(n, 4)},
       {"causal window, w = 8", "n·(w+1)", attn::local_window_mask(n, 8, /*causal=*/true)},
-      {"dilated, w = 4, r = 3", "n·(2w+1)", attn::dilated_mask(n, 4, 3)},
-      {"global tokens {0, 32}", "2·g·n", attn::global_mask(n, {0, n / 2})},
+      {"dilated, w = 4, δ = 3", "n·(2w+1)", attn::dilated_mask(n, 4, 3)},
+      {"global tokens {0, 32}", "2·n_g·n", attn::global_mask(n, {0, n / 2})},
       {"random, r = 4 (seeded)", "n·r", attn::random_mask(n, 4, kSeed)},
       {fmt::format("strided, stride √n = {}", root), "n·2√n", attn::strided_mask(n, root)},
-      {"Longformer: window 4 + global", "n·(2w+1+2g)", attn::longformer_mask(n, 4, {0})},
-      {"BigBird: window 3 + global + random 3", "n·(2w+1+2g+r)", attn::bigbird_mask(n, 3, {0}, 3, kSeed)},
+      {"Longformer: window 4 + global", "n·(2w+1+2n_g)", attn::longformer_mask(n, 4, {0})},
+      {"BigBird: window 3 + global + random 3", "n·(2w+1+2n_g+r)", attn::bigbird_mask(n, 3, {0}, 3, kSeed)},
   };
 }
 // [patterns]
@@ -112,7 +112,7 @@ void show_growth() {
   fmt::print(
       "Pairs ÷ n is the work per token. Constant: O(n) in all (window, BigBird). Growing like √n: O(n√n)\n"
       "(strided with stride √n). Growing like n: O(n²) (full attention).\n\n");
-  attn::Table t({"n", "window w=16", "BigBird w=8,g=1,r=4", "strided √n", "full"});
+  attn::Table t({"n", "window w=16", "BigBird w=8,n_g=1,r=4", "strided √n", "full"});
   for (std::size_t n : {256u, 1024u, 4096u}) {
     const auto root = static_cast<std::size_t>(std::lround(std::sqrt(static_cast<double>(n))));
     const auto per_token = [&](const Mask& m) {
@@ -164,7 +164,7 @@ void show_receptive_field(std::size_t w, const std::vector<std::size_t>& global)
   fmt::print("The pronoun needs \"cat\", {} positions back. A word not yet heard is shown as ·.\n\n", it - cat);
   const std::vector<std::pair<std::string, Mask>> cases{
       {fmt::format("window w = {}", w), attn::local_window_mask(n, w)},
-      {fmt::format("dilated w = {}, r = 3", w), attn::dilated_mask(n, w, 3)},
+      {fmt::format("dilated w = {}, δ = 3", w), attn::dilated_mask(n, w, 3)},
       {fmt::format("window w = {} + global {}", w, fmt::join(global, ",")), attn::longformer_mask(n, w, global)},
   };
   for (const auto& [name, mask] : cases) {  // one small table per pattern: the sentence needs the width
