@@ -456,6 +456,9 @@ def main():
         return 2
     if args.screenshots:
         os.makedirs(args.screenshots, exist_ok=True)
+        for old in os.listdir(args.screenshots):  # a page the book no longer has leaves no stale picture
+            if old.endswith(".png"):
+                os.remove(os.path.join(args.screenshots, old))
 
     book = Book(args.html)
     pages = book.pages(args.only)
