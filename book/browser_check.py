@@ -17,7 +17,7 @@ It writes a screenshot (the first screenful, PNG) of each chapter page, so a rev
 course, and prints where they are. Each failure names the page and the element; the exit status is 1 when
 anything failed, 2 on bad usage or when Chromium cannot be started.
 
-Usage: browser_check.py HTML_DIR [--screenshots DIR] [--chromium PATH] [--timeout S] [--only GLOB]
+Usage: browser_check.py HTML_DIR [--screenshots DIR] [--chromium PATH] [--timeout S] [--budget S] [--only GLOB]
 Standard library only. `./course book --check` runs it on build/default/book/html.
 """
 
@@ -442,6 +442,8 @@ def main():
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per page (default 30)")
     parser.add_argument("--settle", type=float, default=5.0,
                         help="seconds to wait at most for late requests after typesetting (default 5)")
+    parser.add_argument("--budget", type=float, default=900.0,
+                        help="seconds for the whole check; pages left after it fail as unchecked (default 900)")
     parser.add_argument("--max-per-page", type=int, default=8, help="problems listed per page (default 8)")
     parser.add_argument("--only", default="*.html", help="check only the pages matching this glob")
     args = parser.parse_args()
@@ -473,7 +475,12 @@ def main():
             browser.send(domain + ".enable", {}, session)
         browser.send("Emulation.setDeviceMetricsOverride", {"width": VIEWPORT[0], "height": VIEWPORT[1],
                                                             "deviceScaleFactor": 1, "mobile": False}, session)
-        for name in pages:
+        for i, name in enumerate(pages):
+            if time.monotonic() - started > args.budget:  # CI must end: say what was left unchecked
+                failures["(the rest)"] = ["the check used up its %g s; %d pages not checked, from %s on" %
+                                          (args.budget, len(pages) - i, name)]
+                print("FAIL (the rest): %s" % failures["(the rest)"][0], flush=True)
+                break
             problems, mathjax = check_page(browser, session, book, name, args)
             typeset += mathjax["jax"] if mathjax else 0
             if problems:
