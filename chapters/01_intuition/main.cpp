@@ -19,7 +19,9 @@
 #include "01_intuition/intuition.hpp"
 #include "01_intuition/lexicon.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/print.hpp"
+#include "attn/stats.hpp"
 #include "attn/svg.hpp"
 
 namespace {
@@ -28,7 +30,9 @@ using attn::Matrix;
 using attn::Vector;
 namespace ch01 = attn::ch01;
 
-std::string fixed(double v, int decimals = 2) { return fmt::format("{:.{}f}", v, decimals); }
+using attn::fixed;
+using attn::joined;
+using attn::ranked;
 
 /// Everything the chapter computes for one sentence.
 struct Attention {
@@ -61,18 +65,6 @@ Attention attend_sentence(const std::vector<std::string>& tokens) {
   return r;
 }
 // [attend_sentence]
-
-/// Indices of row \p i of A, largest weight first.
-std::vector<std::size_t> ranked(const Matrix& A, std::size_t i) {
-  std::vector<std::size_t> order(A.shape(1));
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return A(i, a) > A(i, b); });
-  return order;
-}
-
-std::string joined(const std::vector<std::string>& tokens, const char* sep = " ") {
-  return fmt::format("{}", fmt::join(tokens, sep));
-}
 
 void print_features(const Attention& r) {
   attn::heading("A language of eight features: X, one row per word (n, d_model)");

@@ -23,9 +23,11 @@
 #include "03_multi_head/heads.hpp"
 #include "03_multi_head/multi_head.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 #include "attn/svg.hpp"
 
 namespace {
@@ -36,17 +38,10 @@ using attn::Tensor3;
 using attn::Vector;
 namespace ch03 = attn::ch03;
 
-std::string fixed(double v, int decimals = 2) { return fmt::format("{:.{}f}", v, decimals); }
-std::string joined(const std::vector<std::string>& tokens) { return fmt::format("{}", fmt::join(tokens, " ")); }
+using attn::fixed;
+using attn::joined;
+using attn::ranked;
 double frobenius(const Matrix& M) { return std::sqrt(static_cast<double>(xt::sum(M * M)())); }
-
-/// Indices of row \p i of A, largest weight first.
-std::vector<std::size_t> ranked(const Matrix& A, std::size_t i) {
-  std::vector<std::size_t> order(A.shape(1));
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return A(i, a) > A(i, b); });
-  return order;
-}
 
 MultiHeadWeights random_weights(attn::Rng& rng, std::size_t d_model) {
   const float s = 1.0f / std::sqrt(static_cast<float>(d_model));  // keeps X·W of size ~1

@@ -25,14 +25,18 @@
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "04_complexity/complexity.hpp"
 #include "05_flash_cpu/flash_fast.hpp"
 #include "07_sparse/sparse.hpp"
+#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/panels.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 
 namespace {
 
@@ -41,7 +45,7 @@ using attn::Matrix;
 
 constexpr std::uint64_t kSeed = 7;
 
-std::string fixed(double v, int decimals = 2) { return fmt::format("{:.{}f}", v, decimals); }
+using attn::fixed;
 
 std::size_t worker_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
@@ -192,7 +196,7 @@ void show_receptive_field(std::size_t w, const std::vector<std::size_t>& global)
 
 // --- kernels that touch only the allowed pairs -----------------------------------------------------------
 
-double max_abs_diff(const Matrix& a, const Matrix& b) { return static_cast<double>(xt::amax(xt::abs(a - b))()); }
+using attn::max_abs_diff;
 
 void show_kernels(std::size_t n, std::size_t B) {
   attn::heading(
@@ -291,11 +295,8 @@ void tell_the_story(const attn::Chapter& chapter, std::size_t w, const std::vect
 
 constexpr std::size_t kD = 64, kW = 256, kTile = 64;
 
-/// Seconds per call of each benchmark at each n, recorded by the benchmarks for the summary that follows.
-std::map<std::string, std::map<std::size_t, double>>& recorded() {
-  static std::map<std::string, std::map<std::size_t, double>> seconds;
-  return seconds;
-}
+// The benchmarks record their seconds per call at each n in bench_record(), for the summary that follows.
+using attn::bench_record;
 
 template <class Work>
 void timed_loop(benchmark::State& state, const std::string& name, std::size_t n, double useful_pairs, Work&& work) {
@@ -307,11 +308,12 @@ void timed_loop(benchmark::State& state, const std::string& name, std::size_t n,
     benchmark::DoNotOptimize(O.data());
   }
   const double per_call = total / static_cast<double>(state.iterations());
-  recorded()[name][n] = per_call;
+  bench_record()[name][n] = per_call;
   state.counters["n"] = static_cast<double>(n);
   state.counters["density"] = useful_pairs / (static_cast<double>(n) * static_cast<double>(n));
   // Useful FLOPs: 2·d for q·k and 2·d for p·v, per allowed pair.
   state.counters["GFLOP/s"] = 4.0 * useful_pairs * kD / per_call / 1e9;
+  attn::report_against_ceilings(state, 4.0 * useful_pairs * kD / per_call / 1e9, static_cast<int>(worker_threads()));
 }
 
 struct Inputs {
@@ -378,7 +380,7 @@ void BM_SgemmCeiling(benchmark::State& state) {
   for (auto _ : state) gflops = attn::sgemm_gflops(1024, 1024, 1024, 3);
   attn::set_blas_threads(1);
   state.counters["GFLOP/s"] = gflops;
-  recorded()["sgemm"][0] = gflops;
+  bench_record()["sgemm"][0] = gflops;
 }
 
 /// Where BM_Summary draws the measured times (`ch07_sparse bench --plot=FILE.svg`); empty = no plot.
@@ -399,7 +401,7 @@ void plot_times(const std::string& path) {
                                     {"dense, all tiles", "block-sparse kernel, every tile"},
                                     {"strided rows", "strided, stride sqrt(n) (row lists)"}}) {
     attn::Series s{label, {}, {}, true};
-    for (const auto& [n, seconds] : recorded()[name]) {
+    for (const auto& [n, seconds] : bench_record()[name]) {
       s.x.push_back(static_cast<double>(n));
       s.y.push_back(seconds * 1e3);
     }
@@ -409,21 +411,22 @@ void plot_times(const std::string& path) {
   fmt::print("(plot written: {})\n", path);
 }
 
-/// Least-squares slope of log(seconds) against log(n) over the points with n >= n_min.
-double fitted_exponent(const std::map<std::size_t, double>& t, std::size_t n_min) {
-  double sx = 0, sy = 0, sxx = 0, sxy = 0, k = 0;
+/// The exponent e of seconds ≈ c·n^e over the points with n >= n_min: chapter 04's attn::fit_power_law
+/// (0 when fewer than two points were measured).
+double exponent_from(const std::map<std::size_t, double>& t, std::size_t n_min) {
+  std::vector<double> ns, seconds;
   for (const auto& [n, s] : t) {
     if (n < n_min) continue;
-    const double x = std::log(static_cast<double>(n)), y = std::log(s);
-    sx += x, sy += y, sxx += x * x, sxy += x * y, k += 1;
+    ns.push_back(static_cast<double>(n));
+    seconds.push_back(s);
   }
-  return k < 2 ? 0.0 : (k * sxy - sx * sy) / (k * sxx - sx * sx);
+  return ns.size() < 2 ? 0.0 : attn::fit_power_law(ns, seconds).exponent;
 }
 
 void BM_Summary(benchmark::State& state) {
   for (auto _ : state) {
   }
-  auto& r = recorded();
+  auto& r = bench_record();
   const auto& window = r["window"];
   const auto& dense = r["dense"];
   // The crossover: the smallest n from which the window is at least 10% faster at every larger n measured.
@@ -441,9 +444,9 @@ void BM_Summary(benchmark::State& state) {
   }
   const double density = window_pairs(largest, kW) / (static_cast<double>(largest) * static_cast<double>(largest));
   const double efficiency = dense.at(largest) / window.at(largest) * density;
-  state.counters["exp_window"] = fitted_exponent(window, 4096);
-  state.counters["exp_dense"] = fitted_exponent(dense, 4096);
-  state.counters["exp_strided"] = fitted_exponent(r["strided rows"], 1024);
+  state.counters["exp_window"] = exponent_from(window, 4096);
+  state.counters["exp_dense"] = exponent_from(dense, 4096);
+  state.counters["exp_strided"] = exponent_from(r["strided rows"], 1024);
   state.counters["crossover_n"] = static_cast<double>(crossover);
   state.counters["efficiency"] = efficiency;
   const auto& all_tiles = r["dense, all tiles"];
@@ -456,8 +459,8 @@ void BM_Summary(benchmark::State& state) {
       "than dense flash, and efficiency = (dense ÷ window) × density = {:.2f} (1 = all the sparsity turned into "
       "speed).\n"
       "sgemm ceiling in this run: {:.1f} GFLOP/s.\n",
-      kW, kD, kTile, kTile, worker_threads(), fitted_exponent(window, 4096), fitted_exponent(dense, 4096),
-      fitted_exponent(r["strided rows"], 1024), crossover ? fmt::format("{}", crossover) : "(never)", largest,
+      kW, kD, kTile, kTile, worker_threads(), exponent_from(window, 4096), exponent_from(dense, 4096),
+      exponent_from(r["strided rows"], 1024), crossover ? fmt::format("{}", crossover) : "(never)", largest,
       dense.at(largest) / window.at(largest), efficiency, r["sgemm"][0]);
   if (shared_n != 0 && dense.count(shared_n))
     fmt::print("At n = {}, this chapter's kernel with every tile kept takes {:.2f}× the time of dense flash.\n",
@@ -489,6 +492,7 @@ int main(int argc, char** argv) {
   argc = static_cast<int>(args.size());
   argv = args.data();
   attn::Chapter chapter("ch07_sparse", "Chapter 07: sparse attention (local, global, random, dilated)");
+  chapter.bench_ceilings({static_cast<int>(worker_threads())});
   std::size_t w = 1, n = 1000;
   std::vector<std::size_t> global{0};
   chapter.cli()

@@ -29,18 +29,23 @@
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "03_multi_head/multi_head.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
+#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 
 namespace {
 
 using attn::Matrix;
 using attn::Tensor3;
 
-std::string fixed(double v, int decimals = 3) { return fmt::format("{:.{}f}", v, decimals); }
+using attn::fixed;
+using attn::relative_error;
+using attn::thread_cpu_seconds;
 
 /// (heads, n, d) with N(0,1) entries.
 Tensor3 random_heads(attn::Rng& rng, std::size_t heads, std::size_t n, std::size_t d) {
@@ -281,12 +286,6 @@ Tensor3 project_heads(const Matrix& X, const std::vector<Matrix>& W) {
   return T;
 }
 
-double relative_error(const Tensor3& approx, const Tensor3& exact) {
-  const Tensor3 diff = approx - exact;  // (h, n, d_v)
-  const double num = xt::sum(diff * diff)(), den = xt::sum(exact * exact)();
-  return std::sqrt(num / den);
-}
-
 // [mean_pool]
 void print_mean_pooling(std::uint64_t seed) {
   const std::size_t h = 8, n = 32, d_model = 64, d_k = 16;
@@ -314,7 +313,7 @@ void print_mean_pooling(std::uint64_t seed) {
   attn::Table t(header);
   for (std::size_t r = 0; r < groups.size(); ++r) {
     std::vector<std::string> row{fmt::format("{}", groups[r])};
-    for (double e : error[r]) row.push_back(fixed(e));
+    for (double e : error[r]) row.push_back(fixed(e, 3));
     t.add_row(row);
   }
   t.print();
@@ -354,17 +353,9 @@ Measured& measured() {
   return m;
 }
 
-/// CPU seconds of this thread: what Google Benchmark's "CPU" column and its rates use. On a shared machine
-/// it counts the time the step ran, not the time it waited for a core.
-double thread_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 /// CPU seconds per iteration of a benchmark loop, timed around it, for the rows that compare benchmarks.
 template <class Body>
-double timed_loop(benchmark::State& state, Body body) {
+double cpu_timed_loop(benchmark::State& state, Body body) {
   const double start = thread_cpu_seconds();
   for (auto _ : state) body();
   return (thread_cpu_seconds() - start) /
@@ -389,7 +380,7 @@ void BM_Triad(benchmark::State& state) {
   fill(b.data(), n, 1);
   fill(c.data(), n, 2);
   const float s = 3.0f;
-  const double seconds = timed_loop(state, [&] {
+  const double seconds = cpu_timed_loop(state, [&] {
     for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
     benchmark::ClobberMemory();
   });
@@ -452,7 +443,7 @@ void BM_DecodeInCache(benchmark::State& state) {
   attn::set_blas_threads(1);
   const std::size_t r = static_cast<std::size_t>(state.range(0)), n = 512;
   DecodeSetup s(1, n, r);
-  const double seconds = timed_loop(state, [&] { step_at_full_length(s); });
+  const double seconds = cpu_timed_loop(state, [&] { step_at_full_length(s); });
   const double flops = step_cost(r, 1, n, kDk, sizeof(float)).flops;
   measured().flops_per_s[r] = flops / seconds;
   state.counters["GFLOP/s"] = flops / seconds / 1e9;
@@ -469,7 +460,7 @@ void BM_DecodeStep(benchmark::State& state) {
     setup = std::make_unique<DecodeSetup>(g, n);
   }
   DecodeSetup& s = *setup;
-  const double seconds = timed_loop(state, [&] { step_at_full_length(s); });
+  const double seconds = cpu_timed_loop(state, [&] { step_at_full_length(s); });
   const StepCost c = step_cost(kH, g, n, kDk, sizeof(float));
   measured().step_s[{g, n}] = seconds;
   const std::size_t r = kH / g;
@@ -479,6 +470,7 @@ void BM_DecodeStep(benchmark::State& state) {
   state.counters["GB/s"] = c.bytes / seconds / 1e9;
   state.counters["%triad"] = 100.0 * c.bytes / seconds / triad_bytes_per_s();
   state.counters["GFLOP/s"] = c.flops / seconds / 1e9;
+  attn::report_against_ceilings(state, c.flops / seconds / 1e9, 1);
   if (ceiling > 0) state.counters["%in-L2"] = 100.0 * c.flops / seconds / ceiling;
 }
 // [bench_decode]
@@ -509,6 +501,7 @@ BENCHMARK(BM_DecodeRatio)->Arg(1024)->Arg(4096)->Arg(16384)->Arg(32768)->ArgName
 
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch09_mqa_gqa", "Chapter 09: multi-query and grouped-query attention, and the KV cache");
+  chapter.bench_ceilings({1});  // the decode benchmarks run on one core
   std::uint64_t seed = 9;
   chapter.cli().add_option("--seed", seed, "Seed of the random examples");
   return chapter.run(argc, argv, [&] { tell_the_story(chapter, seed); });
