@@ -5,7 +5,7 @@
 # without editing anything here. Used by attn_add_chapter() (one ctest case per chapter).
 # usage: cli_fuzz.sh EXE
 set -u
-exe=$1
+exe=$(realpath "$1") # the runs start in a scratch directory
 name=$(basename "$exe")
 limit=20 # seconds per run: a value that makes the chapter compute for longer is a failure too
 scratch=$(mktemp -d)
@@ -34,7 +34,9 @@ expect_refusal() {
     why="the whole help follows the message"
   fi
   if [ -n "$why" ]; then
-    failures+=("$(printf '%q ' "$@"): $why; output: $(head -c 300 <<<"$out")")
+    local command
+    command=$(printf '%q ' "$@")
+    failures+=("${command:0:120}: $why; output: $(head -c 300 <<<"$out")")
   else
     clean=$((clean + 1))
   fi
