@@ -312,7 +312,7 @@ TEST_SUITE("08_linear") {
 // What the chapter presents but does not ask for: run on the solution track only (the exercise track
 // excludes suites named "...: chapter code", which would pass without any learner code).
 TEST_SUITE("08_linear: chapter code") {
-  TEST_CASE("orthogonal_features refuses d = 0 (no endless loop); the quadratic form, a mask of one empty side") {
+  TEST_CASE("orthogonal_features refuses d = 0 (no endless loop), the quadratic form a mask of one empty side") {
     attn::Rng rng(89);
     CHECK_THROWS_WITH_AS(attn::ch08::orthogonal_features(4, 0, rng), doctest::Contains("d = 0"), std::invalid_argument);
     CHECK(attn::ch08::orthogonal_features(0, 0, rng).size() == 0);
