@@ -48,7 +48,13 @@ struct RingRun {
 
 /// The whole ring in one process: ring_attention_rank() of rank 0, 1, …, P-1 over LocalLinks, every rank's
 /// rows put back at their positions. (Inline: it runs the learner's contract, so it lives with the tracks.)
-/// \param Q (n, d_k), K (n, d_k), V (n, d_v) the whole sequence.
+/// \param Q (n, d_k) the whole sequence's queries.
+/// \param K (n, d_k) its keys.
+/// \param V (n, d_v) its values.
+/// \param P number of ranks.
+/// \param split how positions are assigned to ranks.
+/// \param causal apply the causal rule.
+/// \param tiles block sizes and threads of the fast kernel inside each step.
 inline RingRun ring_in_one_process(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t P, Split split,
                                    bool causal, const Tiles& tiles = {}) {
   const std::size_t n = Q.shape(0);

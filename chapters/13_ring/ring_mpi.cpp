@@ -261,7 +261,7 @@ void timed_run(const World& w, std::size_t n, std::size_t d, bool causal, int re
     if (memory && split == Split::contiguous) continue;
     const Inputs in = make_inputs(
         ch13::rank_chunks(static_cast<std::size_t>(w.rank), static_cast<std::size_t>(w.P), n, split), n, d, 13);
-    std::vector<double> times, waits;
+    std::vector<double> times, waits, busy;
     for (int k = 0; k < repeats + (memory ? 0 : 1); ++k) {  // an extra first run warms caches and connections
       const RankRun run = run_rank(w, in, split, causal, {128, 512, 1});
       double wall = 0;
@@ -270,19 +270,23 @@ void timed_run(const World& w, std::size_t n, std::size_t d, bool causal, int re
       if (k == 0 && !memory) continue;
       times.push_back(wall);
       waits.push_back(run.wait_seconds);
+      busy.push_back(run.seconds - run.wait_seconds);  // computing (and copying), not waiting for a block
     }
     std::sort(times.begin(), times.end());
     const double median = times[times.size() / 2];
-    // Every rank's exposed wait (median run) to rank 0, in rank order.
+    // Every rank's busy time and exposed wait (medians) to rank 0, in rank order.
     std::sort(waits.begin(), waits.end());
-    double my_wait = waits[waits.size() / 2];
-    std::vector<double> all_waits(static_cast<std::size_t>(w.P));
-    MPI_Gather(&my_wait, 1, MPI_DOUBLE, all_waits.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    std::sort(busy.begin(), busy.end());
+    const double mine[2] = {busy[busy.size() / 2], waits[waits.size() / 2]};
+    std::vector<double> all(2 * static_cast<std::size_t>(w.P));
+    MPI_Gather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (w.rank == 0) {
       std::printf("ring, %-10s: %.3f s", name_of(split), median);
       if (!memory) std::printf(" = %.2f x single-process", median / single_s);
-      std::printf("; exposed wait per rank (s):");
-      for (double x : all_waits) std::printf(" %.3f", x);
+      std::printf("\n  computing per rank (s):");
+      for (int r = 0; r < w.P; ++r) std::printf(" %.3f", all[2 * static_cast<std::size_t>(r)]);
+      std::printf("\n  waiting for a block per rank (s):");
+      for (int r = 0; r < w.P; ++r) std::printf(" %.3f", all[2 * static_cast<std::size_t>(r) + 1]);
       std::printf("\n");
     }
   }
