@@ -2,7 +2,7 @@
 // through LocalLink (chapters/13_ring/local_link.hpp), which checks what each rank sends against the ring's
 // schedule. Expected values come from the float64 oracle (tests/oracle/) or from counts made here by
 // brute force, never from the other track. The MPI program's own equality checks are ctest cases too
-// (chapters/13_ring/mpi.cmake), at np = 1 … 4.
+// (chapters/13_ring/chapter.cmake), at np = 1 … 4.
 //
 // Tolerance of (O, lse) against float64: each rank's partial results are float32 flash outputs over at most
 // n ≤ 101 keys (sums of ≤ 101 terms of size ≤ 1: n·2^-24 ≈ 6e-6 relative), and every merge adds a rescaling

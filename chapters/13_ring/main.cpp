@@ -8,7 +8,7 @@
 // The same ranks as real processes: ch13_ring_mpi, launched by `./course run 13` with
 // `mpirun -np 4 --oversubscribe` (chapters/13_ring/ring_mpi.cpp): non-blocking sends overlap the flash work,
 // each rank's compute time per step is measured, and the result is checked against single-process flash.
-// What it leaves out: DeepSpeed-Ulysses as a program (its bytes are a formula on the page), the backward pass,
+// What it leaves out: DeepSpeed-Ulysses across processes (it runs in one process: ulysses.cpp), the backward pass,
 // several heads and layers, GPUs and their interconnects.
 // Run it: ./course run 13      Your code: ./course run 13 --track exercise      Book page: book/13_ring.md
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include "05_flash_cpu/flash_fast.hpp"
 #include "13_ring/local_link.hpp"
 #include "13_ring/ring.hpp"
+#include "13_ring/ulysses.hpp"
 #include "attn/chapter.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
@@ -95,9 +96,12 @@ void print_bytes(std::size_t P, std::size_t n, std::size_t d, std::size_t h) {
     std::vector<std::size_t> rows;
     for (std::size_t r = 0; r < p; ++r) rows.push_back(ch13::rows_of(ch13::rank_chunks(r, p, n, Split::zigzag)));
     const double ring = static_cast<double>(ch13::ring_bytes_sent(0, rows, d, d) * h);
-    // Ulysses: all-to-all of Q, K, V before attention and of O after; a rank keeps 1/P of what it holds.
-    const double ulysses =
-        4.0 * static_cast<double>(n / p * h * d * sizeof(float)) * static_cast<double>(p - 1) / static_cast<double>(p);
+    // Ulysses: all-to-all of Q, K, V before attention and of O after (chapters/13_ring/ulysses.cpp counts it).
+    if (h % p != 0) {  // Ulysses splits the heads: no more ranks than heads
+      t.add_row({fmt::format("{}", p), fmt::format("{:.1f} MiB", ring / 1048576.0), "— (P > h)", "—"});
+      continue;
+    }
+    const auto ulysses = static_cast<double>(ch13::ulysses_bytes_sent(0, p, n, h, d, d));
     t.add_row({fmt::format("{}", p), fmt::format("{:.1f} MiB", ring / 1048576.0),
                fmt::format("{:.1f} MiB", ulysses / 1048576.0), fmt::format("{:.1f}", ring / ulysses)});
   }
