@@ -1,0 +1,229 @@
+// Chapter 14's selective scans (see scan.hpp). Book page: book/14_state_space.md, "The selective scan".
+//
+// The state is kept transposed, (N, d), so every inner loop runs over contiguous channels and vectorises:
+// one token is N rows of d multiply-adds, after one call of chapter 05's vectorised exponential on the
+// (N, d) block of Δ·A. The time-parallel scan does the work of the sequential one plus a correction pass
+// over every chunk after the first; that extra work is why it cannot reach T× on T threads (the book measures it).
+#include "14_state_space/scan.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "05_flash_cpu/row_ops.hpp"
+
+namespace attn::ch14 {
+
+namespace {
+
+// As in chapter 05's row_ops.cpp: GCC compiles the hot loops for AVX-512, AVX2 and the baseline and picks one
+// at load time.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define ATTN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ATTN_VECTOR_CLONES
+#endif
+
+/// The scan's inputs as raw rows, with the state matrix transposed to (N, d).
+struct Problem {
+  std::size_t n, d, N;
+  const float* x;         // (n, d)
+  const float* delta;     // (n, d)
+  const float* B;         // (n, N)
+  const float* C;         // (n, N)
+  std::vector<float> AT;  // (N, d) Aᵀ
+};
+
+/// Scratch of one thread working on channels [c0, c1): w = c1 − c0 columns.
+struct Scratch {
+  std::vector<float> E, dx, acc;  // (N, w), (w), (w)
+  Scratch(std::size_t N, std::size_t w) : E(N * w), dx(w), acc(w) {}
+};
+
+// [scan_tokens]
+/// Tokens [t0, t1) on channels [c0, c1): the state hT (N, d), row stride d, is updated in place; y (n, d) gets
+/// rows t0 … t1−1 of those channels when not null.
+ATTN_VECTOR_CLONES void scan_tokens(const Problem& p, std::size_t t0, std::size_t t1, std::size_t c0, std::size_t c1,
+                                    float* hT, float* y, Scratch& s) {
+  const std::size_t w = c1 - c0, d = p.d, N = p.N;
+  for (std::size_t t = t0; t < t1; ++t) {
+    const float* delta = p.delta + t * d + c0;
+    const float* x = p.x + t * d + c0;
+    const float* B = p.B + t * N;
+    const float* C = p.C + t * N;
+    for (std::size_t k = 0; k < N; ++k)  // E(k, c) = Δ_c · A(c, k) ≤ 0, then e^E: the decay of every state entry
+      for (std::size_t c = 0; c < w; ++c) s.E[k * w + c] = delta[c] * p.AT[k * d + c0 + c];
+    ch05::exp_shift_sum(s.E.data(), N * w, 0.0f);
+    for (std::size_t c = 0; c < w; ++c) {
+      s.dx[c] = delta[c] * x[c];
+      s.acc[c] = 0.0f;
+    }
+    for (std::size_t k = 0; k < N; ++k) {  // row k of the state, all channels at once
+      const float b = B[k], cc = C[k];
+      const float* e = s.E.data() + k * w;
+      float* h = hT + k * d + c0;
+      for (std::size_t c = 0; c < w; ++c) {
+        h[c] = e[c] * h[c] + b * s.dx[c];
+        s.acc[c] += cc * h[c];
+      }
+    }
+    if (y)
+      for (std::size_t c = 0; c < w; ++c) y[t * d + c0 + c] = s.acc[c];
+  }
+}
+// [scan_tokens]
+
+// [correct_tokens]
+/// The carry of a chunk that started from zero instead of its true state H (N, d): tokens [t0, t1) of a chunk
+/// that begins at token \p chunk_start get `y(t, c) += Σ_k C(t, k) · exp(A(c, k) · Σ_{s=chunk_start}^{t} Δ(s, c)) ·
+/// H(k, c)`: the true start state, decayed by every step since the chunk began. No recurrence: any token range can go
+/// to any thread.
+ATTN_VECTOR_CLONES void correct_tokens(const Problem& p, std::size_t chunk_start, std::size_t t0, std::size_t t1,
+                                       const float* H, float* y, Scratch& s) {
+  const std::size_t d = p.d, N = p.N;
+  std::vector<float>& cum = s.dx;  // (d) Σ Δ since the chunk began
+  std::fill(cum.begin(), cum.end(), 0.0f);
+  for (std::size_t t = chunk_start; t < t0; ++t)
+    for (std::size_t c = 0; c < d; ++c) cum[c] += p.delta[t * d + c];
+  for (std::size_t t = t0; t < t1; ++t) {
+    for (std::size_t c = 0; c < d; ++c) cum[c] += p.delta[t * d + c];
+    for (std::size_t k = 0; k < N; ++k)
+      for (std::size_t c = 0; c < d; ++c) s.E[k * d + c] = cum[c] * p.AT[k * d + c];
+    ch05::exp_shift_sum(s.E.data(), N * d, 0.0f);
+    std::fill(s.acc.begin(), s.acc.end(), 0.0f);
+    for (std::size_t k = 0; k < N; ++k) {
+      const float cc = p.C[t * N + k];
+      const float* e = s.E.data() + k * d;
+      const float* h = H + k * d;
+      for (std::size_t c = 0; c < d; ++c) s.acc[c] += cc * e[c] * h[c];
+    }
+    for (std::size_t c = 0; c < d; ++c) y[t * d + c] += s.acc[c];
+  }
+}
+// [correct_tokens]
+
+/// Runs work(0) … work(T−1) on T threads (the caller's is one of them) and rethrows the first exception.
+template <class Work>
+void run_on_threads(std::size_t T, const Work& work) {
+  std::vector<std::exception_ptr> errors(T);
+  std::vector<std::thread> workers;
+  for (std::size_t i = 1; i < T; ++i)
+    workers.emplace_back([&, i] {
+      try {
+        work(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  try {
+    work(0);
+  } catch (...) {
+    errors[0] = std::current_exception();
+  }
+  for (std::thread& w : workers) w.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+void check(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B, const Matrix& C, int threads) {
+  const std::size_t n = x.shape(0), d = x.shape(1), N = A.shape(1);
+  require(delta.shape(0) == n && delta.shape(1) == d && A.shape(0) == d && B.shape(0) == n && B.shape(1) == N &&
+              C.shape(0) == n && C.shape(1) == N,
+          fmt::format("selective_scan: x is {}, delta {}, A {}, B {} and C {}; they must be (n, d), (n, d), (d, N), "
+                      "(n, N) and (n, N)",
+                      shape_str(x), shape_str(delta), shape_str(A), shape_str(B), shape_str(C)));
+  require(threads >= 1, fmt::format("selective_scan: threads = {}; at least 1 is needed", threads));
+  require_finite("selective_scan", "x", x.data(), x.size());
+  require_finite("selective_scan", "delta", delta.data(), delta.size());
+  require_finite("selective_scan", "A", A.data(), A.size());
+  require_finite("selective_scan", "B", B.data(), B.size());
+  require_finite("selective_scan", "C", C.data(), C.size());
+  for (std::size_t i = 0; i < delta.size(); ++i)
+    require(delta.data()[i] > 0.0f,
+            fmt::format("selective_scan: delta({}, {}) = {}; every step must be > 0", i / d, i % d, delta.data()[i]));
+  for (std::size_t i = 0; i < A.size(); ++i)
+    require(A.data()[i] < 0.0f,
+            fmt::format("selective_scan: A({}, {}) = {}; a stable state needs A < 0", i / N, i % N, A.data()[i]));
+}
+
+}  // namespace
+
+double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N) {
+  return 4.0 * static_cast<double>(n) * static_cast<double>(3 * d + 2 * N);
+}
+
+// [selective_scan]
+SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B,
+                                   const Matrix& C, int threads, ScanSplit split) {
+  check(x, delta, A, B, C, threads);
+  const std::size_t n = x.shape(0), d = x.shape(1), N = A.shape(1);
+  Problem p{n, d, N, x.data(), delta.data(), B.data(), C.data(), std::vector<float>(N * d)};
+  for (std::size_t c = 0; c < d; ++c)
+    for (std::size_t k = 0; k < N; ++k) p.AT[k * d + c] = A(c, k);
+  Matrix y = xt::zeros<float>({n, d});  // (n, d)
+  std::vector<float> hT(N * d, 0.0f);   // (N, d) the state, transposed
+
+  const std::size_t T = static_cast<std::size_t>(threads);
+  if (split == ScanSplit::channels || T == 1) {
+    const std::size_t workers = std::max<std::size_t>(1, std::min(T, d));
+    run_on_threads(workers, [&](std::size_t i) {
+      const std::size_t c0 = d * i / workers, c1 = d * (i + 1) / workers;
+      Scratch s(N, c1 - c0);
+      scan_tokens(p, 0, n, c0, c1, hT.data(), y.data(), s);
+    });
+  } else {
+    // 1. Every chunk from a zero state, in parallel: chunk 0's result is final, the others miss their carry.
+    const std::size_t chunks = std::max<std::size_t>(1, std::min(T, n));
+    std::vector<std::vector<float>> local(chunks, std::vector<float>(N * d, 0.0f));  // (N, d) each chunk's end state
+    auto start = [&](std::size_t i) { return n * i / chunks; };
+    run_on_threads(chunks, [&](std::size_t i) {
+      Scratch s(N, d);
+      scan_tokens(p, start(i), start(i + 1), 0, d, local[i].data(), y.data(), s);
+    });
+    // 2. The carries, in order: H_i = exp(A·ΣΔ over chunk i) ∘ H_{i−1} + local_i, entry by entry. This is
+    //    scan_combine() applied to whole chunks: (a, b) = (the chunk's total decay, its end state from zero).
+    std::vector<std::vector<float>> carry(chunks, std::vector<float>(N * d, 0.0f));  // (N, d) state before chunk i
+    for (std::size_t i = 1; i < chunks; ++i) {
+      std::vector<float> sum(d, 0.0f);  // (d) ΣΔ over chunk i−1
+      for (std::size_t t = start(i - 1); t < start(i); ++t)
+        for (std::size_t c = 0; c < d; ++c) sum[c] += p.delta[t * d + c];
+      for (std::size_t k = 0; k < N; ++k)
+        for (std::size_t c = 0; c < d; ++c)
+          carry[i][k * d + c] = std::exp(p.AT[k * d + c] * sum[c]) * carry[i - 1][k * d + c] + local[i - 1][k * d + c];
+    }
+    {  // the final state: the last chunk's local state plus its decayed carry
+      std::vector<float> sum(d, 0.0f);
+      for (std::size_t t = start(chunks - 1); t < n; ++t)
+        for (std::size_t c = 0; c < d; ++c) sum[c] += p.delta[t * d + c];
+      for (std::size_t k = 0; k < N; ++k)
+        for (std::size_t c = 0; c < d; ++c)
+          hT[k * d + c] =
+              std::exp(p.AT[k * d + c] * sum[c]) * carry[chunks - 1][k * d + c] + local[chunks - 1][k * d + c];
+    }
+    // 3. Correct every chunk after the first with its carry. The tokens are independent now, so all threads
+    //    share them evenly, whatever chunk they are in.
+    const std::size_t first = start(1), rest = n - first;
+    run_on_threads(T, [&](std::size_t i) {
+      Scratch s(N, d);
+      std::size_t t = first + rest * i / T;
+      const std::size_t end = first + rest * (i + 1) / T;
+      while (t < end) {
+        std::size_t chunk = 1;
+        while (start(chunk + 1) <= t) ++chunk;
+        const std::size_t stop = std::min(end, start(chunk + 1));
+        correct_tokens(p, start(chunk), t, stop, carry[chunk].data(), y.data(), s);
+        t = stop;
+      }
+    });
+  }
+  Matrix h = xt::zeros<float>({d, N});  // (d, N)
+  for (std::size_t c = 0; c < d; ++c)
+    for (std::size_t k = 0; k < N; ++k) h(c, k) = hT[k * d + c];
+  return {y, h};
+}
+// [selective_scan]
+
+}  // namespace attn::ch14
