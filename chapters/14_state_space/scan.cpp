@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -39,9 +40,11 @@ struct Problem {
 
 /// Scratch of one thread working on channels [c0, c1): w = c1 − c0 columns.
 struct Scratch {
-  std::vector<float> E, dx, acc;  // (N, w), (w), (w)
-  Scratch(std::size_t N, std::size_t w) : E(N * w), dx(w), acc(w) {}
+  std::vector<float> E, dx;  // (N, w) the decays of one token, (w) a running sum
+  Scratch(std::size_t N, std::size_t w) : E(N * w), dx(w) {}
 };
+
+constexpr std::size_t kLanes = 16;  // channels per block: one AVX-512 register of floats
 
 // [scan_tokens]
 /// Tokens [t0, t1) on channels [c0, c1): the state hT (N, d), row stride d, is updated in place; y (n, d) gets
@@ -49,29 +52,41 @@ struct Scratch {
 ATTN_VECTOR_CLONES void scan_tokens(const Problem& p, std::size_t t0, std::size_t t1, std::size_t c0, std::size_t c1,
                                     float* hT, float* y, Scratch& s) {
   const std::size_t w = c1 - c0, d = p.d, N = p.N;
+  float* E = s.E.data();  // (N, w)
   for (std::size_t t = t0; t < t1; ++t) {
     const float* delta = p.delta + t * d + c0;
     const float* x = p.x + t * d + c0;
     const float* B = p.B + t * N;
     const float* C = p.C + t * N;
     for (std::size_t k = 0; k < N; ++k)  // E(k, c) = Δ_c · A(c, k) ≤ 0, then e^E: the decay of every state entry
-      for (std::size_t c = 0; c < w; ++c) s.E[k * w + c] = delta[c] * p.AT[k * d + c0 + c];
-    ch05::exp_shift_sum(s.E.data(), N * w, 0.0f);
-    for (std::size_t c = 0; c < w; ++c) {
-      s.dx[c] = delta[c] * x[c];
-      s.acc[c] = 0.0f;
-    }
-    for (std::size_t k = 0; k < N; ++k) {  // row k of the state, all channels at once
-      const float b = B[k], cc = C[k];
-      const float* e = s.E.data() + k * w;
-      float* h = hT + k * d + c0;
-      for (std::size_t c = 0; c < w; ++c) {
-        h[c] = e[c] * h[c] + b * s.dx[c];
-        s.acc[c] += cc * h[c];
+      for (std::size_t c = 0; c < w; ++c) E[k * w + c] = delta[c] * p.AT[k * d + c0 + c];
+    ch05::exp_shift_sum(E, N * w, 0.0f);
+    // kLanes channels at a time, down all N rows of the state: the output sum and Δ·x stay in registers.
+    for (std::size_t cb = 0; cb < w; cb += kLanes) {
+      const std::size_t lanes = std::min(kLanes, w - cb);
+      float dx[kLanes] = {}, acc[kLanes] = {};
+      for (std::size_t l = 0; l < lanes; ++l) dx[l] = delta[cb + l] * x[cb + l];
+      for (std::size_t k = 0; k < N; ++k) {
+        const float b = B[k], cc = C[k];
+        const float* e = E + k * w + cb;
+        float* h = hT + k * d + c0 + cb;
+        if (lanes == kLanes) {
+          for (std::size_t l = 0; l < kLanes; ++l) {  // a fixed trip count: one vector register
+            const float v = e[l] * h[l] + b * dx[l];
+            h[l] = v;
+            acc[l] += cc * v;
+          }
+        } else {
+          for (std::size_t l = 0; l < lanes; ++l) {
+            const float v = e[l] * h[l] + b * dx[l];
+            h[l] = v;
+            acc[l] += cc * v;
+          }
+        }
       }
+      if (y)
+        for (std::size_t l = 0; l < lanes; ++l) y[t * d + c0 + cb + l] = acc[l];
     }
-    if (y)
-      for (std::size_t c = 0; c < w; ++c) y[t * d + c0 + c] = s.acc[c];
   }
 }
 // [scan_tokens]
@@ -84,23 +99,27 @@ ATTN_VECTOR_CLONES void scan_tokens(const Problem& p, std::size_t t0, std::size_
 ATTN_VECTOR_CLONES void correct_tokens(const Problem& p, std::size_t chunk_start, std::size_t t0, std::size_t t1,
                                        const float* H, float* y, Scratch& s) {
   const std::size_t d = p.d, N = p.N;
-  std::vector<float>& cum = s.dx;  // (d) Σ Δ since the chunk began
-  std::fill(cum.begin(), cum.end(), 0.0f);
+  float* cum = s.dx.data();  // (d) Σ Δ since the chunk began
+  float* E = s.E.data();     // (N, d)
+  std::fill(cum, cum + d, 0.0f);
   for (std::size_t t = chunk_start; t < t0; ++t)
     for (std::size_t c = 0; c < d; ++c) cum[c] += p.delta[t * d + c];
   for (std::size_t t = t0; t < t1; ++t) {
     for (std::size_t c = 0; c < d; ++c) cum[c] += p.delta[t * d + c];
     for (std::size_t k = 0; k < N; ++k)
-      for (std::size_t c = 0; c < d; ++c) s.E[k * d + c] = cum[c] * p.AT[k * d + c];
-    ch05::exp_shift_sum(s.E.data(), N * d, 0.0f);
-    std::fill(s.acc.begin(), s.acc.end(), 0.0f);
-    for (std::size_t k = 0; k < N; ++k) {
-      const float cc = p.C[t * N + k];
-      const float* e = s.E.data() + k * d;
-      const float* h = H + k * d;
-      for (std::size_t c = 0; c < d; ++c) s.acc[c] += cc * e[c] * h[c];
+      for (std::size_t c = 0; c < d; ++c) E[k * d + c] = cum[c] * p.AT[k * d + c];
+    ch05::exp_shift_sum(E, N * d, 0.0f);
+    for (std::size_t cb = 0; cb < d; cb += kLanes) {
+      const std::size_t lanes = std::min(kLanes, d - cb);
+      float acc[kLanes] = {};
+      for (std::size_t k = 0; k < N; ++k) {
+        const float cc = p.C[t * N + k];
+        const float* e = E + k * d + cb;
+        const float* h = H + k * d + cb;
+        for (std::size_t l = 0; l < lanes; ++l) acc[l] += cc * e[l] * h[l];
+      }
+      for (std::size_t l = 0; l < lanes; ++l) y[t * d + cb + l] += acc[l];
     }
-    for (std::size_t c = 0; c < d; ++c) y[t * d + c] += s.acc[c];
   }
 }
 // [correct_tokens]
@@ -128,25 +147,30 @@ void run_on_threads(std::size_t T, const Work& work) {
     if (e) std::rethrow_exception(e);
 }
 
+/// The input checks; each message is formatted only when its check fails (one per entry would cost more than the scan).
 void check(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B, const Matrix& C, int threads) {
   const std::size_t n = x.shape(0), d = x.shape(1), N = A.shape(1);
-  require(delta.shape(0) == n && delta.shape(1) == d && A.shape(0) == d && B.shape(0) == n && B.shape(1) == N &&
-              C.shape(0) == n && C.shape(1) == N,
-          fmt::format("selective_scan: x is {}, delta {}, A {}, B {} and C {}; they must be (n, d), (n, d), (d, N), "
-                      "(n, N) and (n, N)",
-                      shape_str(x), shape_str(delta), shape_str(A), shape_str(B), shape_str(C)));
-  require(threads >= 1, fmt::format("selective_scan: threads = {}; at least 1 is needed", threads));
+  if (!(delta.shape(0) == n && delta.shape(1) == d && A.shape(0) == d && B.shape(0) == n && B.shape(1) == N &&
+        C.shape(0) == n && C.shape(1) == N))
+    throw std::invalid_argument(
+        fmt::format("selective_scan: x is {}, delta {}, A {}, B {} and C {}; they must be (n, d), (n, d), (d, N), "
+                    "(n, N) and (n, N)",
+                    shape_str(x), shape_str(delta), shape_str(A), shape_str(B), shape_str(C)));
+  if (!(threads >= 1))
+    throw std::invalid_argument(fmt::format("selective_scan: threads = {}; at least 1 is needed", threads));
   require_finite("selective_scan", "x", x.data(), x.size());
   require_finite("selective_scan", "delta", delta.data(), delta.size());
   require_finite("selective_scan", "A", A.data(), A.size());
   require_finite("selective_scan", "B", B.data(), B.size());
   require_finite("selective_scan", "C", C.data(), C.size());
   for (std::size_t i = 0; i < delta.size(); ++i)
-    require(delta.data()[i] > 0.0f,
-            fmt::format("selective_scan: delta({}, {}) = {}; every step must be > 0", i / d, i % d, delta.data()[i]));
+    if (!(delta.data()[i] > 0.0f))
+      throw std::invalid_argument(
+          fmt::format("selective_scan: delta({}, {}) = {}; every step must be > 0", i / d, i % d, delta.data()[i]));
   for (std::size_t i = 0; i < A.size(); ++i)
-    require(A.data()[i] < 0.0f,
-            fmt::format("selective_scan: A({}, {}) = {}; a stable state needs A < 0", i / N, i % N, A.data()[i]));
+    if (!(A.data()[i] < 0.0f))
+      throw std::invalid_argument(
+          fmt::format("selective_scan: A({}, {}) = {}; a stable state needs A < 0", i / N, i % N, A.data()[i]));
 }
 
 }  // namespace

@@ -25,8 +25,8 @@ struct SelectiveScanOutput {
 
 /// Mamba's selective scan over n tokens: for t = 0 … n−1 and every channel c and state entry k,
 /// `h(c, k) ← exp(Δ(t, c) A(c, k)) h(c, k) + Δ(t, c) B(t, k) x(t, c)`, `y(t, c) = Σ_k C(t, k) h(c, k)`, from
-/// h = 0 (or \p h0). With split = time and threads > 1 the result equals the sequential one up to rounding
-/// (the carried products are grouped differently); with split = channels it is bit-identical.
+/// h = 0. With threads > 1 the result equals the sequential one up to float32 rounding (split = time groups the
+/// decays differently; both vectorise the exponentials over differently sized blocks).
 /// \param x (n, d) inputs.
 /// \param delta (n, d) steps, each > 0.
 /// \param A (d, N) the diagonal state matrices, each entry < 0.
