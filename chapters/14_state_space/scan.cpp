@@ -7,6 +7,7 @@
 #include "14_state_space/scan.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <thread>
@@ -45,6 +46,8 @@ struct Scratch {
 };
 
 constexpr std::size_t kLanes = 16;  // channels per block: one AVX-512 register of floats
+/// 16 floats as one value: GCC's vector extension, compiled to whatever registers the target has.
+typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
 
 // [scan_tokens]
 /// Tokens [t0, t1) on channels [c0, c1): the state hT (N, d), row stride d, is updated in place; y (n, d) gets
@@ -61,31 +64,36 @@ ATTN_VECTOR_CLONES void scan_tokens(const Problem& p, std::size_t t0, std::size_
     for (std::size_t k = 0; k < N; ++k)  // E(k, c) = Δ_c · A(c, k) ≤ 0, then e^E: the decay of every state entry
       for (std::size_t c = 0; c < w; ++c) E[k * w + c] = delta[c] * p.AT[k * d + c0 + c];
     ch05::exp_shift_sum(E, N * w, 0.0f);
-    // kLanes channels at a time, down all N rows of the state: the output sum and Δ·x stay in registers.
+    // kLanes channels at a time, down all N rows of the state: Δ·x and the output sum stay in one register each
+    // (a GCC vector of 16 floats: one AVX-512 register, or four SSE ones in the baseline build).
     for (std::size_t cb = 0; cb < w; cb += kLanes) {
       const std::size_t lanes = std::min(kLanes, w - cb);
-      float dx[kLanes] = {}, acc[kLanes] = {};
-      for (std::size_t l = 0; l < lanes; ++l) dx[l] = delta[cb + l] * x[cb + l];
-      for (std::size_t k = 0; k < N; ++k) {
-        const float b = B[k], cc = C[k];
-        const float* e = E + k * w + cb;
-        float* h = hT + k * d + c0 + cb;
-        if (lanes == kLanes) {
-          for (std::size_t l = 0; l < kLanes; ++l) {  // a fixed trip count: one vector register
-            const float v = e[l] * h[l] + b * dx[l];
-            h[l] = v;
-            acc[l] += cc * v;
-          }
-        } else {
-          for (std::size_t l = 0; l < lanes; ++l) {
-            const float v = e[l] * h[l] + b * dx[l];
-            h[l] = v;
-            acc[l] += cc * v;
-          }
+      if (lanes == kLanes) {
+        Lanes dx, delta_v, acc = {};
+        std::memcpy(&dx, x + cb, sizeof dx);
+        std::memcpy(&delta_v, delta + cb, sizeof delta_v);
+        dx *= delta_v;
+        for (std::size_t k = 0; k < N; ++k) {
+          Lanes e, h;
+          std::memcpy(&e, E + k * w + cb, sizeof e);
+          std::memcpy(&h, hT + k * d + c0 + cb, sizeof h);
+          h = e * h + B[k] * dx;
+          std::memcpy(hT + k * d + c0 + cb, &h, sizeof h);
+          acc += C[k] * h;
         }
+        if (y) std::memcpy(y + t * d + c0 + cb, &acc, sizeof acc);
+        continue;
       }
-      if (y)
-        for (std::size_t l = 0; l < lanes; ++l) y[t * d + c0 + cb + l] = acc[l];
+      for (std::size_t l = 0; l < lanes; ++l) {  // the last few channels, one at a time
+        const float dx = delta[cb + l] * x[cb + l];
+        float acc = 0.0f;
+        for (std::size_t k = 0; k < N; ++k) {
+          float& h = hT[k * d + c0 + cb + l];
+          h = E[k * w + cb + l] * h + B[k] * dx;
+          acc += C[k] * h;
+        }
+        if (y) y[t * d + c0 + cb + l] = acc;
+      }
     }
   }
 }
@@ -111,14 +119,22 @@ ATTN_VECTOR_CLONES void correct_tokens(const Problem& p, std::size_t chunk_start
     ch05::exp_shift_sum(E, N * d, 0.0f);
     for (std::size_t cb = 0; cb < d; cb += kLanes) {
       const std::size_t lanes = std::min(kLanes, d - cb);
-      float acc[kLanes] = {};
-      for (std::size_t k = 0; k < N; ++k) {
-        const float cc = p.C[t * N + k];
-        const float* e = E + k * d + cb;
-        const float* h = H + k * d + cb;
-        for (std::size_t l = 0; l < lanes; ++l) acc[l] += cc * e[l] * h[l];
+      if (lanes == kLanes) {
+        Lanes acc, e, h;
+        std::memcpy(&acc, y + t * d + cb, sizeof acc);
+        for (std::size_t k = 0; k < N; ++k) {
+          std::memcpy(&e, E + k * d + cb, sizeof e);
+          std::memcpy(&h, H + k * d + cb, sizeof h);
+          acc += p.C[t * N + k] * (e * h);
+        }
+        std::memcpy(y + t * d + cb, &acc, sizeof acc);
+        continue;
       }
-      for (std::size_t l = 0; l < lanes; ++l) y[t * d + cb + l] += acc[l];
+      for (std::size_t l = 0; l < lanes; ++l) {
+        float acc = 0.0f;
+        for (std::size_t k = 0; k < N; ++k) acc += p.C[t * N + k] * (E[k * d + cb + l] * H[k * d + cb + l]);
+        y[t * d + cb + l] += acc;
+      }
     }
   }
 }
