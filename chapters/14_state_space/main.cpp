@@ -623,6 +623,8 @@ void BM_DecodeSummary(benchmark::State& state) {
   }
   state.counters["exp_ssm_step"] = fitted_exponent(ssm, 1024, 65536);
   state.counters["exp_kv_step"] = fitted_exponent(kv, 1024, 65536);
+  // From 16K tokens on the cache (2 KiB per token) no longer fits a 32 MiB L3: the exponent of that range alone.
+  state.counters["exp_kv_step_16K_64K"] = fitted_exponent(kv, 16384, 65536);
   if (ssm.count(65536) && kv.count(65536)) state.counters["kv/ssm_65536"] = kv.at(65536) / ssm.at(65536);
 }
 BENCHMARK(BM_DecodeSummary)->Iterations(1);
