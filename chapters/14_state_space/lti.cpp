@@ -2,6 +2,7 @@
 #include "14_state_space/lti.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -142,7 +143,11 @@ Vector causal_convolution_fft(const Vector& K, const Vector& u) {
   Vector y = xt::zeros<float>({n});  // (n)
   if (n == 0 || taps == 0) return y;
   // Cyclic convolution of length L equals the linear one when L ≥ n + taps − 1: nothing wraps around.
-  FftPlan& p = plan_for(next_power_of_two(n + taps - 1));
+  const std::size_t padded = next_power_of_two(n + taps - 1);
+  require(padded <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
+          fmt::format("causal_convolution_fft: n = {} needs a transform of {} points; FFTW's plans take at most {}", n,
+                      padded, std::numeric_limits<int>::max()));
+  FftPlan& p = plan_for(padded);
   const std::size_t L = p.L, bins = L / 2 + 1;
   std::fill(p.real, p.real + L, 0.0f);
   std::copy(u.data(), u.data() + n, p.real);
