@@ -312,6 +312,11 @@ TEST_SUITE("14_state_space") {
                          doctest::Contains("B (8, 3)"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(attn::ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, 0),
                          doctest::Contains("threads = 0"), std::invalid_argument);
+    // A NaN in the second half of the tokens is found by the second thread: its exception reaches the caller.
+    Matrix nan_x = in.x;
+    nan_x(7, 1) = kNaN;
+    CHECK_THROWS_WITH_AS(attn::ch14::selective_scan(nan_x, in.delta, in.A, in.B, in.C, 2), doctest::Contains("x(7, 1)"),
+                         std::invalid_argument);
     Matrix positive_A = in.A;
     positive_A(1, 1) = 0.0f;
     CHECK_THROWS_WITH_AS(attn::ch14::selective_scan(in.x, in.delta, positive_A, in.B, in.C),
