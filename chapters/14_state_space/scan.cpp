@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <limits>
 #include <stdexcept>
@@ -142,25 +143,39 @@ ATTN_VECTOR_CLONES void correct_tokens(const Problem& p, std::size_t chunk_start
 }
 // [correct_tokens]
 
-/// Runs work(0) … work(T−1) on T threads (the caller's is one of them) and rethrows the first exception.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+/// CPU time of the parallel phases so far: the busiest thread's, everyone's, and the calling thread's.
+struct PhaseClock {
+  double critical = 0, total = 0, caller = 0;
+};
+
+/// Runs work(0) … work(T−1) on T threads (the caller's is one of them) and rethrows the first exception (in thread
+/// order). Each thread's CPU time goes into \p clock.
 template <class Work>
-void run_on_threads(std::size_t T, const Work& work) {
+void run_on_threads(std::size_t T, const Work& work, PhaseClock& clock) {
   std::vector<std::exception_ptr> errors(T);
+  std::vector<double> spent(T, 0.0);  // (T) CPU seconds per thread
+  auto run = [&](std::size_t i) {
+    const double start = thread_cpu_seconds();
+    try {
+      work(i);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+    spent[i] = thread_cpu_seconds() - start;
+  };
   std::vector<std::thread> workers;
-  for (std::size_t i = 1; i < T; ++i)
-    workers.emplace_back([&, i] {
-      try {
-        work(i);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
-  try {
-    work(0);
-  } catch (...) {
-    errors[0] = std::current_exception();
-  }
+  for (std::size_t i = 1; i < T; ++i) workers.emplace_back(run, i);
+  run(0);
   for (std::thread& w : workers) w.join();
+  clock.critical += *std::max_element(spent.begin(), spent.end());
+  for (double s : spent) clock.total += s;
+  clock.caller += spent[0];
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
 }
@@ -184,7 +199,8 @@ void check_rows(const Matrix& M, const char* what, std::size_t t0, std::size_t t
 /// The input checks. Shapes, threads and A here; the (n, ·) inputs row range by row range on the scan's threads
 /// (a serial check of 10 million numbers would be a fifth of the scan's time, and Amdahl's law would take it off
 /// every speed-up). Each message is formatted only when its check fails.
-void check(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B, const Matrix& C, int threads) {
+void check(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B, const Matrix& C, int threads,
+           PhaseClock& clock) {
   const std::size_t n = x.shape(0), d = x.shape(1), N = A.shape(1);
   if (!(delta.shape(0) == n && delta.shape(1) == d && A.shape(0) == d && B.shape(0) == n && B.shape(1) == N &&
         C.shape(0) == n && C.shape(1) == N))
@@ -201,13 +217,16 @@ void check(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& 
   // When several entries are bad, the first failing range in token order reports (run_on_threads rethrows in
   // thread order), so the message does not depend on the scheduling.
   const std::size_t T = std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(threads), n));
-  run_on_threads(T, [&](std::size_t i) {
-    const std::size_t t0 = n * i / T, t1 = n * (i + 1) / T;
-    check_rows(x, "x", t0, t1, false);
-    check_rows(delta, "delta", t0, t1, true);
-    check_rows(B, "B", t0, t1, false);
-    check_rows(C, "C", t0, t1, false);
-  });
+  run_on_threads(
+      T,
+      [&](std::size_t i) {
+        const std::size_t t0 = n * i / T, t1 = n * (i + 1) / T;
+        check_rows(x, "x", t0, t1, false);
+        check_rows(delta, "delta", t0, t1, true);
+        check_rows(B, "B", t0, t1, false);
+        check_rows(C, "C", t0, t1, false);
+      },
+      clock);
 }
 
 }  // namespace
@@ -218,8 +237,10 @@ double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N) {
 
 // [selective_scan]
 SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B,
-                                   const Matrix& C, int threads, ScanSplit split) {
-  check(x, delta, A, B, C, threads);
+                                   const Matrix& C, int threads, ScanSplit split, ScanCpuTime* cpu_time) {
+  const double start_cpu = thread_cpu_seconds();
+  PhaseClock clock;
+  check(x, delta, A, B, C, threads, clock);
   const std::size_t n = x.shape(0), d = x.shape(1), N = A.shape(1);
   Problem p{n, d, N, x.data(), delta.data(), B.data(), C.data(), std::vector<float>(N * d)};
   for (std::size_t c = 0; c < d; ++c)
@@ -231,20 +252,26 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
   const std::size_t T = static_cast<std::size_t>(threads);
   if (split == ScanSplit::channels || T == 1) {
     const std::size_t workers = std::max<std::size_t>(1, std::min(T, d));
-    run_on_threads(workers, [&](std::size_t i) {
-      const std::size_t c0 = d * i / workers, c1 = d * (i + 1) / workers;
-      Scratch s(N, c1 - c0);
-      scan_tokens(p, 0, n, c0, c1, hT.data(), y.data(), s);
-    });
+    run_on_threads(
+        workers,
+        [&](std::size_t i) {
+          const std::size_t c0 = d * i / workers, c1 = d * (i + 1) / workers;
+          Scratch s(N, c1 - c0);
+          scan_tokens(p, 0, n, c0, c1, hT.data(), y.data(), s);
+        },
+        clock);
   } else {
     // 1. Every chunk from a zero state, in parallel: chunk 0's result is final, the others miss their carry.
     const std::size_t chunks = std::max<std::size_t>(1, std::min(T, n));
     std::vector<std::vector<float>> local(chunks, std::vector<float>(N * d, 0.0f));  // (N, d) each chunk's end state
     auto start = [&](std::size_t i) { return n * i / chunks; };
-    run_on_threads(chunks, [&](std::size_t i) {
-      Scratch s(N, d);
-      scan_tokens(p, start(i), start(i + 1), 0, d, local[i].data(), y.data(), s);
-    });
+    run_on_threads(
+        chunks,
+        [&](std::size_t i) {
+          Scratch s(N, d);
+          scan_tokens(p, start(i), start(i + 1), 0, d, local[i].data(), y.data(), s);
+        },
+        clock);
     // 2. The carries, in order: H_i = exp(A·ΣΔ over chunk i) ∘ H_{i−1} + local_i, entry by entry. This is
     //    scan_combine() applied to whole chunks: (a, b) = (the chunk's total decay, its end state from zero).
     std::vector<std::vector<float>> carry(chunks, std::vector<float>(N * d, 0.0f));  // (N, d) state before chunk i
@@ -268,22 +295,29 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
     // 3. Correct every chunk after the first with its carry. The tokens are independent now, so all threads
     //    share them evenly, whatever chunk they are in.
     const std::size_t first = start(1), rest = n - first;
-    run_on_threads(T, [&](std::size_t i) {
-      Scratch s(N, d);
-      std::size_t t = first + rest * i / T;
-      const std::size_t end = first + rest * (i + 1) / T;
-      while (t < end) {
-        std::size_t chunk = 1;
-        while (start(chunk + 1) <= t) ++chunk;
-        const std::size_t stop = std::min(end, start(chunk + 1));
-        correct_tokens(p, start(chunk), t, stop, carry[chunk].data(), y.data(), s);
-        t = stop;
-      }
-    });
+    run_on_threads(
+        T,
+        [&](std::size_t i) {
+          Scratch s(N, d);
+          std::size_t t = first + rest * i / T;
+          const std::size_t end = first + rest * (i + 1) / T;
+          while (t < end) {
+            std::size_t chunk = 1;
+            while (start(chunk + 1) <= t) ++chunk;
+            const std::size_t stop = std::min(end, start(chunk + 1));
+            correct_tokens(p, start(chunk), t, stop, carry[chunk].data(), y.data(), s);
+            t = stop;
+          }
+        },
+        clock);
   }
   Matrix h = xt::zeros<float>({d, N});  // (d, N)
   for (std::size_t c = 0; c < d; ++c)
     for (std::size_t k = 0; k < N; ++k) h(c, k) = hT[k * d + c];
+  if (cpu_time) {  // the caller's time outside the parallel phases is serial: on the critical path and in the work
+    const double serial = thread_cpu_seconds() - start_cpu - clock.caller;
+    *cpu_time = {clock.critical + serial, clock.total + serial};
+  }
   return {y, h};
 }
 // [selective_scan]
