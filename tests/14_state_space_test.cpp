@@ -190,7 +190,9 @@ TEST_SUITE("14_state_space") {
   }
 
   // --- one time-invariant SSM, two computations ---------------------------------------------------------------
-  TEST_CASE("the S4D recurrence equals the convolution with its kernel, and both equal the float64 definitions") {
+  TEST_CASE(
+      "with zoh_discretize's Ā and B̄, the S4D recurrence equals the convolution with its kernel and the float64 "
+      "definitions") {
     attn::Rng rng(141);
     for (const std::size_t n : {1, 2, 300}) {
       CAPTURE(n);
@@ -210,7 +212,9 @@ TEST_SUITE("14_state_space") {
     }
   }
 
-  TEST_CASE("FFT convolution equals direct convolution for any lengths, the kernel shorter or longer than the input") {
+  TEST_CASE(
+      "FFT convolution equals direct convolution of a zoh_discretize kernel for any lengths, shorter or longer than "
+      "the input") {
     attn::Rng rng(142);
     const attn::DiscreteSSM s = attn::zoh_discretize(s4d_lin(4, rng), 0.1f);
     for (const auto [n_K, n] : {std::array<std::size_t, 2>{1, 1}, {5, 17}, {300, 300}, {1000, 257}, {257, 1000}}) {
@@ -270,7 +274,8 @@ TEST_SUITE("14_state_space") {
     (void)N;
   }
 
-  TEST_CASE("the selective scan on any number of threads, split in time or channels, equals the float64 recurrence") {
+  TEST_CASE(
+      "the selective scan on any threads, split in time or channels, equals float64, and selective_step continues it") {
     attn::Rng rng(144);
     for (const std::size_t n : {1, 2, 7, 100, 1001}) {
       const std::size_t d = 6, N = 4;
@@ -416,7 +421,7 @@ TEST_SUITE("14_state_space") {
                          std::invalid_argument);
   }
 
-  TEST_CASE("the masked attention form (L ∘ C Bᵀ) X equals the selective recurrence of a scalar-A SSM: the duality") {
+  TEST_CASE("masked_attention_form (L ∘ C Bᵀ) X equals the selective recurrence of a scalar-A SSM: the duality") {
     attn::Rng rng(148);
     for (const std::size_t n : {1, 9, 64}) {
       CAPTURE(n);
@@ -448,7 +453,8 @@ TEST_SUITE("14_state_space") {
     }
   }
 
-  TEST_CASE("chapter 08's causal linear attention is the masked form with a constant decay, divided by its row sums") {
+  TEST_CASE(
+      "chapter 08's causal linear attention is masked_attention_form with a constant decay, divided by its row sums") {
     attn::Rng rng(149);
     const std::size_t n = 50, m = 6, d_v = 4;
     const Matrix phiQ = attn::elu_plus_one(rng.normal(n, m)), phiK = attn::elu_plus_one(rng.normal(n, m));
@@ -481,7 +487,8 @@ TEST_SUITE("14_state_space") {
 
   // --- attention vs memory --------------------------------------------------------------------------------------
   TEST_CASE(
-      "a state of d_k × d_v numbers recalls m ≤ d_k pairs with orthogonal keys exactly, and m = 4·d_k it cannot") {
+      "masked_attention_form without decay recalls m ≤ d_k pairs with orthogonal keys exactly, and 4·d_k pairs it "
+      "cannot") {
     attn::Rng rng(150);
     const std::size_t d_k = 16, d_v = 16;
     for (const std::size_t m : {1, 8, 16}) {

@@ -36,6 +36,7 @@
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "04_complexity/complexity.hpp"
 #include "08_linear/linear.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
 #include "14_state_space/lti.hpp"
@@ -43,10 +44,12 @@
 #include "14_state_space/scan.hpp"
 #include "14_state_space/state_space.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 #include "attn/svg.hpp"
 
 namespace {
@@ -56,15 +59,10 @@ using attn::Matrix;
 using attn::Vector;
 namespace ch14 = attn::ch14;
 
-std::string sci(double v) { return fmt::format("{:.1e}", v); }
 std::string complex_str(Complex z) { return fmt::format("{:+.4f} {:+.4f}i", z.real(), z.imag()); }
 
-double max_abs_diff(const Vector& a, const Vector& b) {
-  return a.size() ? static_cast<double>(xt::amax(xt::abs(a - b))()) : 0.0;
-}
-double max_abs_diff(const Matrix& a, const Matrix& b) {
-  return a.size() ? static_cast<double>(xt::amax(xt::abs(a - b))()) : 0.0;
-}
+/// A vector as a (1, n) matrix, for the common/ helpers that compare matrices.
+Matrix as_row(const Vector& v) { return xt::reshape_view(v, {std::size_t{1}, v.size()}); }
 
 // [s4d_lin]
 /// S4D-Lin's initialisation (Gu et al., 2022): A_k = −1/2 + iπk, B_k = 1; C drawn at random. The real part
@@ -97,19 +95,24 @@ void print_discretisation(attn::Rng& rng) {
                fmt::format("{:.4f}", std::abs(s.A_bar[k])), complex_str(s.B_bar[k]), complex_str(delta * ssm.B[k])});
   t.print();
   fmt::print(
-      "Chapter 08's recurrence kept S ← λS + φ(k)ᵀv with one real decay λ. A state-space model keeps x ← Āx + B̄u\n"
-      "with a decay per state entry, here complex: |Ā_k| = e^(Δ·Re A_k) = {:.4f} is how much survives a step, the\n"
-      "angle Δ·Im A_k how far the entry turns. Re(A) < 0 is what keeps |Ā| < 1; zoh_discretize refuses anything\n"
-      "else:\n",
-      std::exp(-0.5 * delta));
+      "{}", attn::wrapped(
+                fmt::format(
+                    "Chapter 08's recurrence kept S ← λS + φ(k)ᵀv with one real decay λ. A state-space model keeps x ← "
+                    "Āx + B̄u with a decay per state entry, here complex: |Ā_k| = e^(Δ·Re A_k) = {:.4f} is how much "
+                    "survives a step, the angle Δ·Im A_k how far the entry turns. Re(A) < 0 is what keeps |Ā| < 1; "
+                    "zoh_discretize refuses anything else:",
+                    std::exp(-0.5 * delta)),
+                100, ""));
   try {
     attn::zoh_discretize({{{0.1f, 1.0f}}, {{1.0f, 0.0f}}, {{1.0f, 0.0f}}}, delta);
   } catch (const std::invalid_argument& e) {
     fmt::print("  {}\n", e.what());
   }
-  fmt::print(
-      "B̄ differs from Euler's Δ·B in the third digit at this Δ: the hold integrates the input over the step\n"
-      "(and stays exact for any Δ), Euler takes its first-order guess (Mamba uses that guess for B).\n");
+  fmt::print("{}",
+             attn::wrapped(
+                 "B̄ differs from Euler's Δ·B in the third digit at this Δ: the hold integrates the input over the "
+                 "step (and stays exact for any Δ), Euler takes its first-order guess (Mamba uses that guess for B).",
+                 100, ""));
 }
 
 // --- 2. one SSM, two computations --------------------------------------------------------------------------------
@@ -123,24 +126,29 @@ void print_two_computations(const attn::Chapter& chapter, attn::Rng& rng, std::s
   const Vector recurrent = ch14::ssm_recurrence(s, u);          // (n) a state of N numbers per step
   const Vector K = ch14::ssm_kernel(s, n);                      // (n) CB̄, CĀB̄, CĀ²B̄, …
   const Vector direct = ch14::causal_convolution_direct(K, u);  // (n) O(n²)
-  attn::Table t({"computation", "work", "memory beside u and y", "max |y − y_recurrence|"});
+  attn::Table t({"computation", "work", "extra memory", "max |y − y_rec.|"});
   t.set_left(0).set_left(1).set_left(2);
-  t.add_row({"recurrence x_t = Āx_{t−1} + B̄u_t", "O(n·N)", fmt::format("the state, {} complex numbers", N), "0"});
-  t.add_row(
-      {"kernel K, then Σ_j K_j u_{t−j}", "O(n·N + n²)", "the kernel, n numbers", sci(max_abs_diff(direct, recurrent))});
+  t.add_row({"recurrence x_t = Āx_{t−1} + B̄u_t", "O(n·N)", fmt::format("state: {} complex", N), "0"});
+  t.add_row({"kernel K, Σ_j K_j u_{t−j}", "O(n·N + n²)", "kernel: n numbers",
+             attn::sci(attn::max_abs_diff(as_row(direct), as_row(recurrent)), 1)});
   if (ch14::fft_available()) {
     const Vector fft = ch14::causal_convolution_fft(K, u);  // (n) O(n log n)
-    t.add_row({"kernel K, convolved by FFT (FFTW3)", "O(n·N + n log n)", "two spectra of ≥ 2n numbers",
-               sci(max_abs_diff(fft, recurrent))});
+    t.add_row({"kernel K, FFT (FFTW3)", "O(n·N + n log n)", "spectra: ≥ 2n",
+               attn::sci(attn::max_abs_diff(as_row(fft), as_row(recurrent)), 1)});
   }
   t.print();
   if (!ch14::fft_available())
     fmt::print("(FFT convolution skipped: built without FFTW3; `./course setup` installs libfftw3-dev.)\n");
   fmt::print(
-      "With Δ, B and C fixed, the layer is linear and time-invariant: its answer to an impulse, the kernel K, says\n"
-      "everything, and y = K * u. Training wants the convolution (all tokens at once, by FFT); generation wants\n"
-      "the recurrence (one token, a fixed state). The first taps: K_0 = {:.4f}, K_1 = {:.4f}, K_2 = {:.4f}.\n",
-      K(0), n > 1 ? K(1) : 0.0f, n > 2 ? K(2) : 0.0f);
+      "{}",
+      attn::wrapped(
+          fmt::format(
+              "With Δ, B and C fixed, the layer is linear and time-invariant: its answer to an impulse, the kernel "
+              "K, says everything, and y = K * u. Training wants the convolution (all tokens at once, by FFT); "
+              "generation wants the recurrence (one token, a fixed state). The first taps: K_0 = {:.4f}, K_1 = "
+              "{:.4f}, K_2 = {:.4f}.",
+              K(0), n > 1 ? K(1) : 0.0f, n > 2 ? K(2) : 0.0f),
+          100, ""));
   if (const auto path = chapter.figure_path("ch14_kernel.svg")) {
     attn::Series series{"K_l = Re(C Ā^l B̄)", {}, {}, true};
     for (std::size_t l = 0; l < std::min<std::size_t>(n, 200); ++l) {
@@ -201,10 +209,13 @@ void print_selective_scan(attn::Rng& rng) {
   for (std::size_t l = 0; l < 6; ++l)
     t.add_row({fmt::format("{}", l), fmt::format("{:+.4f}", early(l)), fmt::format("{:+.4f}", late(l))});
   t.print();
-  fmt::print(
-      "The same layer answers an impulse differently depending on when it comes: there is no one kernel, so no\n"
-      "convolution and no FFT. What remains is the recurrence, and the fact that makes it parallel: each step is\n"
-      "a map h ↦ a·h + b, and composing two such maps is again one (scan_combine), an associative operation.\n");
+  fmt::print("{}",
+             attn::wrapped(
+                 "The same layer answers an impulse differently depending on when it comes: there is no one kernel, "
+                 "so no convolution and no FFT. What remains is the recurrence, and the fact that makes it parallel: "
+                 "each step is a map h ↦ a·h + b, and composing two such maps is again one (scan_combine), an "
+                 "associative operation.",
+                 100, ""));
 
   // [scan_equal]
   const ch14::SelectiveScanOutput sequential = ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, 1);
@@ -214,24 +225,26 @@ void print_selective_scan(attn::Rng& rng) {
     for (const int threads : {2, 3}) {
       const ch14::SelectiveScanOutput out = ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, threads, split);
       s.add_row({split == ch14::ScanSplit::time ? "chunks in time, carries combined" : "channels split",
-                 fmt::format("{}", threads), sci(max_abs_diff(out.y, sequential.y)),
-                 sci(max_abs_diff(out.h, sequential.h))});
+                 fmt::format("{}", threads), attn::sci(attn::max_abs_diff(out.y, sequential.y), 1),
+                 attn::sci(attn::max_abs_diff(out.h, sequential.h), 1)});
     }
   Matrix h = xt::zeros<float>({d, N});  // (d, N) selective_step, token by token: the contract's version
   Matrix y = xt::zeros<float>({n, d});  // (n, d)
   for (std::size_t tok = 0; tok < n; ++tok)
     xt::row(y, tok) = attn::selective_step(h, xt::row(in.x, tok), xt::row(in.delta, tok), in.A, xt::row(in.B, tok),
                                            xt::row(in.C, tok));
-  s.add_row(
-      {"selective_step, token by token", "1", sci(max_abs_diff(y, sequential.y)), sci(max_abs_diff(h, sequential.h))});
+  s.add_row({"selective_step, token by token", "1", attn::sci(attn::max_abs_diff(y, sequential.y), 1),
+             attn::sci(attn::max_abs_diff(h, sequential.h), 1)});
   s.print();
   // [scan_equal]
-  fmt::print(
-      "Chunks in time: each thread scans its chunk from a zero state; the chunk-end states are combined in order\n"
-      "(scan_combine on whole chunks: the chunk's total decay and its end state); then every token after the first\n"
-      "chunk adds its carry. Equal to rounding, but the carries cost a second pass over all chunks but the first:\n"
-      "on 2 threads at most 2/(1 + 1/2) = 1.33× faster. Channels never interact, so splitting them needs no carry\n"
-      "at all. `ch14_state_space bench` measures both.\n");
+  fmt::print("{}",
+             attn::wrapped(
+                 "Chunks in time: each thread scans its chunk from a zero state; the chunk-end states are combined in "
+                 "order (scan_combine on whole chunks: the chunk's total decay and its end state); then every token "
+                 "after the first chunk adds its carry. Equal to rounding, but the carries cost a second pass over "
+                 "all chunks but the first: on 2 threads at most 2/(1 + 1/2) = 1.33× faster. Channels never interact, "
+                 "so splitting them needs no carry at all. `ch14_state_space bench` measures both.",
+                 100, ""));
 }
 
 // --- 4. the duality ------------------------------------------------------------------------------------------------
@@ -248,8 +261,10 @@ void print_duality(const attn::Chapter& chapter, attn::Rng& rng) {
   std::vector<std::string> labels;
   for (std::size_t t = 0; t < n; ++t) labels.push_back(fmt::format("t{}", t));
   attn::print_heatmap(L, labels, labels, 2);
-  fmt::print("L(i, j) = a_(j+1) ⋯ a_i: what is left at token i of what token j wrote. a = ({:.2f}).\n",
-             fmt::join(a, ", "));
+  fmt::print("{}", attn::wrapped(fmt::format("L(i, j) = a_(j+1) ⋯ a_i: what is left at token i of what token j "
+                                             "wrote. a = ({:.2f}).",
+                                             fmt::join(a, ", ")),
+                                 100, ""));
   const Matrix B = rng.normal(n, N), C = rng.normal(n, N), X = rng.normal(n, p);  // (n, N), (n, N), (n, p)
   Matrix B_bar = B;  // (n, N) Δ_t B_t: the step folded into the keys
   for (std::size_t t = 0; t < n; ++t) xt::row(B_bar, t) *= delta(t);
@@ -259,8 +274,8 @@ void print_duality(const attn::Chapter& chapter, attn::Rng& rng) {
   Matrix D = xt::zeros<float>({n, p});                       // (n, p) Δ, the same for every channel
   for (std::size_t c = 0; c < p; ++c) xt::col(D, c) = delta;
   const Matrix recurrence = ch14::selective_scan(X, D, A_all, B, C).y;  // (n, p) the scan, n work
-  fmt::print("max |(L ∘ C Bᵀ) X − selective scan| = {}: the same numbers, computed as attention and as an RNN.\n",
-             sci(max_abs_diff(Y, recurrence)));
+  fmt::print("max |(L ∘ C Bᵀ) X − selective scan| = {}: the same numbers, as attention and as an RNN.\n",
+             attn::sci(attn::max_abs_diff(Y, recurrence), 1));
 
   // Chapter 08's causal linear attention: a constant decay λ, φ(Q) as C, φ(K) as B, normalised by the row sums.
   const Matrix phiQ = attn::elu_plus_one(rng.normal(n, N)), phiK = attn::elu_plus_one(rng.normal(n, N));
@@ -272,13 +287,16 @@ void print_duality(const attn::Chapter& chapter, attn::Rng& rng) {
     const Matrix sums = attn::masked_attention_form(Lc, phiQ, phiK, Matrix(xt::ones<float>({n, std::size_t{1}})));
     for (std::size_t i = 0; i < n; ++i) xt::row(O, i) /= sums(i, 0);
     t.add_row({fmt::format("{}", lambda), lambda == 1.0f ? "causal ones" : "λ^(i−j)",
-               sci(max_abs_diff(O, attn::causal_linear_attention(phiQ, phiK, V, lambda)))});
+               attn::sci(attn::max_abs_diff(O, attn::causal_linear_attention(phiQ, phiK, V, lambda)), 1)});
   }
   t.print();
-  fmt::print(
-      "Chapter 08's causal linear attention is this form with the decay held constant (λ = 1: no decay at all,\n"
-      "the plain causal mask) and a normaliser. Mamba makes the decay depend on the token; softmax attention\n"
-      "replaces L ∘ C Bᵀ by softmax(Q Kᵀ/√d_k), which has no such low-rank structure and so no recurrence.\n");
+  fmt::print("{}",
+             attn::wrapped(
+                 "Chapter 08's causal linear attention is this form with the decay held constant (λ = 1: no decay at "
+                 "all, the plain causal mask) and a normaliser. Mamba makes the decay depend on the token; softmax "
+                 "attention replaces L ∘ C Bᵀ by softmax(Q Kᵀ/√d_k), which has no such low-rank structure and so no "
+                 "recurrence.",
+                 100, ""));
   if (const auto path = chapter.figure_path("ch14_semiseparable_mask.svg")) {
     attn::write_svg_heatmap(*path, L, labels, labels, "The 1-semiseparable mask L(i, j) = a_(j+1)⋯a_i");
     chapter.announce_figure(*path);
@@ -320,11 +338,10 @@ Matrix random_unit_keys(attn::Rng& rng, std::size_t m, std::size_t d_k) {
 
 std::string error_cell(double e) { return e < 1e-5 ? "< 1e-5" : fmt::format("{:.3f}", e); }
 
-void print_memory(const attn::Chapter& chapter, attn::Rng& rng) {
+void print_recall(const attn::Chapter& chapter, attn::Rng& rng) {
   const std::size_t d_k = 32, d_v = 32;
   attn::heading(fmt::format("Attention vs memory: store m key → value pairs, read them back (d_k = d_v = {})", d_k));
-  attn::Table t({"m", "m / d_k", "state, orthogonal keys", "state, random unit keys", "softmax, random unit keys",
-                 "√((m − 1)/d_k)"});
+  attn::Table t({"m", "m/d_k", "state, orthogonal keys", "state, random keys", "softmax, random keys", "√((m−1)/d_k)"});
   attn::Series orthogonal{"fixed d_k × d_v state, orthogonal keys", {}, {}, true};
   attn::Series random{"fixed d_k × d_v state, random unit keys", {}, {}, true};
   attn::Series soft{"softmax over the m pairs (KV cache), random unit keys", {}, {}, true};
@@ -348,11 +365,14 @@ void print_memory(const attn::Chapter& chapter, attn::Rng& rng) {
   }
   t.print();
   fmt::print(
-      "A state of d_k × d_v numbers is Σ_j k_jᵀ v_j. Reading it with k_i returns v_i plus Σ_(j≠i) (k_i·k_j) v_j:\n"
-      "nothing more while the keys are orthogonal, which at most d_k keys can be. Random unit keys interfere from\n"
-      "the start, with a relative error near √((m − 1)/d_k) (each of the m − 1 other keys leaks k_i·k_j ~ 1/√d_k\n"
-      "of its value). Softmax attention keeps all m pairs (memory growing with m) and a sharp query picks its\n"
-      "own, for any m. That is the price of O(1) memory per token.\n");
+      "{}",
+      attn::wrapped("A state of d_k × d_v numbers is Σ_j k_jᵀ v_j. Reading it with k_i returns v_i plus Σ_(j≠i) "
+                    "(k_i·k_j) v_j: nothing more while the keys are orthogonal, which at most d_k keys can be. Random "
+                    "unit keys interfere from the start, with a relative error near √((m − 1)/d_k) (each of the m − 1 "
+                    "other keys leaks k_i·k_j ~ 1/√d_k of its value). Softmax attention keeps all m pairs (memory "
+                    "growing with m) and a sharp query picks its own, for any m. That is the price of O(1) memory per "
+                    "token.",
+                    100, ""));
   if (const auto path = chapter.figure_path("ch14_recall.svg")) {
     attn::write_svg_plot(*path, {"Recall error against the number of stored pairs",
                                  "m / d_k (pairs per key dimension)",
@@ -381,9 +401,14 @@ void print_decode_memory() {
   }
   t.print();
   fmt::print(
-      "Per layer, fp32. The SSM reads and writes the same {} per token at any n; attention reads its whole cache,\n"
-      "so its step grows linearly with n. `ch14_state_space bench` times both steps from n = 1K to 64K.\n",
-      attn::human_bytes(state));
+      "{}",
+      attn::wrapped(
+          fmt::format(
+              "Per layer, fp32. The SSM reads and writes the same {} per token at any n; attention reads its whole "
+              "cache, so its step grows linearly with n. `ch14_state_space bench` times both steps from n = 1K to "
+              "64K.",
+              attn::human_bytes(state)),
+          100, ""));
 }
 
 void tell_the_story(const attn::Chapter& chapter, std::uint64_t seed, std::size_t n) {
@@ -393,7 +418,7 @@ void tell_the_story(const attn::Chapter& chapter, std::uint64_t seed, std::size_
   print_two_computations(chapter, rng, n);
   print_selective_scan(rng);
   print_duality(chapter, rng);
-  print_memory(chapter, rng);
+  print_recall(chapter, rng);
   print_decode_memory();
 }
 
@@ -401,23 +426,6 @@ void tell_the_story(const attn::Chapter& chapter, std::uint64_t seed, std::size_
 // The ceiling (a STREAM triad on one thread) and every contender in one run. The scans and the triad are compared
 // on the wall clock (the threaded scans need it), and the one-thread scan also in CPU time; convolution and decode
 // summaries use the thread's CPU time (the machine is shared: see the load beside the figures in the book).
-
-struct Measured {
-  double triad_wall_bytes_per_s = 0, triad_best_bytes_per_s = 0, triad_cpu_bytes_per_s = 0;
-  std::map<std::string, double> scan_s, scan_best_s;       // contender → wall seconds: mean, best iteration
-  std::map<std::string, double> scan_path_s, scan_work_s;  // contender → CPU seconds: critical path, all threads
-  std::map<std::string, std::map<std::size_t, double>> t;  // contender → n → CPU seconds
-};
-Measured& measured() {
-  static Measured m;
-  return m;
-}
-
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 /// Seconds per iteration of a benchmark loop: the mean on the wall clock, the best (shortest) iteration on the wall
 /// clock, and the mean in this thread's CPU time. On a shared machine the CPU time counts only the time the loop
@@ -427,9 +435,9 @@ struct LoopTime {
   double wall, best, cpu;
 };
 template <class Body>
-LoopTime timed_loop(benchmark::State& state, Body body) {
+LoopTime loop_times(benchmark::State& state, Body body) {
   using Clock = std::chrono::steady_clock;
-  const double cpu0 = thread_cpu_seconds();
+  const double cpu0 = attn::thread_cpu_seconds();
   const Clock::time_point wall0 = Clock::now();
   double best = std::numeric_limits<double>::infinity();
   for (auto _ : state) {
@@ -439,8 +447,11 @@ LoopTime timed_loop(benchmark::State& state, Body body) {
   }
   const double iterations = static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
   return {std::chrono::duration<double>(Clock::now() - wall0).count() / iterations, best,
-          (thread_cpu_seconds() - cpu0) / iterations};
+          (attn::thread_cpu_seconds() - cpu0) / iterations};
 }
+
+// Keys of the triad's and the scans' entries in attn::bench_record(): which time each value is.
+constexpr std::size_t kWall = 0, kBest = 1, kCpu = 2, kPath = 3, kWork = 4;
 
 // [triad]
 /// STREAM's triad on one thread, a = b + s·c: two arrays read, one written; the speed memory allows one core.
@@ -448,14 +459,13 @@ void BM_Triad(benchmark::State& state) {
   const std::size_t n = static_cast<std::size_t>(state.range(0));
   std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
   const float s = 3.0f;
-  const LoopTime time = timed_loop(state, [&] {
+  const LoopTime time = loop_times(state, [&] {
     for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
     benchmark::ClobberMemory();
   });
   const double bytes = 3.0 * static_cast<double>(n) * sizeof(float);
-  measured().triad_wall_bytes_per_s = bytes / time.wall;
-  measured().triad_best_bytes_per_s = bytes / time.best;
-  measured().triad_cpu_bytes_per_s = bytes / time.cpu;
+  attn::bench_record()["triad bytes/s"] = {
+      {kWall, bytes / time.wall}, {kBest, bytes / time.best}, {kCpu, bytes / time.cpu}};
   state.counters["GB/s"] = bytes / time.wall / 1e9;
   state.counters["GB/s_best"] = bytes / time.best / 1e9;
   state.counters["GB/s_cpu"] = bytes / time.cpu / 1e9;
@@ -482,7 +492,7 @@ void BM_SelectiveScan(benchmark::State& state) {
   const auto split = state.range(1) == 0 ? ch14::ScanSplit::time : ch14::ScanSplit::channels;
   const ScanInputs& in = bench_scan_inputs();
   double path = 0, work = 0;  // CPU seconds summed over the iterations
-  const LoopTime time = timed_loop(state, [&] {
+  const LoopTime time = loop_times(state, [&] {
     ch14::ScanCpuTime cpu;
     const ch14::SelectiveScanOutput out = ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, threads, split, &cpu);
     benchmark::DoNotOptimize(out.y.data());
@@ -494,27 +504,25 @@ void BM_SelectiveScan(benchmark::State& state) {
   work /= iterations;
   const double bytes = ch14::selective_scan_bytes(kScanN, kScanD, kScanState);
   const std::string name = threads == 1 ? "sequential" : split == ch14::ScanSplit::time ? "time" : "channels";
-  measured().scan_s[name] = time.wall;
-  measured().scan_best_s[name] = time.best;
-  measured().scan_path_s[name] = path;
-  measured().scan_work_s[name] = work;
+  auto& record = attn::bench_record();
+  record["scan " + name] = {{kWall, time.wall}, {kBest, time.best}, {kPath, path}, {kWork, work}};
   // Against the triad on the same clock: mean wall time, best iteration, and (one thread) CPU time.
-  const Measured& m = measured();
+  const auto& triad = record["triad bytes/s"];
   state.counters["GB/s"] = bytes / time.wall / 1e9;
-  if (m.triad_wall_bytes_per_s > 0) {
-    state.counters["%triad"] = 100.0 * bytes / time.wall / m.triad_wall_bytes_per_s;
-    state.counters["%triad_best"] = 100.0 * bytes / time.best / m.triad_best_bytes_per_s;
+  if (!triad.empty()) {
+    state.counters["%triad"] = 100.0 * bytes / time.wall / triad.at(kWall);
+    state.counters["%triad_best"] = 100.0 * bytes / time.best / triad.at(kBest);
+    if (threads == 1) state.counters["%triad_cpu"] = 100.0 * bytes / time.cpu / triad.at(kCpu);
   }
-  if (threads == 1 && m.triad_cpu_bytes_per_s > 0)
-    state.counters["%triad_cpu"] = 100.0 * bytes / time.cpu / m.triad_cpu_bytes_per_s;
   state.counters["Gupdates/s"] = static_cast<double>(kScanN * kScanD * kScanState) / time.wall / 1e9;
-  if (threads > 1 && m.scan_s.count("sequential")) {
-    state.counters["speedup"] = m.scan_s.at("sequential") / time.wall;
-    state.counters["speedup_best"] = m.scan_best_s.at("sequential") / time.best;
+  const auto& sequential = record["scan sequential"];
+  if (threads > 1 && !sequential.empty()) {
+    state.counters["speedup"] = sequential.at(kWall) / time.wall;
+    state.counters["speedup_best"] = sequential.at(kBest) / time.best;
     // In CPU time, which the other jobs on the machine do not inflate: the longest thread of every phase (what an
     // idle core per thread would take) and the work of all threads, both against the sequential scan.
-    state.counters["speedup_cpu_path"] = m.scan_path_s.at("sequential") / path;
-    state.counters["work_vs_seq"] = work / m.scan_work_s.at("sequential");
+    state.counters["speedup_cpu_path"] = sequential.at(kPath) / path;
+    state.counters["work_vs_seq"] = work / sequential.at(kWork);
   }
 }
 // [bench_scan]
@@ -527,15 +535,15 @@ BENCHMARK(BM_SelectiveScan)
     ->UseRealTime()
     ->MinTime(2.0);
 
-/// Least-squares slope of log t against log n over n in [n_min, n_max]: the exponent e of t ≈ c·n^e.
-double fitted_exponent(const std::map<std::size_t, double>& t, std::size_t n_min, std::size_t n_max) {
-  double sx = 0, sy = 0, sxx = 0, sxy = 0, k = 0;
-  for (const auto& [n, s] : t) {
-    if (n < n_min || n > n_max) continue;
-    const double x = std::log(static_cast<double>(n)), y = std::log(s);
-    sx += x, sy += y, sxx += x * x, sxy += x * y, k += 1;
-  }
-  return k < 2 ? 0.0 : (k * sxy - sx * sy) / (k * sxx - sx * sx);
+/// The exponent e of t ≈ c·n^e over n in [n_min, n_max], by chapter 04's least-squares fit.
+double exponent_over(const std::map<std::size_t, double>& t, std::size_t n_min, std::size_t n_max) {
+  std::vector<double> n, seconds;
+  for (const auto& [size, s] : t)
+    if (size >= n_min && size <= n_max) {
+      n.push_back(static_cast<double>(size));
+      seconds.push_back(s);
+    }
+  return n.size() < 2 ? 0.0 : attn::fit_power_law(n, seconds).exponent;
 }
 
 // [bench_conv]
@@ -552,12 +560,12 @@ void BM_Convolution(benchmark::State& state) {
   const Vector K = ch14::ssm_kernel(attn::zoh_discretize(s4d_lin(16, rng), 0.05f), n);  // (n)
   const Vector u = random_vector(rng, n);                                               // (n)
   if (fft) benchmark::DoNotOptimize(ch14::causal_convolution_fft(K, u).data());         // makes the plans
-  const double seconds = timed_loop(state, [&] {
+  const double seconds = loop_times(state, [&] {
                            const Vector y =
                                fft ? ch14::causal_convolution_fft(K, u) : ch14::causal_convolution_direct(K, u);
                            benchmark::DoNotOptimize(y.data());
                          }).cpu;
-  measured().t[fft ? "fft" : "direct"][n] = seconds;
+  attn::bench_record()[fft ? "fft" : "direct"][n] = seconds;
 }
 // [bench_conv]
 BENCHMARK(BM_Convolution)
@@ -568,8 +576,8 @@ BENCHMARK(BM_Convolution)
 
 void BM_ConvolutionSummary(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(state.iterations());
-  const auto& direct = measured().t["direct"];
-  const auto& fft = measured().t["fft"];
+  const auto& direct = attn::bench_record()["direct"];
+  const auto& fft = attn::bench_record()["fft"];
   if (direct.size() < 2 || fft.size() < 2) {
     state.SkipWithError("run the Convolution benchmarks first (no --benchmark_filter)");
     return;
@@ -581,20 +589,11 @@ void BM_ConvolutionSummary(benchmark::State& state) {
     crossover = it->first;
   }
   state.counters["fft_wins_from_n"] = static_cast<double>(crossover);
-  state.counters["exp_direct"] = fitted_exponent(direct, 1024, 65536);
-  state.counters["exp_fft"] = fitted_exponent(fft, 1024, 65536);
+  state.counters["exp_direct"] = exponent_over(direct, 1024, 65536);
+  state.counters["exp_fft"] = exponent_over(fft, 1024, 65536);
   state.counters["speedup_65536"] = direct.count(65536) && fft.count(65536) ? direct.at(65536) / fft.at(65536) : 0.0;
 }
 BENCHMARK(BM_ConvolutionSummary)->Iterations(1);
-
-/// A cheap deterministic fill: the step's speed does not depend on the values.
-void fill(float* p, std::size_t count, std::uint32_t seed) {
-  std::uint32_t x = seed;
-  for (std::size_t i = 0; i < count; ++i) {
-    x = x * 1664525u + 1013904223u;
-    p[i] = static_cast<float>(x >> 8) * (1.0f / 16777216.0f) - 0.5f;
-  }
-}
 
 // [bench_decode]
 /// One decode step after n tokens. SSM: the contract's selective_step on a (256, 16) state that has read n tokens.
@@ -603,42 +602,44 @@ void BM_Decode(benchmark::State& state) {
   attn::set_blas_threads(1);
   const std::size_t n = static_cast<std::size_t>(state.range(0));
   const bool ssm = state.range(1) == 0;
+  // The context is made of a block of kBlock random tokens, repeated: a step's time does not depend on the
+  // values, and drawing millions of normal numbers would take longer than the benchmark.
+  constexpr std::size_t kBlock = 1024;
+  attn::Rng rng(n);
   double seconds = 0;
   if (ssm) {
     Matrix A = xt::zeros<float>({kDecodeD, kDecodeN});  // (d, N) S4D-Real
     for (std::size_t c = 0; c < kDecodeD; ++c)
       for (std::size_t k = 0; k < kDecodeN; ++k) A(c, k) = -static_cast<float>(k + 1);
-    Matrix h = xt::zeros<float>({kDecodeD, kDecodeN});                                     // (d, N)
-    Vector x = xt::zeros<float>({kDecodeD}), delta = xt::ones<float>({kDecodeD}) * 0.01f;  // (d)
-    Vector B = xt::zeros<float>({kDecodeN}), C = xt::zeros<float>({kDecodeN});             // (N)
-    for (std::size_t t = 0; t + 1 < n; ++t) {  // read n − 1 tokens: the state of a context of n − 1
-      fill(x.data(), kDecodeD, static_cast<std::uint32_t>(3 * t + 1));
-      fill(B.data(), kDecodeN, static_cast<std::uint32_t>(3 * t + 2));
-      attn::selective_step(h, x, delta, A, B, C);
-    }
-    fill(C.data(), kDecodeN, 7);
+    const Matrix X = rng.normal(kBlock, kDecodeD), Bs = rng.normal(kBlock, kDecodeN);  // (block, d), (block, N)
+    const Vector delta = xt::ones<float>({kDecodeD}) * 0.01f;                          // (d)
+    const Vector C = xt::row(rng.normal(1, kDecodeN), 0);                              // (N)
+    Matrix h = xt::zeros<float>({kDecodeD, kDecodeN});                                 // (d, N)
+    for (std::size_t t = 0; t + 1 < n; ++t)  // read n − 1 tokens: the state of a context of n − 1
+      attn::selective_step(h, xt::row(X, t % kBlock), delta, A, xt::row(Bs, t % kBlock), C);
+    const Vector x = xt::row(X, (n - 1) % kBlock), B = xt::row(Bs, (n - 1) % kBlock);  // (d), (N) token n
     const Matrix h_n = h;  // every timed step starts from the same state: token n, again and again
-    seconds = timed_loop(state, [&] {
+    seconds = loop_times(state, [&] {
                 h = h_n;
                 const Vector y = attn::selective_step(h, x, delta, A, B, C);  // (d)
                 benchmark::DoNotOptimize(y.data());
               }).cpu;
   } else {
     attn::KVCache cache(kDecodeH, n, kDecodeDk, kDecodeDk);
-    Matrix q = xt::zeros<float>({kDecodeH, kDecodeDk}), k = q, v = q;  // (h, d_k), (g, d_k), (g, d_v)
-    for (std::size_t t = 0; t + 1 < n; ++t) {
-      fill(k.data(), k.size(), static_cast<std::uint32_t>(2 * t + 1));
-      fill(v.data(), v.size(), static_cast<std::uint32_t>(2 * t + 2));
-      cache.append(k, v);
-    }
-    fill(q.data(), q.size(), 7);
-    seconds = timed_loop(state, [&] {
+    const Matrix Ks = rng.normal(kBlock * kDecodeH, kDecodeDk), Vs = rng.normal(kBlock * kDecodeH, kDecodeDk);
+    auto token = [&](const Matrix& M, std::size_t t) {  // (g, d) rows of token t of the block
+      const std::size_t row = (t % kBlock) * kDecodeH;
+      return Matrix(xt::view(M, xt::range(row, row + kDecodeH), xt::all()));
+    };
+    for (std::size_t t = 0; t + 1 < n; ++t) cache.append(token(Ks, t), token(Vs, t));
+    const Matrix q = rng.normal(kDecodeH, kDecodeDk), k = token(Ks, n - 1), v = token(Vs, n - 1);  // (h, d_k) ...
+    seconds = loop_times(state, [&] {
                 cache.truncate(n - 1);
                 const Matrix O = attn::decode_step(cache, q, k, v);  // (h, d_v)
                 benchmark::DoNotOptimize(O.data());
               }).cpu;
   }
-  measured().t[ssm ? "ssm_step" : "kv_step"][n] = seconds;
+  attn::bench_record()[ssm ? "ssm_step" : "kv_step"][n] = seconds;
 }
 // [bench_decode]
 BENCHMARK(BM_Decode)
@@ -649,16 +650,16 @@ BENCHMARK(BM_Decode)
 
 void BM_DecodeSummary(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(state.iterations());
-  const auto& ssm = measured().t["ssm_step"];
-  const auto& kv = measured().t["kv_step"];
+  const auto& ssm = attn::bench_record()["ssm_step"];
+  const auto& kv = attn::bench_record()["kv_step"];
   if (ssm.size() < 2 || kv.size() < 2) {
     state.SkipWithError("run the Decode benchmarks first (no --benchmark_filter)");
     return;
   }
-  state.counters["exp_ssm_step"] = fitted_exponent(ssm, 1024, 65536);
-  state.counters["exp_kv_step"] = fitted_exponent(kv, 1024, 65536);
+  state.counters["exp_ssm_step"] = exponent_over(ssm, 1024, 65536);
+  state.counters["exp_kv_step"] = exponent_over(kv, 1024, 65536);
   // From 16K tokens on the cache (2 KiB per token) no longer fits a 32 MiB L3: the exponent of that range alone.
-  state.counters["exp_kv_step_16K_64K"] = fitted_exponent(kv, 16384, 65536);
+  state.counters["exp_kv_step_16K_64K"] = exponent_over(kv, 16384, 65536);
   if (ssm.count(65536) && kv.count(65536)) state.counters["kv/ssm_65536"] = kv.at(65536) / ssm.at(65536);
 }
 BENCHMARK(BM_DecodeSummary)->Iterations(1);

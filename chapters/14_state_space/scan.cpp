@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <ctime>
 #include <exception>
 #include <limits>
 #include <stdexcept>
@@ -19,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "05_flash_cpu/row_ops.hpp"
+#include "attn/measure.hpp"
 
 namespace attn::ch14 {
 
@@ -143,12 +143,6 @@ ATTN_VECTOR_CLONES void correct_tokens(const Problem& p, std::size_t chunk_start
 }
 // [correct_tokens]
 
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 /// CPU time of the parallel phases so far: the busiest thread's, everyone's, and the calling thread's.
 struct PhaseClock {
   double critical = 0, total = 0, caller = 0;
@@ -161,13 +155,13 @@ void run_on_threads(std::size_t T, const Work& work, PhaseClock& clock) {
   std::vector<std::exception_ptr> errors(T);
   std::vector<double> spent(T, 0.0);  // (T) CPU seconds per thread
   auto run = [&](std::size_t i) {
-    const double start = thread_cpu_seconds();
+    const double start = attn::thread_cpu_seconds();
     try {
       work(i);
     } catch (...) {
       errors[i] = std::current_exception();
     }
-    spent[i] = thread_cpu_seconds() - start;
+    spent[i] = attn::thread_cpu_seconds() - start;
   };
   std::vector<std::thread> workers;
   for (std::size_t i = 1; i < T; ++i) workers.emplace_back(run, i);
@@ -238,7 +232,7 @@ double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N) {
 // [selective_scan]
 SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B,
                                    const Matrix& C, int threads, ScanSplit split, ScanCpuTime* cpu_time) {
-  const double start_cpu = thread_cpu_seconds();
+  const double start_cpu = attn::thread_cpu_seconds();
   PhaseClock clock;
   check(x, delta, A, B, C, threads, clock);
   const std::size_t n = x.shape(0), d = x.shape(1), N = A.shape(1);
@@ -315,7 +309,7 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
   for (std::size_t c = 0; c < d; ++c)
     for (std::size_t k = 0; k < N; ++k) h(c, k) = hT[k * d + c];
   if (cpu_time) {  // the caller's time outside the parallel phases is serial: on the critical path and in the work
-    const double serial = thread_cpu_seconds() - start_cpu - clock.caller;
+    const double serial = attn::thread_cpu_seconds() - start_cpu - clock.caller;
     *cpu_time = {clock.critical + serial, clock.total + serial};
   }
   return {y, h};

@@ -4,6 +4,7 @@
 #include "14_state_space/state_space.hpp"
 
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
