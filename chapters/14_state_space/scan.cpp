@@ -7,9 +7,9 @@
 #include "14_state_space/scan.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <limits>
 #include <stdexcept>
 #include <thread>
@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "05_flash_cpu/row_ops.hpp"
+#include "attn/checks.hpp"
 #include "attn/measure.hpp"
 
 namespace attn::ch14 {
@@ -148,30 +149,24 @@ struct PhaseClock {
   double critical = 0, total = 0, caller = 0;
 };
 
-/// Runs work(0) … work(T−1) on T threads (the caller's is one of them) and rethrows the first exception (in thread
-/// order). Each thread's CPU time goes into \p clock.
+/// Runs work(0) … work(T−1) on T threads with common/'s attn::run_on_threads (an exception in any of them reaches
+/// the caller), and adds each thread's CPU time to \p clock.
 template <class Work>
 void run_on_threads(std::size_t T, const Work& work, PhaseClock& clock) {
-  std::vector<std::exception_ptr> errors(T);
   std::vector<double> spent(T, 0.0);  // (T) CPU seconds per thread
-  auto run = [&](std::size_t i) {
+  std::atomic<std::size_t> next{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  double caller_spent = 0.0;  // the calling thread's share, written by that thread only
+  attn::run_on_threads(T, [&] {
+    const std::size_t i = next++;  // which part this thread takes
     const double start = attn::thread_cpu_seconds();
-    try {
-      work(i);
-    } catch (...) {
-      errors[i] = std::current_exception();
-    }
+    work(i);
     spent[i] = attn::thread_cpu_seconds() - start;
-  };
-  std::vector<std::thread> workers;
-  for (std::size_t i = 1; i < T; ++i) workers.emplace_back(run, i);
-  run(0);
-  for (std::thread& w : workers) w.join();
+    if (std::this_thread::get_id() == caller) caller_spent = spent[i];
+  });
   clock.critical += *std::max_element(spent.begin(), spent.end());
   for (double s : spent) clock.total += s;
-  clock.caller += spent[0];
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  clock.caller += caller_spent;
 }
 
 /// Rows [t0, t1) of \p M finite (and > 0 when \p positive), else std::invalid_argument naming the entry. The test
@@ -208,8 +203,6 @@ void check(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& 
     if (!(A.data()[i] < 0.0f && A.data()[i] >= -std::numeric_limits<float>::max()))
       throw std::invalid_argument(fmt::format("selective_scan: A({}, {}) = {}; a stable state needs a finite A < 0",
                                               i / N, i % N, A.data()[i]));
-  // When several entries are bad, the first failing range in token order reports (run_on_threads rethrows in
-  // thread order), so the message does not depend on the scheduling.
   const std::size_t T = std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(threads), n));
   run_on_threads(
       T,
