@@ -32,6 +32,9 @@ struct Ceilings {
   double fma_peak = 0.0;      ///< GFLOP/s, fma_peak_gflops(threads)
   std::string fma_isa;        ///< its instruction set
   double square_sgemm = 0.0;  ///< GFLOP/s, square_sgemm_gflops(threads)
+  /// The FMA loop's FLOPs per second of CPU time on one thread: the core's own peak, which other jobs on a
+  /// shared machine disturb far less than the wall-clock figures (compare a kernel's GFLOPS_per_core).
+  double fma_peak_per_core = 0.0;
 };
 const Ceilings& ceilings(int threads);
 
