@@ -154,22 +154,16 @@ void add_ceilings_to_benchmark_context(const std::vector<int>& threads) {
   }
 }
 
-void report_against_ceilings(benchmark::State& state, double gflops, int threads, double attention_sgemm) {
+void report_against_ceilings(benchmark::State& state, double gflops, int threads, double attention_sgemm,
+                             bool per_cpu_second) {
   const Ceilings& c = ceilings(threads);
+  if (per_cpu_second) {
+    state.counters["pct_fma_peak"] = 100.0 * gflops / c.fma_peak_per_core;
+    return;
+  }
   state.counters["pct_fma_peak"] = 100.0 * gflops / c.fma_peak;
   state.counters["pct_sgemm_sq"] = 100.0 * gflops / c.square_sgemm;
   if (attention_sgemm > 0.0) state.counters["pct_sgemm_attn"] = 100.0 * gflops / attention_sgemm;
-}
-
-void add_ceiling_counters(benchmark::State& state, double flops_per_iteration, int threads) {
-  const Ceilings& c = ceilings(threads);
-  // A rate counter is value · iterations / seconds: with value = 100·FLOPs / ceiling (FLOP/s) it is the percentage.
-  const auto pct = [&](double ceiling_gflops) {
-    return benchmark::Counter(100.0 * flops_per_iteration / (ceiling_gflops * 1e9),
-                              benchmark::Counter::kIsIterationInvariantRate);
-  };
-  state.counters["pct_fma_peak"] = pct(c.fma_peak);
-  state.counters["pct_sgemm_sq"] = pct(c.square_sgemm);
 }
 
 }  // namespace attn
