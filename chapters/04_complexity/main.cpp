@@ -358,7 +358,8 @@ void full_attention(benchmark::State& state, std::size_t n, std::size_t d, std::
   state.SetComplexityN(static_cast<std::int64_t>(varying));
   state.counters["FLOP/s"] =
       benchmark::Counter(attn::attention_flops(n, n, d, d).total(), benchmark::Counter::kIsIterationInvariantRate);
-  attn::report_against_ceilings(state, attn::attention_flops(n, n, d, d).total() / seconds / 1e9, default_blas_threads());
+  attn::report_against_ceilings(state, attn::attention_flops(n, n, d, d).total() / seconds / 1e9,
+                                default_blas_threads());
 }
 
 void BM_full_attention_n(benchmark::State& state) {  // d = 64, n varies
