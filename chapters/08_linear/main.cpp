@@ -462,7 +462,7 @@ void BM_attention(benchmark::State& state, void (Contenders::*method)() const, C
                 cost == Cost::kQuadratic         ? quadratic
                 : cost == Cost::kCausalQuadratic ? quadratic / 2
                                                  : linear_flops(nn, kBenchD, kBenchD),
-                recorded()[name][n]);
+                bench_record()[name][n]);
 }
 /// The settings every contender shares: n doubling from 256, milliseconds, wall time with process CPU time.
 void over_n(benchmark::internal::Benchmark* b) {
