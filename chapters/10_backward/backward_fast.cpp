@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -129,9 +130,12 @@ void run(const Problem& p, const BackwardConfig& cfg) {
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
-  const auto worker = [&] {
+  // Every thread's tiles, allocated here rather than inside the threads: the memory held does not depend on
+  // when each thread starts.
+  std::vector<Scratch> scratch(static_cast<std::size_t>(cfg.threads),
+                               Scratch{std::vector<float>(cfg.B_r * cfg.B_c), std::vector<float>(cfg.B_r * cfg.B_c)});
+  const auto worker = [&](Scratch& w) {
     try {
-      Scratch w{std::vector<float>(cfg.B_r * cfg.B_c), std::vector<float>(cfg.B_r * cfg.B_c)};
       for (std::size_t t = next++; t < items; t = next++) backward_lane(p, cfg, t / cfg.lanes, t % cfg.lanes, w);
     } catch (...) {
       const std::lock_guard<std::mutex> lock(failure_mutex);
@@ -141,8 +145,8 @@ void run(const Problem& p, const BackwardConfig& cfg) {
   const int blas_threads = openblas_get_num_threads();
   set_blas_threads(1);  // our threads are the parallelism; OpenBLAS must not add its own on top
   std::vector<std::thread> pool;
-  for (int t = 1; t < cfg.threads; ++t) pool.emplace_back(worker);
-  worker();  // the calling thread is one of the workers
+  for (std::size_t t = 1; t < scratch.size(); ++t) pool.emplace_back(worker, std::ref(scratch[t]));
+  worker(scratch[0]);  // the calling thread is one of the workers
   for (auto& th : pool) th.join();
   set_blas_threads(blas_threads);
   if (failure) std::rethrow_exception(failure);

@@ -12,7 +12,7 @@ namespace attn::ch10 {
 
 /// How the fast backward cuts the work.
 struct BackwardConfig {
-  std::size_t B_r = 128;  ///< query rows per tile (the inner loop)
+  std::size_t B_r = 64;   ///< query rows per tile (the inner loop); 64 beat 128 and 256 in `ch10_backward bench`
   std::size_t B_c = 128;  ///< keys per block: a block owns its rows of dK and dV
   /// Independent streams of work per head. Lane l handles the key blocks j with j mod lanes = l, in order,
   /// and adds its dQ contributions into a dQ of its own; the lanes' dQs are summed in lane order at the end.

@@ -128,7 +128,8 @@ void full_backward_traced() {
   }
   fmt::print("The gradient check: L = Σ dO ∘ O, every input nudged by ±h = ±0.01, (L(x+h) − L(x−h)) / 2h.\n");
   check.print();
-  fmt::print("Agreement to ~1e-4 is all float32 differences can give (the tests repeat this in float64, to 1e-7).\n\n");
+  fmt::print(
+      "Agreement to about 1e-5 is what float32 differences can give (the tests repeat this in float64, to 1e-7).\n\n");
 }
 
 // [flash_vs_full]
