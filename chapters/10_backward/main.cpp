@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <string>
@@ -314,10 +315,15 @@ const Problem& problem(std::size_t n) {
   return cache.emplace(n, std::move(p)).first->second;
 }
 
+/// Wall-clock and process CPU seconds (every thread's) per call.
+struct Seconds {
+  double wall = 0.0, cpu = 0.0;
+};
+
 /// Seconds per call measured in this run, by name ("forward n=4096 causal=0"): the ratios are taken between
 /// figures of the same run, so the machine's load on the day cancels out as far as it can.
-std::map<std::string, double>& seconds_in_run() {
-  static std::map<std::string, double> s;
+std::map<std::string, Seconds>& seconds_in_run() {
+  static std::map<std::string, Seconds> s;
   return s;
 }
 
@@ -330,17 +336,19 @@ double product_flops(std::size_t n, bool causal) {
   return static_cast<double>(kHeads) * (causal ? per_head / 2 : per_head);
 }
 
-/// Times `work` in the benchmark loop; returns seconds per call and reports GFLOP/s.
+/// Times `work` in the benchmark loop; returns wall and process CPU seconds per call and reports GFLOP/s.
 template <class Work>
-double timed(benchmark::State& state, double flops, Work work) {
+Seconds timed(benchmark::State& state, double flops, Work work) {
   double wall = 0.0;
+  const std::clock_t cpu_start = std::clock();
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
     work();
     wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  const double per_call = wall / static_cast<double>(state.iterations());
-  state.counters["GFLOPS"] = flops / per_call / 1e9;
+  const double calls = static_cast<double>(state.iterations());
+  const Seconds per_call{wall / calls, static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / calls};
+  state.counters["GFLOPS"] = flops / per_call.wall / 1e9;
   return per_call;
 }
 
@@ -373,15 +381,19 @@ void backward_fast(benchmark::State& state) {
   const bool causal = state.range(1) != 0;
   const Problem& p = problem(n);
   const ch05::FlashHeadsOutput& fwd = p.fwd[causal];
-  const double s = timed(state, 5 * product_flops(n, causal), [&] {
+  const Seconds s = timed(state, 5 * product_flops(n, causal), [&] {
     benchmark::DoNotOptimize(ch10::flash_backward_fast(p.Q, p.K, p.V, fwd.O, fwd.lse, p.dO, causal));
   });
   auto& in_run = seconds_in_run();
   in_run[key("backward", n, causal)] = s;
-  if (in_run.count(key("forward", n, causal)))
-    state.counters["x_forward"] = s / in_run[key("forward", n, causal)];  // target ≤ 2.5 at n = 4096
-  if (causal && in_run.count(key("backward", n, false)))
-    state.counters["causal_speedup"] = in_run[key("backward", n, false)] / s;  // target ≥ 1.8 at n = 4096
+  if (in_run.count(key("forward", n, causal))) {  // target ≤ 2.5 at n = 4096
+    state.counters["x_forward"] = s.wall / in_run[key("forward", n, causal)].wall;
+    state.counters["x_forward_cpu"] = s.cpu / in_run[key("forward", n, causal)].cpu;
+  }
+  if (causal && in_run.count(key("backward", n, false))) {  // target ≥ 1.8 at n = 4096
+    state.counters["causal_speedup"] = in_run[key("backward", n, false)].wall / s.wall;
+    state.counters["causal_speedup_cpu"] = in_run[key("backward", n, false)].cpu / s.cpu;
+  }
 }
 
 /// The exercise's flash_backward and the full backward, head by head on one thread, for scale.
