@@ -53,12 +53,15 @@ Matrix permute_rows(const Matrix& X, const std::vector<std::size_t>& order) {
   return out;
 }
 
-/// Self-attention of a sequence X with random projections (fixed seed): (n, d) → (n, d).
-Matrix self_attention(const Matrix& X) {
+/// Self-attention of a sequence X with random projections (fixed seed): (n, d) → (n, d), or with
+/// \p weights_only its attention matrix A (n, n).
+Matrix self_attention(const Matrix& X, bool weights_only = false) {
   attn::Rng rng(7);
   const std::size_t d = X.shape(1);
   const Matrix W_Q = rng.normal(d, d, 0.0f, 0.5f), W_K = rng.normal(d, d, 0.0f, 0.5f), W_V = rng.normal(d, d);
-  return attn::scaled_dot_product_attention(attn::project(X, W_Q), attn::project(X, W_K), attn::project(X, W_V));
+  const Matrix Q = attn::project(X, W_Q), K = attn::project(X, W_K);  // (n, d) each
+  if (weights_only) return attn::softmax_rows(attn::scaled_scores(Q, K));
+  return attn::scaled_dot_product_attention(Q, K, attn::project(X, W_V));
 }
 
 // [permutation]
@@ -80,6 +83,12 @@ void permutation_equivariance() {
              static_cast<double>(xt::amax(xt::abs(xt::row(O, 1) - xt::row(O_swapped, 5)))()));
   fmt::print("max |permuted outputs of sentence 1 − outputs of sentence 2|        = {:.1e}\n",
              max_abs_diff(permute_rows(O, swap), O_swapped));
+  // The weights 'cat' gives every token, in sentence 1 (row 1) and sentence 2 (row 5, columns permuted back).
+  const Matrix A1 = self_attention(X, true), A2 = self_attention(permute_rows(X, swap), true);  // (n, n) each
+  double weights_diff = 0.0;
+  for (std::size_t t = 0; t < n; ++t)
+    weights_diff = std::max(weights_diff, static_cast<double>(std::fabs(A1(1, swap[t]) - A2(5, t))));
+  fmt::print("max |weights 'cat' gives each word in sentence 1 − in sentence 2|     = {:.1e}\n", weights_diff);
   const Matrix PE = attn::sinusoidal_encoding(n, d);  // (n, d)
   const Matrix P1 = self_attention(X + PE), P2 = self_attention(permute_rows(X, swap) + PE);
   fmt::print("with sinusoidal position encodings added to X, the same difference   = {:.1e}\n",
