@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "11_positions/flex.hpp"
@@ -151,8 +152,10 @@ TEST_SUITE("11_positions") {
   TEST_CASE("flex_attention with each modifier equals dense float64 attention with the same bias and mask") {
     attn::Rng rng(112);
     const std::size_t h = 2;
-    for (const auto& [n_q, n_kv, d] :
+    for (const auto& shape :
          {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 4}, {37, 37, 16}, {70, 130, 32}, {130, 130, 8}}) {
+      const std::size_t n_q = std::get<0>(shape), n_kv = std::get<1>(shape),
+                        d = std::get<2>(shape);  // lambdas capture these
       CAPTURE(n_q);
       CAPTURE(n_kv);
       Tensor3 Q = xt::zeros<float>({h, n_q, d}), K = xt::zeros<float>({h, n_kv, d}), V = K;
