@@ -336,7 +336,14 @@ double product_flops(std::size_t n, bool causal) {
   return static_cast<double>(kHeads) * (causal ? per_head / 2 : per_head);
 }
 
-/// Times `work` in the benchmark loop; returns wall and process CPU seconds per call and reports GFLOP/s.
+/// The in-run ceiling's rate in GFLOP/s (0 until sgemm_ceiling has run).
+double& sgemm_gflops() {
+  static double rate = 0.0;
+  return rate;
+}
+
+/// Times `work` in the benchmark loop; returns wall and process CPU seconds per call and reports GFLOP/s, and
+/// the percentage of the in-run sgemm ceiling.
 template <class Work>
 Seconds timed(benchmark::State& state, double flops, Work work) {
   double wall = 0.0;
@@ -349,6 +356,7 @@ Seconds timed(benchmark::State& state, double flops, Work work) {
   const double calls = static_cast<double>(state.iterations());
   const Seconds per_call{wall / calls, static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / calls};
   state.counters["GFLOPS"] = flops / per_call.wall / 1e9;
+  if (sgemm_gflops() > 0.0) state.counters["pct_of_sgemm"] = 100.0 * flops / per_call.wall / 1e9 / sgemm_gflops();
   return per_call;
 }
 
@@ -359,12 +367,13 @@ void sgemm_ceiling(benchmark::State& state) {
   attn::set_blas_threads(2);
   Matrix S = xt::zeros<float>({n, n});  // (n, n), allocated once: the ceiling is the product, not page faults
   const int ni = static_cast<int>(n), di = static_cast<int>(kD);
-  timed(state, product_flops(n, false), [&] {
+  const Seconds s = timed(state, product_flops(n, false), [&] {
     for (std::size_t h = 0; h < kHeads; ++h)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, ni, di, 1.0f, &p.Q(h, 0, 0), di, &p.K(h, 0, 0), di, 0.0f,
                   S.data(), ni);
     benchmark::DoNotOptimize(S.data());
   });
+  sgemm_gflops() = product_flops(n, false) / s.wall / 1e9;
 }
 
 void forward_fast(benchmark::State& state) {
