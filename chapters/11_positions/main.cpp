@@ -101,8 +101,9 @@ void permutation_equivariance() {
       with_positions = std::max(with_positions, static_cast<double>(std::fabs(P_swapped(i, j) - P(swap[i], swap[j]))));
   fmt::print("the same difference of A with sinusoidal position encodings added to X = {:.1e}\n", with_positions);
   fmt::print(
-      "\"it\" gives the cat the same weight wherever the cat stands: without positions the two sentences are the\n"
-      "same bag of words to attention. With positions added, the weights depend on where each word is.\n\n");
+      "\"it\" gives the cat the same weight wherever the cat stands: without positions the two sentences\n"
+      "are the same bag of words to attention. With positions added, the weights depend on where each\n"
+      "word is.\n\n");
 }
 // [permutation]
 
@@ -123,8 +124,8 @@ void sinusoidal(const attn::Chapter& chapter) {
   }
   table.print();
   fmt::print(
-      "Each diagonal of PE·PEᵀ is constant (to float32 rounding): Σ_i cos(k·ω_i), a function of k alone, falling\n"
-      "(not monotonically) with distance. The first 16 positions of the (64, 64) map, d = {}:\n",
+      "Each diagonal of PE·PEᵀ is constant (to float32 rounding): Σ_i cos(k·ω_i), a function of k alone,\n"
+      "falling (not monotonically) with distance. The first 16 positions of the (64, 64) map, d = {}:\n",
       d);
   const Matrix corner = xt::view(G, xt::range(0, 16), xt::range(0, 16));  // (16, 16)
   std::vector<std::string> labels;
@@ -184,8 +185,8 @@ void rope(const attn::Chapter& chapter) {
     bound.y.push_back(roformer_bound(distance) / roformer_bound(1.0));
   }
   fmt::print(
-      "The RoFormer bound on |q_mᵀk_n|, relative to its value at m − n = 1: {:.2f} at distance 16, {:.2f} at 256, "
-      "{:.2f} at 4096 (plotted).\n\n",
+      "The RoFormer bound on |q_mᵀk_n|, relative to its value at m − n = 1:\n"
+      "{:.2f} at distance 16, {:.2f} at 256, {:.2f} at 4096 (plotted).\n\n",
       roformer_bound(16.0) / roformer_bound(1.0), roformer_bound(256.0) / roformer_bound(1.0),
       roformer_bound(4096.0) / roformer_bound(1.0));
   if (const auto path = chapter.figure_path("ch11_rope_decay.svg")) {
@@ -212,8 +213,8 @@ void alibi() {
   fmt::print("The last of {} tokens, with all raw scores equal, so only the bias speaks (weights per head):\n", n);
   attn::print_heatmap(weights, heads, positions, 2);
   fmt::print(
-      "Steep heads look at the last few tokens; gentle heads almost uniformly: a recency bias of a different\n"
-      "range in every head, with no parameter learned and no limit on the length.\n\n");
+      "Steep heads look at the last few tokens; gentle heads almost uniformly: a recency bias of a\n"
+      "different range in every head, with no parameter learned and no limit on the length.\n\n");
 }
 
 // [kernel_check]
@@ -273,10 +274,10 @@ void one_kernel() {
             Vector(), nullptr);
   table.print();
   fmt::print(
-      "n = {}, {} heads, d = {}, tiles of 64 × 96 ({} per head). Dense = chapter 02's scores, plus the bias,\n"
-      "-inf where the mask says no, softmax, times V: the whole (n, n) matrix. The kernel never builds it and\n"
-      "never loads a skipped tile.\n\n",
-      n, h, d, 10 * 7);
+      "n = {}, {} heads, d = {}, tiles of 64 × 96 ({} per head). Dense = chapter 02's scores, plus the\n"
+      "bias, -inf where the mask says no, softmax, times V: the whole (n, n) matrix. The kernel never\n"
+      "builds it and never loads a skipped tile.\n\n",
+      n, h, d, ((n + 63) / 64) * ((n + 95) / 96));
 }
 // [kernel_check]
 
