@@ -12,12 +12,19 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "04_complexity/heap_counter.hpp"
 #include "05_flash_cpu/flash_cpu.hpp"
 #include "05_flash_cpu/flash_fast.hpp"
 #include "05_flash_cpu/io_model.hpp"
+#include "05_flash_cpu/row_ops.hpp"
+#include "05_flash_cpu/tile_kernels.hpp"
+#include "attn/checks.hpp"
 #include "attn/rng.hpp"
 #include "oracle/05_flash_cpu_oracle.hpp"
 #include "support/allclose.hpp"
@@ -64,6 +71,18 @@ const std::vector<Shape> kShapes = {
     {100, 131, 16, 16, 7, 11},   {3, 10, 8, 12, 2, 3},    {50, 50, 8, 8, 64, 64},   {257, 257, 32, 32, 64, 64},
     {211, 211, 128, 64, 37, 53},
 };
+
+/// The tiles a tiled forward must visit, counted from the definition: query block [r0, r0 + rows) with
+/// causal sees keys up to r0 + rows - 1 + (n_kv - n_q), so only the key blocks starting at or before that.
+std::size_t expected_tiles(const Shape& s, bool causal) {
+  std::size_t tiles = 0;
+  for (std::size_t r0 = 0; r0 < s.n_q; r0 += s.B_r) {
+    const std::size_t rows = std::min(s.B_r, s.n_q - r0);
+    for (std::size_t c0 = 0; c0 < s.n_kv; c0 += s.B_c)
+      if (!causal || c0 <= r0 + rows - 1 + (s.n_kv - s.n_q)) ++tiles;
+  }
+  return tiles;
+}
 
 OnlineState to_state(const oracle::State& s) {
   OnlineState out = attn::empty_state(s.m.size(), s.acc.cols);
@@ -136,20 +155,6 @@ TEST_SUITE("05_flash_cpu") {
     CHECK_THROWS_AS(attn::merge_states(attn::empty_state(4, 3), attn::empty_state(4, 2)), std::invalid_argument);
   }
 
-  TEST_CASE("tile_step over every key block reproduces the oracle's state, whatever the block size") {
-    attn::Rng rng(57);
-    const Matrix Q = rng.normal(5, 16), K = rng.normal(23, 16), V = rng.normal(23, 6);
-    const oracle::State expected = oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 23);
-    for (std::size_t B_c : {1, 4, 10, 23}) {
-      OnlineState state = attn::empty_state(5, 6);
-      for (std::size_t c0 = 0; c0 < 23; c0 += B_c) {
-        const std::size_t c1 = std::min<std::size_t>(23, c0 + B_c);
-        attn::tile_step(state, Q, xt::view(K, xt::range(c0, c1), xt::all()), xt::view(V, xt::range(c0, c1), xt::all()));
-      }
-      check_state(state, expected);
-    }
-  }
-
   TEST_CASE("tile_step gives masked keys no weight and leaves a fully masked row unchanged") {
     attn::Rng rng(58);
     const Matrix Q = rng.normal(3, 4), K = rng.normal(6, 4), V = rng.normal(6, 2);
@@ -169,8 +174,71 @@ TEST_SUITE("05_flash_cpu") {
     const oracle::State e = oracle::partial_state(to_oracle(q1), to_oracle(K_seen), to_oracle(V_seen), 0, 4);
     CHECK(state.m(1) == doctest::Approx(e.m[0]).epsilon(1e-6));
     CHECK(state.l(1) == doctest::Approx(e.l[0]).epsilon(1e-5));
+    const Matrix acc1 = xt::view(state.acc, xt::range(1, 2), xt::all());  // (1, d_v)
+    CHECK_ALLCLOSE(acc1, e.acc, 1e-5, 1e-5);
     CHECK_THROWS_AS(attn::tile_step(state, Q, xt::zeros<float>({6, 5}), V), std::invalid_argument);
     CHECK_THROWS_AS(attn::tile_step(state, Q, K, V, xt::ones<bool>({3, 5})), std::invalid_argument);
+  }
+
+  TEST_CASE("tile_step over every key block reproduces the oracle's state, whatever the block size") {
+    attn::Rng rng(57);
+    const Matrix Q = rng.normal(5, 16), K = rng.normal(23, 16), V = rng.normal(23, 6);
+    const oracle::State expected = oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 23);
+    for (std::size_t B_c : {1, 4, 10, 23}) {
+      OnlineState state = attn::empty_state(5, 6);
+      for (std::size_t c0 = 0; c0 < 23; c0 += B_c) {
+        const std::size_t c1 = std::min<std::size_t>(23, c0 + B_c);
+        attn::tile_step(state, Q, xt::view(K, xt::range(c0, c1), xt::all()), xt::view(V, xt::range(c0, c1), xt::all()));
+      }
+      check_state(state, expected);
+    }
+  }
+
+  TEST_CASE("flash_attention never holds an (n_q, n_kv) matrix: its heap peak stays far below one") {
+    // n = 1024, d = 8: S alone would be 4 MiB (a bool mask of that shape 1 MiB), the output O 32 KiB. The
+    // tiled forward holds O, lse and per block a few (B, d) and (B_r, B_c) tiles: the reference solution
+    // peaks at 47,360 bytes (48,384 causal). The bound, n_q·n_kv floats / 16 = 256 KiB, leaves room for
+    // other tilings and fails for anything holding a score matrix, a weight matrix or a full mask.
+    attn::Rng rng(57);
+    const std::size_t n = 1024, d = 8;
+    const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // (n, d) each
+    const std::size_t bound = n * n * sizeof(float) / 16;
+    const std::vector<bool> allowed = oracle::causal_allowed(n, n);
+    for (const bool causal : {false, true}) {
+      CAPTURE(causal);
+      attn::FlashOutput out;
+      const std::size_t peak =
+          attn::ch04::measure_heap_peak([&] { out = attn::flash_attention(Q, K, V, causal, 32, 32); });
+      CHECK_MESSAGE(peak <= bound, "flash_attention held ", peak, " bytes of heap at its peak; an (n_q, n_kv) = (", n,
+                    ", ", n, ") float matrix is ", n * n * sizeof(float), " bytes and the bound is ", bound);
+      // And it is still attention, within the file's FlashAttention tolerance.
+      const oracle::Mat expected =
+          oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), causal ? &allowed : nullptr);
+      CHECK_ALLCLOSE(out.O, expected, 2.0 * full_attention_error(Q, K, V, causal, expected) + kFloor, 0.0);
+    }
+  }
+
+  TEST_CASE("flash_attention visits every tile once, and with causal skips the tiles wholly above the diagonal") {
+    attn::Rng rng(58);
+    for (const Shape& s : kShapes) {
+      const Matrix Q = rng.normal(s.n_q, s.d_k), K = rng.normal(s.n_kv, s.d_k), V = rng.normal(s.n_kv, s.d_v);
+      for (const bool causal : {false, true}) {
+        CAPTURE(s.n_q);
+        CAPTURE(s.n_kv);
+        CAPTURE(s.B_r);
+        CAPTURE(s.B_c);
+        CAPTURE(causal);
+        CHECK(attn::flash_attention(Q, K, V, causal, s.B_r, s.B_c).tiles_visited == expected_tiles(s, causal));
+      }
+    }
+    // By hand: n = 64 in tiles of 16 is a 4 x 4 grid; causal visits 4 + 3 + 2 + 1 = 10 of its 16 tiles.
+    const Matrix X = rng.normal(64, 8);
+    CHECK(attn::flash_attention(X, X, X, false, 16, 16).tiles_visited == 16);
+    const attn::FlashOutput causal = attn::flash_attention(X, X, X, true, 16, 16);
+    CHECK(causal.tiles_visited == 10);
+    const std::vector<bool> allowed = oracle::causal_allowed(64, 64);
+    const oracle::Mat expected = oracle::attention(to_oracle(X), to_oracle(X), to_oracle(X), &allowed);
+    CHECK_ALLCLOSE(causal.O, expected, 2.0 * full_attention_error(X, X, X, true, expected) + kFloor, 0.0);
   }
 
   TEST_CASE("flash_attention equals full attention within the FlashAttention tolerance, for any tiles and masks") {
@@ -256,7 +324,7 @@ TEST_SUITE("05_flash_cpu") {
     CHECK_THROWS_AS(attn::flash_attention(Q, bad, V, false, 2, 2), std::invalid_argument);
   }
 
-  TEST_CASE("the log-sum-exp recomputes any row of the attention matrix without the n x n matrix") {
+  TEST_CASE("attention_row recomputes any row of the attention matrix from the log-sum-exp, without the n x n matrix") {
     attn::Rng rng(54);
     const Matrix Q = rng.normal(37, 16), K = rng.normal(41, 16), V = rng.normal(41, 8);
     for (const bool causal : {false, true}) {
@@ -275,7 +343,7 @@ TEST_SUITE("05_flash_cpu") {
     CHECK(xt::all(xt::equal(none, 0.0f)));
   }
 
-  TEST_CASE("the fast kernel matches the oracle with 1 and 2 threads, and its log-sum-exp recomputes A's rows") {
+  TEST_CASE("the fast kernel matches the oracle with 1 and 2 threads, and attention_row recomputes A from its lse") {
     attn::Rng rng(59);
     for (const Shape& s : {Shape{1, 1, 8, 8, 0, 0}, Shape{67, 67, 64, 64, 0, 0}, Shape{130, 199, 32, 48, 0, 0},
                            Shape{257, 257, 64, 64, 0, 0}}) {
@@ -319,5 +387,164 @@ TEST_SUITE("05_flash_cpu") {
       CHECK_ALLCLOSE(attn::flash_attention(Qk, Kk, Vk, true, 16, 16).O, expected, tol, 0.0);
     }
     CHECK_THROWS_AS(attn::ch05::flash_attention_fast(Q, K, V, false, {0, 64, 2}), std::invalid_argument);
+  }
+
+  // The micro-kernels' products against float64, per element: a sum of k products rounded in float32 (with
+  // FMA or not) is within γ_k+1 · Σ|terms| of the exact sum, γ_k+1 ≈ (k + 1)·2^-24 (Higham, Accuracy and
+  // Stability of Numerical Algorithms, §3.1); the +1 covers the final scaling of S or the O term it adds to.
+  TEST_CASE(
+      "the tile micro-kernels equal float64 products within the rounding bound on every ISA, and so does "
+      "the kernel built on them, like flash_attention") {
+    const double u = std::ldexp(1.0, -24);
+    attn::Rng rng(61);
+    int tried = 0;
+    for (const std::string isa : {"AVX-512", "AVX2+FMA", "none"}) {  // "none": OpenBLAS does the products
+      if (!attn::ch05::use_tile_kernels(isa)) continue;              // this CPU cannot run it
+      tried += isa != "none";
+      CAPTURE(isa);
+      const std::size_t w = attn::ch05::key_panel_width();
+      for (const auto& [rows, n_kv, d_k, d_v] : std::vector<std::array<std::size_t, 4>>{
+               {1, 1, 1, 3}, {5, 31, 7, 16}, {8, 33, 64, 64}, {13, 70, 64, 93}, {9, 64, 16, 8}}) {
+        if (w == 0) break;
+        CAPTURE(rows);
+        CAPTURE(n_kv);
+        const Matrix Q = rng.normal(rows, d_k), K = rng.normal(n_kv, d_k);
+        const std::size_t panels = attn::ch05::key_panels(n_kv), ld_s = panels * w;
+        std::vector<float> packed(panels * d_k * w), S(rows * ld_s, -1.0f);
+        attn::ch05::pack_keys(K.data(), n_kv, d_k, packed.data());
+        attn::ch05::scores_tile(Q.data(), rows, d_k, d_k, packed.data(), panels, 0.125f, S.data(), ld_s);
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t j = 0; j < ld_s; ++j) {
+            double exact = 0.0, size = 0.0;
+            for (std::size_t k = 0; k < d_k && j < n_kv; ++k) {
+              exact += 0.125 * static_cast<double>(Q(r, k)) * static_cast<double>(K(j, k));
+              size += std::fabs(0.125 * static_cast<double>(Q(r, k)) * static_cast<double>(K(j, k)));
+            }
+            // Past the last key the zero padding gives exactly 0.
+            REQUIRE(std::fabs(S[r * ld_s + j] - exact) <= static_cast<double>(d_k + 1) * u * size);
+          }
+        const Matrix P = rng.uniform(rows, n_kv, 0.0f, 1.0f), V = rng.normal(n_kv, d_v);
+        Matrix O = rng.normal(rows, d_v);
+        const Matrix O0 = O;
+        attn::ch05::accumulate_pv(P.data(), rows, n_kv, n_kv, V.data(), d_v, d_v, O.data(), d_v);
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t c = 0; c < d_v; ++c) {
+            double exact = O0(r, c), size = std::fabs(static_cast<double>(O0(r, c)));
+            for (std::size_t j = 0; j < n_kv; ++j) {
+              exact += static_cast<double>(P(r, j)) * static_cast<double>(V(j, c));
+              size += std::fabs(static_cast<double>(P(r, j)) * static_cast<double>(V(j, c)));
+            }
+            REQUIRE(std::fabs(O(r, c) - exact) <= static_cast<double>(n_kv + 1) * u * size);
+          }
+      }
+      // And the whole kernel on this instruction set, as in the test above.
+      const Matrix Q = rng.normal(67, 64), K = rng.normal(67, 64), V = rng.normal(67, 64);
+      for (const bool causal : {false, true}) {
+        const std::vector<bool> allowed = oracle::causal_allowed(67, 67);
+        const oracle::Mat expected =
+            oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), causal ? &allowed : nullptr);
+        const double tol = 2.0 * full_attention_error(Q, K, V, causal, expected) + kFloor;
+        CHECK_ALLCLOSE(attn::ch05::flash_attention_fast(Q, K, V, causal, {16, 32, 2}).O, expected, tol, 0.0);
+        // The contract's version agrees with the same oracle (the fast kernel is its second rung).
+        CHECK_ALLCLOSE(attn::flash_attention(Q, K, V, causal, 16, 32).O, expected, tol, 0.0);
+      }
+    }
+    REQUIRE(attn::ch05::use_tile_kernels("auto"));
+    MESSAGE("micro-kernel instruction sets this CPU ran: " << tried << " (the widest: "
+                                                           << std::string(attn::ch05::tile_kernel_isa()) << ")");
+  }
+
+  TEST_CASE("scores that would overflow float are refused, naming the overflow, by both chapter 05 kernels") {
+    // q = k = 1e20: q·k = 2e40 overflows float although every input is finite; -1e20 overflows to -inf.
+    for (const float sign : {1.0f, -1.0f}) {
+      CAPTURE(sign);
+      const Matrix Q = xt::ones<float>({3, 2}) * 1e20f, K = xt::ones<float>({4, 2}) * (sign * 1e20f);
+      const Matrix V = xt::ones<float>({4, 2});
+      CHECK_THROWS_WITH_AS(attn::ch05::flash_attention_fast(Q, K, V, false), doctest::Contains("overflow"),
+                           std::invalid_argument);
+      CHECK_THROWS_WITH_AS(attn::flash_attention(Q, K, V, false, 2, 2), doctest::Contains("overflow"),
+                           std::invalid_argument);
+    }
+    // Just inside the bound: ‖q‖ ‖k‖ = 1e37 (scores ±7e36) still works, and the weights are exact.
+    const Matrix Q = xt::ones<float>({2, 1}) * 1e18f, V = {{1.0f}, {2.0f}};
+    const Matrix K = {{1e19f}, {-1e19f}};
+    const attn::FlashOutput out = attn::ch05::flash_attention_fast(Q, K, V, false);
+    CHECK(out.O(0, 0) == 1.0f);  // all weight on the first key: e^{-2e37} (floored at e^-87) is nothing beside 1
+    CHECK(std::isfinite(out.lse(0)));
+  }
+
+  TEST_CASE("tiled_io_floats refuses sizes whose count passes 64 bits, naming them, instead of wrapping around") {
+    CHECK_THROWS_WITH_AS(attn::tiled_io_floats(std::size_t{1} << 40, std::size_t{1} << 40, 1),
+                         doctest::Contains("1099511627776"), std::invalid_argument);
+    CHECK_THROWS_AS(attn::tiled_io_floats(std::size_t{1} << 32, 64, 1), std::invalid_argument);  // T_r·2nd = 2^71
+    // A large count that fits still comes out exact: n = 2^20, d = 64, one block of all rows.
+    const std::size_t n = std::size_t{1} << 20;
+    CHECK(attn::tiled_io_floats(n, 64, n) == 4 * n * 64 + n);
+  }
+}
+
+// What the chapter presents but does not ask for: run on the solution track only (the exercise track
+// excludes suites named "...: chapter code", which would pass without any learner code).
+TEST_SUITE("05_flash_cpu: chapter code") {
+  TEST_CASE("an error in a worker thread of the fast kernel reaches the caller, and OpenBLAS's threads are restored") {
+    const Matrix Q = xt::ones<float>({4, 3}), K = xt::ones<float>({5, 3}), V = xt::ones<float>({5, 2});
+    attn::set_blas_threads(2);
+    const int before = attn::blas_threads();
+    for (const int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      // Two query blocks of 2 rows, and a score tile of 2 × 3·2^59 floats: its bytes fit in 64 bits, so it
+      // passes the size check, but no std::vector can hold it: std::length_error in every worker (thrown
+      // before any allocation, so the same under the sanitizers).
+      CHECK_THROWS_AS(attn::ch05::flash_attention_fast(Q, K, V, false, {2, std::size_t{3} << 59, threads}),
+                      std::length_error);
+      CHECK(attn::blas_threads() == before);
+    }
+    // A tile whose byte count does not even fit in 64 bits is refused before any thread starts, with the sizes.
+    CHECK_THROWS_WITH_AS(
+        attn::ch05::flash_attention_fast(Q, K, V, false, {std::size_t{1} << 32, std::size_t{1} << 32, 2}),
+        doctest::Contains("4294967296 × 4294967296"), std::invalid_argument);
+    CHECK(attn::blas_threads() == before);
+  }
+
+  TEST_CASE("concurrent calls of the fast kernel from several threads are each right and leave OpenBLAS as it was") {
+    attn::Rng rng(61);
+    constexpr std::size_t kCallers = 4;
+    std::vector<Matrix> Qs, Ks, Vs;
+    std::vector<oracle::Mat> expected;
+    for (std::size_t c = 0; c < kCallers; ++c) {
+      Qs.push_back(rng.normal(40 + c, 16));  // (n_c, 16): each caller its own problem
+      Ks.push_back(rng.normal(40 + c, 16));
+      Vs.push_back(rng.normal(40 + c, 8));
+      expected.push_back(oracle::attention(to_oracle(Qs[c]), to_oracle(Ks[c]), to_oracle(Vs[c])));
+    }
+    attn::set_blas_threads(2);
+    const int before = attn::blas_threads();
+    std::vector<Matrix> results(kCallers * 20);
+    std::vector<std::thread> callers;
+    for (std::size_t c = 0; c < kCallers; ++c)
+      callers.emplace_back([&, c] {
+        for (std::size_t k = 0; k < 20; ++k)  // many overlapping calls, so any save/restore race shows up
+          results[c * 20 + k] = attn::ch05::flash_attention_fast(Qs[c], Ks[c], Vs[c], false, {8, 16, 2}).O;
+      });
+    for (auto& t : callers) t.join();
+    CHECK(attn::blas_threads() == before);
+    for (std::size_t r = 0; r < results.size(); ++r) {
+      const std::size_t c = r / 20;
+      const double tol = 2.0 * full_attention_error(Qs[c], Ks[c], Vs[c], false, expected[c]) + kFloor;
+      CHECK_ALLCLOSE(results[r], expected[c], tol, 0.0);
+    }
+  }
+
+  TEST_CASE("the vectorised exp is defined for any input: NaN stays NaN, -inf and huge negatives floor at e^-87") {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    std::vector<float> s = {nan, -inf, -1e30f, -3.4e38f, 0.0f, -1.0f};
+    for (std::size_t k = 0; k < 20; ++k) s.push_back(-static_cast<float>(k));  // and a vectorised stretch
+    attn::Vector t = xt::adapt(s, {s.size()});                                 // (n)
+    attn::ch05::exp_shift_sum(t.data(), t.size(), 0.0f);  // no undefined behaviour (UBSan checks it)
+    CHECK(std::isnan(t(0)));
+    std::vector<double> expected;  // e^-87 for the three floored entries, e^s beyond
+    for (std::size_t j = 1; j < s.size(); ++j) expected.push_back(std::exp(std::max(-87.0, double{s[j]})));
+    // Within 2 ulp of float (the header's promise): relative 2.4e-7, 1e-6 with room.
+    CHECK_ALLCLOSE(attn::Vector(xt::view(t, xt::range(1, s.size()))), expected, 0.0, 1e-6);
   }
 }

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include "09_mqa_gqa/mqa_gqa.hpp"
 #include "attn/rng.hpp"
@@ -89,7 +90,7 @@ TEST_SUITE("09_mqa_gqa") {
     CHECK_THROWS_AS(attn::kv_group_of(8, 8, 2), std::invalid_argument);
   }
 
-  TEST_CASE("grouped attention with g = h is multi-head attention: every head its own K and V") {
+  TEST_CASE("grouped_attention with g = h is multi-head attention: every head its own K and V") {
     attn::Rng rng(91);
     for (auto [h, n, d_k, d_v] : {std::array<std::size_t, 4>{1, 1, 1, 1}, {4, 7, 8, 5}, {3, 13, 16, 16}}) {
       const Tensor3 Q = random_heads(rng, h, n, d_k), K = random_heads(rng, h, n, d_k),
@@ -101,7 +102,7 @@ TEST_SUITE("09_mqa_gqa") {
     }
   }
 
-  TEST_CASE("grouped attention with g = 1 is multi-query attention: every head reads the one K and V") {
+  TEST_CASE("grouped_attention with g = 1 is multi-query attention: every head reads the one K and V") {
     attn::Rng rng(92);
     const std::size_t h = 5, n = 9, d_k = 8, d_v = 3;
     const Tensor3 Q = random_heads(rng, h, n, d_k), K = random_heads(rng, 1, n, d_k), V = random_heads(rng, 1, n, d_v);
@@ -111,7 +112,7 @@ TEST_SUITE("09_mqa_gqa") {
     CHECK_ALLCLOSE(stacked(attn::grouped_attention(Q, K, V)), stacked(expected), kAtol, kRtol);
   }
 
-  TEST_CASE("grouped attention matches the oracle for every g dividing h, causal or not, n_q != n_kv") {
+  TEST_CASE("grouped_attention matches the oracle for every g dividing h, causal or not, n_q != n_kv") {
     attn::Rng rng(93);
     const std::size_t h = 6, n_q = 5, n_kv = 7, d_k = 5, d_v = 4;
     for (std::size_t g : {6, 3, 2, 1}) {
@@ -127,7 +128,7 @@ TEST_SUITE("09_mqa_gqa") {
     }
   }
 
-  TEST_CASE("grouped attention stays finite and exact with logits of ±1e4") {
+  TEST_CASE("grouped_attention stays finite and exact with logits of ±1e4") {
     attn::Rng rng(94);
     Tensor3 Q = random_heads(rng, 4, 3, 4), K = random_heads(rng, 2, 3, 4);
     const Tensor3 V = random_heads(rng, 2, 3, 2);
@@ -142,7 +143,7 @@ TEST_SUITE("09_mqa_gqa") {
     CHECK(O(1, 0, 1) == V(0, 0, 1));
   }
 
-  TEST_CASE("grouped attention rejects g that does not divide h and mismatched shapes, naming them") {
+  TEST_CASE("grouped_attention rejects g that does not divide h and mismatched shapes, naming them") {
     const Tensor3 Q = xt::zeros<float>({6, 2, 4}), K4 = xt::zeros<float>({4, 3, 4}), V4 = xt::zeros<float>({4, 3, 2});
     CHECK_THROWS_WITH_AS(attn::grouped_attention(Q, K4, V4), doctest::Contains("g = 4"), std::invalid_argument);
     const Tensor3 K = xt::zeros<float>({2, 3, 4}), V = xt::zeros<float>({2, 5, 2}),
@@ -153,7 +154,7 @@ TEST_SUITE("09_mqa_gqa") {
                          std::invalid_argument);
   }
 
-  TEST_CASE("decoding token by token with the KV cache equals the rows of full causal attention") {
+  TEST_CASE("decode_step, token by token with the KV cache, equals the rows of full causal attention") {
     attn::Rng rng(95);
     for (auto [h, g, n, d_k, d_v] :
          {std::array<std::size_t, 5>{4, 2, 9, 8, 5}, {6, 1, 7, 4, 4}, {3, 3, 5, 16, 2}, {1, 1, 1, 3, 3}}) {
@@ -170,7 +171,7 @@ TEST_SUITE("09_mqa_gqa") {
     }
   }
 
-  TEST_CASE("the first decode step returns the token's own value in every head of its group") {
+  TEST_CASE("the first decode_step returns the token's own value in every head of its group") {
     attn::Rng rng(96);
     const Tensor3 Q = random_heads(rng, 4, 1, 6), K = random_heads(rng, 2, 1, 6), V = random_heads(rng, 2, 1, 3);
     attn::KVCache cache(2, 4, 6, 3);
@@ -240,7 +241,7 @@ TEST_SUITE("09_mqa_gqa") {
     CHECK_THROWS_WITH_AS(attn::mean_pool_kv_heads(heads, 4), doctest::Contains("h = 6"), std::invalid_argument);
   }
 
-  TEST_CASE("mean-pooled grouped attention equals multi-head attention when a group's heads agree") {
+  TEST_CASE("mean_pool_kv_heads then grouped_attention is multi-head attention when a group's heads agree") {
     attn::Rng rng(98);
     const std::size_t h = 4, g = 2, n = 6, d = 8;
     const Tensor3 Q = random_heads(rng, h, n, d), K_g = random_heads(rng, g, n, d), V_g = random_heads(rng, g, n, d);
@@ -252,5 +253,50 @@ TEST_SUITE("09_mqa_gqa") {
     const Tensor3 O = attn::grouped_attention(Q, attn::mean_pool_kv_heads(K, g), attn::mean_pool_kv_heads(V, g));
     CHECK_ALLCLOSE(stacked(O), stacked(attn::oracle::grouped_attention(to_heads(Q), to_heads(K), to_heads(V), false)),
                    kAtol, kRtol);
+  }
+
+  TEST_CASE("decode_step that fails, on a NaN or on an overflowing score, leaves the cache exactly as it was") {
+    attn::KVCache cache(1, 4, 2, 2);
+    const Matrix q = xt::ones<float>({2, 2}), k = xt::ones<float>({1, 2}), v = xt::ones<float>({1, 2});
+    attn::decode_step(cache, q, k, v);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    Matrix q_nan = q, k_nan = k, v_nan = v;
+    q_nan(1, 0) = k_nan(0, 1) = v_nan(0, 0) = nan;
+    CHECK_THROWS_WITH_AS(attn::decode_step(cache, q_nan, k, v), doctest::Contains("Q[2]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::decode_step(cache, q, k_nan, v), doctest::Contains("K[1]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::decode_step(cache, q, k, v_nan), doctest::Contains("V[0]"), std::invalid_argument);
+    CHECK(cache.length() == 1);
+    // A huge key (‖k‖ ≈ 2.8e19) is fine beside a small query, but a later huge query meets it in the cache:
+    // q·k ≈ 8e38 overflows float. The step has appended by then, and must take its token back out.
+    const Matrix big = xt::ones<float>({1, 2}) * 2e19f, q_big = xt::ones<float>({2, 2}) * 2e19f;
+    attn::decode_step(cache, xt::ones<float>({2, 2}) * 1e-3f, big, v);
+    CHECK(cache.length() == 2);
+    const attn::Tensor3 keys_before = cache.keys(), values_before = cache.values();  // (1, 4, 2)
+    CHECK_THROWS_AS(attn::decode_step(cache, q_big, xt::zeros<float>({1, 2}), v), std::invalid_argument);
+    CHECK(cache.length() == 2);
+    CHECK(xt::view(cache.keys(), 0, xt::range(0, 2)) == xt::view(keys_before, 0, xt::range(0, 2)));
+    CHECK(xt::view(cache.values(), 0, xt::range(0, 2)) == xt::view(values_before, 0, xt::range(0, 2)));
+    attn::decode_step(cache, q, k, v);  // and the next good step goes where the failed one would have
+    CHECK(cache.length() == 3);
+  }
+
+  TEST_CASE("sizes whose bytes pass 64 bits are refused, naming them: the cache and its byte count") {
+    const std::size_t huge = std::size_t{1} << 62;
+    CHECK_THROWS_WITH_AS(attn::KVCache(4, huge, 4, 4), doctest::Contains("4 × 4611686018427387904 × 4 × 4"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::kv_cache_bytes(1, 1, std::size_t{1} << 40, std::size_t{1} << 40, 4),
+                         doctest::Contains("1099511627776"), std::invalid_argument);  // 2^82 bytes, not 0
+    CHECK(attn::kv_cache_bytes(1, 1, std::size_t{1} << 30, std::size_t{1} << 30, 4) == std::size_t{1} << 63);
+  }
+
+  TEST_CASE("grouped attention refuses a NaN in Q, K or V and scores that would overflow, naming them") {
+    attn::Rng rng(97);
+    const Tensor3 Q = random_heads(rng, 4, 3, 2), K = random_heads(rng, 2, 3, 2), V = random_heads(rng, 2, 3, 2);
+    Tensor3 v_nan = V;
+    v_nan(1, 2, 1) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(attn::grouped_attention(Q, K, v_nan), doctest::Contains("V[11]"), std::invalid_argument);
+    const Tensor3 huge = xt::ones<float>({4, 3, 2}) * 1e20f;
+    CHECK_THROWS_WITH_AS(attn::grouped_attention(huge, xt::ones<float>({2, 3, 2}) * 1e20f, V),
+                         doctest::Contains("overflow"), std::invalid_argument);
   }
 }

@@ -1,10 +1,18 @@
 // Tests of common/: what every chapter relies on to show its results.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <stdexcept>
+#include <thread>
+#include <vector>
 
+#include "attn/ceilings.hpp"
+#include "attn/checks.hpp"
+#include "attn/machine.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
@@ -15,6 +23,13 @@ TEST_SUITE("common") {
     CHECK(attn::display_width("cat") == 3);
     CHECK(attn::display_width("猫") == 2);
     CHECK(attn::display_width("垫子上 it") == 9);
+  }
+
+  TEST_CASE("display_width counts fullwidth punctuation as two, combining marks as zero, shade glyphs as one") {
+    CHECK(attn::display_width("猫坐在垫子上，它很累") == 20);  // the seed's comma is fullwidth
+    CHECK(attn::display_width("e\u0301") == 1);                // e and a combining acute accent: one column
+    CHECK(attn::display_width("░▒▓█▀▄") == 6);
+    CHECK(attn::display_width("a\377b") == 3);  // a byte that is not UTF-8 (0xff) still takes a column
   }
 
   TEST_CASE("human_bytes picks the unit") {
@@ -48,5 +63,83 @@ TEST_SUITE("common") {
     const double t = attn::median_seconds([&] { ++calls; }, 5, 2);
     CHECK(calls == 7);
     CHECK(t >= 0.0);
+  }
+
+  TEST_CASE("the OpenBLAS kernel is upgraded only when the CPU's flags allow wider instructions than its pick") {
+    const std::set<std::string> avx512{"avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"};
+    std::set<std::string> avx512_bf16 = avx512;
+    avx512_bf16.insert("avx512_bf16");
+    const std::set<std::string> avx2{"sse4_2", "avx", "avx2", "fma"};
+    CHECK(attn::better_blas_kernel_for(avx512, "Prescott") == "SkylakeX");  // the fallback on new Xeons
+    CHECK(attn::better_blas_kernel_for(avx512_bf16, "Prescott") == "Cooperlake");
+    CHECK(attn::better_blas_kernel_for(avx512, "Haswell") == "SkylakeX");  // AVX2 kernels on an AVX-512 CPU
+    CHECK(attn::better_blas_kernel_for(avx2, "Sandybridge") == "Haswell");
+    CHECK(attn::better_blas_kernel_for(avx2, "Zen") == "");  // Zen's kernels are AVX2 already
+    CHECK(attn::better_blas_kernel_for(avx512, "SkylakeX") == "");
+    CHECK(attn::better_blas_kernel_for(avx512_bf16, "Cooperlake") == "");
+    // A CPU missing one AVX-512 subset or FMA gets nothing it could not run.
+    CHECK(attn::better_blas_kernel_for({"avx2", "fma", "avx512f"}, "Prescott") == "Haswell");
+    CHECK(attn::better_blas_kernel_for({"avx", "avx2"}, "Prescott") == "");
+  }
+
+  TEST_CASE("the tests run with the best OpenBLAS kernel the CPU supports unless the user chose one") {
+    const attn::BlasInfo blas = attn::blas_info();
+    CHECK(!blas.kernel.empty());
+    if (blas.chosen_by.rfind("set by the user", 0) == 0) return;                // the user's choice stands
+    CHECK(attn::better_blas_kernel_for(attn::cpu_flags(), blas.kernel) == "");  // main() restarted with it
+  }
+
+  TEST_CASE("the FMA peak loop runs the widest vector instructions the CPU reports") {
+    std::string isa;
+    CHECK(attn::fma_peak_gflops(1, &isa, 1) > 0.0);
+    CHECK(isa == (attn::vector_isa() == "baseline" ? "scalar" : attn::vector_isa()));
+  }
+
+  TEST_CASE("checked_product multiplies sizes and refuses, naming the factors, a product past 64 bits") {
+    CHECK(attn::checked_product("x", {4, 5, 6}) == 120);
+    CHECK(attn::checked_product("x", {std::size_t{1} << 62, 0}) == 0);  // a zero factor: nothing to count
+    CHECK(attn::checked_product("x", {std::size_t{1} << 31, std::size_t{1} << 32}) == std::size_t{1} << 63);
+    CHECK_THROWS_WITH_AS(attn::checked_product("kv cache bytes", {4, std::size_t{1} << 62, 4}),
+                         doctest::Contains("kv cache bytes: 4 × 4611686018427387904 × 4"), std::invalid_argument);
+    CHECK_THROWS_AS(attn::checked_product("x", {std::numeric_limits<std::size_t>::max(), 2}), std::invalid_argument);
+  }
+
+  TEST_CASE("run_on_threads runs the work on every thread and hands the first exception to the caller") {
+    for (const std::size_t threads : {1, 2, 5}) {
+      CAPTURE(threads);
+      std::atomic<std::size_t> ran{0};
+      attn::run_on_threads(threads, [&] { ++ran; });
+      CHECK(ran == threads);
+      std::atomic<std::size_t> finished{0};
+      CHECK_THROWS_WITH_AS(attn::run_on_threads(threads,
+                                                [&] {
+                                                  ++finished;
+                                                  throw std::runtime_error("worker failed");
+                                                }),
+                           "worker failed", std::runtime_error);
+      CHECK(finished == threads);  // every thread ran to its end before the exception reached us
+    }
+  }
+
+  TEST_CASE("SingleThreadedBlas sets one OpenBLAS thread while any guard lives and restores the count after") {
+    attn::set_blas_threads(2);
+    const int before = attn::blas_threads();
+    {
+      const attn::SingleThreadedBlas outer;
+      CHECK(attn::blas_threads() == 1);
+      {
+        const attn::SingleThreadedBlas inner;
+        CHECK(attn::blas_threads() == 1);
+      }
+      CHECK(attn::blas_threads() == 1);  // the outer guard still lives
+    }
+    CHECK(attn::blas_threads() == before);
+    std::vector<std::thread> users;  // guards taken and dropped concurrently from several threads
+    for (int t = 0; t < 4; ++t)
+      users.emplace_back([] {
+        for (int k = 0; k < 200; ++k) const attn::SingleThreadedBlas guard;
+      });
+    for (auto& u : users) u.join();
+    CHECK(attn::blas_threads() == before);
   }
 }

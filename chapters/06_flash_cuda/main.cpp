@@ -8,22 +8,26 @@
 // ceiling this GPU reaches in the same run. Without a GPU it says so and runs the host-side parts only.
 // What it leaves out: the backward pass, FlashAttention-3's asynchronous pipelines, fp8.
 // Run it: ./course run 06   (GPU: build/default/bin/ch06_flash_cuda --n 1024 4096 --d 64 128; the full
-// check with PyTorch's SDPA: ./course gpu-check)      Book page: book/06_flash_cuda.md
+// check with PyTorch's SDPA: ./course gpu-check, or ./course gpu-pack for a bare GPU machine; --dry-run
+// stops before the first kernel launch)      Book page: book/06_flash_cuda.md
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "05_flash_cpu/flash_cpu.hpp"
 #include "06_flash_cuda/flash_cuda.hpp"
 #include "06_flash_cuda/ladder.hpp"
+#include "06_flash_cuda/tiles.hpp"
 #include "attn/chapter.hpp"
 #include "attn/measure.hpp"
 #include "attn/print.hpp"
@@ -34,13 +38,19 @@ namespace {
 namespace ch06 = attn::ch06;
 using attn::Matrix;
 
+// Defaults small enough for a second of GPU time; ./course gpu-check asks for the full ladder.
 struct Options {
-  std::vector<int> n{4096};
+  std::vector<int> n{1024};
   std::vector<int> d{128};
-  int bh = 64;
+  int bh = 16;
   int repeats = 10;
   std::string csv;
+  bool dry_run = false;
 };
+
+// The timing table's CSV: its header, then one line per timed rung, flushed as soon as it is measured so
+// a run that stops later keeps what it measured.
+constexpr const char* kCsvHeader = "rung,n,d,causal,bh,ms,tflops,pct_ceiling\n";
 
 // Per-block limits of the GPUs the build targets (cudaDevAttrMaxSharedMemoryPerBlockOptin), and CUDA's
 // default without opting in.
@@ -49,9 +59,7 @@ struct NamedLimits {
   attn::DeviceLimits limits;
 };
 std::vector<NamedLimits> known_limits(const ch06::DeviceInfo& device) {
-  std::vector<NamedLimits> l{{"48 KiB default", {48 * 1024, 1024}},
-                             {"A100 163 KiB", {163 * 1024, 1024}},
-                             {"H100/H200 227 KiB", {227 * 1024, 1024}}};
+  std::vector<NamedLimits> l{{"48K", {48 * 1024, 1024}}, {"163K", {163 * 1024, 1024}}, {"227K", {227 * 1024, 1024}}};
   if (device.present) l.push_back({"this GPU", {device.smem_per_block_optin, device.max_threads_per_block}});
   return l;
 }
@@ -60,7 +68,7 @@ void show_device(const ch06::DeviceInfo& device) {
   attn::heading("The device");
   if (!device.present) {
     fmt::print(
-        "No CUDA device found: {}.\n"
+        "No CUDA device used: {}.\n"
         "This run does the host-side parts only (launch planning, causal tiles, the roofline). The kernels\n"
         "run where a GPU exists: ./course gpu-check on a machine with an NVIDIA GPU (sm_80 or newer).\n",
         device.why_not);
@@ -91,8 +99,8 @@ void show_mapping() {
 void show_plans(const ch06::DeviceInfo& device, int batch, int heads, int n, int d) {
   attn::heading(fmt::format("Launch plans at batch = {}, heads = {}, n = {}, d = {}", batch, heads, n, d));
   const auto limits = known_limits(device);
-  std::vector<std::string> headers{"rung", "B_r×B_c", "threads", "smem (formula)", "smem (kernel)", "grid"};
-  for (const auto& l : limits) headers.push_back("fits " + l.name);
+  std::vector<std::string> headers{"rung", "B_r×B_c", "threads", "smem formula", "smem kernel", "grid"};
+  for (const auto& l : limits) headers.push_back(l.name);
   attn::Table t(headers);
   for (const ch06::KernelPlan& p : ch06::kernel_plans(static_cast<std::size_t>(d))) {
     const std::size_t formula = attn::flash_smem_bytes(p.B_r, p.B_c, static_cast<std::size_t>(d), p.element_bytes);
@@ -110,6 +118,8 @@ void show_plans(const ch06::DeviceInfo& device, int batch, int heads, int n, int
   }
   t.print();
   fmt::print(
+      "48K, 163K, 227K: does the kernel's shared memory fit a block's limit: the 48 KiB default, or what a\n"
+      "kernel may opt in to on an A100 (163 KiB) and on an H100/H200 (227 KiB)?\n"
       "The formula counts Q_i, K_j, V_j and an fp32 S_ij; the kernels pad rows against bank conflicts, and\n"
       "rung 4 keeps S in registers instead. Both need more than the 48 KiB default: they opt in.\n");
 }
@@ -134,6 +144,68 @@ void show_causal_tiles(int n, std::size_t B) {
   }
 }
 
+// [bank_passes]
+// Shared-memory passes of rung 4's V_jᵀ store over one 64-key tile: for each warp-wide store instruction,
+// the largest number of different 4-byte words any one bank must take (1 = conflict-free), summed. The
+// first version gave consecutive lanes consecutive 8-column chunks of one key and stored 2-byte entries;
+// the kernel's (tiles::tc_vt_item) gives them consecutive key pairs and stores 4-byte words.
+struct StorePasses {
+  int instructions = 0, passes = 0, worst = 0;
+};
+StorePasses first_version_passes(int D) {
+  namespace tiles = ch06::tiles;
+  StorePasses r;
+  for (int first = 0; first < tiles::kTcBc * D / 8; first += 32)  // one warp's 32 items
+    for (int e = 0; e < 8; ++e) {                                 // its 8 stores of 2 bytes each
+      std::vector<std::set<int>> words(32);
+      for (int idx = first; idx < first + 32; ++idx) {
+        const int row = idx / (D / 8), c = idx % (D / 8) * 8 + e;
+        const int word = (c * tiles::kTcVtStride + row) / 2;
+        words[static_cast<std::size_t>(word % 32)].insert(word);
+      }
+      int pass = 0;
+      for (const auto& w : words) pass = std::max(pass, static_cast<int>(w.size()));
+      r.instructions += 1;
+      r.passes += pass;
+      r.worst = std::max(r.worst, pass);
+    }
+  return r;
+}
+StorePasses kernel_passes(int D) {
+  namespace tiles = ch06::tiles;
+  StorePasses r;
+  for (int first = 0; first < tiles::kTcBc / 2 * D / 8; first += 32)
+    for (int e = 0; e < 8; ++e) {  // 8 stores of a 4-byte word (two keys' entries)
+      std::vector<std::set<int>> words(32);
+      for (int idx = first; idx < first + 32; ++idx) {
+        const tiles::VtItem it = tiles::tc_vt_item(idx, 8);
+        const int word = tiles::tc_vt_word(it.c + e, it.pair);
+        words[static_cast<std::size_t>(word % 32)].insert(word);
+      }
+      int pass = 0;
+      for (const auto& w : words) pass = std::max(pass, static_cast<int>(w.size()));
+      r.instructions += 1;
+      r.passes += pass;
+      r.worst = std::max(r.worst, pass);
+    }
+  return r;
+}
+
+void show_vt_store_banks() {
+  attn::heading("Rung 4: storing V_j transposed into shared memory (32 banks of 4 bytes), per 64-key tile");
+  attn::Table t({"D", "store mapping", "warp stores", "passes", "worst conflict"});
+  t.set_left(1);
+  for (const int D : {64, 128}) {
+    const StorePasses a = first_version_passes(D), b = kernel_passes(D);
+    t.add_row({std::to_string(D), "lanes along one key's columns, 2 bytes", std::to_string(a.instructions),
+               std::to_string(a.passes), fmt::format("{}-way", a.worst)});
+    t.add_row({std::to_string(D), "lanes along key pairs, 4-byte words", std::to_string(b.instructions),
+               std::to_string(b.passes), fmt::format("{}-way", b.worst)});
+  }
+  t.print();
+}
+// [bank_passes]
+
 void show_roofline() {
   const ch06::Shape shape{1, 4096, 4096, 128, false};
   attn::heading("The roofline at n = 4096, d = 128 (one head, non-causal)");
@@ -145,14 +217,15 @@ void show_roofline() {
   }
   t.print();
   fmt::print("\nWhich bound applies (spec-sheet peaks; ridge = peak FLOP/s ÷ bandwidth):\n");
-  attn::Table b({"GPU", "fp32 ridge", "bf16 ridge", "standard, fp32 cores", "standard, tensor cores", "flash fp32",
-                 "flash bf16"});
   const auto fp32 = ch06::roofline(shape, 4), bf16 = ch06::roofline(shape, 2);
+  fmt::print(
+      "An algorithm is compute-bound on a GPU when its FLOP/byte (standard {:.0f} in fp32, {:.0f} in bf16;\n"
+      "flash {:.0f} and {:.0f}) is above the GPU's ridge; bf16 runs on the tensor cores (TC).\n",
+      fp32[0].intensity, bf16[0].intensity, fp32[1].intensity, bf16[1].intensity);
+  attn::Table b({"GPU", "ridge fp32", "ridge bf16", "std fp32", "std bf16 TC", "flash fp32", "flash bf16 TC"});
   for (const ch06::SpecSheet& s : ch06::spec_sheets()) {
     const double ridge32 = s.fp32_tflops * 1e12 / (s.hbm_gbs * 1e9), ridge16 = s.bf16_tflops * 1e12 / (s.hbm_gbs * 1e9);
-    auto bound = [](double intensity, double ridge) {
-      return fmt::format("{} ({:.0f} vs {:.0f})", intensity < ridge ? "memory" : "compute", intensity, ridge);
-    };
+    auto bound = [](double intensity, double ridge) { return std::string(intensity < ridge ? "memory" : "compute"); };
     b.add_row({s.gpu, fmt::format("{:.0f}", ridge32), fmt::format("{:.0f}", ridge16), bound(fp32[0].intensity, ridge32),
                bound(bf16[0].intensity, ridge16), bound(fp32[1].intensity, ridge32),
                bound(bf16[1].intensity, ridge16)});
@@ -253,7 +326,7 @@ void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const c
   if (!o.csv.empty()) {
     csv.open(o.csv);
     if (!csv) throw std::runtime_error("cannot write " + o.csv);
-    csv << "rung,n,d,causal,ms,tflops,pct_ceiling\n";
+    csv << kCsvHeader << std::flush;
   }
   attn::Rng rng(66);
   for (const int n : o.n)
@@ -283,8 +356,8 @@ void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const c
                      fmt::format("{:.1f}", tflops), fmt::format("{:.0f}%", 100.0 * tflops / ceiling),
                      naive_ms > 0.0 ? fmt::format("{:.1f}×", naive_ms / ms) : "-"});
           if (csv)
-            csv << rung.name << ',' << n << ',' << d << ',' << (causal ? 1 : 0) << ',' << ms << ',' << tflops << ','
-                << 100.0 * tflops / ceiling << '\n';
+            csv << rung.name << ',' << n << ',' << d << ',' << (causal ? 1 : 0) << ',' << o.bh << ',' << ms << ','
+                << tflops << ',' << 100.0 * tflops / ceiling << std::endl;
         }
       }
   t.print();
@@ -292,13 +365,35 @@ void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const c
 // [time_ladder]
 #endif
 
+// --dry-run: everything up to the first kernel launch. The CSV gets its header and no rows, so the scripts
+// after the ladder (./course gpu-check, the GPU pack's run.sh) can be exercised on a machine without a GPU.
+void dry_run(const Options& o) {
+  attn::heading("Dry run");
+  fmt::print("dry run: would time n = {}, d = {}, bh = {}, causal and not, {} samples each; no kernel launched\n",
+             fmt::join(o.n, " "), fmt::join(o.d, " "), o.bh, o.repeats);
+  if (o.csv.empty()) return;
+  std::ofstream csv(o.csv);
+  if (!(csv << kCsvHeader)) throw std::runtime_error("cannot write " + o.csv);
+}
+
 void tell_the_story(const attn::Chapter& chapter, const Options& o) {
-  const ch06::DeviceInfo device = ch06::query_device();
+  // The book's run never asks for a GPU, so the page reads the same on every machine that builds it.
+  ch06::DeviceInfo device;
+  if (chapter.book_mode()) {
+    device.why_not = "the book's output is made without a GPU, the same on every machine";
+  } else {
+    device = ch06::query_device();
+  }
   show_device(device);
   show_mapping();
   show_plans(device, 4, 16, 4096, 128);
   show_causal_tiles(4096, 64);
+  show_vt_store_banks();
   show_roofline();
+  if (o.dry_run) {
+    dry_run(o);
+    return;
+  }
 #if ATTN_HAVE_CUDA
   if (!device.present) return;
   const auto rungs = ladder();
@@ -374,6 +469,8 @@ int main(int argc, char** argv) {
   chapter.cli()
       .add_option("--repeats", o.repeats, "Timed runs per rung; the median is shown")
       ->check(CLI::Range(1, 1000));
-  chapter.cli().add_option("--csv", o.csv, "Also write the timings as CSV to this file (./course gpu-check uses it)");
+  chapter.add_output_file("--csv", o.csv, "Also write the timings as CSV to this file (./course gpu-check uses it)");
+  chapter.cli().add_flag("--dry-run", o.dry_run,
+                         "Do the host-side parts, list the shapes the ladder would time, launch no kernel");
   return chapter.run(argc, argv, [&] { tell_the_story(chapter, o); });
 }

@@ -7,6 +7,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -28,6 +30,10 @@ enum ExitStatus : int {
 /// \endcode
 /// Every chapter accepts `--book DIR` (write the output and the figures into DIR, without colour or
 /// timings: the book includes them), `--figures DIR` (also write the SVG figures there) and `--no-color`.
+/// DIR is created when missing; one that holds anything but chapters' files (chNN_…) is refused.
+/// Every value is checked before the chapter runs: numbers must be well-formed and finite (no "-1" for an
+/// unsigned option, no "nan", no ""), text at most 4096 characters. A bad command line prints one line
+/// naming the option, then "Run '… --help'", and exits with status 2.
 /// `chNN_name bench [google benchmark flags]` runs the benchmarks registered in the executable.
 class Chapter {
  public:
@@ -39,6 +45,10 @@ class Chapter {
   /// Parses \p argv and runs \p story. Returns the process's exit status (see ExitStatus); never throws.
   int run(int argc, char** argv, const std::function<void()>& story);
 
+  /// Adds an option naming a file the chapter will write (shown as FILE): a directory, a missing directory
+  /// or a place the user cannot write is refused at parse time, naming the option (status 2).
+  CLI::Option* add_output_file(const std::string& name, std::string& file, const std::string& description);
+
   /// True while the book captures the output: no colour, no wall-clock times, no progress lines.
   bool book_mode() const { return book_dir_.has_value(); }
 
@@ -48,6 +58,10 @@ class Chapter {
   /// Tells the reader a figure was written (not in the book's captured text, where it would be noise).
   void announce_figure(const std::string& path) const;
 
+  /// `chNN_name bench` measures the machine's ceilings (attn/ceilings.hpp) at these thread counts before
+  /// the benchmarks and prints them in the run's header; the benchmarks report against the same figures.
+  void bench_ceilings(std::vector<int> threads) { ceiling_threads_ = std::move(threads); }
+
  private:
   int run_benchmarks(int argc, char** argv);
 
@@ -56,6 +70,7 @@ class Chapter {
   std::optional<std::string> book_dir_;
   std::optional<std::string> figures_dir_;
   bool no_color_ = false;
+  std::vector<int> ceiling_threads_;
 };
 
 }  // namespace attn
