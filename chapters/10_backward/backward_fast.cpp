@@ -1,0 +1,200 @@
+// Chapter 10's fast CPU FlashAttention backward. Book page: book/10_backward.md (section "A fast backward").
+//
+// The algorithm is solutions/10_backward/backward.cpp's flash_backward(); what changes is how the work is laid
+// out, after chapter 05's fast forward:
+//   1. Work items are (head, lane). Lane l of a head takes the key blocks j = l, l + lanes, l + 2·lanes, ... in
+//      order; a key block owns its rows of dK and dV, so no two items ever write the same dK or dV row.
+//   2. dQ_i gets a contribution from every key block. Each lane adds its contributions into its own dQ
+//      (lane 0 into the output itself), and the lanes' dQs are summed in lane order at the end: every float
+//      is added in an order fixed by the lanes alone, so 1, 2 or 16 threads give the same bits, and no two
+//      threads ever write the same memory (nothing to race on, nothing to lock).
+//   3. OpenBLAS runs single-threaded inside each thread; the five products of a tile are sgemm calls on
+//      pointers into Q, K, V, dO and the gradients, with the 1/√d_k folded into their alpha: no copies.
+//   4. P is recomputed with chapter 05's vectorised exp (row_ops.cpp) as exp(S − lse), and dS = P ∘ (dP − D)
+//      is one vectorised loop. Causal: query blocks that cannot see a key block are never visited, the tile
+//      the diagonal crosses is cut at its last row's last visible key, and row by row inside.
+// Measured by `ch10_backward bench` (numbers and load in book/recorded/ch10_bench.txt and on the book page).
+#include "10_backward/backward_fast.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "05_flash_cpu/row_ops.hpp"
+
+extern "C" int openblas_get_num_threads(void);  // OpenBLAS's own; cblas_sgemm comes via attn/tensor.hpp
+
+namespace attn::ch10 {
+
+namespace {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+// As in chapter 05's row_ops.cpp: GCC compiles the loop for AVX-512, AVX2 and the baseline and picks one
+// at load time. Not under ThreadSanitizer: the choice is made by a resolver that runs before the sanitizer's
+// runtime is set up, and the instrumented resolver crashes the program at startup.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define ATTN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ATTN_VECTOR_CLONES
+#endif
+
+/// dp[0, n) ← p ∘ (dp − D): the softmax's backward with D standing in for rowsum(dP ∘ P).
+ATTN_VECTOR_CLONES void softmax_grad_row(const float* p, float* dp, std::size_t n, float D) {
+  for (std::size_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - D);
+}
+
+/// One problem: h heads of contiguous (n, d) matrices.
+struct Problem {
+  const float *Q, *K, *V, *dO, *lse, *D;
+  float *dQ, *dQ_lanes, *dK, *dV;  // dQ_lanes: (lanes − 1, h, n_q, d_k), the other lanes' dQ
+  std::size_t h, n_q, n_kv, d_k, d_v;
+  bool causal;
+};
+
+/// What one thread owns: the P tile and the dP tile (which becomes dS).
+struct Scratch {
+  std::vector<float> P;   // (B_r, B_c)
+  std::vector<float> dS;  // (B_r, B_c)
+};
+
+int i(std::size_t v) { return static_cast<int>(v); }
+
+// [fast_tile]
+/// One tile: query rows [r0, r0 + rows) against the key block at c0 (cols keys) of one head.
+void backward_tile(const Problem& p, const BackwardConfig& cfg, std::size_t head, std::size_t r0, std::size_t rows,
+                   std::size_t c0, std::size_t cols, float* dQ, Scratch& w) {
+  const std::size_t ld = cfg.B_c, offset = p.n_kv - p.n_q;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(p.d_k, 1)));
+  const float* Q_i = p.Q + (head * p.n_q + r0) * p.d_k;    // (rows, d_k)
+  const float* dO_i = p.dO + (head * p.n_q + r0) * p.d_v;  // (rows, d_v)
+  const float* K_j = p.K + (head * p.n_kv + c0) * p.d_k;   // (cols, d_k)
+  const float* V_j = p.V + (head * p.n_kv + c0) * p.d_v;   // (cols, d_v)
+  float* dK_j = p.dK + (head * p.n_kv + c0) * p.d_k;       // (cols, d_k), owned by this lane
+  float* dV_j = p.dV + (head * p.n_kv + c0) * p.d_v;       // (cols, d_v), owned by this lane
+  float* dQ_i = dQ + (head * p.n_q + r0) * p.d_k;          // (rows, d_k), this lane's dQ
+  const float* lse = p.lse + head * p.n_q + r0;
+  const float* D = p.D + head * p.n_q + r0;
+  // P = exp(scale · Q_i K_jᵀ − lse), rows × cols, leading dimension B_c
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i(rows), i(cols), i(p.d_k), scale, Q_i, i(p.d_k), K_j, i(p.d_k),
+              0.0f, w.P.data(), i(ld));
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* s = w.P.data() + r * ld;
+    const std::size_t horizon = r0 + r + offset + 1;  // causal: row r sees keys [0, horizon)
+    std::size_t visible = !p.causal ? cols : horizon <= c0 ? 0 : std::min(cols, horizon - c0);
+    if (lse[r] == kMinusInf) visible = 0;  // the row saw no key in the forward: P = 0
+    ch05::exp_shift_sum(s, visible, lse[r]);
+    std::fill(s + visible, s + cols, 0.0f);
+  }
+  // dV_j += Pᵀ dO_i  (cols, d_v)
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i(cols), i(p.d_v), i(rows), 1.0f, w.P.data(), i(ld), dO_i,
+              i(p.d_v), 1.0f, dV_j, i(p.d_v));
+  // dP = dO_i V_jᵀ  (rows, cols), then dS = P ∘ (dP − D) in place
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i(rows), i(cols), i(p.d_v), 1.0f, dO_i, i(p.d_v), V_j, i(p.d_v),
+              0.0f, w.dS.data(), i(ld));
+  for (std::size_t r = 0; r < rows; ++r) softmax_grad_row(w.P.data() + r * ld, w.dS.data() + r * ld, cols, D[r]);
+  // dQ_i += scale · dS K_j  (rows, d_k)
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(p.d_k), i(cols), scale, w.dS.data(), i(ld), K_j,
+              i(p.d_k), 1.0f, dQ_i, i(p.d_k));
+  // dK_j += scale · dSᵀ Q_i  (cols, d_k)
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i(cols), i(p.d_k), i(rows), scale, w.dS.data(), i(ld), Q_i,
+              i(p.d_k), 1.0f, dK_j, i(p.d_k));
+}
+// [fast_tile]
+
+// [fast_lane]
+/// One work item: every key block of lane \p lane of head \p head, each against the query blocks that see it.
+void backward_lane(const Problem& p, const BackwardConfig& cfg, std::size_t head, std::size_t lane, Scratch& w) {
+  const std::size_t offset = p.n_kv - p.n_q, T_c = (p.n_kv + cfg.B_c - 1) / cfg.B_c;
+  float* dQ = lane == 0 ? p.dQ : p.dQ_lanes + (lane - 1) * p.h * p.n_q * p.d_k;
+  for (std::size_t j = lane; j < T_c; j += cfg.lanes) {
+    const std::size_t c0 = j * cfg.B_c, cols = std::min(cfg.B_c, p.n_kv - c0);
+    // Causal: query i sees key c0 only when i + offset ≥ c0; earlier query blocks are never visited.
+    const std::size_t first_row = p.causal && c0 > offset ? c0 - offset : 0;
+    for (std::size_t r0 = first_row / cfg.B_r * cfg.B_r; r0 < p.n_q; r0 += cfg.B_r) {
+      const std::size_t rows = std::min(cfg.B_r, p.n_q - r0);
+      // Causal: the block's last row sees keys up to r0 + rows − 1 + offset; the tile is cut there.
+      const std::size_t seen = p.causal ? std::min(cols, r0 + rows + offset - c0) : cols;
+      backward_tile(p, cfg, head, r0, rows, c0, seen, dQ, w);
+    }
+  }
+}
+// [fast_lane]
+
+// [fast_threads]
+void run(const Problem& p, const BackwardConfig& cfg) {
+  const std::size_t items = p.h * cfg.lanes;
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  // Every thread's tiles, allocated here rather than inside the threads: the memory held does not depend on
+  // when each thread starts.
+  std::vector<Scratch> scratch(static_cast<std::size_t>(cfg.threads),
+                               Scratch{std::vector<float>(cfg.B_r * cfg.B_c), std::vector<float>(cfg.B_r * cfg.B_c)});
+  const auto worker = [&](Scratch& w) {
+    try {
+      for (std::size_t t = next++; t < items; t = next++) backward_lane(p, cfg, t / cfg.lanes, t % cfg.lanes, w);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  const int blas_threads = openblas_get_num_threads();
+  set_blas_threads(1);  // our threads are the parallelism; OpenBLAS must not add its own on top
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < scratch.size(); ++t) pool.emplace_back(worker, std::ref(scratch[t]));
+  worker(scratch[0]);  // the calling thread is one of the workers
+  for (auto& th : pool) th.join();
+  set_blas_threads(blas_threads);
+  if (failure) std::rethrow_exception(failure);
+  // The lanes' dQs, added in lane order: the same additions whatever the thread count.
+  const std::size_t size = p.h * p.n_q * p.d_k;
+  for (std::size_t lane = 1; lane < cfg.lanes; ++lane) {
+    const float* extra = p.dQ_lanes + (lane - 1) * size;
+    for (std::size_t e = 0; e < size; ++e) p.dQ[e] += extra[e];
+  }
+}
+// [fast_threads]
+
+}  // namespace
+
+HeadsGrads flash_backward_fast(const Tensor3& Q, const Tensor3& K, const Tensor3& V, const Tensor3& O,
+                               const Matrix& lse, const Tensor3& dO, bool causal, const BackwardConfig& config) {
+  constexpr const char* where = "flash_backward_fast";
+  const std::size_t h = Q.shape(0), n_q = Q.shape(1), n_kv = K.shape(1), d_k = Q.shape(2), d_v = V.shape(2);
+  require(K.shape(0) == h && V.shape(0) == h && K.shape(2) == d_k && V.shape(1) == n_kv && O.shape(0) == h &&
+              O.shape(1) == n_q && O.shape(2) == d_v && dO.shape() == O.shape() && lse.shape(0) == h &&
+              lse.shape(1) == n_q,
+          fmt::format("{}: Q is {}, K is {}, V is {}, O is {}, lse is {} and dO is {}; they need the same heads, Q and "
+                      "K the same d_k, V one row per key, O and dO one row per query and V's width, lse (h, n_q)",
+                      where, shape_str(Q), shape_str(K), shape_str(V), shape_str(O), shape_str(lse), shape_str(dO)));
+  require(config.B_r > 0 && config.B_c > 0 && config.lanes > 0 && config.threads > 0,
+          fmt::format("{}: B_r = {}, B_c = {}, lanes = {}, threads = {}; all must be positive", where, config.B_r,
+                      config.B_c, config.lanes, config.threads));
+  require(!causal || n_q <= n_kv,
+          fmt::format("{}: causal with {} queries but only {} keys; n_q <= n_kv", where, n_q, n_kv));
+  require_finite(where, "Q", Q.data(), Q.size());
+  require_finite(where, "K", K.data(), K.size());
+  require_finite(where, "V", V.data(), V.size());
+  require_finite(where, "dO", dO.data(), dO.size());
+
+  const Matrix D = xt::sum(dO * O, {2});  // (h, n_q): rowsum(dO ∘ O), one number per query row
+  HeadsGrads g{Tensor3(xt::zeros<float>({h, n_q, d_k})), Tensor3(xt::zeros<float>({h, n_kv, d_k})),
+               Tensor3(xt::zeros<float>({h, n_kv, d_v}))};
+  std::vector<float> dQ_lanes((config.lanes - 1) * h * n_q * d_k, 0.0f);  // (lanes − 1, h, n_q, d_k)
+  if (h * n_q * n_kv > 0)
+    run({Q.data(), K.data(), V.data(), dO.data(), lse.data(), D.data(), g.dQ.data(), dQ_lanes.data(), g.dK.data(),
+         g.dV.data(), h, n_q, n_kv, d_k, d_v, causal},
+        config);
+  return g;
+}
+
+}  // namespace attn::ch10

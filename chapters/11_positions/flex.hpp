@@ -1,0 +1,235 @@
+/// \file
+/// Chapter 11's modifier kernel: chapter 05's tiled FlashAttention forward with two hooks, after PyTorch's
+/// FlexAttention. `score_mod(s, head, q, kv)` rewrites a scaled score (ALiBi, soft-capping, any bias) and
+/// `mask_mod(head, q, kv)` says whether query q may see key kv (causal, sliding window, documents, prefix-LM).
+/// Both are compile-time callables: the compiler inlines them into the tile loop, and when they are absent
+/// (NoScoreMod, NoMask) the loops that would call them are not compiled at all. A BlockMask, computed once
+/// from mask_mod, says which tiles are empty (skipped, never loaded), partial (mask_mod evaluated per pair)
+/// or full (no mask work). Chapter code, not an exercise; chapter 12 builds its model on it.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "05_flash_cpu/flash_fast.hpp"
+#include "05_flash_cpu/row_ops.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn::ch11 {
+
+/// The identity score_mod: scores pass unchanged, and the kernel compiles no loop for it.
+struct NoScoreMod {
+  float operator()(float s, std::size_t, std::size_t, std::size_t) const { return s; }
+};
+
+/// The empty mask_mod: every pair allowed, every tile full, no block mask needed.
+struct NoMask {
+  bool operator()(std::size_t, std::size_t, std::size_t) const { return true; }
+};
+
+/// What a tile of B_r queries × B_c keys holds under a mask_mod.
+enum class Tile : std::uint8_t { empty, partial, full };
+
+/// Which tiles a mask_mod leaves empty, partial or full, per head: computed once, reused by every call
+/// with the same mask (as FlexAttention's create_block_mask).
+struct BlockMask {
+  std::size_t heads = 0, n_q = 0, n_kv = 0, B_r = 0, B_c = 0, T_r = 0, T_c = 0;
+  std::vector<Tile> tiles;  ///< (heads, T_r, T_c)
+  /// The tile of query block \p i and key block \p j of head \p h.
+  Tile at(std::size_t h, std::size_t i, std::size_t j) const { return tiles[(h * T_r + i) * T_c + j]; }
+  /// How many tiles are in state \p t, over all heads.
+  std::size_t count(Tile t) const { return static_cast<std::size_t>(std::count(tiles.begin(), tiles.end(), t)); }
+};
+
+// [block_mask]
+/// Evaluates \p mask_mod on every (head, q, kv) and records each tile's state. O(heads·n_q·n_kv) calls of
+/// mask_mod, once; a kernel call then costs only the tiles that are not empty.
+/// \throws std::invalid_argument when a tile size is 0.
+template <class MaskMod>
+BlockMask make_block_mask(const MaskMod& mask_mod, std::size_t heads, std::size_t n_q, std::size_t n_kv,
+                          std::size_t B_r, std::size_t B_c) {
+  require(B_r > 0 && B_c > 0, fmt::format("make_block_mask: B_r = {} and B_c = {} must be positive", B_r, B_c));
+  BlockMask bm{heads, n_q, n_kv, B_r, B_c, (n_q + B_r - 1) / B_r, (n_kv + B_c - 1) / B_c, {}};
+  bm.tiles.resize(heads * bm.T_r * bm.T_c);  // (heads, T_r, T_c)
+  for (std::size_t h = 0; h < heads; ++h)
+    for (std::size_t i = 0; i < bm.T_r; ++i)
+      for (std::size_t j = 0; j < bm.T_c; ++j) {
+        std::size_t allowed = 0, pairs = 0;
+        for (std::size_t q = i * B_r; q < std::min(n_q, (i + 1) * B_r); ++q)
+          for (std::size_t kv = j * B_c; kv < std::min(n_kv, (j + 1) * B_c); ++kv, ++pairs)
+            allowed += mask_mod(h, q, kv) ? 1 : 0;
+        bm.tiles[(h * bm.T_r + i) * bm.T_c + j] = allowed == 0       ? Tile::empty
+                                                  : allowed == pairs ? Tile::full
+                                                                     : Tile::partial;
+      }
+  return bm;
+}
+// [block_mask]
+
+/// How the kernel cuts the work: chapter 05's defaults.
+struct FlexConfig {
+  std::size_t B_r = 128;  ///< query rows per block: one work item is (head, query block)
+  std::size_t B_c = 512;  ///< keys per tile
+  int threads = 2;        ///< std::threads; OpenBLAS runs single-threaded inside them
+};
+
+namespace detail {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+struct Problem {
+  const float *Q, *K, *V;
+  float *O, *lse;
+  std::size_t h, n_q, n_kv, d_k, d_v;
+};
+
+inline int blas_int(std::size_t v) { return static_cast<int>(v); }
+
+// [flex_block]
+/// One work item: query rows [r0, r0 + rows) of head \p head against every tile the block mask keeps.
+template <class ScoreMod, class MaskMod>
+void flex_block(const Problem& p, const FlexConfig& cfg, const ScoreMod& score_mod, const MaskMod& mask_mod,
+                const BlockMask* bm, std::size_t head, std::size_t r0, std::vector<float>& S, std::vector<float>& m,
+                std::vector<float>& l) {
+  constexpr bool has_score_mod = !std::is_same_v<ScoreMod, NoScoreMod>, has_mask = !std::is_same_v<MaskMod, NoMask>;
+  const std::size_t rows = std::min(cfg.B_r, p.n_q - r0), ld = cfg.B_c;
+  const float* Q_i = p.Q + (head * p.n_q + r0) * p.d_k;  // (rows, d_k)
+  float* O_i = p.O + (head * p.n_q + r0) * p.d_v;        // (rows, d_v): the accumulator, then the output
+  const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(p.d_k, 1)));
+  std::fill(m.begin(), m.end(), kMinusInf);
+  std::fill(l.begin(), l.end(), 0.0f);
+  std::fill(O_i, O_i + rows * p.d_v, 0.0f);
+  for (std::size_t c0 = 0, j = 0; c0 < p.n_kv; c0 += cfg.B_c, ++j) {
+    Tile tile = Tile::full;
+    if constexpr (has_mask) tile = bm->at(bm->heads == 1 ? 0 : head, r0 / cfg.B_r, j);
+    if (tile == Tile::empty) continue;  // never loaded
+    const std::size_t cols = std::min(cfg.B_c, p.n_kv - c0);
+    const float* K_j = p.K + (head * p.n_kv + c0) * p.d_k;  // (cols, d_k)
+    const float* V_j = p.V + (head * p.n_kv + c0) * p.d_v;  // (cols, d_v)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(cols), blas_int(p.d_k), scale, Q_i,
+                blas_int(p.d_k), K_j, blas_int(p.d_k), 0.0f, S.data(), blas_int(ld));
+    for (std::size_t r = 0; r < rows; ++r) {
+      float* s = S.data() + r * ld;
+      const std::size_t q = r0 + r;
+      if constexpr (has_score_mod) {
+        float* __restrict__ row = s;  // no other pointer reaches the tile: the modifier's own data stays in registers
+        for (std::size_t c = 0; c < cols; ++c) row[c] = score_mod(row[c], head, q, c0 + c);
+      }
+      if (tile == Tile::partial)
+        for (std::size_t c = 0; c < cols; ++c)
+          if (!mask_mod(head, q, c0 + c)) s[c] = kMinusInf;
+      const float m_tile = ch05::row_max(s, cols);
+      if (m_tile == kMinusInf) {  // nothing allowed for this row here: it adds nothing to P·V_j
+        std::fill(s, s + cols, 0.0f);
+        continue;
+      }
+      const float m_new = std::max(m[r], m_tile);
+      const float alpha = m[r] == kMinusInf ? 0.0f : std::exp(m[r] - m_new);
+      float sum = 0.0f;
+      if (tile == Tile::full) {
+        sum = ch05::exp_shift_sum(s, cols, m_new);  // vectorised
+      } else {
+        for (std::size_t c = 0; c < cols; ++c) sum += (s[c] = s[c] == kMinusInf ? 0.0f : std::exp(s[c] - m_new));
+      }
+      l[r] = alpha * l[r] + sum;
+      m[r] = m_new;
+      if (alpha != 1.0f) ch05::scale_row(O_i + r * p.d_v, p.d_v, alpha);
+    }
+    // O_i += P V_j  (rows, d_v)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(p.d_v), blas_int(cols), 1.0f,
+                S.data(), blas_int(ld), V_j, blas_int(p.d_v), 1.0f, O_i, blas_int(p.d_v));
+  }
+  float* lse = p.lse + head * p.n_q + r0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (l[r] == 0.0f) {  // saw no key: zeros, never NaN
+      lse[r] = kMinusInf;
+      continue;
+    }
+    ch05::scale_row(O_i + r * p.d_v, p.d_v, 1.0f / l[r]);
+    lse[r] = m[r] + std::log(l[r]);
+  }
+}
+// [flex_block]
+
+}  // namespace detail
+
+/// Attention with a score_mod and a mask_mod, over \p h heads, multithreaded over (head, query block):
+/// O = softmax(score_mod(Q Kᵀ / √d_k) with the pairs mask_mod refuses at -inf) V. A query that may see no
+/// key gets zeros and lse = -inf.
+/// \param Q (h, n_q, d_k) queries.
+/// \param K (h, n_kv, d_k) keys.
+/// \param V (h, n_kv, d_v) values.
+/// \param score_mod `float(float s, size_t head, size_t q, size_t kv)`, returning a finite score.
+/// \param mask_mod `bool(size_t head, size_t q, size_t kv)`, true = may attend.
+/// \param block_mask the tiles of mask_mod for these shapes and config's tiles, with 1 or h heads; null = compute it
+///        here (ignored for NoMask).
+/// \param config tiles and threads.
+/// \return O (h, n_q, d_v) and lse (h, n_q).
+/// \throws std::invalid_argument naming the shapes when they do not fit (inputs, or a block mask made for
+///         other shapes or tiles), when a tile size or the thread count is 0, or naming the first NaN/Inf.
+template <class ScoreMod = NoScoreMod, class MaskMod = NoMask>
+ch05::FlashHeadsOutput flex_attention(const Tensor3& Q, const Tensor3& K, const Tensor3& V,
+                                      const ScoreMod& score_mod = {}, const MaskMod& mask_mod = {},
+                                      const BlockMask* block_mask = nullptr, const FlexConfig& config = {}) {
+  constexpr const char* where = "flex_attention";
+  const std::size_t h = Q.shape(0), n_q = Q.shape(1), n_kv = K.shape(1), d_k = Q.shape(2), d_v = V.shape(2);
+  require(K.shape(0) == h && V.shape(0) == h && K.shape(2) == d_k && V.shape(1) == n_kv,
+          fmt::format("{}: Q is {}, K is {} and V is {}; they need the same heads, Q and K the same d_k, V one row "
+                      "per key",
+                      where, shape_str(Q), shape_str(K), shape_str(V)));
+  require(config.B_r > 0 && config.B_c > 0 && config.threads > 0,
+          fmt::format("{}: B_r = {}, B_c = {}, threads = {}; all must be positive", where, config.B_r, config.B_c,
+                      config.threads));
+  require_finite(where, "Q", Q.data(), Q.size());
+  require_finite(where, "K", K.data(), K.size());
+  require_finite(where, "V", V.data(), V.size());
+  BlockMask own;
+  if constexpr (!std::is_same_v<MaskMod, NoMask>) {
+    if (block_mask == nullptr) {
+      own = make_block_mask(mask_mod, h, n_q, n_kv, config.B_r, config.B_c);
+      block_mask = &own;
+    }
+    require(block_mask->n_q == n_q && block_mask->n_kv == n_kv && block_mask->B_r == config.B_r &&
+                block_mask->B_c == config.B_c && (block_mask->heads == 1 || block_mask->heads == h),
+            fmt::format("{}: the block mask is for {} heads, ({}, {}) pairs in ({}, {}) tiles; the call has {} heads, "
+                        "({}, {}) pairs, ({}, {}) tiles",
+                        where, block_mask->heads, block_mask->n_q, block_mask->n_kv, block_mask->B_r, block_mask->B_c,
+                        h, n_q, n_kv, config.B_r, config.B_c));
+  }
+  ch05::FlashHeadsOutput out{Tensor3(Tensor3::shape_type{h, n_q, d_v}), Matrix(Matrix::shape_type{h, n_q})};
+  const detail::Problem p{Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), h, n_q, n_kv, d_k, d_v};
+  const std::size_t T_r = (n_q + config.B_r - 1) / config.B_r, items = h * T_r;
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  const auto worker = [&] {
+    try {
+      std::vector<float> S(config.B_r * config.B_c), m(config.B_r), l(config.B_r);  // this thread's tile and m, ℓ
+      for (std::size_t t = next++; t < items; t = next++)
+        detail::flex_block(p, config, score_mod, mask_mod, block_mask, t % h, (T_r - 1 - t / h) * config.B_r, S, m, l);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  set_blas_threads(1);  // our threads are the parallelism
+  std::vector<std::thread> pool;
+  for (int t = 1; t < config.threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  if (failure) std::rethrow_exception(failure);
+  return out;
+}
+
+}  // namespace attn::ch11

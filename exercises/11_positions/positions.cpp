@@ -1,0 +1,49 @@
+// Chapter 11, your exercises. Book page: book/11_positions.md.
+// Check your progress with `./course check 11`; stuck? `./course hint 11`.
+// Watch your code run the chapter: `./course run 11 --track exercise`.
+// Suggested order: sinusoidal_encoding, apply_rope, alibi_slopes, alibi_bias, DocumentMask.
+#include "11_positions/positions.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "attn/errors.hpp"
+
+namespace attn {
+
+namespace {
+constexpr const char* kChapter = "11_positions";
+}
+
+Matrix sinusoidal_encoding(std::size_t n, std::size_t d) {
+  // TODO(learner): PE(p, c) = sin(p·ω) for even c and cos(p·ω) for odd c, with ω = 10000^(−(c − c mod 2)/d):
+  //   columns 2i and 2i + 1 share one frequency. Compute the angle in double.
+  throw not_implemented("sinusoidal_encoding", kChapter,
+                        "each pair of columns is a sine and a cosine of p·ω_i, ω_i = 10000^(−2i/d).");
+}
+
+void apply_rope(Matrix& X, std::size_t first_position, float base) {
+  // TODO(learner): refuse an odd d (and base ≤ 1) before touching X. For row p (position first_position + p)
+  //   and each pair i: angle = position·base^(−2i/d); (x0, x1) ← (cos·x0 − sin·x1, sin·x0 + cos·x1).
+  throw not_implemented("apply_rope", kChapter,
+                        "rotate each pair of columns (2i, 2i+1) by position·θ_i, θ_i = base^(−2i/d).");
+}
+
+Vector alibi_slopes(std::size_t h) {
+  // TODO(learner): m_k = 2^(−8(k + 1)/h) for k = 0 … h − 1; refuse h = 0.
+  throw not_implemented("alibi_slopes", kChapter, "a geometric sequence from 2^(−8/h) down to 2^(−8).");
+}
+
+Matrix alibi_bias(std::size_t n_q, std::size_t n_kv, float slope) {
+  // TODO(learner): bias(i, j) = −slope·|i + n_kv − n_q − j|; refuse a negative (or NaN) slope and n_q > n_kv.
+  throw not_implemented("alibi_bias", kChapter, "the penalty grows linearly with the distance between query and key.");
+}
+
+bool DocumentMask::operator()(std::size_t head, std::size_t q, std::size_t kv) const {
+  // TODO(learner): same document (document.at(q) == document.at(kv)), and with causal also kv ≤ q.
+  throw not_implemented("DocumentMask", kChapter, "a token sees only its own document (and, causal, only its past).");
+}
+
+}  // namespace attn

@@ -1,0 +1,161 @@
+// Chapter 10, reference solutions. Book page: book/10_backward.md.
+// Written to be read beside the FlashAttention-2 paper's Algorithm 2 (the backward pass): the names are the
+// paper's (Q_i, K_j, V_j, dO_i, P_ij, dP_ij, dS_ij, D_i, B_r, B_c), the products are OpenBLAS
+// (attn::matmul, attn::matmul_transpose_a), the rest is plain loops.
+// The fast, multithreaded version of the same algorithm is chapters/10_backward/backward_fast.cpp.
+#include "10_backward/backward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "02_qkv_trace/qkv_trace.hpp"
+
+namespace attn {
+
+namespace {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+float inverse_sqrt_dk(std::size_t d_k) { return 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1))); }
+
+/// Rows [r0, r0 + rows) of \p m, as a matrix of their own.
+Matrix rows_of(const Matrix& m, std::size_t r0, std::size_t rows) {
+  return xt::view(m, xt::range(r0, r0 + rows), xt::all());
+}
+
+Vector rows_of(const Vector& v, std::size_t r0, std::size_t rows) { return xt::view(v, xt::range(r0, r0 + rows)); }
+
+}  // namespace
+
+// [softmax_backward]
+Matrix softmax_backward(const Matrix& P, const Matrix& dP) {
+  require(P.shape() == dP.shape(),
+          fmt::format("softmax_backward: P is {} but dP is {}; they need the same shape", shape_str(P), shape_str(dP)));
+  const std::size_t rows = P.shape(0), cols = P.shape(1);
+  Matrix dS = xt::zeros<float>({rows, cols});  // (rows, cols)
+  for (std::size_t r = 0; r < rows; ++r) {
+    // J g = diag(p) g − p (pᵀ g): the Jacobian is never formed, only the one number pᵀ g per row.
+    float p_dot_g = 0.0f;
+    for (std::size_t c = 0; c < cols; ++c) p_dot_g += P(r, c) * dP(r, c);
+    for (std::size_t c = 0; c < cols; ++c) dS(r, c) = P(r, c) * (dP(r, c) - p_dot_g);
+  }
+  return dS;
+}
+// [softmax_backward]
+
+// [attention_backward]
+AttentionGrads attention_backward(const Matrix& Q, const Matrix& K, const Matrix& V, const Matrix& dO,
+                                  const Mask& mask) {
+  const std::size_t n_q = Q.shape(0), n_kv = K.shape(0), d_v = V.shape(1);
+  require(Q.shape(1) == K.shape(1) && V.shape(0) == n_kv && dO.shape(0) == n_q && dO.shape(1) == d_v,
+          fmt::format("attention_backward: Q is {}, K is {}, V is {} and dO is {}; Q and K need the same d_k, V one "
+                      "row per key, dO one row per query and V's width",
+                      shape_str(Q), shape_str(K), shape_str(V), shape_str(dO)));
+  require(mask.size() == 0 || (mask.shape(0) == n_q && mask.shape(1) == n_kv),
+          fmt::format("attention_backward: the mask is {} but the scores are ({}, {})", shape_str(mask), n_q, n_kv));
+  const float scale = inverse_sqrt_dk(Q.shape(1));
+  // The forward, keeping what the backward needs: P, the (n_q, n_kv) matrix flash_backward will not store.
+  Matrix S = scaled_scores(Q, K);                          // (n_q, n_kv)
+  if (mask.size() > 0) S = xt::where(mask, S, kMinusInf);  // masked: weight exactly 0
+  const Matrix P = softmax_rows(S);                        // (n_q, n_kv)
+  AttentionGrads g;
+  g.dV = matmul_transpose_a(P, dO);                       // (n_kv, d_v)  O = P V  ⇒  dV = Pᵀ dO
+  const Matrix dP = matmul(dO, V, /*transpose_b=*/true);  // (n_q, n_kv)  ⇒  dP = dO Vᵀ
+  const Matrix dS = softmax_backward(P, dP);              // (n_q, n_kv)  through the softmax
+  g.dQ = matmul(dS, K, /*transpose_b=*/false, scale);     // (n_q, d_k)   S = Q Kᵀ/√d_k ⇒ dQ = dS K/√d_k
+  g.dK = matmul_transpose_a(dS, Q, scale);                // (n_kv, d_k)  ⇒  dK = dSᵀ Q/√d_k
+  return g;
+}
+// [attention_backward]
+
+// [flash_backward_tile]
+void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j, const Matrix& dO_i,
+                         const Vector& lse_i, const Vector& D_i, Matrix& dQ_i, Matrix& dK_j, Matrix& dV_j,
+                         const Mask& allowed) {
+  const std::size_t B_r = Q_i.shape(0), B_c = K_j.shape(0), d_k = Q_i.shape(1), d_v = V_j.shape(1);
+  require(
+      K_j.shape(1) == d_k && V_j.shape(0) == B_c && dO_i.shape(0) == B_r && dO_i.shape(1) == d_v &&
+          lse_i.shape(0) == B_r && D_i.shape(0) == B_r,
+      fmt::format("flash_backward_tile: Q_i is {}, K_j is {}, V_j is {}, dO_i is {}, lse_i is {} and D_i is {}; "
+                  "they do not fit together",
+                  shape_str(Q_i), shape_str(K_j), shape_str(V_j), shape_str(dO_i), shape_str(lse_i), shape_str(D_i)));
+  require(
+      dQ_i.shape(0) == B_r && dQ_i.shape(1) == d_k && dK_j.shape(0) == B_c && dK_j.shape(1) == d_k &&
+          dV_j.shape(0) == B_c && dV_j.shape(1) == d_v,
+      fmt::format("flash_backward_tile: dQ_i is {}, dK_j is {} and dV_j is {}, but Q_i is {}, K_j is {}, V_j is {}",
+                  shape_str(dQ_i), shape_str(dK_j), shape_str(dV_j), shape_str(Q_i), shape_str(K_j), shape_str(V_j)));
+  require(allowed.size() == 0 || (allowed.shape(0) == B_r && allowed.shape(1) == B_c),
+          fmt::format("flash_backward_tile: the mask is {} but the tile is ({}, {})", shape_str(allowed), B_r, B_c));
+
+  const float scale = inverse_sqrt_dk(d_k);
+  // P_ij recomputed from the forward's log-sum-exp: exp(s − lse) = exp(s) / Σ exp, the softmax without a sum.
+  Matrix P = matmul(Q_i, K_j, /*transpose_b=*/true, scale);  // (B_r, B_c): S_ij, overwritten by P_ij
+  for (std::size_t r = 0; r < B_r; ++r)
+    for (std::size_t c = 0; c < B_c; ++c) {
+      const bool hidden = lse_i(r) == kMinusInf || (allowed.size() > 0 && !allowed(r, c));
+      P(r, c) = hidden ? 0.0f : std::exp(P(r, c) - lse_i(r));
+    }
+  dV_j += matmul_transpose_a(P, dO_i);                  // (B_c, d_v)
+  Matrix dS = matmul(dO_i, V_j, /*transpose_b=*/true);  // (B_r, B_c): dP_ij, overwritten by dS_ij
+  for (std::size_t r = 0; r < B_r; ++r)
+    for (std::size_t c = 0; c < B_c; ++c) dS(r, c) = P(r, c) * (dS(r, c) - D_i(r));  // D_i replaces rowsum(dP ∘ P)
+  dQ_i += matmul(dS, K_j, /*transpose_b=*/false, scale);                             // (B_r, d_k)
+  dK_j += matmul_transpose_a(dS, Q_i, scale);                                        // (B_c, d_k)
+}
+// [flash_backward_tile]
+
+// [flash_backward]
+AttentionGrads flash_backward(const Matrix& Q, const Matrix& K, const Matrix& V, const Matrix& O, const Vector& lse,
+                              const Matrix& dO, bool causal, std::size_t B_r, std::size_t B_c) {
+  const std::size_t n_q = Q.shape(0), n_kv = K.shape(0), d_k = Q.shape(1), d_v = V.shape(1);
+  require(K.shape(1) == d_k && V.shape(0) == n_kv && O.shape(0) == n_q && O.shape(1) == d_v &&
+              dO.shape() == O.shape() && lse.shape(0) == n_q,
+          fmt::format("flash_backward: Q is {}, K is {}, V is {}, O is {}, lse is {} and dO is {}; Q and K need the "
+                      "same d_k, V one row per key, O and dO one row per query and V's width, lse one entry per query",
+                      shape_str(Q), shape_str(K), shape_str(V), shape_str(O), shape_str(lse), shape_str(dO)));
+  require(B_r > 0 && B_c > 0,
+          fmt::format("flash_backward: tile sizes must be positive, got B_r = {}, B_c = {}", B_r, B_c));
+  require(!causal || n_q <= n_kv,
+          fmt::format("flash_backward: causal with {} queries but only {} keys; n_q <= n_kv", n_q, n_kv));
+  require_finite("flash_backward", "Q", Q.data(), Q.size());
+  require_finite("flash_backward", "K", K.data(), K.size());
+  require_finite("flash_backward", "V", V.data(), V.size());
+  require_finite("flash_backward", "dO", dO.data(), dO.size());
+
+  // D_i = rowsum(dO ∘ O) = rowsum(dP ∘ P): one number per query row, O(n_q), computed once.
+  const Vector D = xt::sum(dO * O, {1});  // (n_q)
+  AttentionGrads g{Matrix(xt::zeros<float>({n_q, d_k})), Matrix(xt::zeros<float>({n_kv, d_k})),
+                   Matrix(xt::zeros<float>({n_kv, d_v}))};
+  const std::size_t offset = n_kv - std::min(n_q, n_kv);  // query i sits at position i + offset
+  for (std::size_t c0 = 0; c0 < n_kv; c0 += B_c) {        // outer loop: one block of keys, which owns dK_j, dV_j
+    const std::size_t cols = std::min(B_c, n_kv - c0);
+    const Matrix K_j = rows_of(K, c0, cols), V_j = rows_of(V, c0, cols);  // (cols, d_k), (cols, d_v)
+    Matrix dK_j = xt::zeros<float>({cols, d_k});                          // (cols, d_k)
+    Matrix dV_j = xt::zeros<float>({cols, d_v});                          // (cols, d_v)
+    for (std::size_t r0 = 0; r0 < n_q; r0 += B_r) {                       // inner loop: the query blocks stream past it
+      const std::size_t rows = std::min(B_r, n_q - r0);
+      // Causal: the block's last row sees keys up to r0 + rows − 1 + offset; a key block after that is skipped.
+      if (causal && c0 > r0 + rows - 1 + offset) continue;
+      const bool crosses_diagonal = causal && c0 + cols - 1 > r0 + offset;
+      Mask allowed;
+      if (crosses_diagonal) {
+        allowed = xt::zeros<bool>({rows, cols});  // (rows, cols)
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t c = 0; c < cols && c0 + c <= r0 + r + offset; ++c) allowed(r, c) = true;
+      }
+      Matrix dQ_i = rows_of(g.dQ, r0, rows);  // (rows, d_k): this block's running dQ
+      flash_backward_tile(rows_of(Q, r0, rows), K_j, V_j, rows_of(dO, r0, rows), rows_of(lse, r0, rows),
+                          rows_of(D, r0, rows), dQ_i, dK_j, dV_j, allowed);
+      xt::view(g.dQ, xt::range(r0, r0 + rows), xt::all()) = dQ_i;
+    }
+    xt::view(g.dK, xt::range(c0, c0 + cols), xt::all()) = dK_j;
+    xt::view(g.dV, xt::range(c0, c0 + cols), xt::all()) = dV_j;
+  }
+  return g;
+}
+// [flash_backward]
+
+}  // namespace attn

@@ -1,0 +1,387 @@
+// Chapter 10's tests, run against both tracks. Expected gradients come from the float64 oracle
+// (tests/oracle/10_backward_oracle.hpp): the chain rule written out entry by entry, and central differences
+// of the loss, which need no calculus at all. Nothing is compared with the other track, nothing is timed.
+//
+// Tolerance: a float32 gradient entry is a chain of float32 products and sums (S, P, dP, dS, then dQ, dK or
+// dV), each a sum over at most n_q + n_kv + d_k + d_v terms. Each sum of m terms carries a relative
+// rounding error up to m·2^-24 of its largest partial sums (the γ_m bound), and the chain has about eight
+// such steps; so |g32 − g64| ≤ 8·m·2^-24·G with G the size of the gradient's entries (at least 1, the size of
+// the inputs). A missing 1/√d_k, a missing D or a transposed product is off by O(G), thousands of times more.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "04_complexity/heap_counter.hpp"
+#include "05_flash_cpu/flash_cpu.hpp"
+#include "10_backward/backward.hpp"
+#include "10_backward/backward_fast.hpp"
+#include "attn/rng.hpp"
+#include "oracle/05_flash_cpu_oracle.hpp"
+#include "oracle/10_backward_oracle.hpp"
+#include "support/allclose.hpp"
+
+namespace {
+
+using attn::AttentionGrads;
+using attn::Mask;
+using attn::Matrix;
+using attn::Vector;
+using attn::test::to_oracle;
+namespace oracle = attn::oracle;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+double largest(const oracle::Grads& g) {
+  double m = 1.0;  // the inputs are of size ~1: never ask for more than float32 can give at that size
+  for (const oracle::Mat* x : {&g.dQ, &g.dK, &g.dV})
+    for (double v : x->v) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+/// The rounding bound of the header comment, for gradients of size largest(expected).
+double gradient_tolerance(std::size_t n_q, std::size_t n_kv, std::size_t d_k, std::size_t d_v,
+                          const oracle::Grads& expected) {
+  return 8.0 * static_cast<double>(n_q + n_kv + d_k + d_v) * std::ldexp(1.0, -24) * largest(expected);
+}
+
+void check_grads(const AttentionGrads& actual, const oracle::Grads& expected, double tol) {
+  INFO("dQ = ∂L/∂Q (are both 1/√d_k factors there? is D = rowsum(dO∘O) subtracted?)");
+  CHECK_ALLCLOSE(actual.dQ, expected.dQ, tol, 0.0);
+  INFO("dK = ∂L/∂K = dSᵀ Q / √d_k (a transposed product: rows of dK are keys)");
+  CHECK_ALLCLOSE(actual.dK, expected.dK, tol, 0.0);
+  INFO("dV = ∂L/∂V = Pᵀ dO (rows of dV are keys; masked pairs add nothing)");
+  CHECK_ALLCLOSE(actual.dV, expected.dV, tol, 0.0);
+}
+
+struct Inputs {
+  Matrix Q, K, V, dO;  // (n_q, d_k), (n_kv, d_k), (n_kv, d_v), (n_q, d_v)
+};
+
+Inputs random_inputs(attn::Rng& rng, std::size_t n_q, std::size_t n_kv, std::size_t d_k, std::size_t d_v,
+                     float q_std = 1.0f) {
+  return {rng.normal(n_q, d_k, 0.0f, q_std), rng.normal(n_kv, d_k), rng.normal(n_kv, d_v), rng.normal(n_q, d_v)};
+}
+
+oracle::Grads oracle_grads(const Inputs& in, const std::vector<bool>* allowed) {
+  return oracle::attention_gradients(to_oracle(in.Q), to_oracle(in.K), to_oracle(in.V), to_oracle(in.dO), allowed);
+}
+
+struct Shape {
+  std::size_t n_q, n_kv, d_k, d_v, B_r, B_c;
+};
+
+// n = 1, d = 1, ragged sizes (7, 33, 130: multiples of no tile), tiles larger than n, n_q ≠ n_kv.
+const std::vector<Shape> kShapes = {
+    {1, 1, 1, 1, 1, 1},         {1, 1, 8, 8, 4, 4},      {7, 7, 1, 3, 3, 2},
+    {7, 7, 16, 5, 4, 4},        {33, 33, 32, 32, 8, 16}, {20, 45, 16, 8, 7, 11},
+    {130, 130, 64, 64, 32, 48}, {50, 50, 8, 8, 64, 64},  {3, 10, 8, 12, 2, 3},
+};
+
+}  // namespace
+
+TEST_SUITE("10_backward") {
+  TEST_CASE("softmax_backward is the Jacobian diag(p) − ppᵀ applied to the incoming gradient") {
+    attn::Rng rng(100);
+    const Matrix S = rng.normal(5, 9, 0.0f, 2.0f), dP = rng.normal(5, 9);  // (5, 9) each
+    Matrix P = Matrix::from_shape({5, 9});                                 // (5, 9)
+    oracle::Mat expected(5, 9);
+    for (std::size_t r = 0; r < 5; ++r) {
+      const std::vector<double> p = oracle::softmax(to_oracle(Matrix(xt::view(S, xt::range(r, r + 1), xt::all()))).v);
+      for (std::size_t c = 0; c < 9; ++c) P(r, c) = static_cast<float>(p[c]);
+      // The Jacobian itself, J_ck = p_c (δ_ck − p_k), formed here only to check the product without it.
+      for (std::size_t c = 0; c < 9; ++c)
+        for (std::size_t k = 0; k < 9; ++k)
+          expected(r, c) += p[c] * ((c == k ? 1.0 : 0.0) - p[k]) * static_cast<double>(dP(r, k));
+    }
+    // Each entry is p_c (g_c − Σ p_k g_k): 9 products of size ≤ 3, rounding ≲ 9·2^-24·3 ≈ 2e-6.
+    INFO("ds_j = p_j (g_j − Σ_k g_k p_k): does the result still contain the subtraction of the weighted mean?");
+    CHECK_ALLCLOSE(attn::softmax_backward(P, dP), expected, 2e-6, 0.0);
+  }
+
+  TEST_CASE("softmax_backward gives masked entries and fully masked rows zero, and rejects mismatched shapes") {
+    Matrix P = {{0.5f, 0.0f, 0.5f}, {0.0f, 0.0f, 0.0f}};         // (2, 3): key 1 masked in row 0, row 1 fully masked
+    const Matrix dP = {{1.0f, 7.0f, 3.0f}, {2.0f, 4.0f, 8.0f}};  // (2, 3)
+    const Matrix dS = attn::softmax_backward(P, dP);
+    // Row 0: Σ p g = 2, so ds = (0.5·(1 − 2), 0, 0.5·(3 − 2)) = (−0.5, 0, 0.5), exact in float32.
+    CHECK(dS == Matrix{{-0.5f, 0.0f, 0.5f}, {0.0f, 0.0f, 0.0f}});
+    CHECK_THROWS_WITH_AS(attn::softmax_backward(P, xt::zeros<float>({2, 4})), doctest::Contains("(2, 4)"),
+                         std::invalid_argument);
+  }
+
+  TEST_CASE("attention_backward agrees with float64 central differences of the loss") {
+    attn::Rng rng(101);
+    for (const Shape& s : {Shape{1, 1, 1, 1, 0, 0}, Shape{3, 5, 4, 2, 0, 0}, Shape{6, 6, 8, 8, 0, 0}})
+      for (const bool causal : {false, true}) {
+        CAPTURE(s.n_q);
+        CAPTURE(s.n_kv);
+        CAPTURE(causal);
+        const Inputs in = random_inputs(rng, s.n_q, s.n_kv, s.d_k, s.d_v);
+        const std::vector<bool> allowed = oracle::causal_allowed(s.n_q, s.n_kv);
+        const std::vector<bool>* mask = causal ? &allowed : nullptr;
+        const oracle::Grads numeric = oracle::finite_difference_gradients(to_oracle(in.Q), to_oracle(in.K),
+                                                                          to_oracle(in.V), to_oracle(in.dO), mask);
+        // The oracle's chain rule and the differences agree to the differences' own error (~1e-9, see the oracle).
+        const oracle::Grads analytic = oracle_grads(in, mask);
+        for (std::size_t e = 0; e < numeric.dQ.v.size(); ++e)
+          CHECK(std::fabs(numeric.dQ.v[e] - analytic.dQ.v[e]) < 1e-7);
+        for (std::size_t e = 0; e < numeric.dK.v.size(); ++e)
+          CHECK(std::fabs(numeric.dK.v[e] - analytic.dK.v[e]) < 1e-7);
+        const AttentionGrads g =
+            attn::attention_backward(in.Q, in.K, in.V, in.dO, causal ? attn::causal_mask(s.n_q, s.n_kv) : Mask());
+        check_grads(g, numeric, gradient_tolerance(s.n_q, s.n_kv, s.d_k, s.d_v, numeric));
+      }
+  }
+
+  TEST_CASE("attention_backward matches the float64 chain rule on ragged shapes, causal or not, n_q ≠ n_kv") {
+    attn::Rng rng(102);
+    for (const Shape& s : kShapes)
+      for (const bool causal : {false, true}) {
+        CAPTURE(s.n_q);
+        CAPTURE(s.n_kv);
+        CAPTURE(s.d_k);
+        CAPTURE(causal);
+        const Inputs in = random_inputs(rng, s.n_q, s.n_kv, s.d_k, s.d_v);
+        const std::vector<bool> allowed = oracle::causal_allowed(s.n_q, s.n_kv);
+        const oracle::Grads expected = oracle_grads(in, causal ? &allowed : nullptr);
+        const AttentionGrads g =
+            attn::attention_backward(in.Q, in.K, in.V, in.dO, causal ? attn::causal_mask(s.n_q, s.n_kv) : Mask());
+        check_grads(g, expected, gradient_tolerance(s.n_q, s.n_kv, s.d_k, s.d_v, expected));
+      }
+  }
+
+  TEST_CASE("attention_backward gives a fully masked row zero gradient and no NaN anywhere") {
+    attn::Rng rng(103);
+    const Inputs in = random_inputs(rng, 4, 6, 8, 3);
+    Mask mask = xt::ones<bool>({4, 6});
+    xt::row(mask, 2) = false;  // query 2 may attend to nothing: its output is 0 whatever Q, K, V are
+    mask(0, 5) = false;
+    const std::vector<bool> allowed = to_oracle(mask);
+    const oracle::Grads expected = oracle_grads(in, &allowed);
+    const AttentionGrads g = attn::attention_backward(in.Q, in.K, in.V, in.dO, mask);
+    CHECK(xt::all(xt::isfinite(g.dQ)));
+    CHECK(xt::all(xt::isfinite(g.dK)));
+    CHECK(xt::all(xt::isfinite(g.dV)));
+    CHECK(xt::all(xt::equal(xt::row(g.dQ, 2), 0.0f)));
+    check_grads(g, expected, gradient_tolerance(4, 6, 8, 3, expected));
+  }
+
+  TEST_CASE("attention_backward stays finite and right with logits of size 1e4") {
+    attn::Rng rng(104);
+    const Inputs in = random_inputs(rng, 9, 11, 4, 3, 2000.0f);  // |s| ~ 1e4: every row of P is nearly one-hot
+    for (const bool causal : {false, true}) {
+      const std::vector<bool> allowed = oracle::causal_allowed(9, 11);
+      const oracle::Grads expected = oracle_grads(in, causal ? &allowed : nullptr);
+      const AttentionGrads g =
+          attn::attention_backward(in.Q, in.K, in.V, in.dO, causal ? attn::causal_mask(9, 11) : Mask());
+      CHECK(xt::all(xt::isfinite(g.dQ)));
+      CHECK(xt::all(xt::isfinite(g.dK)));
+      // With scores ~1e4, a float32 score is off by ~1e4·2^-24·d_k ≈ 2e-3, which moves a weight e^{-Δ} of a
+      // near-tie by the same relative amount: the bound above grows by that factor (times |K| ~ 3).
+      check_grads(g, expected, gradient_tolerance(9, 11, 4, 3, expected) + 1e-2 * largest(expected));
+    }
+  }
+
+  TEST_CASE("attention_backward rejects inputs whose shapes do not fit, naming them") {
+    const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 3}), V = xt::zeros<float>({5, 2}),
+                 dO = xt::zeros<float>({4, 2});
+    CHECK_THROWS_WITH_AS(attn::attention_backward(Q, xt::zeros<float>({5, 2}), V, dO), doctest::Contains("(5, 2)"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::attention_backward(Q, K, V, xt::zeros<float>({4, 3})), doctest::Contains("(4, 3)"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::attention_backward(Q, K, xt::zeros<float>({6, 2}), dO), doctest::Contains("(6, 2)"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::attention_backward(Q, K, V, dO, xt::ones<bool>({4, 4})), doctest::Contains("(4, 4)"),
+                         std::invalid_argument);
+  }
+
+  TEST_CASE("flash_backward_tile over every tile adds up to the full gradients, using D instead of a row sum") {
+    attn::Rng rng(105);
+    const std::size_t n_q = 10, n_kv = 13, d_k = 8, d_v = 5;
+    const Inputs in = random_inputs(rng, n_q, n_kv, d_k, d_v);
+    const oracle::Mat O = oracle::attention(to_oracle(in.Q), to_oracle(in.K), to_oracle(in.V));
+    const std::vector<double> lse64 = oracle::log_sum_exp_rows(to_oracle(in.Q), to_oracle(in.K));
+    Vector lse = Vector::from_shape({n_q}), D = xt::zeros<float>({n_q});  // (n_q) each, from float64
+    for (std::size_t r = 0; r < n_q; ++r) {
+      lse(r) = static_cast<float>(lse64[r]);
+      double d = 0.0;
+      for (std::size_t c = 0; c < d_v; ++c) d += static_cast<double>(in.dO(r, c)) * O(r, c);
+      D(r) = static_cast<float>(d);
+    }
+    AttentionGrads g{xt::zeros<float>({n_q, d_k}), xt::zeros<float>({n_kv, d_k}), xt::zeros<float>({n_kv, d_v})};
+    const auto rows = [](const auto& m, std::size_t b, std::size_t e) { return xt::view(m, xt::range(b, e)); };
+    for (std::size_t r0 = 0; r0 < n_q; r0 += 4)       // tiles of 4 × 5: several key tiles per row, so a row sum
+      for (std::size_t c0 = 0; c0 < n_kv; c0 += 5) {  // over one tile is not rowsum(dP ∘ P)
+        const std::size_t r1 = std::min(n_q, r0 + 4), c1 = std::min(n_kv, c0 + 5);
+        Matrix dQ_i = rows(g.dQ, r0, r1), dK_j = rows(g.dK, c0, c1), dV_j = rows(g.dV, c0, c1);
+        attn::flash_backward_tile(rows(in.Q, r0, r1), rows(in.K, c0, c1), rows(in.V, c0, c1), rows(in.dO, r0, r1),
+                                  rows(lse, r0, r1), rows(D, r0, r1), dQ_i, dK_j, dV_j);
+        xt::view(g.dQ, xt::range(r0, r1)) = dQ_i;
+        xt::view(g.dK, xt::range(c0, c1)) = dK_j;
+        xt::view(g.dV, xt::range(c0, c1)) = dV_j;
+      }
+    const oracle::Grads expected = oracle_grads(in, nullptr);
+    check_grads(g, expected, gradient_tolerance(n_q, n_kv, d_k, d_v, expected));
+  }
+
+  TEST_CASE("flash_backward_tile ignores masked pairs and rows without keys, and changes nothing on bad shapes") {
+    attn::Rng rng(106);
+    const Inputs in = random_inputs(rng, 3, 4, 6, 2);
+    const Vector lse = {-kInf, 0.5f, 0.25f}, D = {1.0f, 2.0f, 3.0f};  // row 0 saw no key in the forward
+    Mask allowed = xt::zeros<bool>({3, 4});  // row 1 sees nothing in this tile, row 2 only key 3
+    allowed(2, 3) = true;
+    Matrix dQ = xt::zeros<float>({3, 6}), dK = xt::zeros<float>({4, 6}), dV = xt::zeros<float>({4, 2});
+    attn::flash_backward_tile(in.Q, in.K, in.V, in.dO, lse, D, dQ, dK, dV, allowed);
+    CHECK(xt::all(xt::isfinite(dQ)));
+    CHECK(xt::all(xt::equal(xt::view(dQ, xt::range(0, 2)), 0.0f)));
+    CHECK(xt::all(xt::equal(xt::view(dK, xt::range(0, 3)), 0.0f)));
+    CHECK(xt::all(xt::equal(xt::view(dV, xt::range(0, 3)), 0.0f)));
+    // Key 3 and row 2 alone: p = exp(s − lse), dV_3 = p·dO_2 (one product, rounding of exp and s ~1e-6).
+    double s = 0.0;
+    for (std::size_t c = 0; c < 6; ++c) s += static_cast<double>(in.Q(2, c)) * in.K(3, c);
+    const double p = std::exp(s / std::sqrt(6.0) - 0.25);
+    oracle::Mat dV_3(1, 2);
+    for (std::size_t c = 0; c < 2; ++c) dV_3(0, c) = p * in.dO(2, c);
+    CHECK_ALLCLOSE(Matrix(xt::view(dV, xt::range(3, 4))), dV_3, 1e-5, 1e-5);
+    const Matrix dQ_before = dQ, dK_before = dK, dV_before = dV;
+    CHECK_THROWS_WITH_AS(attn::flash_backward_tile(in.Q, in.K, in.V, in.dO, lse, D, dQ, dK, dV, xt::ones<bool>({3, 3})),
+                         doctest::Contains("(3, 3)"), std::invalid_argument);
+    CHECK_THROWS_AS(attn::flash_backward_tile(in.Q, in.K, in.V, in.dO, lse, D, dQ, dK, dK),  // dV_j of the wrong width
+                    std::invalid_argument);
+    CHECK(dQ == dQ_before);
+    CHECK(dK == dK_before);
+    CHECK(dV == dV_before);
+  }
+
+  TEST_CASE("flash_backward equals the float64 chain rule for any tiles, causal or not, from chapter 05's forward") {
+    attn::Rng rng(107);
+    for (const Shape& s : kShapes)
+      for (const bool causal : {false, true}) {
+        CAPTURE(s.n_q);
+        CAPTURE(s.n_kv);
+        CAPTURE(s.B_r);
+        CAPTURE(s.B_c);
+        CAPTURE(causal);
+        const Inputs in = random_inputs(rng, s.n_q, s.n_kv, s.d_k, s.d_v);
+        const attn::FlashOutput fwd = attn::flash_attention(in.Q, in.K, in.V, causal, s.B_r, s.B_c);  // O, lse
+        const std::vector<bool> allowed = oracle::causal_allowed(s.n_q, s.n_kv);
+        const oracle::Grads expected = oracle_grads(in, causal ? &allowed : nullptr);
+        const AttentionGrads g = attn::flash_backward(in.Q, in.K, in.V, fwd.O, fwd.lse, in.dO, causal, s.B_r, s.B_c);
+        check_grads(g, expected, gradient_tolerance(s.n_q, s.n_kv, s.d_k, s.d_v, expected));
+      }
+  }
+
+  TEST_CASE("flash_backward stays finite and right with logits of size 1e4, causal or not") {
+    attn::Rng rng(110);
+    const Inputs in = random_inputs(rng, 9, 11, 4, 3, 2000.0f);  // |s| ~ 1e4: nearly one-hot rows of P
+    for (const bool causal : {false, true}) {
+      CAPTURE(causal);
+      const attn::FlashOutput fwd = attn::flash_attention(in.Q, in.K, in.V, causal, 4, 5);
+      const std::vector<bool> allowed = oracle::causal_allowed(9, 11);
+      const oracle::Grads expected = oracle_grads(in, causal ? &allowed : nullptr);
+      const AttentionGrads g = attn::flash_backward(in.Q, in.K, in.V, fwd.O, fwd.lse, in.dO, causal, 4, 5);
+      CHECK(xt::all(xt::isfinite(g.dQ)));
+      CHECK(xt::all(xt::isfinite(g.dK)));
+      CHECK(xt::all(xt::isfinite(g.dV)));
+      // As for attention_backward above: a float32 score ~1e4 is off by ~2e-3, and so is exp(s − lse).
+      check_grads(g, expected, gradient_tolerance(9, 11, 4, 3, expected) + 1e-2 * largest(expected));
+    }
+  }
+
+  TEST_CASE("flash_backward holds nothing n×n: its heap peak is the gradients plus a few tiles") {
+    const std::size_t n = 512, d = 8, B = 32;
+    attn::Rng rng(108);
+    const Inputs in = random_inputs(rng, n, n, d, d);
+    const attn::FlashOutput fwd = attn::flash_attention(in.Q, in.K, in.V, true, B, B);
+    AttentionGrads g;
+    const std::size_t heap = attn::ch04::measure_heap_peak(
+        [&] { g = attn::flash_backward(in.Q, in.K, in.V, fwd.O, fwd.lse, in.dO, true, B, B); });
+    const std::size_t gradients = 3 * n * d * sizeof(float), score_matrix = n * n * sizeof(float);
+    // The gradients, D, and room for sixteen tile-sized temporaries (P, dS, K_j, dQ_i ... as copies): ~210 KB.
+    const std::size_t allowed = gradients + 16 * sizeof(float) * (B * B + 2 * B * 2 * d + n);
+    CAPTURE(heap);
+    CAPTURE(allowed);
+    CAPTURE(score_matrix);
+    INFO("flash_backward may not allocate anything (n_q, n_kv): recompute P tile by tile from lse");
+    CHECK(heap <= allowed);
+    CHECK(allowed < score_matrix / 4);  // the bound itself is far below one n×n matrix (1 MiB)
+    CHECK(heap >= gradients);           // and it really measured the gradients being allocated
+  }
+
+  TEST_CASE("flash_backward gives queries without keys zero gradients, and rejects bad input naming it") {
+    const Matrix Q = xt::ones<float>({3, 4}), none_k = xt::zeros<float>({0, 4}), none_v = xt::zeros<float>({0, 2});
+    const Matrix O = xt::zeros<float>({3, 2}), dO = xt::ones<float>({3, 2});
+    const Vector lse = {-kInf, -kInf, -kInf};
+    const AttentionGrads g = attn::flash_backward(Q, none_k, none_v, O, lse, dO, false, 2, 2);
+    CHECK(g.dQ == Matrix(xt::zeros<float>({3, 4})));
+    CHECK(g.dK.shape(0) == 0);
+    const Matrix K = xt::zeros<float>({5, 4}), V = xt::zeros<float>({5, 2});
+    const Vector lse5 = xt::zeros<float>({3});
+    CHECK_THROWS_WITH_AS(attn::flash_backward(Q, K, V, O, lse5, xt::zeros<float>({3, 3}), false, 2, 2),
+                         doctest::Contains("(3, 3)"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::flash_backward(Q, K, V, O, xt::zeros<float>({4}), dO, false, 2, 2),
+                         doctest::Contains("(4)"), std::invalid_argument);
+    CHECK_THROWS_AS(attn::flash_backward(Q, K, V, O, lse5, dO, false, 0, 2), std::invalid_argument);
+    CHECK_THROWS_AS(attn::flash_backward(Q, K, V, O, lse5, dO, false, 2, 0), std::invalid_argument);
+    CHECK_THROWS_AS(attn::flash_backward(K, Q, xt::zeros<float>({3, 2}), xt::zeros<float>({5, 2}),
+                                         xt::zeros<float>({5}), xt::zeros<float>({5, 2}), true, 2, 2),
+                    std::invalid_argument);
+    Matrix bad = dO;
+    bad(1, 1) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(attn::flash_backward(Q, K, V, O, lse5, bad, false, 2, 2), doctest::Contains("nan"),
+                         std::invalid_argument);
+  }
+
+  TEST_CASE(
+      "the fast backward matches the float64 oracle head by head, and gives the same bits with 1, 2 or 3 threads") {
+    attn::Rng rng(109);
+    const std::size_t h = 3, n_q = 100, n_kv = 131, d = 32;
+    for (const bool causal : {false, true}) {
+      CAPTURE(causal);
+      attn::Tensor3 Q = xt::zeros<float>({h, n_q, d}), K = xt::zeros<float>({h, n_kv, d}), V = K, dO = Q;
+      for (std::size_t k = 0; k < h; ++k) {
+        xt::view(Q, k) = rng.normal(n_q, d);
+        xt::view(K, k) = rng.normal(n_kv, d);
+        xt::view(V, k) = rng.normal(n_kv, d);
+        xt::view(dO, k) = rng.normal(n_q, d);
+      }
+      attn::Tensor3 O = xt::zeros<float>({h, n_q, d});
+      Matrix lse = xt::zeros<float>({h, n_q});
+      for (std::size_t k = 0; k < h; ++k) {
+        const attn::FlashOutput f =
+            attn::flash_attention(xt::view(Q, k), xt::view(K, k), xt::view(V, k), causal, 16, 16);
+        xt::view(O, k) = f.O;
+        xt::view(lse, k) = f.lse;
+      }
+      const attn::ch10::BackwardConfig one{16, 24, 2, 1}, two{16, 24, 2, 2}, three{16, 24, 2, 3};
+      const attn::ch10::HeadsGrads g1 = attn::ch10::flash_backward_fast(Q, K, V, O, lse, dO, causal, one);
+      const attn::ch10::HeadsGrads g2 = attn::ch10::flash_backward_fast(Q, K, V, O, lse, dO, causal, two);
+      const attn::ch10::HeadsGrads g3 = attn::ch10::flash_backward_fast(Q, K, V, O, lse, dO, causal, three);
+      CHECK(g1.dQ == g2.dQ);  // bit for bit: the lanes fix the order of every addition
+      CHECK(g1.dK == g2.dK);
+      CHECK(g1.dV == g2.dV);
+      CHECK(g1.dQ == g3.dQ);
+      CHECK(g1.dK == g3.dK);
+      CHECK(g1.dV == g3.dV);
+      for (std::size_t k = 0; k < h; ++k) {
+        const Inputs in{xt::view(Q, k), xt::view(K, k), xt::view(V, k), xt::view(dO, k)};
+        const std::vector<bool> allowed = oracle::causal_allowed(n_q, n_kv);
+        const oracle::Grads expected = oracle_grads(in, causal ? &allowed : nullptr);
+        const double tol = gradient_tolerance(n_q, n_kv, d, d, expected);
+        check_grads({xt::view(g2.dQ, k), xt::view(g2.dK, k), xt::view(g2.dV, k)}, expected, tol);
+        // The contract's version agrees with the same oracle: both are FlashAttention-2, tiled differently.
+        const Vector lse_k = xt::view(lse, k);
+        check_grads(attn::flash_backward(in.Q, in.K, in.V, xt::view(O, k), lse_k, in.dO, causal, 32, 16), expected,
+                    tol);
+      }
+    }
+    const attn::Tensor3 Z = xt::zeros<float>({1, 4, 2});
+    CHECK_THROWS_AS(attn::ch10::flash_backward_fast(Z, Z, Z, Z, xt::zeros<float>({1, 4}), Z, false, {16, 16, 0, 2}),
+                    std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::ch10::flash_backward_fast(Z, Z, Z, Z, xt::zeros<float>({1, 5}), Z, false),
+                         doctest::Contains("(1, 5)"), std::invalid_argument);
+  }
+}

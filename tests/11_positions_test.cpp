@@ -1,0 +1,241 @@
+// Chapter 11's tests, run against both tracks. Expected values come from the float64 oracle
+// (tests/oracle/11_positions_oracle.hpp) or closed forms, never from the other track. The modifier kernel
+// (chapter code) is checked against dense float64 attention with the same bias and mask.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "11_positions/flex.hpp"
+#include "11_positions/modifiers.hpp"
+#include "11_positions/positions.hpp"
+#include "attn/rng.hpp"
+#include "oracle/11_positions_oracle.hpp"
+#include "support/allclose.hpp"
+
+namespace {
+
+using attn::Matrix;
+using attn::Tensor3;
+using attn::Vector;
+using attn::test::to_oracle;
+namespace oracle = attn::oracle;
+namespace ch11 = attn::ch11;
+
+// float32 attention against float64 with inputs of size ~1: each score carries d_k·2^-24 relative error, the
+// softmax and the weighted sum n_kv·2^-24 more; four times their sum bounds it with margin.
+double attention_tolerance(std::size_t n_kv, std::size_t d_k) {
+  return 4.0 * static_cast<double>(n_kv + d_k) * std::ldexp(1.0, -24);
+}
+
+Tensor3 one_head(const Matrix& m) { return xt::expand_dims(m, 0); }  // (1, n, d)
+
+}  // namespace
+
+TEST_SUITE("11_positions") {
+  TEST_CASE("sinusoidal_encoding follows the definition, and PE_p · PE_q depends only on p − q") {
+    const std::size_t n = 64, d = 16;
+    const Matrix PE = attn::sinusoidal_encoding(n, d);
+    // sin and cos of an angle computed in double, rounded once to float32: half an ulp of a value ≤ 1.
+    INFO("PE(p, 2i) = sin(p·ω_i), PE(p, 2i+1) = cos(p·ω_i), ω_i = 10000^(−2i/d): do pairs share one frequency?");
+    CHECK_ALLCLOSE(PE, oracle::sinusoidal(n, d), 1e-7, 0.0);
+    CHECK_ALLCLOSE(attn::sinusoidal_encoding(5, 7), oracle::sinusoidal(5, 7), 1e-7, 0.0);  // odd d: a last sine
+    for (std::size_t k : {1, 5, 20}) {
+      const double first = static_cast<double>(xt::sum(xt::row(PE, 0) * xt::row(PE, k))());
+      for (std::size_t p : {3, 17, 40}) {
+        // Σ_i cos(k·ω_i) whatever p: d products of size ≤ 1, float32 rounding ≲ d·2^-24·2.
+        CHECK(static_cast<double>(xt::sum(xt::row(PE, p) * xt::row(PE, p + k))()) ==
+              doctest::Approx(first).epsilon(1e-5));
+      }
+    }
+  }
+
+  TEST_CASE("apply_rope turns each pair of columns by position times its frequency and keeps every norm") {
+    attn::Rng rng(110);
+    const Matrix X = rng.normal(9, 8);
+    for (const std::size_t first : {std::size_t{0}, std::size_t{1000}}) {
+      Matrix R = X;
+      attn::apply_rope(R, first, 10000.0f);
+      // Two products per entry on cos/sin rounded to float32: ~4·2^-24 of |x| ≲ 3.
+      INFO("pair i = columns (2i, 2i+1), angle = (first_position + row)·base^(−2i/d)");
+      CHECK_ALLCLOSE(R, oracle::rope(to_oracle(X), first, 10000.0), 1e-6, 1e-6);
+      const Vector before = xt::sum(X * X, {1}), after = xt::sum(R * R, {1});  // (9) squared norms
+      CHECK_ALLCLOSE(after, to_oracle(before), 1e-5, 1e-5);
+    }
+  }
+
+  TEST_CASE("after apply_rope, q_m · k_n depends only on m − n, for many shifts") {
+    attn::Rng rng(111);
+    const Matrix q = rng.normal(1, 64), k = rng.normal(1, 64);
+    for (std::size_t gap : {0, 1, 7, 100}) {
+      Matrix q0 = q, k0 = k;
+      attn::apply_rope(q0, gap);
+      attn::apply_rope(k0, 0);
+      const double reference = static_cast<double>(xt::sum(q0 * k0)());
+      for (std::size_t shift : {1, 13, 500, 3000}) {
+        Matrix qs = q, ks = k;
+        attn::apply_rope(qs, gap + shift);
+        attn::apply_rope(ks, shift);
+        // 64 products of rotated entries: rounding of the rotation (~1e-6 relative at positions ~3000, whose
+        // angles are rounded once to float32 cos/sin) times Σ|q_c k_c| ≈ 50.
+        CHECK(static_cast<double>(xt::sum(qs * ks)()) == doctest::Approx(reference).epsilon(2e-4).scale(50));
+      }
+    }
+  }
+
+  TEST_CASE("apply_rope refuses an odd d or a base of 1, and leaves X unchanged") {
+    Matrix X = {{1.0f, 2.0f, 3.0f}};  // (1, 3)
+    const Matrix before = X;
+    CHECK_THROWS_WITH_AS(attn::apply_rope(X, 0), doctest::Contains("(1, 3)"), std::invalid_argument);
+    CHECK(X == before);
+    Matrix Y = {{1.0f, 2.0f}};
+    CHECK_THROWS_AS(attn::apply_rope(Y, 5, 1.0f), std::invalid_argument);
+    CHECK(Y == Matrix{{1.0f, 2.0f}});
+  }
+
+  TEST_CASE("alibi_slopes form the geometric sequence 2^(−8(k+1)/h)") {
+    INFO("for h = 8 the slopes are 1/2, 1/4, …, 1/256");
+    CHECK(attn::alibi_slopes(8) == Vector{0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f, 0.0078125f, 0.00390625f});
+    CHECK(attn::alibi_slopes(1) == Vector{0.00390625f});
+    const Vector four = attn::alibi_slopes(4);
+    CHECK(four == Vector{0.25f, 0.0625f, 0.015625f, 0.00390625f});
+    CHECK_THROWS_AS(attn::alibi_slopes(0), std::invalid_argument);
+  }
+
+  TEST_CASE("alibi_bias subtracts the slope times the distance, queries aligned to the end, and refuses bad slopes") {
+    const Matrix bias = attn::alibi_bias(2, 4, 0.5f);  // queries at positions 2 and 3
+    CHECK(bias == Matrix{{-1.0f, -0.5f, -0.0f, -0.5f}, {-1.5f, -1.0f, -0.5f, -0.0f}});
+    CHECK(attn::alibi_bias(3, 3, 0.0f) == Matrix(xt::zeros<float>({3, 3})));
+    CHECK_THROWS_AS(attn::alibi_bias(3, 3, -0.25f), std::invalid_argument);
+    CHECK_THROWS_AS(attn::alibi_bias(3, 3, std::numeric_limits<float>::quiet_NaN()), std::invalid_argument);
+    CHECK_THROWS_AS(attn::alibi_bias(4, 3, 0.5f), std::invalid_argument);
+  }
+
+  TEST_CASE(
+      "DocumentMask keeps each token inside its own document, causally, and its block mask skips exactly the empty "
+      "tiles") {
+    const attn::DocumentMask docs{{0, 0, 0, 1, 1, 2, 2, 2, 2, 2}, true};
+    CHECK(docs(0, 2, 0));
+    CHECK(docs(0, 2, 2));
+    CHECK_FALSE(docs(0, 1, 2));  // the future of the same document
+    CHECK_FALSE(docs(0, 3, 2));  // the previous document
+    CHECK(docs(0, 4, 3));
+    CHECK_FALSE(docs(0, 9, 4));
+    CHECK(docs(0, 9, 5));
+    const attn::DocumentMask both_ways{{0, 0, 1}, false};
+    CHECK(both_ways(0, 0, 1));
+    CHECK_FALSE(both_ways(0, 0, 2));
+    CHECK_THROWS_AS(docs(0, 10, 0), std::out_of_range);
+    // Tiles of 2 × 3 over 10 × 10: count by hand what the block mask must say, tile by tile.
+    const ch11::BlockMask bm = ch11::make_block_mask(docs, 1, 10, 10, 2, 3);
+    std::size_t empty = 0, full = 0;
+    for (std::size_t i = 0; i < 5; ++i)
+      for (std::size_t j = 0; j < 4; ++j) {
+        std::size_t allowed = 0, pairs = 0;
+        for (std::size_t q = 2 * i; q < 2 * i + 2; ++q)
+          for (std::size_t kv = 3 * j; kv < std::min<std::size_t>(10, 3 * j + 3); ++kv, ++pairs) {
+            const bool same = (q < 3 ? 0 : q < 5 ? 1 : 2) == (kv < 3 ? 0 : kv < 5 ? 1 : 2);
+            allowed += same && kv <= q;
+          }
+        empty += allowed == 0;
+        full += allowed == pairs;
+        CHECK(bm.at(0, i, j) == (allowed == 0       ? ch11::Tile::empty
+                                 : allowed == pairs ? ch11::Tile::full
+                                                    : ch11::Tile::partial));
+      }
+    CHECK(bm.count(ch11::Tile::empty) == empty);
+    CHECK(bm.count(ch11::Tile::full) == full);
+  }
+
+  TEST_CASE("flex_attention with each modifier equals dense float64 attention with the same bias and mask") {
+    attn::Rng rng(112);
+    const std::size_t h = 2;
+    for (const auto& shape :
+         {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 4}, {37, 37, 16}, {70, 130, 32}, {130, 130, 8}}) {
+      const std::size_t n_q = std::get<0>(shape), n_kv = std::get<1>(shape),
+                        d = std::get<2>(shape);  // lambdas capture these
+      CAPTURE(n_q);
+      CAPTURE(n_kv);
+      Tensor3 Q = xt::zeros<float>({h, n_q, d}), K = xt::zeros<float>({h, n_kv, d}), V = K;
+      for (std::size_t k = 0; k < h; ++k) {
+        xt::view(Q, k) = rng.normal(n_q, d);
+        xt::view(K, k) = rng.normal(n_kv, d);
+        xt::view(V, k) = rng.normal(n_kv, d);
+      }
+      const std::size_t offset = n_kv - n_q;
+      const ch11::FlexConfig config{16, 24, 2};  // n is a multiple of neither tile
+      const Vector slopes = attn::alibi_slopes(h);
+      const attn::DocumentMask docs{[&] {
+                                      std::vector<std::size_t> doc(n_kv);
+                                      for (std::size_t t = 0; t < n_kv; ++t) doc[t] = t / 29;  // documents of 29 tokens
+                                      return doc;
+                                    }(),
+                                    true};
+      const double tol = attention_tolerance(n_kv, d);
+      for (std::size_t k = 0; k < h; ++k) {
+        const oracle::Mat q = to_oracle(Matrix(xt::view(Q, k))), kk = to_oracle(Matrix(xt::view(K, k))),
+                          v = to_oracle(Matrix(xt::view(V, k)));
+        const auto identity = [](double s, std::size_t, std::size_t) { return s; };
+        const auto all = [](std::size_t, std::size_t) { return true; };
+        const auto check = [&](const attn::ch05::FlashHeadsOutput& out, const oracle::Mat& expected, const char* what) {
+          INFO(what);
+          CHECK_ALLCLOSE(Matrix(xt::view(out.O, k)), expected, tol, 0.0);
+        };
+        check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::NoMask{}, nullptr, config),
+              oracle::modified_attention(q, kk, v, identity, all), "no modifier");
+        check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::Causal{offset}, nullptr, config),
+              oracle::modified_attention(q, kk, v, identity,
+                                         [&](std::size_t i, std::size_t j) { return j <= i + offset; }),
+              "causal");
+        check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::SlidingWindow{10, offset}, nullptr, config),
+              oracle::modified_attention(
+                  q, kk, v, identity,
+                  [&](std::size_t i, std::size_t j) { return j <= i + offset && i + offset < j + 10; }),
+              "sliding window of 10");
+        check(ch11::flex_attention(Q, K, V, ch11::Alibi{slopes, offset}, ch11::Causal{offset}, nullptr, config),
+              oracle::modified_attention(
+                  q, kk, v,
+                  [&](double s, std::size_t i, std::size_t j) {
+                    return s - std::exp2(-8.0 * static_cast<double>(k + 1) / static_cast<double>(h)) *
+                                   std::fabs(static_cast<double>(i + offset) - static_cast<double>(j));
+                  },
+                  [&](std::size_t i, std::size_t j) { return j <= i + offset; }),
+              "ALiBi with your alibi_slopes, causal");
+        check(ch11::flex_attention(Q, K, V, ch11::SoftCap{1.5f}, ch11::NoMask{}, nullptr, config),
+              oracle::modified_attention(
+                  q, kk, v, [](double s, std::size_t, std::size_t) { return 1.5 * std::tanh(s / 1.5); }, all),
+              "soft-capping at 1.5");
+        if (n_q == n_kv) {
+          check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::PrefixLM{9}, nullptr, config),
+                oracle::modified_attention(q, kk, v, identity,
+                                           [](std::size_t i, std::size_t j) { return j < 9 || j <= i; }),
+                "prefix-LM with a prefix of 9");
+          check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, docs, nullptr, config),
+                oracle::modified_attention(q, kk, v, identity,
+                                           [&](std::size_t i, std::size_t j) { return i / 29 == j / 29 && j <= i; }),
+                "your DocumentMask, documents of 29 tokens");
+        }
+      }
+    }
+  }
+
+  TEST_CASE("flex_attention gives a row that may see nothing zeros, never NaN, and rejects bad input") {
+    attn::Rng rng(113);
+    const Tensor3 Q = one_head(rng.normal(12, 8)), K = one_head(rng.normal(12, 8)), V = one_head(rng.normal(12, 4));
+    const attn::DocumentMask docs{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1}, true};
+    // Row 3 is refused everything on top of the document mask.
+    const auto refuse_row_3 = [&](std::size_t h, std::size_t q, std::size_t kv) { return q != 3 && docs(h, q, kv); };
+    const attn::ch05::FlashHeadsOutput out =
+        ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, refuse_row_3, nullptr, {4, 4, 2});
+    CHECK(xt::all(xt::isfinite(out.O)));
+    CHECK(xt::all(xt::equal(xt::view(out.O, 0, 3), 0.0f)));
+    CHECK(std::isinf(out.lse(0, 3)));
+    const ch11::BlockMask other = ch11::make_block_mask(docs, 1, 12, 12, 4, 8);  // other tiles
+    CHECK_THROWS_WITH_AS(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, docs, &other, {4, 4, 2}),
+                         doctest::Contains("block mask"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch11::flex_attention(Q, one_head(rng.normal(12, 7)), V), doctest::Contains("(1, 12, 7)"),
+                         std::invalid_argument);
+  }
+}
