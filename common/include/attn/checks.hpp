@@ -4,11 +4,13 @@
 /// errors reach the caller, and OpenBLAS's thread count set for a call and restored after it.
 ///
 /// **The overflow policy** (one for every function that takes Q, K and V): the inputs must be finite, and
-/// max_i ‖q_i‖ · max_j ‖k_j‖ must stay below attn::kMaxScoreBound (a quarter of float's largest value).
-/// By Cauchy–Schwarz every score q·k/√d_k, every partial sum of a dot product and every difference of two
-/// scores (what exp() sees in a softmax) is then a finite float, so no kernel ever meets an overflowed
-/// score; inputs beyond the bound are refused with std::invalid_argument naming the norms. The bound is
-/// about 1e19 per vector: no trained model comes near it, and a real input that does is a bug upstream.
+/// d_k · max|q| · max|k| (largest entries in magnitude) must stay below attn::kMaxScoreBound, a quarter of
+/// float's largest value. Every partial sum of a dot product is at most Σ_c |q_c||k_c| ≤ d_k · max|q| ·
+/// max|k|, so every score q·k/√d_k and every difference of two scores (what exp() sees in a softmax) is
+/// then a finite float: no kernel ever meets an overflowed score. Inputs beyond the bound are refused
+/// with std::invalid_argument naming the numbers. At d_k = 64 the bound is about 1e18 per entry: no
+/// trained model comes near it, and a real input that does is a bug upstream. (One pass over the inputs,
+/// the same pass that checks them for NaN: it costs about what the plain NaN check did.)
 #pragma once
 
 #include <cstddef>
@@ -34,13 +36,13 @@ constexpr std::size_t saturating_add(std::size_t a, std::size_t b) {
   return b > std::numeric_limits<std::size_t>::max() - a ? std::numeric_limits<std::size_t>::max() : a + b;
 }
 
-/// The largest max‖q‖ · max‖k‖ the kernels accept (see the file's overflow policy): FLT_MAX / 4.
+/// The largest d_k · max|q| · max|k| the kernels accept (see the file's overflow policy): FLT_MAX / 4.
 constexpr double kMaxScoreBound = static_cast<double>(std::numeric_limits<float>::max()) / 4.0;
 
 /// The one input check of every function that takes queries, keys and values: every element finite
-/// (naming the first that is not), and max‖q‖ · max‖k‖ ≤ kMaxScoreBound, so no score can overflow.
+/// (naming the first that is not), and d_k · max|q| · max|k| ≤ kMaxScoreBound, so no score can overflow.
 /// \p Q (…, d_k) rows of queries, \p K (…, d_k) rows of keys, \p V any shape; all row-major, contiguous.
-/// \throws std::invalid_argument "where: Q[3] is nan …" or "where: max‖q‖ = … times max‖k‖ = … …".
+/// \throws std::invalid_argument "where: Q[3] is nan …" or "where: d_k = … times max|q| = … times …".
 /// \p q_row and \p k_row are the lengths of one query and one key (both d_k when the shapes fit; the
 /// caller's own shape check reports it when they do not).
 void require_attention_inputs(const char* where, const float* Q, std::size_t q_size, std::size_t q_row, const float* K,
