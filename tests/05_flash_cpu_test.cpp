@@ -389,7 +389,7 @@ TEST_SUITE("05_flash_cpu") {
     CHECK_THROWS_AS(attn::ch05::flash_attention_fast(Q, K, V, false, {0, 64, 2}), std::invalid_argument);
   }
 
-  TEST_CASE("scores that would overflow float are refused, naming the overflow, by both chapter 05 kernels") {
+  TEST_CASE("flash_attention and the fast kernel refuse scores that would overflow float, naming the overflow") {
     // q = k = 1e20: q·k = 2e40 overflows float although every input is finite; -1e20 overflows to -inf.
     for (const float sign : {1.0f, -1.0f}) {
       CAPTURE(sign);

@@ -284,7 +284,8 @@ TEST_SUITE("07_sparse") {
       }
   }
 
-  TEST_CASE("every sparse kernel refuses a NaN or infinite input naming it, and scores that would overflow") {
+  TEST_CASE(
+      "sliding_window_attention and every sparse kernel refuse NaN, Inf and scores that would overflow, naming them") {
     attn::Rng rng(77);
     const std::size_t n = 8;
     const Matrix Q = rng.normal(n, 4), K = rng.normal(n, 4), V = rng.normal(n, 3);
@@ -314,7 +315,7 @@ TEST_SUITE("07_sparse") {
     }
   }
 
-  TEST_CASE("a window of SIZE_MAX allows every pair, so the window kernels equal dense attention") {
+  TEST_CASE("local_window_mask of SIZE_MAX allows every pair, so the window kernels equal dense attention") {
     constexpr std::size_t kHuge = std::numeric_limits<std::size_t>::max();
     const std::size_t n = 6;
     const Mask all = attn::local_window_mask(n, kHuge);

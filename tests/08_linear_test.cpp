@@ -307,7 +307,7 @@ TEST_SUITE("08_linear") {
     CHECK_NOTHROW(attn::causal_linear_attention(phiQ, phiK4, V4, 1.0f));
   }
 
-  TEST_CASE("linear attention refuses NaN or Inf in the features or values, naming it, instead of a row of zeros") {
+  TEST_CASE("linear_attention refuses NaN or Inf in the features or values, naming it, instead of a row of zeros") {
     attn::Rng rng(88);
     const Matrix phiQ = attn::elu_plus_one(rng.normal(4, 3)), phiK = attn::elu_plus_one(rng.normal(5, 3));
     const Matrix V = rng.normal(5, 2);

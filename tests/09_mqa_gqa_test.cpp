@@ -280,7 +280,7 @@ TEST_SUITE("09_mqa_gqa") {
     CHECK(cache.length() == 3);
   }
 
-  TEST_CASE("sizes whose bytes pass 64 bits are refused, naming them: the cache and its byte count") {
+  TEST_CASE("kv_cache_bytes and the cache refuse sizes whose bytes pass 64 bits, naming them") {
     const std::size_t huge = std::size_t{1} << 62;
     CHECK_THROWS_WITH_AS(attn::KVCache(4, huge, 4, 4), doctest::Contains("4 × 4611686018427387904 × 4 × 4"),
                          std::invalid_argument);
@@ -289,7 +289,7 @@ TEST_SUITE("09_mqa_gqa") {
     CHECK(attn::kv_cache_bytes(1, 1, std::size_t{1} << 30, std::size_t{1} << 30, 4) == std::size_t{1} << 63);
   }
 
-  TEST_CASE("grouped attention refuses a NaN in Q, K or V and scores that would overflow, naming them") {
+  TEST_CASE("grouped_attention refuses a NaN in Q, K or V and scores that would overflow, naming them") {
     attn::Rng rng(97);
     const Tensor3 Q = random_heads(rng, 4, 3, 2), K = random_heads(rng, 2, 3, 2), V = random_heads(rng, 2, 3, 2);
     Tensor3 v_nan = V;

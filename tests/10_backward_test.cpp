@@ -336,7 +336,8 @@ TEST_SUITE("10_backward") {
   }
 
   TEST_CASE(
-      "the fast backward matches the float64 oracle head by head, and gives the same bits with 1, 2 or 3 threads") {
+      "the fast backward matches flash_backward's float64 oracle head by head, with the same bits on 1, 2 or 3 "
+      "threads") {
     attn::Rng rng(109);
     const std::size_t h = 3, n_q = 100, n_kv = 131, d = 32;
     for (const bool causal : {false, true}) {

@@ -149,7 +149,9 @@ TEST_SUITE("11_positions") {
     CHECK(bm.count(ch11::Tile::full) == full);
   }
 
-  TEST_CASE("flex_attention with each modifier equals dense float64 attention with the same bias and mask") {
+  TEST_CASE(
+      "flex_attention with each modifier (alibi_slopes, DocumentMask, ...) equals dense float64 attention, same bias "
+      "and mask") {
     attn::Rng rng(112);
     const std::size_t h = 2;
     for (const auto& shape :
@@ -221,7 +223,9 @@ TEST_SUITE("11_positions") {
     }
   }
 
-  TEST_CASE("flex_attention gives a row that may see nothing zeros, never NaN, and rejects bad input") {
+  TEST_CASE(
+      "flex_attention with a DocumentMask mask_mod that refuses one row gives it zeros, never NaN, and rejects bad "
+      "input") {
     attn::Rng rng(113);
     const Tensor3 Q = one_head(rng.normal(12, 8)), K = one_head(rng.normal(12, 8)), V = one_head(rng.normal(12, 4));
     const attn::DocumentMask docs{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1}, true};

@@ -80,7 +80,7 @@ RingRun run_ring(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t 
 }  // namespace
 
 TEST_SUITE("13_ring") {
-  TEST_CASE("ring_source: at step 0 a rank holds its own block, and each step brings its left neighbour's") {
+  TEST_CASE("ring_source at step 0 is the rank's own block, and each step brings its left neighbour's") {
     for (std::size_t P = 1; P <= 6; ++P) {
       // Pass the blocks by hand: after a step, rank r holds what rank r - 1 held before.
       std::vector<std::size_t> holds(P);
@@ -96,7 +96,7 @@ TEST_SUITE("13_ring") {
     }
   }
 
-  TEST_CASE("ring_source: over P steps every rank sees every block exactly once") {
+  TEST_CASE("ring_source over P steps shows every rank every block exactly once") {
     for (std::size_t P = 1; P <= 7; ++P)
       for (std::size_t r = 0; r < P; ++r) {
         std::set<std::size_t> seen;
@@ -111,7 +111,7 @@ TEST_SUITE("13_ring") {
     CHECK_THROWS_AS(ch13::ring_source(0, 4, 4), std::invalid_argument);
   }
 
-  TEST_CASE("zigzag chunks of all ranks cover every position exactly once, ragged n and n < 2P included") {
+  TEST_CASE("zigzag_chunks of all ranks cover every position exactly once, ragged n and n < 2P included") {
     for (std::size_t P = 1; P <= 5; ++P)
       for (std::size_t n : {0ul, 1ul, 3ul, 7ul, 10ul, 37ul, 101ul}) {
         std::vector<int> owners(n, 0);
@@ -130,7 +130,7 @@ TEST_SUITE("13_ring") {
       }
   }
 
-  TEST_CASE("zigzag gives rank r pieces r and 2P-1-r of 2P near-equal pieces") {
+  TEST_CASE("zigzag_chunks gives rank r pieces r and 2P-1-r of 2P near-equal pieces") {
     const Chunks c = ch13::zigzag_chunks(1, 4, 80);  // pieces of 10
     CHECK(c[0].begin == 10);
     CHECK(c[0].end == 20);
@@ -140,7 +140,7 @@ TEST_SUITE("13_ring") {
     CHECK_THROWS_AS(ch13::zigzag_chunks(0, 0, 80), std::invalid_argument);
   }
 
-  TEST_CASE("zigzag balances causal work within 5% of the mean, where the contiguous split does not") {
+  TEST_CASE("zigzag_chunks balances causal work within 5% of the mean, where the contiguous split does not") {
     for (std::size_t n : {16384ul, 1000ul, 4099ul})
       for (std::size_t P = 2; P <= 8; ++P) {
         auto work = [&](Split split) {  // causal pairs per rank, counted one query at a time
@@ -164,7 +164,7 @@ TEST_SUITE("13_ring") {
       }
   }
 
-  TEST_CASE("causal_block: hidden, full or diagonal, with the key at the query's own position visible") {
+  TEST_CASE("causal_block tells hidden, full or diagonal, with the key at the query's own position visible") {
     auto check = [](Chunk q, Chunk k, Visibility v, std::ptrdiff_t offset) {
       const ch13::CausalBlock b = ch13::causal_block(q, k);
       CHECK_MESSAGE(b.visibility == v,
@@ -277,7 +277,7 @@ TEST_SUITE("13_ring") {
                     std::invalid_argument);
   }
 
-  TEST_CASE("the ring equals attention over the whole sequence (O and lse) for P = 1 to 4, causal or not, ragged n") {
+  TEST_CASE("ring_attention_rank on P ranks equals attention over the whole sequence (O and lse), P = 1 to 4, any n") {
     attn::Rng rng(2024);
     for (std::size_t n : {5ul, 37ul, 101ul}) {
       const Matrix Q = rng.normal(n, 16), K = rng.normal(n, 16), V = rng.normal(n, 8);
@@ -297,7 +297,7 @@ TEST_SUITE("13_ring") {
     }
   }
 
-  TEST_CASE("every rank passes P - 1 blocks and sends exactly the bytes of the formula") {
+  TEST_CASE("ring_attention_rank passes P - 1 blocks and sends exactly the bytes of the formula") {
     attn::Rng rng(5);
     const std::size_t n = 53, d_k = 16, d_v = 8;
     const Matrix Q = rng.normal(n, d_k), K = rng.normal(n, d_k), V = rng.normal(n, d_v);
