@@ -30,6 +30,14 @@ Vector random_vector(attn::Rng& rng, std::size_t n, float low, float high) {
 }  // namespace
 
 TEST_SUITE("01_intuition") {
+  TEST_CASE("stable_softmax of logits near ±1e4 gives finite weights that sum to one") {
+    // exp(1e4) is inf in float32: a naive softmax returns inf/inf = NaN here.
+    const Vector logits = {1.0e4f, -1.0e4f, 1.0e4f - 1.0f, 0.0f};  // (4)
+    const Vector p = attn::stable_softmax(logits);
+    CHECK_ALLCLOSE(p, attn::oracle::softmax(to_oracle(logits)), kSoftmaxAtol, kSoftmaxRtol);
+    CHECK(p(1) == 0.0f);  // exp(-2e4) underflows to exactly 0
+  }
+
   TEST_CASE("stable_softmax matches the oracle on random logits") {
     attn::Rng rng(1);
     for (std::size_t n : {1u, 2u, 7u, 64u}) {
@@ -37,14 +45,6 @@ TEST_SUITE("01_intuition") {
       CHECK_ALLCLOSE(attn::stable_softmax(logits), attn::oracle::softmax(to_oracle(logits)), kSoftmaxAtol,
                      kSoftmaxRtol);
     }
-  }
-
-  TEST_CASE("stable_softmax of logits near ±1e4 gives finite weights that sum to one") {
-    // exp(1e4) is inf in float32: a naive softmax returns inf/inf = NaN here.
-    const Vector logits = {1.0e4f, -1.0e4f, 1.0e4f - 1.0f, 0.0f};  // (4)
-    const Vector p = attn::stable_softmax(logits);
-    CHECK_ALLCLOSE(p, attn::oracle::softmax(to_oracle(logits)), kSoftmaxAtol, kSoftmaxRtol);
-    CHECK(p(1) == 0.0f);  // exp(-2e4) underflows to exactly 0
   }
 
   TEST_CASE("stable_softmax gives a single logit all the weight, whatever its value") {
@@ -81,6 +81,15 @@ TEST_SUITE("01_intuition") {
     CHECK_THROWS_WITH_AS(attn::stable_softmax(Vector{kInf, 1.0f}), doctest::Contains("[0]"), std::invalid_argument);
   }
 
+  TEST_CASE("attention_weights divides the scores by sqrt(d_k)") {
+    // Two keys: e1 and 0. With q = (2·ln 3)·e1 and d_k = 4 the scaled scores are 2·ln 3 / √4 = ln 3 and 0,
+    // so the weights are 3/4 and 1/4 (without the scale they would be 9/10 and 1/10).
+    const Matrix K = {{1, 0, 0, 0}, {0, 0, 0, 0}};  // (2, 4)
+    const Vector q = {2.0f * std::log(3.0f), 0.0f, 0.0f, 0.0f};
+    const std::vector<double> expected{0.75, 0.25};
+    CHECK_ALLCLOSE(attn::attention_weights(q, K), expected, 0.0, 1e-6);
+  }
+
   TEST_CASE("attention_weights matches the oracle for random queries and keys") {
     attn::Rng rng(2);
     for (std::size_t d_k : {1u, 4u, 16u}) {
@@ -96,15 +105,6 @@ TEST_SUITE("01_intuition") {
     const Matrix K = {{1, 2, 3}, {1, 2, 3}, {1, 2, 3}, {1, 2, 3}};  // (4, 3)
     const Vector q = {0.5f, -1.0f, 2.0f};
     CHECK_ALLCLOSE(attn::attention_weights(q, K), std::vector<double>(4, 0.25), 0.0, 2e-7);
-  }
-
-  TEST_CASE("attention_weights divides the scores by sqrt(d_k)") {
-    // Two keys: e1 and 0. With q = (2·ln 3)·e1 and d_k = 4 the scaled scores are 2·ln 3 / √4 = ln 3 and 0,
-    // so the weights are 3/4 and 1/4 (without the scale they would be 9/10 and 1/10).
-    const Matrix K = {{1, 0, 0, 0}, {0, 0, 0, 0}};  // (2, 4)
-    const Vector q = {2.0f * std::log(3.0f), 0.0f, 0.0f, 0.0f};
-    const std::vector<double> expected{0.75, 0.25};
-    CHECK_ALLCLOSE(attn::attention_weights(q, K), expected, 0.0, 1e-6);
   }
 
   TEST_CASE("attention_weights rejects a query whose length is not K's d_k, naming both shapes") {
@@ -135,7 +135,7 @@ TEST_SUITE("01_intuition") {
     CHECK(attn::design_pronoun_query().size() == attn::ch01::key_names().size());
   }
 
-  TEST_CASE("the designed query makes 它/it attend most to its antecedent in every sentence") {
+  TEST_CASE("design_pronoun_query makes 它/it attend most to its antecedent in every sentence") {
     const Vector q = attn::design_pronoun_query();  // (d_k)
     REQUIRE(q.size() == attn::ch01::key_names().size());
     const Matrix W_Q = attn::ch01::query_weights(q);

@@ -112,6 +112,14 @@ std::vector<double> row_sums(const Matrix& A) {
   return sums;
 }
 
+/// CHECKs that every row of \p A sums to one within \p tol, naming the row and its sum when not (a softmax
+/// over the wrong axis makes the columns sum to one instead).
+void check_rows_sum_to_one(const Matrix& A, double tol) {
+  const std::vector<double> sums = row_sums(A);
+  for (std::size_t i = 0; i < sums.size(); ++i)
+    CHECK_MESSAGE(std::fabs(sums[i] - 1.0) <= tol, "row ", i, " of A sums to ", sums[i], ", not 1 (allowed ", tol, ")");
+}
+
 }  // namespace
 
 TEST_SUITE("02_qkv_trace") {
@@ -140,6 +148,21 @@ TEST_SUITE("02_qkv_trace") {
   }
 
   // --- scaled_scores -----------------------------------------------------------------------------------------
+  TEST_CASE("scaled_scores of rows of 1s and 3s against keys of 1s and 2s is sqrt(d_k) times 1, 2, 3 and 6") {
+    // The scale is 1/sqrt(d_k), not 1/d_k; scores that differ, so equal ones (per row or column) do not pass.
+    for (std::size_t d_k : {1u, 2u, 3u, 64u, 1000u}) {
+      INFO("d_k = ", d_k);
+      Matrix Q = xt::ones<float>({std::size_t{2}, d_k});  // (2, d_k)
+      Matrix K = xt::ones<float>({std::size_t{2}, d_k});  // (2, d_k)
+      xt::row(Q, 1) *= 3.0f;
+      xt::row(K, 1) *= 2.0f;
+      Mat expected(2, 2, std::sqrt(static_cast<double>(d_k)));
+      for (std::size_t e = 0; e < 4; ++e) expected.v[e] *= std::array<double, 4>{1, 2, 3, 6}[e];
+      // The sums of d_k small integers are exact; only the scale and the product with it round: 3u relative.
+      CHECK_ALLCLOSE(attn::scaled_scores(Q, K), expected, 0.0, 3 * kU);
+    }
+  }
+
   TEST_CASE("scaled_scores is Q Kᵀ / sqrt(d_k) on every shape, n_q != n_kv and d_k = 1 included") {
     attn::Rng rng(22);
     for (const Shape& s : kShapes) {
@@ -148,16 +171,6 @@ TEST_SUITE("02_qkv_trace") {
       Mat expected = attn::oracle::matmul(to_oracle(Q), attn::oracle::transpose(to_oracle(K)));
       for (double& v : expected.v) v /= std::sqrt(static_cast<double>(s.d_k));
       CHECK_ALLCLOSE(attn::scaled_scores(Q, K), expected, score_atol(Q, K), 0.0);
-    }
-  }
-
-  TEST_CASE("scaled_scores of q = k = (1, ..., 1) is exactly sqrt(d_k): the scale is 1/sqrt(d_k), not 1/d_k") {
-    for (std::size_t d_k : {1u, 2u, 3u, 64u, 1000u}) {
-      INFO("d_k = ", d_k);
-      const Matrix ones = xt::ones<float>({std::size_t{1}, d_k});  // (1, d_k)
-      Mat expected(1, 1, std::sqrt(static_cast<double>(d_k)));
-      // The sum of d_k ones is exact; only the scale and the product with it round: 3u relative.
-      CHECK_ALLCLOSE(attn::scaled_scores(ones, ones), expected, 0.0, 3 * kU);
     }
   }
 
@@ -190,10 +203,16 @@ TEST_SUITE("02_qkv_trace") {
     for (auto [rows, cols] : {std::array<std::size_t, 2>{1, 1}, {3, 17}, {5, 1000}})
       for (float spread : {0.01f, 1.0f, 100.0f, 1.0e4f}) {
         INFO("S is (", rows, ", ", cols, "), entries ~ N(0, ", spread, "²)");
-        const Matrix A = attn::softmax_rows(rng.normal(rows, cols, 0.0f, spread));
+        const Matrix S = rng.normal(rows, cols, 0.0f, spread);  // (rows, cols)
+        const Matrix A = attn::softmax_rows(S);
         CHECK(xt::amin(A)() >= 0.0f);
+        for (std::size_t i = 0; i < rows && cols > 1; ++i) {  // order kept: uniform weights do not pass
+          const xt::xtensor<std::size_t, 0> hi = xt::argmax(xt::row(S, i)), lo = xt::argmin(xt::row(S, i));
+          CHECK_MESSAGE(A(i, hi()) > A(i, lo()), "row ", i, ": the largest score's weight ", A(i, hi()),
+                        " is not above the smallest's ", A(i, lo()));
+        }
         // Each weight is within (γ_{n+4}) a_j + u of the truth, which sums to 1: the sum is within γ_{n+4} + n·u.
-        for (double sum : row_sums(A)) CHECK(std::fabs(sum - 1.0) <= weight_rtol(cols, 0.0) + double(cols) * kU);
+        check_rows_sum_to_one(A, weight_rtol(cols, 0.0) + double(cols) * kU);
       }
   }
 
@@ -252,6 +271,42 @@ TEST_SUITE("02_qkv_trace") {
   }
 
   // --- scaled_dot_product_attention -----------------------------------------------------------------------
+  TEST_CASE("with V = I, scaled_dot_product_attention returns its weights: each row sums to one") {
+    attn::Rng rng(29);
+    for (const Shape& s : kShapes) {
+      INFO(describe(s));
+      const Matrix Q = rng.normal(s.n_q, s.d_k), K = rng.normal(s.n_kv, s.d_k);
+      const Matrix I = xt::eye<float>(s.n_kv);                       // (n_kv, n_kv)
+      const Matrix A = attn::scaled_dot_product_attention(Q, K, I);  // (n_q, n_kv): A·I = A, exactly
+      const double rtol = weight_rtol(s.n_kv, score_atol(Q, K));
+      CHECK_ALLCLOSE(A, attn::oracle::attention_matrix(to_oracle(Q), to_oracle(K)), kWeightAtol, rtol);
+      check_rows_sum_to_one(A, rtol + double(s.n_kv) * kWeightAtol);
+    }
+  }
+
+  TEST_CASE("scaled_dot_product_attention with scores near ±1e4 stays finite and matches the oracle") {
+    // d_k = 1: the scores are q·k exactly, 1e4 apart; exp(1e4) overflows float32 unless the max is subtracted.
+    const Matrix Q = {{100.0f}, {-100.0f}};                        // (2, 1)
+    const Matrix K = {{100.0f}, {-100.0f}, {99.99f}};              // (3, 1) scores ±1e4, 9999
+    const Matrix V = {{1.0f, 0.0f}, {0.0f, 1.0f}, {0.5f, 0.5f}};   // (3, 2)
+    const Matrix O = attn::scaled_dot_product_attention(Q, K, V);  // (2, 2)
+    CHECK(std::isfinite(O(0, 0)));
+    CHECK_ALLCLOSE(O, attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V)), attention_atol(Q, K, V), 0.0);
+  }
+
+  TEST_CASE("scaled_dot_product_attention gives a query with no allowed key a zero output row") {
+    attn::Rng rng(25);
+    const Matrix Q = rng.normal(3, 4), K = rng.normal(5, 4), V = rng.normal(5, 2);
+    Mask mask = xt::ones<bool>({3, 5});
+    xt::row(mask, 1) = false;
+    const Matrix O = attn::scaled_dot_product_attention(Q, K, V, mask);
+    CHECK(O(1, 0) == 0.0f);
+    CHECK(O(1, 1) == 0.0f);
+    const std::vector<bool> allowed = to_oracle(mask);
+    CHECK_ALLCLOSE(O, attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed),
+                   attention_atol(Q, K, V), 0.0);
+  }
+
   TEST_CASE("scaled_dot_product_attention matches the oracle on every shape, with and without a causal mask") {
     attn::Rng rng(24);
     for (const Shape& s : kShapes) {
@@ -298,22 +353,11 @@ TEST_SUITE("02_qkv_trace") {
     }
   }
 
-  TEST_CASE("with V = I, scaled_dot_product_attention returns its weights: each row sums to one") {
-    attn::Rng rng(29);
-    for (const Shape& s : kShapes) {
-      INFO(describe(s));
-      const Matrix Q = rng.normal(s.n_q, s.d_k), K = rng.normal(s.n_kv, s.d_k);
-      const Matrix I = xt::eye<float>(s.n_kv);                       // (n_kv, n_kv)
-      const Matrix A = attn::scaled_dot_product_attention(Q, K, I);  // (n_q, n_kv): A·I = A, exactly
-      const double rtol = weight_rtol(s.n_kv, score_atol(Q, K));
-      CHECK_ALLCLOSE(A, attn::oracle::attention_matrix(to_oracle(Q), to_oracle(K)), kWeightAtol, rtol);
-      for (double sum : row_sums(A)) CHECK(std::fabs(sum - 1.0) <= rtol + double(s.n_kv) * kWeightAtol);
-    }
-  }
-
-  TEST_CASE("scaled_dot_product_attention gives rows that are convex combinations of V's rows") {
+  TEST_CASE(
+      "scaled_dot_product_attention gives convex combinations of V's rows, the best key's row when it dominates") {
     attn::Rng rng(30);
-    const Matrix Q = rng.normal(11, 7, 0.0f, 3.0f), K = rng.normal(19, 7, 0.0f, 3.0f), V = rng.normal(19, 6);
+    // V's entries lie near 3, far from 0, so a zero output is outside their range.
+    const Matrix Q = rng.normal(11, 7, 0.0f, 3.0f), K = rng.normal(19, 7, 0.0f, 3.0f), V = rng.normal(19, 6, 3.0f);
     const Matrix O = attn::scaled_dot_product_attention(Q, K, V);  // (11, 6)
     const double atol = attention_atol(Q, K, V);
     for (std::size_t c = 0; c < V.shape(1); ++c) {
@@ -323,29 +367,11 @@ TEST_SUITE("02_qkv_trace") {
         CHECK(O(i, c) <= hi + atol);
       }
     }
-  }
-
-  TEST_CASE("scaled_dot_product_attention with scores near ±1e4 stays finite and matches the oracle") {
-    // d_k = 1: the scores are q·k exactly, 1e4 apart; exp(1e4) overflows float32 unless the max is subtracted.
-    const Matrix Q = {{100.0f}, {-100.0f}};                        // (2, 1)
-    const Matrix K = {{100.0f}, {-100.0f}, {99.99f}};              // (3, 1) scores ±1e4, 9999
-    const Matrix V = {{1.0f, 0.0f}, {0.0f, 1.0f}, {0.5f, 0.5f}};   // (3, 2)
-    const Matrix O = attn::scaled_dot_product_attention(Q, K, V);  // (2, 2)
-    CHECK(std::isfinite(O(0, 0)));
-    CHECK_ALLCLOSE(O, attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V)), attention_atol(Q, K, V), 0.0);
-  }
-
-  TEST_CASE("scaled_dot_product_attention gives a query with no allowed key a zero output row") {
-    attn::Rng rng(25);
-    const Matrix Q = rng.normal(3, 4), K = rng.normal(5, 4), V = rng.normal(5, 2);
-    Mask mask = xt::ones<bool>({3, 5});
-    xt::row(mask, 1) = false;
-    const Matrix O = attn::scaled_dot_product_attention(Q, K, V, mask);
-    CHECK(O(1, 0) == 0.0f);
-    CHECK(O(1, 1) == 0.0f);
-    const std::vector<bool> allowed = to_oracle(mask);
-    CHECK_ALLCLOSE(O, attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed),
-                   attention_atol(Q, K, V), 0.0);
+    // Query i matches key i with score 40/√3 ≈ 23 and the others with 0: their weights are e^-23 ≈ 1e-10, so
+    // row i of the output is V's row i to float32 rounding (uniform weights would give the mean row).
+    const Matrix Q3 = 40.0f * xt::eye<float>(3), K3 = xt::eye<float>(3);  // (3, 3)
+    const Matrix V3 = rng.normal(3, 4, 3.0f);                             // (3, 4)
+    CHECK_ALLCLOSE(attn::scaled_dot_product_attention(Q3, K3, V3), to_oracle(V3), 0.0, 1e-6);
   }
 
   TEST_CASE("scaled_dot_product_attention over zero keys gives zero rows, and zero queries no rows") {

@@ -77,16 +77,17 @@ TEST_SUITE("03_multi_head") {
     CHECK_THROWS_AS(attn::split_heads(X, 0), std::invalid_argument);
   }
 
-  TEST_CASE("multi_head_attention matches the oracle for random shapes and head counts") {
-    attn::Rng rng(33);
-    for (const auto& [n, d_model, h] : kShapes) {
-      CAPTURE(n);
-      CAPTURE(d_model);
-      CAPTURE(h);
-      const Matrix X = rng.normal(n, d_model);
-      const MultiHeadWeights W = random_weights(rng, d_model);
-      CHECK_ALLCLOSE(attn::multi_head_attention(X, W, h), oracle_layer(X, W, std::vector<bool>(h, true)), kAtol, kRtol);
-    }
+  TEST_CASE("with one head and W_O = I, multi_head_attention is chapter 02's attention") {
+    attn::Rng rng(35);
+    const std::size_t n = 7, d_model = 10;
+    const Matrix X = rng.normal(n, d_model);
+    MultiHeadWeights W = random_weights(rng, d_model);
+    W.W_O = xt::eye<float>(d_model);
+    const auto Xo = to_oracle(X);
+    const auto expected =
+        attn::oracle::attention(attn::oracle::matmul(Xo, to_oracle(W.W_Q)), attn::oracle::matmul(Xo, to_oracle(W.W_K)),
+                                attn::oracle::matmul(Xo, to_oracle(W.W_V)));
+    CHECK_ALLCLOSE(attn::multi_head_attention(X, W, 1), expected, kAtol, kRtol);
   }
 
   TEST_CASE("multi_head_attention applies one causal mask to every head") {
@@ -100,17 +101,16 @@ TEST_SUITE("03_multi_head") {
                    kRtol);
   }
 
-  TEST_CASE("with one head and W_O = I, multi-head attention is chapter 02's attention") {
-    attn::Rng rng(35);
-    const std::size_t n = 7, d_model = 10;
-    const Matrix X = rng.normal(n, d_model);
-    MultiHeadWeights W = random_weights(rng, d_model);
-    W.W_O = xt::eye<float>(d_model);
-    const auto Xo = to_oracle(X);
-    const auto expected =
-        attn::oracle::attention(attn::oracle::matmul(Xo, to_oracle(W.W_Q)), attn::oracle::matmul(Xo, to_oracle(W.W_K)),
-                                attn::oracle::matmul(Xo, to_oracle(W.W_V)));
-    CHECK_ALLCLOSE(attn::multi_head_attention(X, W, 1), expected, kAtol, kRtol);
+  TEST_CASE("multi_head_attention matches the oracle for random shapes and head counts") {
+    attn::Rng rng(33);
+    for (const auto& [n, d_model, h] : kShapes) {
+      CAPTURE(n);
+      CAPTURE(d_model);
+      CAPTURE(h);
+      const Matrix X = rng.normal(n, d_model);
+      const MultiHeadWeights W = random_weights(rng, d_model);
+      CHECK_ALLCLOSE(attn::multi_head_attention(X, W, h), oracle_layer(X, W, std::vector<bool>(h, true)), kAtol, kRtol);
+    }
   }
 
   TEST_CASE("multi_head_attention stays finite and matches the oracle when scores reach 1e4") {
@@ -144,7 +144,7 @@ TEST_SUITE("03_multi_head") {
     CHECK_THROWS_WITH_AS(attn::multi_head_attention(X, wrong, 2), doctest::Contains("(6, 5)"), std::invalid_argument);
   }
 
-  TEST_CASE("keeping every head is the full layer and removing every head leaves zeros") {
+  TEST_CASE("multi_head_attention_ablated keeping every head is the full layer, removing every head leaves zeros") {
     attn::Rng rng(39);
     const Matrix X = rng.normal(6, 12);
     const MultiHeadWeights W = random_weights(rng, 12);
@@ -154,7 +154,7 @@ TEST_SUITE("03_multi_head") {
     CHECK_ALLCLOSE(none, attn::oracle::Mat(6, 12), 0.0, 0.0);
   }
 
-  TEST_CASE("ablating all heads but one leaves that head alone through its rows of W_O") {
+  TEST_CASE("multi_head_attention_ablated with all heads but one leaves that head alone through its rows of W_O") {
     attn::Rng rng(40);
     const std::size_t n = 7, d_model = 15, h = 3, d_k = 5;
     const Matrix X = rng.normal(n, d_model);
@@ -171,9 +171,9 @@ TEST_SUITE("03_multi_head") {
     }
   }
 
-  TEST_CASE("removing some heads matches the oracle layer without them") {
+  TEST_CASE("multi_head_attention_ablated without some heads matches the oracle layer without them") {
     attn::Rng rng(41);
-    const Matrix X = rng.normal(1, 8);  // n = 1: each head attends to the only token
+    const Matrix X = rng.normal(3, 8);  // (n, d_model): three tokens, so the rows differ
     const MultiHeadWeights W = random_weights(rng, 8);
     const std::vector<bool> keep{true, false, false, true};
     CHECK_ALLCLOSE(attn::multi_head_attention_ablated(X, W, keep), oracle_layer(X, W, keep), kAtol, kRtol);

@@ -97,6 +97,30 @@ TEST_SUITE("04_complexity") {
     CHECK(attn::attention_bytes(1, 1, 1, 1).moved == 4.0 * 3 + 4.0 + 16.0);
   }
 
+  TEST_CASE(
+      "fit_power_law's R² is the fraction of variance explained: 1/4 for a hand-worked fit, never outside [0, 1]") {
+    // ln x = (0, 1, 2), ln y = (0, 2, 1): means 1 and 1, Σ(u - ū)(v - v̄) = 1, Σ(u - ū)² = 2, so the slope is
+    // 1/2 and ln c = 1 - 1/2 = 1/2. Σ(v - v̄)² = 2, the residual 2 - (1/2)·1 = 3/2, R² = 1 - (3/2)/2 = 1/4
+    // (the correlation r is 1/2, and -1/2 for the mirrored data: neither is R²).
+    // Logs of exp(k) are k to an ulp or two: every sum is exact to ~1e-15.
+    const std::vector<double> x = {1.0, std::exp(1.0), std::exp(2.0)};
+    const attn::PowerLawFit up = attn::fit_power_law(x, {1.0, std::exp(2.0), std::exp(1.0)});
+    CHECK(up.exponent == doctest::Approx(0.5).epsilon(1e-12));
+    CHECK(up.coefficient == doctest::Approx(std::exp(0.5)).epsilon(1e-12));
+    CHECK(up.r_squared == doctest::Approx(0.25).epsilon(1e-12));
+    const attn::PowerLawFit down = attn::fit_power_law(x, {std::exp(2.0), 1.0, std::exp(1.0)});
+    CHECK(down.exponent == doctest::Approx(-0.5).epsilon(1e-12));
+    CHECK(down.r_squared == doctest::Approx(0.25).epsilon(1e-12));
+    std::uint64_t seed = 70;
+    for (double sigma : {0.01, 0.3, 1.0, 3.0}) {  // from an almost perfect line to pure scatter
+      const attn::PowerLawFit fit =
+          attn::fit_power_law(doublings(), noisy_power_law(doublings(), 1.0, -1.0, sigma, seed++));
+      CAPTURE(sigma);
+      CHECK(fit.r_squared >= 0.0);
+      CHECK(fit.r_squared <= 1.0);
+    }
+  }
+
   TEST_CASE("fit_power_law recovers the exponent and coefficient of exact power laws") {
     const std::vector<double> x = {256, 512, 1024, 3000, 5000};  // not all powers of two
     for (double p : {0.5, 1.0, 2.0, 3.0}) {
@@ -192,6 +216,7 @@ TEST_SUITE("04_complexity") {
     const std::size_t heap = attn::ch04::measure_heap_peak([&] { O = attn::guarded_attention(Q, K, V, 1e9); });
     CHECK(static_cast<double>(heap) >= b.score_matrix);
     CHECK(static_cast<double>(heap) <= b.peak_extra);
+    CHECK_ALLCLOSE(O, attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V)), kAtol, kRtol);  // and right
   }
 
   TEST_CASE("guarded_attention rejects Q, K and V that do not fit together, naming their shapes") {

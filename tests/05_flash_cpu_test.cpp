@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "04_complexity/heap_counter.hpp"
 #include "05_flash_cpu/flash_cpu.hpp"
 #include "05_flash_cpu/flash_fast.hpp"
 #include "05_flash_cpu/io_model.hpp"
@@ -64,6 +65,18 @@ const std::vector<Shape> kShapes = {
     {100, 131, 16, 16, 7, 11},   {3, 10, 8, 12, 2, 3},    {50, 50, 8, 8, 64, 64},   {257, 257, 32, 32, 64, 64},
     {211, 211, 128, 64, 37, 53},
 };
+
+/// The tiles a tiled forward must visit, counted from the definition: query block [r0, r0 + rows) with
+/// causal sees keys up to r0 + rows - 1 + (n_kv - n_q), so only the key blocks starting at or before that.
+std::size_t expected_tiles(const Shape& s, bool causal) {
+  std::size_t tiles = 0;
+  for (std::size_t r0 = 0; r0 < s.n_q; r0 += s.B_r) {
+    const std::size_t rows = std::min(s.B_r, s.n_q - r0);
+    for (std::size_t c0 = 0; c0 < s.n_kv; c0 += s.B_c)
+      if (!causal || c0 <= r0 + rows - 1 + (s.n_kv - s.n_q)) ++tiles;
+  }
+  return tiles;
+}
 
 OnlineState to_state(const oracle::State& s) {
   OnlineState out = attn::empty_state(s.m.size(), s.acc.cols);
@@ -136,20 +149,6 @@ TEST_SUITE("05_flash_cpu") {
     CHECK_THROWS_AS(attn::merge_states(attn::empty_state(4, 3), attn::empty_state(4, 2)), std::invalid_argument);
   }
 
-  TEST_CASE("tile_step over every key block reproduces the oracle's state, whatever the block size") {
-    attn::Rng rng(57);
-    const Matrix Q = rng.normal(5, 16), K = rng.normal(23, 16), V = rng.normal(23, 6);
-    const oracle::State expected = oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 23);
-    for (std::size_t B_c : {1, 4, 10, 23}) {
-      OnlineState state = attn::empty_state(5, 6);
-      for (std::size_t c0 = 0; c0 < 23; c0 += B_c) {
-        const std::size_t c1 = std::min<std::size_t>(23, c0 + B_c);
-        attn::tile_step(state, Q, xt::view(K, xt::range(c0, c1), xt::all()), xt::view(V, xt::range(c0, c1), xt::all()));
-      }
-      check_state(state, expected);
-    }
-  }
-
   TEST_CASE("tile_step gives masked keys no weight and leaves a fully masked row unchanged") {
     attn::Rng rng(58);
     const Matrix Q = rng.normal(3, 4), K = rng.normal(6, 4), V = rng.normal(6, 2);
@@ -169,8 +168,71 @@ TEST_SUITE("05_flash_cpu") {
     const oracle::State e = oracle::partial_state(to_oracle(q1), to_oracle(K_seen), to_oracle(V_seen), 0, 4);
     CHECK(state.m(1) == doctest::Approx(e.m[0]).epsilon(1e-6));
     CHECK(state.l(1) == doctest::Approx(e.l[0]).epsilon(1e-5));
+    const Matrix acc1 = xt::view(state.acc, xt::range(1, 2), xt::all());  // (1, d_v)
+    CHECK_ALLCLOSE(acc1, e.acc, 1e-5, 1e-5);
     CHECK_THROWS_AS(attn::tile_step(state, Q, xt::zeros<float>({6, 5}), V), std::invalid_argument);
     CHECK_THROWS_AS(attn::tile_step(state, Q, K, V, xt::ones<bool>({3, 5})), std::invalid_argument);
+  }
+
+  TEST_CASE("tile_step over every key block reproduces the oracle's state, whatever the block size") {
+    attn::Rng rng(57);
+    const Matrix Q = rng.normal(5, 16), K = rng.normal(23, 16), V = rng.normal(23, 6);
+    const oracle::State expected = oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 23);
+    for (std::size_t B_c : {1, 4, 10, 23}) {
+      OnlineState state = attn::empty_state(5, 6);
+      for (std::size_t c0 = 0; c0 < 23; c0 += B_c) {
+        const std::size_t c1 = std::min<std::size_t>(23, c0 + B_c);
+        attn::tile_step(state, Q, xt::view(K, xt::range(c0, c1), xt::all()), xt::view(V, xt::range(c0, c1), xt::all()));
+      }
+      check_state(state, expected);
+    }
+  }
+
+  TEST_CASE("flash_attention never holds an (n_q, n_kv) matrix: its heap peak stays far below one") {
+    // n = 1024, d = 8: S alone would be 4 MiB (a bool mask of that shape 1 MiB), the output O 32 KiB. The
+    // tiled forward holds O, lse and per block a few (B, d) and (B_r, B_c) tiles: the reference solution
+    // peaks at 47,360 bytes (48,384 causal). The bound, n_q·n_kv floats / 16 = 256 KiB, leaves room for
+    // other tilings and fails for anything holding a score matrix, a weight matrix or a full mask.
+    attn::Rng rng(57);
+    const std::size_t n = 1024, d = 8;
+    const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // (n, d) each
+    const std::size_t bound = n * n * sizeof(float) / 16;
+    const std::vector<bool> allowed = oracle::causal_allowed(n, n);
+    for (const bool causal : {false, true}) {
+      CAPTURE(causal);
+      attn::FlashOutput out;
+      const std::size_t peak =
+          attn::ch04::measure_heap_peak([&] { out = attn::flash_attention(Q, K, V, causal, 32, 32); });
+      CHECK_MESSAGE(peak <= bound, "flash_attention held ", peak, " bytes of heap at its peak; an (n_q, n_kv) = (", n,
+                    ", ", n, ") float matrix is ", n * n * sizeof(float), " bytes and the bound is ", bound);
+      // And it is still attention, within the file's FlashAttention tolerance.
+      const oracle::Mat expected =
+          oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), causal ? &allowed : nullptr);
+      CHECK_ALLCLOSE(out.O, expected, 2.0 * full_attention_error(Q, K, V, causal, expected) + kFloor, 0.0);
+    }
+  }
+
+  TEST_CASE("flash_attention visits every tile once, and with causal skips the tiles wholly above the diagonal") {
+    attn::Rng rng(58);
+    for (const Shape& s : kShapes) {
+      const Matrix Q = rng.normal(s.n_q, s.d_k), K = rng.normal(s.n_kv, s.d_k), V = rng.normal(s.n_kv, s.d_v);
+      for (const bool causal : {false, true}) {
+        CAPTURE(s.n_q);
+        CAPTURE(s.n_kv);
+        CAPTURE(s.B_r);
+        CAPTURE(s.B_c);
+        CAPTURE(causal);
+        CHECK(attn::flash_attention(Q, K, V, causal, s.B_r, s.B_c).tiles_visited == expected_tiles(s, causal));
+      }
+    }
+    // By hand: n = 64 in tiles of 16 is a 4 x 4 grid; causal visits 4 + 3 + 2 + 1 = 10 of its 16 tiles.
+    const Matrix X = rng.normal(64, 8);
+    CHECK(attn::flash_attention(X, X, X, false, 16, 16).tiles_visited == 16);
+    const attn::FlashOutput causal = attn::flash_attention(X, X, X, true, 16, 16);
+    CHECK(causal.tiles_visited == 10);
+    const std::vector<bool> allowed = oracle::causal_allowed(64, 64);
+    const oracle::Mat expected = oracle::attention(to_oracle(X), to_oracle(X), to_oracle(X), &allowed);
+    CHECK_ALLCLOSE(causal.O, expected, 2.0 * full_attention_error(X, X, X, true, expected) + kFloor, 0.0);
   }
 
   TEST_CASE("flash_attention equals full attention within the FlashAttention tolerance, for any tiles and masks") {
@@ -256,7 +318,7 @@ TEST_SUITE("05_flash_cpu") {
     CHECK_THROWS_AS(attn::flash_attention(Q, bad, V, false, 2, 2), std::invalid_argument);
   }
 
-  TEST_CASE("the log-sum-exp recomputes any row of the attention matrix without the n x n matrix") {
+  TEST_CASE("attention_row recomputes any row of the attention matrix from the log-sum-exp, without the n x n matrix") {
     attn::Rng rng(54);
     const Matrix Q = rng.normal(37, 16), K = rng.normal(41, 16), V = rng.normal(41, 8);
     for (const bool causal : {false, true}) {
@@ -275,7 +337,7 @@ TEST_SUITE("05_flash_cpu") {
     CHECK(xt::all(xt::equal(none, 0.0f)));
   }
 
-  TEST_CASE("the fast kernel matches the oracle with 1 and 2 threads, and its log-sum-exp recomputes A's rows") {
+  TEST_CASE("the fast kernel matches the oracle with 1 and 2 threads, and attention_row recomputes A from its lse") {
     attn::Rng rng(59);
     for (const Shape& s : {Shape{1, 1, 8, 8, 0, 0}, Shape{67, 67, 64, 64, 0, 0}, Shape{130, 199, 32, 48, 0, 0},
                            Shape{257, 257, 64, 64, 0, 0}}) {

@@ -1,10 +1,13 @@
 // Chapter 06's tests, run against both tracks. The planning tests run everywhere and compare with closed
-// forms or a brute-force count; the kernel tests need a GPU: without one they print "skipped: no CUDA
-// device" and ctest reports them as skipped (never as passed). Kernel results are compared with the float64
+// forms or a brute-force count. The kernel tests (their names start with "on the GPU") need a device:
+// without one this program marks them skipped when it starts (doctest counts them as skipped, never as
+// passed) and says why (tests/support/gpu_skip.hpp), and ctest reports them as skipped. The chapter's own
+// code, which no learner writes, is tested in 06_flash_cuda_core_test.cpp. Kernel results are compared with the float64
 // oracle (tests/oracle/06_flash_cuda_oracle.hpp), never with another rung or the other track.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -14,6 +17,7 @@
 #include "attn/rng.hpp"
 #include "oracle/06_flash_cuda_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/gpu_skip.hpp"
 
 namespace {
 
@@ -31,13 +35,6 @@ std::size_t visited_tiles_brute_force(std::size_t q_tile, std::size_t B_r, std::
     count += seen ? 1 : 0;
   }
   return count;
-}
-
-// A GPU test's first line: true when a device exists; otherwise prints the line ctest turns into "skipped".
-bool device_or_skip() {
-  const attn::ch06::DeviceInfo info = attn::ch06::query_device();
-  if (!info.present) std::printf("skipped: no CUDA device (%s)\n", info.why_not.c_str());
-  return info.present;
 }
 
 #if ATTN_HAVE_CUDA
@@ -156,7 +153,7 @@ TEST_SUITE("06_flash_cuda") {
     CHECK_FALSE(attn::plan_fits(1024, 1025, h100_optin));
   }
 
-  TEST_CASE("rung 3's kernel asks for the formula's shared memory plus one padding float per row of Q_i, K_j, S_ij") {
+  TEST_CASE("rung 3's kernel asks for flash_smem_bytes plus one padding float per row of Q_i, K_j, S_ij") {
     for (const std::size_t d : {1, 40, 64, 128}) {
       CAPTURE(d);
       const attn::ch06::KernelPlan fp32 = attn::ch06::kernel_plans(d).at(0);
@@ -191,22 +188,22 @@ TEST_SUITE("06_flash_cuda") {
                          std::invalid_argument);
   }
 
-  TEST_CASE("rung 3 with your inner loop equals float64 attention on ragged sizes, with its log-sum-exp") {
-    if (!device_or_skip()) return;
+  TEST_CASE("on the GPU, rung 3 with your flash_inner_step equals float64 on ragged sizes, with its log-sum-exp") {
+    REQUIRE_DEVICE();
 #if ATTN_HAVE_CUDA
     check_flash_fp32_on({{3, 77, 77, 40, false}, {2, 1, 1, 1, false}, {1, 33, 200, 128, false}}, 61);
 #endif
   }
 
-  TEST_CASE("rung 3 causal skips the tiles past the diagonal and matches float64, also with n_q < n_kv") {
-    if (!device_or_skip()) return;
+  TEST_CASE("on the GPU, rung 3 causal with flash_inner_step matches float64, skipping tiles past the diagonal") {
+    REQUIRE_DEVICE();
 #if ATTN_HAVE_CUDA
-    check_flash_fp32_on({{2, 130, 130, 64, true}, {2, 50, 131, 72, true}}, 62);
+    check_flash_fp32_on({{2, 130, 130, 64, true}, {2, 50, 131, 72, true}, {1, 1, 77, 16, true}}, 62);
 #endif
   }
 
-  TEST_CASE("rung 3 puts all weight on the winning key when scores reach ±1e4, without NaN") {
-    if (!device_or_skip()) return;
+  TEST_CASE("on the GPU, rung 3 with flash_inner_step puts all weight on the winning key at scores of ±1e4, no NaN") {
+    REQUIRE_DEVICE();
 #if ATTN_HAVE_CUDA
     // d = 4, so s = q·k / 2 exactly in float: scores 1e4, -1e4 and 9900; the first key wins by e^100.
     const attn::ch06::Shape shape{1, 1, 3, 4, false};
@@ -218,21 +215,27 @@ TEST_SUITE("06_flash_cuda") {
 #endif
   }
 
-  TEST_CASE("every rung agrees with float64, the bf16 rung erring at most twice as much as a bf16 reference") {
-    if (!device_or_skip()) return;
+  TEST_CASE("on the GPU, every rung (flash_inner_step in rung 3) matches float64 at d = 16..128, n_q < n_kv") {
+    REQUIRE_DEVICE();
 #if ATTN_HAVE_CUDA
     attn::Rng rng(63);
-    // d = 96 takes the tensor-core rung's ragged path (padded to 128), d = 64 and 128 its 16-byte loads.
-    for (const attn::ch06::Shape shape :
-         {attn::ch06::Shape{2, 150, 150, 96, false}, attn::ch06::Shape{2, 150, 150, 128, true},
-          attn::ch06::Shape{2, 150, 150, 64, false}}) {
-      const bool causal = shape.causal;
-      const auto d = static_cast<std::size_t>(shape.d);
-      CAPTURE(causal);
+    // n_q < n_kv: a causal mask aligned to the top-left (wrong) differs from the bottom-right one, and
+    // swapped m/n or strides in a cuBLAS call change the result. n_kv = 131 leaves a ragged, odd last
+    // K/V tile; d = 64 and 128 take rung 4's 16-byte loads, 16, 32 and 96 its element-wise path.
+    std::vector<attn::ch06::Shape> shapes;
+    for (const int d : {16, 32, 64, 96, 128})
+      for (const bool causal : {false, true}) shapes.push_back({2, 70, 131, d, causal});
+    shapes.push_back({2, 150, 150, 128, true});  // square, two query tiles of rung 4
+    shapes.push_back({3, 1, 67, 64, true});      // one query (a decoding step) sees every key
+    for (const attn::ch06::Shape& shape : shapes) {
+      const auto d = static_cast<std::size_t>(shape.d), n_q = static_cast<std::size_t>(shape.n_q),
+                 n_kv = static_cast<std::size_t>(shape.n_kv), bh = static_cast<std::size_t>(shape.bh);
+      CAPTURE(shape.causal);
+      CAPTURE(n_q);
+      CAPTURE(n_kv);
       CAPTURE(d);
-      const std::size_t count = static_cast<std::size_t>(shape.bh * shape.n_q * shape.d);
-      const std::vector<float> Q = random_values(rng, count), K = random_values(rng, count),
-                               V = random_values(rng, count);
+      const std::vector<float> Q = random_values(rng, bh * n_q * d), K = random_values(rng, bh * n_kv * d),
+                               V = random_values(rng, bh * n_kv * d);
       const attn::oracle::AttentionLse want = oracle_of(shape, Q, K, V);
       check_fp32_rung(run_on_device(attn::flash_fp32_forward, shape, Q, K, V), want, d);
       check_fp32_rung(run_on_device(attn::ch06::naive_forward, shape, Q, K, V), want, d);
@@ -240,18 +243,19 @@ TEST_SUITE("06_flash_cuda") {
       // FlashAttention's rule for bf16: the kernel's largest error against float64 is at most twice the largest
       // error of the same computation done the way a bf16 framework does it (attention_bf16).
       const Result tc = run_on_device(attn::ch06::flash_tc_forward, shape, Q, K, V);
-      const std::size_t per_head = static_cast<std::size_t>(shape.n_q * shape.d);
       double tc_err = 0.0, ref_err = 0.0;
-      for (std::size_t h = 0; h < 2; ++h) {
-        const auto head = [&](const std::vector<float>& x) {
-          return std::vector<float>(x.begin() + static_cast<std::ptrdiff_t>(h * per_head),
-                                    x.begin() + static_cast<std::ptrdiff_t>((h + 1) * per_head));
+      for (std::size_t h = 0; h < bh; ++h) {
+        const auto head = [&](const std::vector<float>& x, std::size_t rows) {
+          const auto begin = x.begin() + static_cast<std::ptrdiff_t>(h * rows * d);
+          return std::vector<float>(begin, begin + static_cast<std::ptrdiff_t>(rows * d));
         };
-        const std::vector<double> ref = attn::oracle::attention_bf16(head(Q), head(K), head(V), 150, 150, d, causal);
-        for (std::size_t k = 0; k < per_head; ++k) {
-          const double e = std::fabs(tc.O[h * per_head + k] - want.O[h * per_head + k]);
+        const std::vector<double> ref =
+            attn::oracle::attention_bf16(head(Q, n_q), head(K, n_kv), head(V, n_kv), n_q, n_kv, d, shape.causal);
+        for (std::size_t k = 0; k < n_q * d; ++k) {
+          const double want_k = want.O[h * n_q * d + k];
+          const double e = std::fabs(tc.O[h * n_q * d + k] - want_k);
           tc_err = std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(tc_err, e);  // NaN fails
-          ref_err = std::max(ref_err, std::fabs(ref[k] - want.O[h * per_head + k]));
+          ref_err = std::max(ref_err, std::fabs(ref[k] - want_k));
         }
       }
       CAPTURE(tc_err);

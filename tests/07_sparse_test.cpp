@@ -67,12 +67,12 @@ TEST_SUITE("07_sparse") {
     CHECK(attn::local_window_mask(0, 3).size() == 0);
   }
 
-  TEST_CASE("a window at least as wide as the sequence is full attention, and its causal twin is the causal mask") {
+  TEST_CASE("local_window_mask as wide as the sequence is full attention, its causal twin the causal mask") {
     CHECK(attn::local_window_mask(9, 9) == Mask(xt::ones<bool>({9, 9})));
     CHECK(attn::local_window_mask(9, 100, true) == attn::causal_mask(9, 9));
   }
 
-  TEST_CASE("the window's pair count and density match the closed form n(2w+1) - w(w+1)") {
+  TEST_CASE("local_window_mask's pair count and density match the closed form n(2w+1) - w(w+1)") {
     // Row i loses the keys past either end: in all, w(w+1)/2 at each end (w < n).
     for (auto [n, w] : {std::array<std::size_t, 2>{64, 4}, {100, 7}, {1, 0}, {13, 12}}) {
       const Mask m = attn::local_window_mask(n, w);
@@ -109,7 +109,7 @@ TEST_SUITE("07_sparse") {
     CHECK_THROWS_AS(attn::dilated_mask(5, 1, 0), std::invalid_argument);
   }
 
-  TEST_CASE("the published patterns are the unions their papers describe") {
+  TEST_CASE("the published patterns, unions of local_window_mask, global_mask, dilated_mask, match their papers") {
     const std::size_t n = 20;
     CHECK(attn::longformer_mask(n, 2, {0}) ==
           by_rule(n, [](auto i, auto j) { return dist(i, j) <= 2 || i == 0 || j == 0; }));
@@ -128,8 +128,9 @@ TEST_SUITE("07_sparse") {
     }
   }
 
-  TEST_CASE("two layers of window w reach 2w, and global tokens connect any two positions in two hops") {
+  TEST_CASE("local_window_mask in two layers reaches 2w, and global tokens connect any two positions in two hops") {
     const std::size_t n = 30;
+    CHECK(attn::allowed_pairs(attn::local_window_mask(n, 2)) == n * 5 - 6);  // n(2w + 1) - w(w + 1)
     CHECK(attn::receptive_field(attn::local_window_mask(n, 2), 2) == attn::local_window_mask(n, 4));
     CHECK(attn::receptive_field(attn::dilated_mask(n, 1, 3), 1) == attn::dilated_mask(n, 1, 3));
     const Mask longformer = attn::longformer_mask(n, 1, {0});
@@ -180,10 +181,11 @@ TEST_SUITE("07_sparse") {
                          std::invalid_argument);
   }
 
-  TEST_CASE("row lists of every pattern give the oracle's dense attention under the same mask") {
+  TEST_CASE("row lists of every pattern built on local_window_mask give the oracle's attention under that mask") {
     attn::Rng rng(73);
     for (std::size_t n : {1u, 6u, 23u}) {
       const Matrix Q = rng.normal(n, 8), K = rng.normal(n, 8), V = rng.normal(n, 5);
+      CHECK(attn::local_window_mask(n, 2) == by_rule(n, [](auto i, auto j) { return dist(i, j) <= 2; }));
       for (const auto& [name, mask] : patterns(n)) {
         CAPTURE(name);
         CAPTURE(n);
@@ -194,7 +196,7 @@ TEST_SUITE("07_sparse") {
     }
   }
 
-  TEST_CASE("a query allowed only itself copies its own value row") {
+  TEST_CASE("a query allowed only itself copies its value row, in sliding_window_attention and every sparse path") {
     attn::Rng rng(74);
     const Matrix Q = rng.normal(7, 4), K = rng.normal(7, 4), V = rng.normal(7, 3);
     const Mask itself = attn::dilated_mask(7, 0, 1);  // the diagonal
@@ -202,7 +204,7 @@ TEST_SUITE("07_sparse") {
     CHECK_ALLCLOSE(attn::sliding_window_attention(Q, K, V, 0), to_oracle(V), 0.0, 0.0);
   }
 
-  TEST_CASE("block-sparse attention equals the oracle for every pattern, tile size and thread count") {
+  TEST_CASE("block_layout makes block-sparse attention equal the oracle for every pattern, tile size, thread count") {
     attn::Rng rng(75);
     for (std::size_t n : {1u, 13u, 32u}) {
       const Matrix Q = rng.normal(n, 8), K = rng.normal(n, 8), V = rng.normal(n, 6);
@@ -220,11 +222,12 @@ TEST_SUITE("07_sparse") {
     }
   }
 
-  TEST_CASE("every sparse path gives a fully masked row zeros, never NaN") {
+  TEST_CASE("every sparse path over local_window_mask gives a fully masked row zeros, never NaN") {
     attn::Rng rng(76);
     const std::size_t n = 10;
     const Matrix Q = rng.normal(n, 4), K = rng.normal(n, 4), V = rng.normal(n, 3);
     Mask mask = attn::local_window_mask(n, 2);
+    CHECK(mask == by_rule(n, [](auto i, auto j) { return dist(i, j) <= 2; }));
     xt::row(mask, 3) = false;  // query 3 may see nothing
     const auto expected = oracle_attention(Q, K, V, mask);
     CHECK_ALLCLOSE(attn::block_sparse_attention(Q, K, V, attn::block_layout(mask, 4, 4)), expected, kAtol, kRtol);

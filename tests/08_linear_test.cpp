@@ -81,6 +81,14 @@ TEST_SUITE("08_linear") {
     CHECK_THROWS_AS(attn::elu_plus_one(Y), std::invalid_argument);
   }
 
+  TEST_CASE("positive_random_features with Omega = 0 is exp(-‖x‖²/(2√d_k)) / √m for every feature") {
+    const Matrix X = {{1.0f, 2.0f, 0.0f, -2.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};  // (2, 4), ‖x‖² = 9 and 0
+    const Matrix Omega = xt::zeros<float>({3, 4});                           // (3, 4)
+    const double first = std::exp(-9.0 / (2.0 * 2.0)) / std::sqrt(3.0), second = 1.0 / std::sqrt(3.0);
+    const std::vector<double> expected{first, first, first, second, second, second};
+    CHECK_ALLCLOSE(flat(attn::positive_random_features(X, Omega)), expected, 0.0, kFeatureRtol);
+  }
+
   TEST_CASE("positive_random_features matches the oracle on random shapes, n = 1 and odd m included") {
     attn::Rng rng(82);
     for (auto [n, d_k, m] : {std::array<std::size_t, 3>{1, 1, 1}, {1, 16, 33}, {9, 5, 7}, {40, 16, 256}}) {
@@ -88,14 +96,6 @@ TEST_SUITE("08_linear") {
       const Matrix phi = attn::positive_random_features(X, Omega);  // (n, m)
       CHECK_ALLCLOSE(phi, attn::oracle::positive_random_features(to_oracle(X), to_oracle(Omega)), 0.0, kFeatureRtol);
     }
-  }
-
-  TEST_CASE("positive_random_features with Omega = 0 is exp(-‖x‖²/(2√d_k)) / √m for every feature") {
-    const Matrix X = {{1.0f, 2.0f, 0.0f, -2.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};  // (2, 4), ‖x‖² = 9 and 0
-    const Matrix Omega = xt::zeros<float>({3, 4});                           // (3, 4)
-    const double first = std::exp(-9.0 / (2.0 * 2.0)) / std::sqrt(3.0), second = 1.0 / std::sqrt(3.0);
-    const std::vector<double> expected{first, first, first, second, second, second};
-    CHECK_ALLCLOSE(flat(attn::positive_random_features(X, Omega)), expected, 0.0, kFeatureRtol);
   }
 
   TEST_CASE("positive_random_features rejects X and Omega with different d_k, naming both shapes") {
@@ -112,7 +112,7 @@ TEST_SUITE("08_linear") {
     CHECK_THROWS_AS(attn::positive_random_features(Y, Omega), std::invalid_argument);
   }
 
-  TEST_CASE("random-feature attention approaches softmax attention as the number of features m grows") {
+  TEST_CASE("positive_random_features make linear attention approach softmax attention as m grows") {
     // The estimator φ(q)·φ(k) of exp(q·k/√d_k) has variance ∝ 1/m, so the output error falls like 1/√m
     // once m is large against exp(‖q̂ + k̂‖²) (small here: entries of q and k ~ N(0, 0.5²)): from m = 8 to
     // m = 512 about 8 times. Averaged over 8 fixed seeds the check asks for 3 times (and for each step of 8×
@@ -140,26 +140,6 @@ TEST_SUITE("08_linear") {
   }
 
   // --- linear attention by associativity ----------------------------------------------------------------
-  TEST_CASE("linear_attention equals the quadratic form of the oracle, for n_q != n_kv, n = 1 and large n") {
-    attn::Rng rng(84);
-    for (auto [n_q, n_kv, m, d_v] :
-         {std::array<std::size_t, 4>{1, 1, 1, 1}, {1, 9, 4, 3}, {7, 1, 5, 2}, {13, 21, 16, 11}, {2048, 2048, 32, 16}}) {
-      const Matrix phiQ = rng.uniform(n_q, m), phiK = rng.uniform(n_kv, m);  // non-negative features
-      const Matrix V = rng.normal(n_kv, d_v);                                // (n_kv, d_v)
-      const Matrix O = attn::linear_attention(phiQ, phiK, V);                // (n_q, d_v)
-      CHECK_ALLCLOSE(O, attn::oracle::linear_attention(to_oracle(phiQ), to_oracle(phiK), to_oracle(V)),
-                     linear_atol(n_kv, m, max_abs(V)), 0.0);
-    }
-  }
-
-  TEST_CASE("linear_attention with elu+1 features matches the oracle on random queries and keys") {
-    attn::Rng rng(85);
-    const Matrix Q = rng.normal(33, 12), K = rng.normal(50, 12), V = rng.normal(50, 6);
-    const Matrix O = attn::linear_attention(attn::elu_plus_one(Q), attn::elu_plus_one(K), V);  // (33, 6)
-    const auto phiQ = attn::oracle::elu_plus_one(to_oracle(Q)), phiK = attn::oracle::elu_plus_one(to_oracle(K));
-    CHECK_ALLCLOSE(O, attn::oracle::linear_attention(phiQ, phiK, to_oracle(V)), linear_atol(50, 12, max_abs(V)), 0.0);
-  }
-
   TEST_CASE("linear_attention with a single key returns that key's value for every query") {
     const Matrix phiQ = {{0.2f, 3.0f}, {1.0f, 0.0f}, {5.0f, 5.0f}};  // (3, 2)
     const Matrix phiK = {{0.5f, 0.25f}};                             // (1, 2)
@@ -178,6 +158,26 @@ TEST_SUITE("08_linear") {
     for (std::size_t i = 0; i < 5; ++i)
       for (float v : mean) expected.push_back(v);
     CHECK_ALLCLOSE(flat(attn::linear_attention(phiQ, phiK, V)), expected, linear_atol(6, 4, max_abs(V)), 0.0);
+  }
+
+  TEST_CASE("linear_attention equals the quadratic form of the oracle, for n_q != n_kv, n = 1 and large n") {
+    attn::Rng rng(84);
+    for (auto [n_q, n_kv, m, d_v] :
+         {std::array<std::size_t, 4>{1, 1, 1, 1}, {1, 9, 4, 3}, {7, 1, 5, 2}, {13, 21, 16, 11}, {2048, 2048, 32, 16}}) {
+      const Matrix phiQ = rng.uniform(n_q, m), phiK = rng.uniform(n_kv, m);  // non-negative features
+      const Matrix V = rng.normal(n_kv, d_v);                                // (n_kv, d_v)
+      const Matrix O = attn::linear_attention(phiQ, phiK, V);                // (n_q, d_v)
+      CHECK_ALLCLOSE(O, attn::oracle::linear_attention(to_oracle(phiQ), to_oracle(phiK), to_oracle(V)),
+                     linear_atol(n_kv, m, max_abs(V)), 0.0);
+    }
+  }
+
+  TEST_CASE("linear_attention with elu+1 features matches the oracle on random queries and keys") {
+    attn::Rng rng(85);
+    const Matrix Q = rng.normal(33, 12), K = rng.normal(50, 12), V = rng.normal(50, 6);
+    const Matrix O = attn::linear_attention(attn::elu_plus_one(Q), attn::elu_plus_one(K), V);  // (33, 6)
+    const auto phiQ = attn::oracle::elu_plus_one(to_oracle(Q)), phiK = attn::oracle::elu_plus_one(to_oracle(K));
+    CHECK_ALLCLOSE(O, attn::oracle::linear_attention(phiQ, phiK, to_oracle(V)), linear_atol(50, 12, max_abs(V)), 0.0);
   }
 
   TEST_CASE("linear_attention stays exact when the features are tiny (1e-30), where products underflow") {
@@ -216,6 +216,22 @@ TEST_SUITE("08_linear") {
     CHECK_ALLCLOSE(o, std::vector<double>({-2.0, 4.0}), 0.0, 4 * kEps);
     CHECK_ALLCLOSE(flat(state.S), std::vector<double>({-2.0, 4.0, -0.5, 1.0, -6.0, 12.0}), 0.0, 0.0);  // exact products
     CHECK_ALLCLOSE(state.z, std::vector<double>({1.0, 0.25, 3.0}), 0.0, 0.0);
+  }
+
+  TEST_CASE("recurrent_step with decay 1/2 halves the old state, then adds the token: S = λS + φ(k)ᵀv, z = λz + φ(k)") {
+    // The output is a ratio in which a common factor of S and z cancels: only the state shows a decay
+    // applied to the wrong terms. Every number here is a small dyadic fraction, exact in float32.
+    attn::RecurrentState state = attn::RecurrentState::zeros(3, 2);
+    attn::recurrent_step(state, {1.0f, 1.0f, 1.0f}, {1.0f, 0.25f, 3.0f}, {-2.0f, 4.0f}, 0.5f);  // from zeros
+    REQUIRE(state.S.size() == 6);
+    CHECK_ALLCLOSE(flat(state.S), std::vector<double>({-2.0, 4.0, -0.5, 1.0, -6.0, 12.0}), 0.0, 0.0);
+    CHECK_ALLCLOSE(state.z, std::vector<double>({1.0, 0.25, 3.0}), 0.0, 0.0);
+    const Vector o = attn::recurrent_step(state, {1.0f, 4.0f, 1.0f}, {2.0f, 0.0f, 1.0f}, {1.0f, -1.0f}, 0.5f);
+    // S = ½·S + (2, 0, 1)ᵀ(1, -1); z = ½·z + (2, 0, 1).
+    CHECK_ALLCLOSE(flat(state.S), std::vector<double>({1.0, 0.0, -0.25, 0.5, -2.0, 5.0}), 0.0, 0.0);
+    CHECK_ALLCLOSE(state.z, std::vector<double>({2.5, 0.125, 2.5}), 0.0, 0.0);
+    // φ(q)S = (1 - 1 - 2, 0 + 2 + 5) = (-2, 7) and φ(q)·z = 2.5 + 0.5 + 2.5 = 5.5: one rounding each.
+    CHECK_ALLCLOSE(o, std::vector<double>({-2.0 / 5.5, 7.0 / 5.5}), 0.0, 4 * kEps);
   }
 
   TEST_CASE("recurrent_step, token after token, equals the causally masked quadratic form and its state never grows") {

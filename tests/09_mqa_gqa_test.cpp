@@ -89,7 +89,7 @@ TEST_SUITE("09_mqa_gqa") {
     CHECK_THROWS_AS(attn::kv_group_of(8, 8, 2), std::invalid_argument);
   }
 
-  TEST_CASE("grouped attention with g = h is multi-head attention: every head its own K and V") {
+  TEST_CASE("grouped_attention with g = h is multi-head attention: every head its own K and V") {
     attn::Rng rng(91);
     for (auto [h, n, d_k, d_v] : {std::array<std::size_t, 4>{1, 1, 1, 1}, {4, 7, 8, 5}, {3, 13, 16, 16}}) {
       const Tensor3 Q = random_heads(rng, h, n, d_k), K = random_heads(rng, h, n, d_k),
@@ -101,7 +101,7 @@ TEST_SUITE("09_mqa_gqa") {
     }
   }
 
-  TEST_CASE("grouped attention with g = 1 is multi-query attention: every head reads the one K and V") {
+  TEST_CASE("grouped_attention with g = 1 is multi-query attention: every head reads the one K and V") {
     attn::Rng rng(92);
     const std::size_t h = 5, n = 9, d_k = 8, d_v = 3;
     const Tensor3 Q = random_heads(rng, h, n, d_k), K = random_heads(rng, 1, n, d_k), V = random_heads(rng, 1, n, d_v);
@@ -111,7 +111,7 @@ TEST_SUITE("09_mqa_gqa") {
     CHECK_ALLCLOSE(stacked(attn::grouped_attention(Q, K, V)), stacked(expected), kAtol, kRtol);
   }
 
-  TEST_CASE("grouped attention matches the oracle for every g dividing h, causal or not, n_q != n_kv") {
+  TEST_CASE("grouped_attention matches the oracle for every g dividing h, causal or not, n_q != n_kv") {
     attn::Rng rng(93);
     const std::size_t h = 6, n_q = 5, n_kv = 7, d_k = 5, d_v = 4;
     for (std::size_t g : {6, 3, 2, 1}) {
@@ -127,7 +127,7 @@ TEST_SUITE("09_mqa_gqa") {
     }
   }
 
-  TEST_CASE("grouped attention stays finite and exact with logits of ±1e4") {
+  TEST_CASE("grouped_attention stays finite and exact with logits of ±1e4") {
     attn::Rng rng(94);
     Tensor3 Q = random_heads(rng, 4, 3, 4), K = random_heads(rng, 2, 3, 4);
     const Tensor3 V = random_heads(rng, 2, 3, 2);
@@ -142,7 +142,7 @@ TEST_SUITE("09_mqa_gqa") {
     CHECK(O(1, 0, 1) == V(0, 0, 1));
   }
 
-  TEST_CASE("grouped attention rejects g that does not divide h and mismatched shapes, naming them") {
+  TEST_CASE("grouped_attention rejects g that does not divide h and mismatched shapes, naming them") {
     const Tensor3 Q = xt::zeros<float>({6, 2, 4}), K4 = xt::zeros<float>({4, 3, 4}), V4 = xt::zeros<float>({4, 3, 2});
     CHECK_THROWS_WITH_AS(attn::grouped_attention(Q, K4, V4), doctest::Contains("g = 4"), std::invalid_argument);
     const Tensor3 K = xt::zeros<float>({2, 3, 4}), V = xt::zeros<float>({2, 5, 2}),
@@ -153,7 +153,7 @@ TEST_SUITE("09_mqa_gqa") {
                          std::invalid_argument);
   }
 
-  TEST_CASE("decoding token by token with the KV cache equals the rows of full causal attention") {
+  TEST_CASE("decode_step, token by token with the KV cache, equals the rows of full causal attention") {
     attn::Rng rng(95);
     for (auto [h, g, n, d_k, d_v] :
          {std::array<std::size_t, 5>{4, 2, 9, 8, 5}, {6, 1, 7, 4, 4}, {3, 3, 5, 16, 2}, {1, 1, 1, 3, 3}}) {
@@ -170,7 +170,7 @@ TEST_SUITE("09_mqa_gqa") {
     }
   }
 
-  TEST_CASE("the first decode step returns the token's own value in every head of its group") {
+  TEST_CASE("the first decode_step returns the token's own value in every head of its group") {
     attn::Rng rng(96);
     const Tensor3 Q = random_heads(rng, 4, 1, 6), K = random_heads(rng, 2, 1, 6), V = random_heads(rng, 2, 1, 3);
     attn::KVCache cache(2, 4, 6, 3);
@@ -240,7 +240,7 @@ TEST_SUITE("09_mqa_gqa") {
     CHECK_THROWS_WITH_AS(attn::mean_pool_kv_heads(heads, 4), doctest::Contains("h = 6"), std::invalid_argument);
   }
 
-  TEST_CASE("mean-pooled grouped attention equals multi-head attention when a group's heads agree") {
+  TEST_CASE("mean_pool_kv_heads then grouped_attention is multi-head attention when a group's heads agree") {
     attn::Rng rng(98);
     const std::size_t h = 4, g = 2, n = 6, d = 8;
     const Tensor3 Q = random_heads(rng, h, n, d), K_g = random_heads(rng, g, n, d), V_g = random_heads(rng, g, n, d);

@@ -24,6 +24,8 @@ struct FlashOutput {
   Matrix O;    ///< (n_q, d_v) the attention output, equal to softmax(Q Kᵀ / √d_k) V
   Vector lse;  ///< (n_q) lse_i = log Σ_j exp(s_ij), s_ij = q_i·k_j / √d_k over the keys row i may see
                ///< (-inf for a row that sees no key); A(i, j) = exp(s_ij - lse_i) recovers any row of A
+  std::size_t tiles_visited = 0;  ///< (Q_i, K_j) tiles whose scores flash_attention() computed: the work it
+                                  ///< did, so a test can see the causal skip (0 from kernels that do not count)
 };
 
 /// The online-softmax state of a block of query rows after it has seen some of the keys.
@@ -77,7 +79,9 @@ void tile_step(OnlineState& state, const Matrix& Q_i, const Matrix& K_j, const M
 /// \param causal apply the causal mask.
 /// \param B_r query rows per block (≥ 1).
 /// \param B_c keys per block (≥ 1).
-/// \return O (n_q, d_v) and lse (n_q). A row that sees no key (n_kv = 0) gets zeros and lse = -inf.
+/// \return O (n_q, d_v), lse (n_q) and tiles_visited, the number of tile_step() calls: ⌈n_q/B_r⌉·⌈n_kv/B_c⌉
+///         without causal, only the tiles the diagonal leaves some allowed pair in with it. A row that sees
+///         no key (n_kv = 0) gets zeros and lse = -inf.
 /// \throws std::invalid_argument naming the shapes when Q, K, V do not fit together, when B_r or B_c is 0,
 ///         when causal and n_q > n_kv, or naming the first NaN/Inf in Q, K or V.
 FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, bool causal, std::size_t B_r,

@@ -104,6 +104,7 @@ void launch_softmax_rows(float* S, float* lse, int bh, int n_q, int n_kv, bool c
 }
 
 void naive_forward(const Shape& shape, const DeviceQKV& t) {
+  check_shape(shape, "naive_forward");
   if (t.S == nullptr) throw std::invalid_argument("naive_forward: needs the S scratch buffer");
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.d));
   const dim3 score_block(32, 8);

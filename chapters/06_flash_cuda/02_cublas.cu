@@ -18,9 +18,10 @@ namespace attn::ch06 {
 // cuBLAS is column-major; a row-major (rows, cols) matrix is its transpose in column-major. So the row-major
 // S = Q Kᵀ (n_q, n_kv) is computed as the column-major Sᵀ = K Qᵀ (n_kv, n_q), and O = P V as Oᵀ = Vᵀ Pᵀ.
 void cublas_forward(const Shape& shape, const DeviceQKV& t) {
+  check_shape(shape, "cublas_forward");
   if (t.S == nullptr || t.cublas == nullptr) throw std::invalid_argument("cublas_forward: needs S and a handle");
+  // The handle is in CUBLAS_DEFAULT_MATH (GpuWorkspace sets it once, outside the timed region): no TF32.
   auto handle = static_cast<cublasHandle_t>(t.cublas);
-  ATTN_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // no TF32: an fp32 baseline
   const int n_q = shape.n_q, n_kv = shape.n_kv, d = shape.d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d)), one = 1.0f, zero = 0.0f;
   const long long q_stride = static_cast<long long>(n_q) * d, kv_stride = static_cast<long long>(n_kv) * d;

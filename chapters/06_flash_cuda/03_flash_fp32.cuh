@@ -133,12 +133,16 @@ __global__ void __launch_bounds__(tiles::kFp32Threads)
 // Launches rung 3 on the given tensors; throws not_implemented once, on the first launch, when the
 // track's flash_inner_step is still the skeleton.
 void launch_flash_fp32(const Shape& shape, const DeviceQKV& t) {
-  if (shape.d < 1 || shape.d > tiles::kMaxD)
-    throw std::invalid_argument("flash_fp32_forward: d = " + std::to_string(shape.d) + " (supported: 1..128)");
+  check_shape(shape, "flash_fp32_forward");
   const std::size_t smem = tiles::fp32_smem_bytes(shape.d);
-  // More than 48 KiB of dynamic shared memory must be asked for explicitly (up to the device's opt-in limit).
-  ATTN_CUDA_CHECK(
-      cudaFuncSetAttribute(flash_fp32_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  // More than 48 KiB of dynamic shared memory must be asked for explicitly (up to the device's opt-in
+  // limit). Asked once per process, for the largest d, so no later (timed) launch repeats the call.
+  static const bool opted_in = [] {
+    ATTN_CUDA_CHECK(cudaFuncSetAttribute(flash_fp32_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(tiles::fp32_smem_bytes(tiles::kMaxD))));
+    return true;
+  }();
+  (void)opted_in;
   const dim3 grid(blocks_for(shape.n_q, tiles::kFp32Br), static_cast<unsigned>(shape.bh), 1);
   flash_fp32_kernel<<<grid, tiles::kFp32Threads, smem>>>(t.Q, t.K, t.V, t.O, t.lse, shape.n_q, shape.n_kv, shape.d,
                                                          1.0f / std::sqrt(static_cast<float>(shape.d)), shape.causal);

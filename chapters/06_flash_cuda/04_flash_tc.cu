@@ -44,8 +44,22 @@ __device__ __forceinline__ void mma_bf16_16816(float (&acc)[4], const std::uint3
 }
 // [mma]
 
+// ptxas allocates registers for the whole kernel: on sm_80, letting it unroll the ragged path's loads
+// costs 38 registers at D = 128 (206 instead of 168: two blocks per SM instead of three), so there the
+// loops stay rolled; on sm_90 rolling them would cost D = 64 a register over 128 (a block per SM).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define ATTN_ROLLED_ON_SM80 _Pragma("unroll 1")
+#else
+#define ATTN_ROLLED_ON_SM80
+#endif
+
 // Two adjacent bf16 in shared memory as one 32-bit register (the lower address in the lower half).
 __device__ __forceinline__ std::uint32_t load_pair(const bf16* p) { return *reinterpret_cast<const std::uint32_t*>(p); }
+
+// The bf16 bits of two adjacent keys' entries of one column as one word of V_jᵀ (the lower key in the lower half).
+__device__ __forceinline__ std::uint32_t pair_word(std::uint16_t lo, std::uint16_t hi) {
+  return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+}
 
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -57,11 +71,13 @@ template <int D>  // head size as compiled: 64 or 128 (the real d ≤ D, padded 
 __global__ void __launch_bounds__(tiles::kTcThreads)
     flash_tc_kernel(const bf16* Q, const bf16* K, const bf16* V, float* O, float* lse, int n_q, int n_kv, int d,
                     float scale_log2, bool causal) {
-  constexpr int B_r = tiles::kTcBr, B_c = tiles::kTcBc, QK_STRIDE = D + 8, VT_STRIDE = B_c + 8;
+  constexpr int B_r = tiles::kTcBr, B_c = tiles::kTcBc, QK_STRIDE = tiles::tc_qk_stride(D);
+  constexpr int VT_STRIDE = tiles::kTcVtStride;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* Q_i = reinterpret_cast<bf16*>(smem_raw);  // (B_r, D + 8)
-  bf16* K_j = Q_i + B_r * QK_STRIDE;              // (B_c, D + 8)
-  bf16* Vt_j = K_j + B_c * QK_STRIDE;             // (D, B_c + 8): V_j transposed, so P·V reads pairs
+  bf16* Q_i = reinterpret_cast<bf16*>(smem_raw);            // (B_r, D + 8)
+  bf16* K_j = Q_i + B_r * QK_STRIDE;                        // (B_c, D + 8)
+  bf16* Vt_j = K_j + B_c * QK_STRIDE;                       // (D, B_c + 8): V_j transposed, so P·V reads pairs
+  auto* Vt_words = reinterpret_cast<std::uint32_t*>(Vt_j);  // the same, as words of two adjacent keys
   const long long head = blockIdx.y + static_cast<long long>(blockIdx.z) * gridDim.y;
   const int q0 = static_cast<int>(blockIdx.x) * B_r;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
@@ -100,25 +116,42 @@ __global__ void __launch_bounds__(tiles::kTcThreads)
   for (int k0 = 0; k0 < kv_end; k0 += B_c) {
     __syncthreads();
     if (d == D) {  // whole rows: 16-byte loads of 8 bf16 (rows are 16-byte aligned when d is 64 or 128)
+      // K_j: consecutive lanes take consecutive 16-byte chunks of a row: coalesced loads, and each group of
+      // 8 lanes stores 128 contiguous bytes, all 32 banks once.
       for (int idx = tid; idx < B_c * D / 8; idx += tiles::kTcThreads) {
         const int row = idx / (D / 8), c = idx % (D / 8) * 8;
-        uint4 k8 = make_uint4(0, 0, 0, 0), v8 = k8;
-        if (k0 + row < n_kv) {
-          k8 = *reinterpret_cast<const uint4*>(K + static_cast<long long>(k0 + row) * D + c);
-          v8 = *reinterpret_cast<const uint4*>(V + static_cast<long long>(k0 + row) * D + c);
-        }
+        uint4 k8 = make_uint4(0, 0, 0, 0);
+        if (k0 + row < n_kv) k8 = *reinterpret_cast<const uint4*>(K + static_cast<long long>(k0 + row) * D + c);
         *reinterpret_cast<uint4*>(K_j + row * QK_STRIDE + c) = k8;
-        const bf16* v = reinterpret_cast<const bf16*>(&v8);
+      }
+      // V_jᵀ: consecutive lanes take consecutive row pairs (tiles::tc_vt_item): a warp's stores of one
+      // column land in 32 different banks.
+      for (int idx = tid; idx < B_c / 2 * D / 8; idx += tiles::kTcThreads) {
+        const tiles::VtItem it = tiles::tc_vt_item(idx, 8);
+        const int row = k0 + 2 * it.pair;
+        uint4 lo8 = make_uint4(0, 0, 0, 0), hi8 = lo8;
+        if (row < n_kv) lo8 = *reinterpret_cast<const uint4*>(V + static_cast<long long>(row) * D + it.c);
+        if (row + 1 < n_kv) hi8 = *reinterpret_cast<const uint4*>(V + static_cast<long long>(row + 1) * D + it.c);
+        const auto* lo = reinterpret_cast<const std::uint16_t*>(&lo8);
+        const auto* hi = reinterpret_cast<const std::uint16_t*>(&hi8);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) Vt_j[(c + e) * VT_STRIDE + row] = v[e];
+        for (int e = 0; e < 8; ++e) Vt_words[tiles::tc_vt_word(it.c + e, it.pair)] = pair_word(lo[e], hi[e]);
       }
     } else {  // a ragged head size: element by element, zeros past d
+      ATTN_ROLLED_ON_SM80
       for (int idx = tid; idx < B_c * D; idx += tiles::kTcThreads) {
         const int row = idx / D, c = idx % D;
         const bool inside = k0 + row < n_kv && c < d;
-        const long long at = static_cast<long long>(k0 + row) * d + c;
-        K_j[row * QK_STRIDE + c] = inside ? K[at] : zero;
-        Vt_j[c * VT_STRIDE + row] = inside ? V[at] : zero;
+        K_j[row * QK_STRIDE + c] = inside ? K[static_cast<long long>(k0 + row) * d + c] : zero;
+      }
+      ATTN_ROLLED_ON_SM80
+      for (int idx = tid; idx < B_c / 2 * D; idx += tiles::kTcThreads) {
+        const tiles::VtItem it = tiles::tc_vt_item(idx, 1);
+        const int row = k0 + 2 * it.pair;
+        const std::uint16_t* bits = reinterpret_cast<const std::uint16_t*>(V);
+        const std::uint16_t lo = row < n_kv && it.c < d ? bits[static_cast<long long>(row) * d + it.c] : 0;
+        const std::uint16_t hi = row + 1 < n_kv && it.c < d ? bits[static_cast<long long>(row + 1) * d + it.c] : 0;
+        Vt_words[tiles::tc_vt_word(it.c, it.pair)] = pair_word(lo, hi);
       }
     }
     __syncthreads();
@@ -219,8 +252,13 @@ __global__ void __launch_bounds__(tiles::kTcThreads)
 template <int D>
 void launch_tc(const Shape& shape, const DeviceQKV& t) {
   const std::size_t smem = tiles::tc_smem_bytes(D);
-  ATTN_CUDA_CHECK(
-      cudaFuncSetAttribute(flash_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  // Opt in to more than 48 KiB once per process (per compiled D), so timed launches do not repeat the call.
+  static const bool opted_in = [smem] {
+    ATTN_CUDA_CHECK(
+        cudaFuncSetAttribute(flash_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    return true;
+  }();
+  (void)opted_in;
   const dim3 grid(blocks_for(shape.n_q, tiles::kTcBr), static_cast<unsigned>(shape.bh), 1);
   const float scale_log2 = 1.4426950409f / std::sqrt(static_cast<float>(shape.d));  // log2(e) / √d
   flash_tc_kernel<D><<<grid, tiles::kTcThreads, smem>>>(
@@ -232,8 +270,8 @@ void launch_tc(const Shape& shape, const DeviceQKV& t) {
 }  // namespace
 
 void flash_tc_forward(const Shape& shape, const DeviceQKV& t) {
-  if (shape.d < 1 || shape.d > tiles::kMaxD)
-    throw std::invalid_argument("flash_tc_forward: d = " + std::to_string(shape.d) + " (supported: 1..128)");
+  check_shape(shape, "flash_tc_forward");
+  check_tc_alignment(t, shape.d);
   if (tiles::tc_head_dim(shape.d) == 64)
     launch_tc<64>(shape, t);
   else

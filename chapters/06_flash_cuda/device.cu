@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "06_flash_cuda/cuda_check.cuh"
@@ -24,6 +26,72 @@ __global__ void fill_kernel(float* p, long long count, float value) {
   const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   if (i < count) p[i] = value;
 }
+
+// Uniform values in [-1, 1) from a hash of the index (splitmix64): random data for the ceilings, without
+// a random-number library.
+__global__ void fill_random_kernel(float* p, long long count, unsigned long long seed) {
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (i >= count) return;
+  unsigned long long x = seed + static_cast<unsigned long long>(i + 1) * 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  p[i] = static_cast<float>(x >> 40) * 0x1.0p-23f - 1.0f;  // 24 random bits → [0, 2) → [-1, 1)
+}
+
+// Two CUDA events that are destroyed on every path, the error paths included.
+struct Events {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  Events() {
+    ATTN_CUDA_CHECK(cudaEventCreate(&start));
+    try {
+      ATTN_CUDA_CHECK(cudaEventCreate(&stop));
+    } catch (...) {
+      cudaEventDestroy(start);
+      throw;
+    }
+  }
+  ~Events() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+};
+
+// Device memory freed on every path.
+struct DeviceFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+template <class T>
+using DeviceBuffer = std::unique_ptr<T, DeviceFree>;
+
+// [timing]
+// The time of `count` back-to-back launches between two events, in ms.
+double time_launches(const Events& ev, const std::function<void()>& launch, int count) {
+  ATTN_CUDA_CHECK(cudaEventRecord(ev.start));
+  for (int i = 0; i < count; ++i) launch();
+  ATTN_CUDA_CHECK(cudaEventRecord(ev.stop));
+  ATTN_CUDA_CHECK(cudaEventSynchronize(ev.stop));
+  float elapsed = 0.0f;
+  ATTN_CUDA_CHECK(cudaEventElapsedTime(&elapsed, ev.start, ev.stop));
+  return elapsed;
+}
+
+// Warm-up launches first (the first launch of a kernel loads its code and sets its attributes), then
+// `repeats` samples, each of enough launches to last about 2 ms: a 0.1 ms kernel timed alone would carry
+// the events' resolution (~0.5 µs) and the gap before the launch in every sample. The median per launch.
+double median_ms_per_launch(const Events& ev, const std::function<void()>& launch, int repeats, int warmup) {
+  for (int i = 0; i < warmup; ++i) launch();
+  ATTN_CUDA_CHECK(cudaDeviceSynchronize());
+  const double one = time_launches(ev, launch, 1);
+  const int per_sample = static_cast<int>(std::clamp(std::ceil(2.0 / std::max(one, 1e-3)), 1.0, 1000.0));
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) ms.push_back(time_launches(ev, launch, per_sample) / per_sample);
+  std::sort(ms.begin(), ms.end());
+  return ms.empty() ? one : ms[ms.size() / 2];
+}
+// [timing]
 
 template <class T>
 T* device_alloc(std::size_t count) {
@@ -70,7 +138,7 @@ struct GpuWorkspace::Impl {
   float *Q = nullptr, *K = nullptr, *V = nullptr, *O = nullptr, *lse = nullptr, *S = nullptr;
   __nv_bfloat16 *Q16 = nullptr, *K16 = nullptr, *V16 = nullptr;
   cublasHandle_t cublas = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
+  Events events;
 
   ~Impl() {  // no checks here: a destructor must not throw, and freeing cannot fail in a way we could fix
     for (void* p : {static_cast<void*>(Q), static_cast<void*>(K), static_cast<void*>(V), static_cast<void*>(O),
@@ -78,12 +146,12 @@ struct GpuWorkspace::Impl {
                     static_cast<void*>(V16)})
       if (p != nullptr) cudaFree(p);
     if (cublas != nullptr) cublasDestroy(cublas);
-    if (start != nullptr) cudaEventDestroy(start);
-    if (stop != nullptr) cudaEventDestroy(stop);
   }
 };
 
-GpuWorkspace::GpuWorkspace(const Shape& shape, bool with_scores) : impl_(std::make_unique<Impl>()) {
+GpuWorkspace::GpuWorkspace(const Shape& shape, bool with_scores) {
+  check_shape(shape, "GpuWorkspace");
+  impl_ = std::make_unique<Impl>();
   Impl& w = *impl_;
   w.shape = shape;
   w.q_count =
@@ -104,8 +172,8 @@ GpuWorkspace::GpuWorkspace(const Shape& shape, bool with_scores) : impl_(std::ma
     w.S = device_alloc<float>(w.s_count);
   }
   ATTN_CUBLAS_CHECK(cublasCreate(&w.cublas));
-  ATTN_CUDA_CHECK(cudaEventCreate(&w.start));
-  ATTN_CUDA_CHECK(cudaEventCreate(&w.stop));
+  // Set once here, outside any timed region: fp32 products stay fp32 (no TF32) for rung 2.
+  ATTN_CUBLAS_CHECK(cublasSetMathMode(w.cublas, CUBLAS_DEFAULT_MATH));
 }
 
 GpuWorkspace::~GpuWorkspace() = default;
@@ -162,91 +230,53 @@ std::vector<float> GpuWorkspace::download_lse() const {
 }
 
 double GpuWorkspace::median_ms(const std::function<void()>& launch, int repeats, int warmup) const {
-  for (int i = 0; i < warmup; ++i) launch();
-  ATTN_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<double> ms;
-  for (int i = 0; i < repeats; ++i) {
-    ATTN_CUDA_CHECK(cudaEventRecord(impl_->start));
-    launch();
-    ATTN_CUDA_CHECK(cudaEventRecord(impl_->stop));
-    ATTN_CUDA_CHECK(cudaEventSynchronize(impl_->stop));
-    float elapsed = 0.0f;
-    ATTN_CUDA_CHECK(cudaEventElapsedTime(&elapsed, impl_->start, impl_->stop));
-    ms.push_back(elapsed);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms.empty() ? 0.0 : ms[ms.size() / 2];
+  return median_ms_per_launch(impl_->events, launch, repeats, warmup);
 }
 
 // [ceilings]
 Ceilings measure_ceilings() {
   constexpr int n = 8192;  // square GEMMs large enough to reach the plateau
-  Ceilings c;
-  float *A = device_alloc<float>(std::size_t{n} * n), *B = device_alloc<float>(std::size_t{n} * n),
-        *C = device_alloc<float>(std::size_t{n} * n);
-  cublasHandle_t handle = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  try {
-    fill(A, std::size_t{n} * n, 0.5f);
-    fill(B, std::size_t{n} * n, 0.25f);
-    fill(C, std::size_t{n} * n, 0.125f);
-    ATTN_CUBLAS_CHECK(cublasCreate(&handle));
-    ATTN_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // fp32 means fp32: no TF32
-    ATTN_CUDA_CHECK(cudaEventCreate(&start));
-    ATTN_CUDA_CHECK(cudaEventCreate(&stop));
-    auto time_ms = [&](const std::function<void()>& work) {
-      work();  // warm-up
-      std::vector<float> ms;
-      for (int i = 0; i < 5; ++i) {
-        ATTN_CUDA_CHECK(cudaEventRecord(start));
-        work();
-        ATTN_CUDA_CHECK(cudaEventRecord(stop));
-        ATTN_CUDA_CHECK(cudaEventSynchronize(stop));
-        float t = 0.0f;
-        ATTN_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-        ms.push_back(t);
-      }
-      std::sort(ms.begin(), ms.end());
-      return static_cast<double>(ms[2]);
-    };
-    const float one = 1.0f, zero = 0.0f;
-    const double gemm_flops = 2.0 * n * static_cast<double>(n) * n;
-    c.fp32_tflops =
-        gemm_flops / time_ms([&] {
-          ATTN_CUBLAS_CHECK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, n, B, n, &zero, C, n));
-        }) /
-        1e9;
-    // bf16 × bf16 → fp32 on tensor cores: A and B reinterpreted as bf16 (2n² halves fit in n² floats).
-    auto* A16 = reinterpret_cast<__nv_bfloat16*>(A);
-    auto* B16 = reinterpret_cast<__nv_bfloat16*>(B);
-    to_bf16_kernel<<<blocks_for(std::int64_t{n} * n, 256), 256>>>(C, A16, std::int64_t{n} * n);
+  constexpr std::size_t count = std::size_t{n} * n;
+  constexpr long long kCount = static_cast<long long>(count);
+  const DeviceBuffer<float> A(device_alloc<float>(count)), B(device_alloc<float>(count)), C(device_alloc<float>(count));
+  for (float* p : {A.get(), B.get(), C.get()}) {
+    fill_random_kernel<<<blocks_for(kCount, 256), 256>>>(p, kCount, reinterpret_cast<std::uintptr_t>(p));
     ATTN_CUDA_CHECK_LAUNCH();
-    to_bf16_kernel<<<blocks_for(std::int64_t{n} * n, 256), 256>>>(C, B16, std::int64_t{n} * n);
-    ATTN_CUDA_CHECK_LAUNCH();
-    c.bf16_tflops = gemm_flops / time_ms([&] {
-                      ATTN_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A16, CUDA_R_16BF,
-                                                     n, B16, CUDA_R_16BF, n, &zero, C, CUDA_R_32F, n,
-                                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-                    }) /
-                    1e9;
-    const double bytes = 2.0 * sizeof(float) * n * static_cast<double>(n);  // read + write
-    c.copy_gbs = bytes / time_ms([&] {
-                   ATTN_CUDA_CHECK(cudaMemcpy(C, A, sizeof(float) * std::size_t{n} * n, cudaMemcpyDeviceToDevice));
-                 }) /
-                 1e6;
-  } catch (...) {
-    cudaFree(A);
-    cudaFree(B);
-    cudaFree(C);
-    if (handle != nullptr) cublasDestroy(handle);
-    throw;
   }
-  ATTN_CUDA_CHECK(cudaFree(A));
-  ATTN_CUDA_CHECK(cudaFree(B));
-  ATTN_CUDA_CHECK(cudaFree(C));
-  ATTN_CUBLAS_CHECK(cublasDestroy(handle));
-  ATTN_CUDA_CHECK(cudaEventDestroy(start));
-  ATTN_CUDA_CHECK(cudaEventDestroy(stop));
+  cublasHandle_t raw = nullptr;
+  ATTN_CUBLAS_CHECK(cublasCreate(&raw));
+  const std::unique_ptr<cublasContext, cublasStatus_t (*)(cublasHandle_t)> handle(raw, cublasDestroy);
+  ATTN_CUBLAS_CHECK(cublasSetMathMode(raw, CUBLAS_DEFAULT_MATH));  // fp32 means fp32: no TF32
+  const Events ev;
+  const auto time_ms = [&](const std::function<void()>& work) { return median_ms_per_launch(ev, work, 5, 1); };
+  const float one = 1.0f, zero = 0.0f;
+  const double gemm_flops = 2.0 * n * static_cast<double>(n) * n;
+  Ceilings c;
+  c.fp32_tflops = gemm_flops / time_ms([&] {
+                    ATTN_CUBLAS_CHECK(cublasSgemm(raw, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A.get(), n, B.get(), n,
+                                                  &zero, C.get(), n));
+                  }) /
+                  1e9;
+  // bf16 × bf16 → fp32 on tensor cores: bf16 copies of the random A and B in the first halves of B and C.
+  auto* A16 = reinterpret_cast<__nv_bfloat16*>(B.get());
+  auto* B16 = reinterpret_cast<__nv_bfloat16*>(C.get());
+  to_bf16_kernel<<<blocks_for(kCount, 256), 256>>>(A.get(), A16, kCount);
+  ATTN_CUDA_CHECK_LAUNCH();
+  fill_random_kernel<<<blocks_for(kCount, 256), 256>>>(A.get(), kCount, 12345);
+  ATTN_CUDA_CHECK_LAUNCH();
+  to_bf16_kernel<<<blocks_for(kCount, 256), 256>>>(A.get(), B16, kCount);
+  ATTN_CUDA_CHECK_LAUNCH();
+  c.bf16_tflops = gemm_flops / time_ms([&] {
+                    ATTN_CUBLAS_CHECK(cublasGemmEx(raw, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A16, CUDA_R_16BF, n,
+                                                   B16, CUDA_R_16BF, n, &zero, A.get(), CUDA_R_32F, n,
+                                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                  }) /
+                  1e9;
+  const double bytes = 2.0 * sizeof(float) * static_cast<double>(count);  // read + write
+  c.copy_gbs =
+      bytes /
+      time_ms([&] { ATTN_CUDA_CHECK(cudaMemcpy(A.get(), C.get(), sizeof(float) * count, cudaMemcpyDeviceToDevice)); }) /
+      1e6;
   return c;
 }
 // [ceilings]

@@ -51,6 +51,16 @@ struct Rung {
   std::function<void(const Shape&, const DeviceQKV&)> launch;
 };
 
+/// Refuses, before anything is launched, a shape no rung runs: bh outside 1..65535 (grid.y), n_q or n_kv
+/// below 1, d outside 1..128, a causal call with n_q > n_kv (the queries are aligned to the end of the
+/// keys, so some would sit before the first key), or sizes whose element count overflows 2^62.
+/// \throws std::invalid_argument naming \p who and the offending values. Every rung calls it first.
+void check_shape(const Shape& shape, const std::string& who);
+
+/// Rung 4 reads K and V 16 bytes at a time when d is 64 or 128: refuses bf16 pointers that are not 16-byte
+/// aligned (std::invalid_argument naming the pointer), instead of a misaligned-address fault on the device.
+void check_tc_alignment(const DeviceQKV& t, int d);
+
 // --- the rungs (defined in the .cu files; rung 3 is the contract's flash_fp32_forward) -----------------
 
 /// Rung 1: three kernels (scores, row softmax, P·V), S materialised in global memory.
@@ -105,7 +115,9 @@ class GpuWorkspace {
   void poison_outputs();
   std::vector<float> download_O() const;    ///< (bh, n_q, d)
   std::vector<float> download_lse() const;  ///< (bh, n_q)
-  /// Runs \p launch \p warmup times, then times \p repeats runs with CUDA events; the median, in ms.
+  /// Runs \p launch \p warmup times, then takes \p repeats samples, each a run of enough back-to-back
+  /// launches between two CUDA events to last about 2 ms (so the events' resolution and one launch's
+  /// overhead do not distort short kernels); the median time of one launch, in ms.
   double median_ms(const std::function<void()>& launch, int repeats, int warmup) const;
 
  private:
@@ -113,8 +125,9 @@ class GpuWorkspace {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The device's ceilings, measured in the same run: cuBLAS SGEMM (fp32, no TF32) and bf16 GEMM rates in
-/// TFLOP/s, and device-to-device copy bandwidth in GB/s (read + write counted).
+/// The device's ceilings, measured in the same run on random data (a GPU's clock and power draw depend
+/// on the bits it multiplies: constant matrices flatter it): cuBLAS SGEMM (fp32, no TF32) and bf16 GEMM
+/// rates in TFLOP/s, and device-to-device copy bandwidth in GB/s (read + write counted).
 struct Ceilings {
   double fp32_tflops = 0, bf16_tflops = 0, copy_gbs = 0;
 };

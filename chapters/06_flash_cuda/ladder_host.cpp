@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "06_flash_cuda/ladder.hpp"
 #include "06_flash_cuda/tiles.hpp"
@@ -16,6 +19,32 @@ std::vector<KernelPlan> kernel_plans(std::size_t d) {
   const int di = static_cast<int>(d);
   return {{"3 flash fp32", tiles::kFp32Br, tiles::kFp32Bc, tiles::kFp32Threads, 4, tiles::fp32_smem_bytes(di)},
           {"4 flash tc bf16", tiles::kTcBr, tiles::kTcBc, tiles::kTcThreads, 2, tiles::tc_smem_bytes(di)}};
+}
+
+// [check_shape]
+void check_shape(const Shape& s, const std::string& who) {
+  const std::string values = " (bh = " + std::to_string(s.bh) + ", n_q = " + std::to_string(s.n_q) +
+                             ", n_kv = " + std::to_string(s.n_kv) + ", d = " + std::to_string(s.d) +
+                             (s.causal ? ", causal)" : ")");
+  if (s.bh < 1 || s.bh > 65535) throw std::invalid_argument(who + ": bh must be in 1..65535 (grid.y)" + values);
+  if (s.n_q < 1 || s.n_kv < 1) throw std::invalid_argument(who + ": n_q and n_kv must be at least 1" + values);
+  if (s.d < 1 || s.d > tiles::kMaxD) throw std::invalid_argument(who + ": d must be in 1..128" + values);
+  if (s.causal && s.n_q > s.n_kv)
+    throw std::invalid_argument(who + ": a causal call needs n_q <= n_kv: query i sits at key position " +
+                                "i + n_kv - n_q, which is negative for the first queries" + values);
+  // The largest tensor a rung touches is S, (bh, n_q, n_kv); its indices are 64-bit.
+  const double elements = static_cast<double>(s.bh) * s.n_q * std::max(s.n_kv, s.d);
+  if (elements > 4.6e18) throw std::invalid_argument(who + ": the tensors' element counts overflow 2^62" + values);
+}
+// [check_shape]
+
+void check_tc_alignment(const DeviceQKV& t, int d) {
+  if (tiles::tc_head_dim(d) != d) return;  // the ragged path reads element by element
+  const std::pair<const char*, const void*> pointers[] = {{"Q16", t.Q16}, {"K16", t.K16}, {"V16", t.V16}};
+  for (const auto& [name, p] : pointers)
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
+      throw std::invalid_argument(std::string("flash_tc_forward: ") + name + " must be 16-byte aligned at d = " +
+                                  std::to_string(d) + " (rung 4 reads K and V 16 bytes at a time)");
 }
 
 #if !ATTN_HAVE_CUDA
@@ -69,6 +98,7 @@ float round_to_bf16(float x) {
 
 std::vector<float> bf16_reference_attention(const float* Q, const float* K, const float* V, int n_q, int n_kv, int d,
                                             bool causal) {
+  check_shape(Shape{1, n_q, n_kv, d, causal}, "bf16_reference_attention");
   const auto nq = static_cast<std::size_t>(n_q), nkv = static_cast<std::size_t>(n_kv), dd = static_cast<std::size_t>(d);
   auto b = [](float x) { return round_to_bf16(x); };
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));

@@ -8,22 +8,26 @@
 // ceiling this GPU reaches in the same run. Without a GPU it says so and runs the host-side parts only.
 // What it leaves out: the backward pass, FlashAttention-3's asynchronous pipelines, fp8.
 // Run it: ./course run 06   (GPU: build/default/bin/ch06_flash_cuda --n 1024 4096 --d 64 128; the full
-// check with PyTorch's SDPA: ./course gpu-check)      Book page: book/06_flash_cuda.md
+// check with PyTorch's SDPA: ./course gpu-check, or ./course gpu-pack for a bare GPU machine; --dry-run
+// stops before the first kernel launch)      Book page: book/06_flash_cuda.md
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "05_flash_cpu/flash_cpu.hpp"
 #include "06_flash_cuda/flash_cuda.hpp"
 #include "06_flash_cuda/ladder.hpp"
+#include "06_flash_cuda/tiles.hpp"
 #include "attn/chapter.hpp"
 #include "attn/measure.hpp"
 #include "attn/print.hpp"
@@ -34,13 +38,19 @@ namespace {
 namespace ch06 = attn::ch06;
 using attn::Matrix;
 
+// Defaults small enough for a second of GPU time; ./course gpu-check asks for the full ladder.
 struct Options {
-  std::vector<int> n{4096};
+  std::vector<int> n{1024};
   std::vector<int> d{128};
-  int bh = 64;
+  int bh = 16;
   int repeats = 10;
   std::string csv;
+  bool dry_run = false;
 };
+
+// The timing table's CSV: its header, then one line per timed rung, flushed as soon as it is measured so
+// a run that stops later keeps what it measured.
+constexpr const char* kCsvHeader = "rung,n,d,causal,bh,ms,tflops,pct_ceiling\n";
 
 // Per-block limits of the GPUs the build targets (cudaDevAttrMaxSharedMemoryPerBlockOptin), and CUDA's
 // default without opting in.
@@ -133,6 +143,68 @@ void show_causal_tiles(int n, std::size_t B) {
     fmt::print("{}  {} tiles\n", line, v);
   }
 }
+
+// [bank_passes]
+// Shared-memory passes of rung 4's V_jᵀ store over one 64-key tile: for each warp-wide store instruction,
+// the largest number of different 4-byte words any one bank must take (1 = conflict-free), summed. The
+// first version gave consecutive lanes consecutive 8-column chunks of one key and stored 2-byte entries;
+// the kernel's (tiles::tc_vt_item) gives them consecutive key pairs and stores 4-byte words.
+struct StorePasses {
+  int instructions = 0, passes = 0, worst = 0;
+};
+StorePasses first_version_passes(int D) {
+  namespace tiles = ch06::tiles;
+  StorePasses r;
+  for (int first = 0; first < tiles::kTcBc * D / 8; first += 32)  // one warp's 32 items
+    for (int e = 0; e < 8; ++e) {                                 // its 8 stores of 2 bytes each
+      std::vector<std::set<int>> words(32);
+      for (int idx = first; idx < first + 32; ++idx) {
+        const int row = idx / (D / 8), c = idx % (D / 8) * 8 + e;
+        const int word = (c * tiles::kTcVtStride + row) / 2;
+        words[static_cast<std::size_t>(word % 32)].insert(word);
+      }
+      int pass = 0;
+      for (const auto& w : words) pass = std::max(pass, static_cast<int>(w.size()));
+      r.instructions += 1;
+      r.passes += pass;
+      r.worst = std::max(r.worst, pass);
+    }
+  return r;
+}
+StorePasses kernel_passes(int D) {
+  namespace tiles = ch06::tiles;
+  StorePasses r;
+  for (int first = 0; first < tiles::kTcBc / 2 * D / 8; first += 32)
+    for (int e = 0; e < 8; ++e) {  // 8 stores of a 4-byte word (two keys' entries)
+      std::vector<std::set<int>> words(32);
+      for (int idx = first; idx < first + 32; ++idx) {
+        const tiles::VtItem it = tiles::tc_vt_item(idx, 8);
+        const int word = tiles::tc_vt_word(it.c + e, it.pair);
+        words[static_cast<std::size_t>(word % 32)].insert(word);
+      }
+      int pass = 0;
+      for (const auto& w : words) pass = std::max(pass, static_cast<int>(w.size()));
+      r.instructions += 1;
+      r.passes += pass;
+      r.worst = std::max(r.worst, pass);
+    }
+  return r;
+}
+
+void show_vt_store_banks() {
+  attn::heading("Rung 4: storing V_j transposed into shared memory (32 banks of 4 bytes), per 64-key tile");
+  attn::Table t({"D", "store mapping", "warp stores", "passes", "worst conflict"});
+  t.set_left(1);
+  for (const int D : {64, 128}) {
+    const StorePasses a = first_version_passes(D), b = kernel_passes(D);
+    t.add_row({std::to_string(D), "lanes along one key's columns, 2 bytes", std::to_string(a.instructions),
+               std::to_string(a.passes), fmt::format("{}-way", a.worst)});
+    t.add_row({std::to_string(D), "lanes along key pairs, 4-byte words", std::to_string(b.instructions),
+               std::to_string(b.passes), fmt::format("{}-way", b.worst)});
+  }
+  t.print();
+}
+// [bank_passes]
 
 void show_roofline() {
   const ch06::Shape shape{1, 4096, 4096, 128, false};
@@ -253,7 +325,7 @@ void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const c
   if (!o.csv.empty()) {
     csv.open(o.csv);
     if (!csv) throw std::runtime_error("cannot write " + o.csv);
-    csv << "rung,n,d,causal,ms,tflops,pct_ceiling\n";
+    csv << kCsvHeader << std::flush;
   }
   attn::Rng rng(66);
   for (const int n : o.n)
@@ -283,8 +355,8 @@ void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const c
                      fmt::format("{:.1f}", tflops), fmt::format("{:.0f}%", 100.0 * tflops / ceiling),
                      naive_ms > 0.0 ? fmt::format("{:.1f}×", naive_ms / ms) : "-"});
           if (csv)
-            csv << rung.name << ',' << n << ',' << d << ',' << (causal ? 1 : 0) << ',' << ms << ',' << tflops << ','
-                << 100.0 * tflops / ceiling << '\n';
+            csv << rung.name << ',' << n << ',' << d << ',' << (causal ? 1 : 0) << ',' << o.bh << ',' << ms << ','
+                << tflops << ',' << 100.0 * tflops / ceiling << std::endl;
         }
       }
   t.print();
@@ -292,13 +364,29 @@ void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const c
 // [time_ladder]
 #endif
 
+// --dry-run: everything up to the first kernel launch. The CSV gets its header and no rows, so the scripts
+// after the ladder (./course gpu-check, the GPU pack's run.sh) can be exercised on a machine without a GPU.
+void dry_run(const Options& o) {
+  attn::heading("Dry run");
+  fmt::print("dry run: would time n = {}, d = {}, bh = {}, causal and not, {} samples each; no kernel launched\n",
+             fmt::join(o.n, " "), fmt::join(o.d, " "), o.bh, o.repeats);
+  if (o.csv.empty()) return;
+  std::ofstream csv(o.csv);
+  if (!(csv << kCsvHeader)) throw std::runtime_error("cannot write " + o.csv);
+}
+
 void tell_the_story(const attn::Chapter& chapter, const Options& o) {
   const ch06::DeviceInfo device = ch06::query_device();
   show_device(device);
   show_mapping();
   show_plans(device, 4, 16, 4096, 128);
   show_causal_tiles(4096, 64);
+  show_vt_store_banks();
   show_roofline();
+  if (o.dry_run) {
+    dry_run(o);
+    return;
+  }
 #if ATTN_HAVE_CUDA
   if (!device.present) return;
   const auto rungs = ladder();
@@ -375,5 +463,7 @@ int main(int argc, char** argv) {
       .add_option("--repeats", o.repeats, "Timed runs per rung; the median is shown")
       ->check(CLI::Range(1, 1000));
   chapter.cli().add_option("--csv", o.csv, "Also write the timings as CSV to this file (./course gpu-check uses it)");
+  chapter.cli().add_flag("--dry-run", o.dry_run,
+                         "Do the host-side parts, list the shapes the ladder would time, launch no kernel");
   return chapter.run(argc, argv, [&] { tell_the_story(chapter, o); });
 }

@@ -3,6 +3,7 @@
 // Watch your code run the chapter: `./course run 01 --track exercise`.
 #include "01_intuition/intuition.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 

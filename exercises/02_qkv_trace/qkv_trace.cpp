@@ -3,11 +3,13 @@
 // Watch your code run the chapter: `./course run 02 --track exercise`.
 #include "02_qkv_trace/qkv_trace.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
 
+#include "01_intuition/intuition.hpp"  // chapter 01's stable_softmax, for softmax_rows
 #include "attn/errors.hpp"
 
 namespace attn {

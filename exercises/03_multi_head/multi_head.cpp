@@ -4,6 +4,8 @@
 // Chapter 02's functions are yours to use: attn::project, attn::scaled_dot_product_attention, attn::matmul.
 #include "03_multi_head/multi_head.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"

@@ -3,6 +3,7 @@
 // Watch your code run the chapter: `./course run 04 --track exercise`.
 #include "04_complexity/complexity.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>

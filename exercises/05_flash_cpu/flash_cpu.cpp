@@ -39,6 +39,8 @@ FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, b
   // TODO(learner): for each block of B_r query rows: state = empty_state(rows, d_v); for each block of B_c
   //   keys, tile_step (with the causal part of the mask where the diagonal crosses the tile; skip tiles
   //   wholly above it); then O = acc / ℓ and lse = m + log ℓ. Blocks at the end may be smaller.
+  //   Count the tile_step calls in the result's tiles_visited (the tests check the causal skip with it),
+  //   and never hold an (n_q, n_kv) matrix: the tests measure the heap.
   //   Reject bad shapes, B_r or B_c = 0, causal with n_q > n_kv, and NaN/Inf inputs (attn::require_finite).
   throw not_implemented(
       "flash_attention", kChapter,

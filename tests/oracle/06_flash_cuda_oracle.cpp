@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace attn::oracle {
 
@@ -14,6 +15,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 template <class Round>
 void one_head(const float* Q, const float* K, const float* V, std::size_t n_q, std::size_t n_kv, std::size_t d,
               bool causal, Round r, double* O, double* lse) {
+  // Query i sits at key position i + n_kv - n_q: with more queries than keys that is negative.
+  if (causal && n_q > n_kv) throw std::invalid_argument("oracle (chapter 06): causal attention with n_q > n_kv");
   std::vector<double> s(n_kv);
   for (std::size_t i = 0; i < n_q; ++i) {
     double m = -kInf;

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,23 @@ struct Comparison {
   std::string report;
 };
 
+/// Where flat index \p i of a row-major tensor of \p shape lies: "[i]" for a vector, "(row r, column c)"
+/// for a matrix, "[a, b, c]" beyond; the learner reads this to find the wrong row (a softmax over the
+/// wrong axis, a mask off by one).
+inline std::string position(const std::vector<std::size_t>& shape, std::size_t i) {
+  std::vector<std::size_t> index(shape.size(), 0);
+  for (std::size_t k = shape.size(); k-- > 0;) {
+    if (shape[k] == 0) return fmt::format("[{}]", i);
+    index[k] = i % shape[k];
+    i /= shape[k];
+  }
+  if (index.size() == 2) return fmt::format("(row {}, column {})", index[0], index[1]);
+  return fmt::format("[{}]", fmt::join(index, ", "));
+}
+
 /// Elementwise comparison of \p actual (float32, flattened row-major) with \p expected (float64).
-/// Equal infinities match; NaN matches nothing.
+/// Equal infinities match; NaN matches nothing. A failure names the worst element's position, both values,
+/// the difference and what was allowed there, then the first few mismatches, also by position.
 inline Comparison compare(const std::vector<std::size_t>& actual_shape, const float* actual,
                           const std::vector<std::size_t>& expected_shape, const double* expected, double atol,
                           double rtol) {
@@ -39,22 +55,29 @@ inline Comparison compare(const std::vector<std::size_t>& actual_shape, const fl
   for (std::size_t s : actual_shape) size *= s;
   double worst_diff = 0.0;
   std::string first;
+  // The worst mismatch: a NaN before any number, then the largest difference.
+  const auto rank = [](double d) { return std::isnan(d) ? std::numeric_limits<double>::infinity() : d; };
   for (std::size_t i = 0; i < size; ++i) {
     const double a = actual[i], e = expected[i];
     const bool same_inf = std::isinf(a) && std::isinf(e) && (a > 0) == (e > 0);
     const double diff = same_inf ? 0.0 : std::fabs(a - e);
     const bool bad = !same_inf && !(diff <= atol + rtol * std::fabs(e));  // NaN lands here too
     if (!bad) continue;
-    if (!(diff <= worst_diff)) {
+    if (mismatches == 0 || rank(diff) > rank(worst_diff)) {
       worst_diff = diff;
       worst = i;
     }
-    if (mismatches++ < 5) first += fmt::format("\n    [{}] actual {:.9g}, expected {:.9g}", i, a, e);
+    if (mismatches++ < 3)
+      first += fmt::format("\n    at {}: actual {:.9g}, expected {:.9g}", position(actual_shape, i), a, e);
   }
   if (mismatches > 0) {
+    const double a = actual[worst], e = expected[worst];
     c.ok = false;
-    c.report = fmt::format("{} of {} values differ (atol {:g}, rtol {:g}); largest difference {:.3g} at [{}]; first:{}",
-                           mismatches, size, atol, rtol, worst_diff, worst, first);
+    c.report = fmt::format(
+        "{} of {} values differ. Worst at {}: actual {:.9g}, expected {:.9g}, difference {:.3g}, "
+        "allowed {:.3g} (atol {:g} + rtol {:g} * |expected|). First mismatches:{}",
+        mismatches, size, position(actual_shape, worst), a, e, worst_diff, atol + rtol * std::fabs(e), atol, rtol,
+        first);
   }
   return c;
 }

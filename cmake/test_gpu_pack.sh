@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The ctest case "the GPU pack runs in a clean environment": makes the pack (cmake/gpu_pack.sh) in a
+# scratch folder and runs its run.sh as a bare GPU machine would, with nothing from this machine's
+# environment: `env -i`, PATH=/usr/bin:/bin, LD_LIBRARY_PATH the pack's lib/ alone. Two checks that no
+# library comes from Debian's packages instead of the pack:
+#   1. ldd, in that environment: every library resolves into the pack, or is glibc's or CUDA's;
+#   2. where a mount namespace can be made (unshare -m, as root), Debian's copies of the packed libraries
+#      are hidden (an empty file bind-mounted over each) while run.sh runs.
+# run.sh runs as --dry-run (no GPU here): its host-side tests must pass, its GPU cases report skipped, and
+# the recording step must write a recording whose first line is the sources' hash.
+# usage: test_gpu_pack.sh ROOT BUILD_DIR SCRATCH
+set -uo pipefail
+export LC_ALL=C
+root=$1 build=$2 scratch=$3
+rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
+pack="$scratch/pack" out="$scratch/out"
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$root/cmake/gpu_pack.sh" "$root" "$build" "$pack" >"$scratch/pack.log" 2>&1 || { cat "$scratch/pack.log"; fail "gpu_pack.sh"; }
+grep 'KiB' "$scratch/pack.log"
+clean=(env -i PATH=/usr/bin:/bin HOME="$scratch" LD_LIBRARY_PATH="$pack/lib")
+
+# 1. Where each library comes from, in the clean environment.
+system='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libresolv|libutil)\.so'
+cuda='^(libcuda|libcudart|libcublas|libcublasLt|libnvrtc|libnvJitLink)\.so'
+"${clean[@]}" ldd "$pack"/bin/* >"$scratch/ldd.txt" 2>&1
+! grep -q "not found" "$scratch/ldd.txt" || { grep "not found" "$scratch/ldd.txt"; fail "libraries not found"; }
+outside=$(awk '$2 == "=>" {print $1, $3}' "$scratch/ldd.txt" | sort -u | while read -r name path; do
+  [[ "$path" == "$pack/lib/"* || "$name" =~ $system || "$name" =~ $cuda ]] || echo "$name => $path"
+done)
+[ -z "$outside" ] || fail "resolved outside the pack: $outside"
+echo "ok: every library resolves into the pack, or is glibc's or CUDA's ($(ls "$pack/lib" | wc -l) packed)"
+
+# 2. run.sh, with Debian's copies of the packed libraries hidden when a mount namespace is possible.
+hide=""
+for lib in "$pack"/lib/*; do
+  for dir in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu; do
+    [ -e "$dir/$(basename "$lib")" ] && hide+=" $(readlink -f "$dir/$(basename "$lib")")"
+  done
+done
+hide=$(tr ' ' '\n' <<<"$hide" | sort -u | tr '\n' ' ')
+if unshare -m --propagation private true 2>/dev/null; then
+  echo "hiding Debian's copies:$hide"
+  unshare -m --propagation private bash -c 'for f in $1; do mount --bind /dev/null "$f" || exit 1; done; shift
+    exec "$@"' hide "$hide" "${clean[@]}" "$pack/run.sh" --dry-run "$out" >"$scratch/run.log" 2>&1
+else
+  echo "note: no mount namespace here (unshare -m refused): check 1 (ldd) alone shows where libraries come from"
+  "${clean[@]}" "$pack/run.sh" --dry-run "$out" >"$scratch/run.log" 2>&1
+fi
+rc=$?
+cat "$out/status.txt" 2>/dev/null
+[ "$rc" -eq 0 ] || { tail -n 30 "$scratch/run.log"; fail "run.sh --dry-run exited with $rc"; }
+grep -q "^ok    ch06_flash_cuda_solution_test: host-side cases passed; its [1-9][0-9]* GPU cases reported skipped" \
+  "$out/status.txt" || fail "the solution tests did not pass with their GPU cases skipped"
+grep -q "^ok    ch06_flash_cuda_core_test: host-side cases passed" "$out/status.txt" || fail "the core tests"
+grep -q "skipped" "$out/tests-ch06_flash_cuda_solution_test.txt" || fail "no skipped cases in the test output"
+[ "$(head -n 1 "$out/06_flash_cuda.txt")" = "sources $(cat "$pack/SOURCES_HASH")" ] || fail "the recording's hash line"
+echo "ok: run.sh passed in a clean environment; the recording step wrote $out/06_flash_cuda.txt"

@@ -1,0 +1,107 @@
+// Chapter 06's own code, which no learner writes: the shapes every rung refuses, rung 4's alignment
+// check and its shared-memory indexing (bank arithmetic checked on the host), and on a GPU the rungs'
+// refusals before launching. Solution track only (like common/'s tests); the exercises' tests are in
+// 06_flash_cuda_test.cpp. Cases whose name starts with "on the GPU" need a device
+// (tests/support/gpu_skip.hpp). Book page: book/06_flash_cuda.md.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+#include "06_flash_cuda/flash_cuda.hpp"
+#include "06_flash_cuda/ladder.hpp"
+#include "06_flash_cuda/tiles.hpp"
+#include "support/gpu_skip.hpp"
+
+TEST_SUITE("06_flash_cuda") {
+  TEST_CASE("every rung refuses a causal call with more queries than keys, naming n_q and n_kv") {
+    const attn::ch06::Shape bad{2, 300, 256, 64, true};
+    CHECK_THROWS_WITH_AS(attn::ch06::check_shape(bad, "flash_tc_forward"),
+                         doctest::Contains("flash_tc_forward: a causal call needs n_q <= n_kv"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::ch06::check_shape(bad, "x"), doctest::Contains("n_q = 300, n_kv = 256"),
+                         std::invalid_argument);
+    CHECK_NOTHROW(attn::ch06::check_shape({2, 256, 256, 64, true}, "x"));
+    CHECK_NOTHROW(attn::ch06::check_shape({2, 300, 256, 64, false}, "x"));  // without the mask any n_q is fine
+    CHECK_THROWS_WITH_AS(attn::ch06::check_shape({1, 4, 4, 129, false}, "x"), doctest::Contains("d = 129"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::ch06::check_shape({65536, 4, 4, 64, false}, "x"), doctest::Contains("bh = 65536"),
+                         std::invalid_argument);
+    CHECK_THROWS_AS(attn::ch06::check_shape({1, 0, 4, 64, false}, "x"), std::invalid_argument);
+    CHECK_THROWS_AS(attn::ch06::bf16_reference_attention(nullptr, nullptr, nullptr, 5, 4, 8, true),
+                    std::invalid_argument);
+  }
+
+  TEST_CASE("rung 4 refuses bf16 inputs that are not 16-byte aligned when it reads them 16 bytes at a time") {
+    alignas(16) static std::uint16_t buffer[64] = {};
+    attn::ch06::DeviceQKV t;
+    t.Q16 = buffer;
+    t.K16 = buffer;
+    t.V16 = buffer;
+    CHECK_NOTHROW(attn::ch06::check_tc_alignment(t, 64));
+    t.K16 = buffer + 1;  // 2 bytes past a 16-byte boundary
+    CHECK_THROWS_WITH_AS(attn::ch06::check_tc_alignment(t, 128), doctest::Contains("K16 must be 16-byte aligned"),
+                         std::invalid_argument);
+    CHECK_NOTHROW(attn::ch06::check_tc_alignment(t, 40));  // d = 40 takes the element-wise path
+  }
+
+  // [vt_store_test]
+  TEST_CASE("rung 4 stores every element of V_j transposed exactly once, each warp's 32 stores in 32 banks") {
+    namespace tiles = attn::ch06::tiles;
+    for (const int D : {64, 128})
+      for (const int W : {8, 1}) {  // 16-byte loads (d = D) and the element-wise ragged path
+        CAPTURE(D);
+        CAPTURE(W);
+        const int items = tiles::kTcBc / 2 * D / W;
+        // Bank of a word: V_jᵀ starts after Q_i and K_j, (B_r + B_c)·(D + 8) bf16, a multiple of 128 bytes.
+        const int vt_offset_words = (tiles::kTcBr + tiles::kTcBc) * tiles::tc_qk_stride(D) / 2;
+        CHECK(vt_offset_words % 32 == 0);
+        std::vector<int> writes(static_cast<std::size_t>(D * tiles::kTcVtStride / 2), 0);
+        int worst_way = 0;
+        // Lane l of warp w handles idx = 32·w + l + 128·k: warps' stores are sets of 32 consecutive items.
+        for (int first = 0; first < items; first += 32)
+          for (int e = 0; e < W; ++e) {
+            std::set<int> banks, words;
+            for (int idx = first; idx < first + 32 && idx < items; ++idx) {
+              const tiles::VtItem it = tiles::tc_vt_item(idx, W);
+              REQUIRE(it.pair < tiles::kTcBc / 2);
+              REQUIRE(it.c + e < D);
+              const int word = tiles::tc_vt_word(it.c + e, it.pair);
+              ++writes.at(static_cast<std::size_t>(word));
+              words.insert(word);
+              banks.insert((vt_offset_words + word) % 32);
+            }
+            worst_way = std::max(worst_way, static_cast<int>(words.size() - banks.size()) + 1);
+            CHECK(banks.size() == 32);
+          }
+        CHECK(worst_way == 1);
+        // Every (column, row pair) word of the B_c real columns written once; the 8 padding bf16 never. The
+        // word of (c, p) is where the P·V fragment load reads keys 2p and 2p + 1 of column c: bf16 element
+        // c·(B_c + 8) + 2p of V_jᵀ, in the word's lower half.
+        for (int c = 0; c < D; ++c)
+          for (int p = 0; p < tiles::kTcVtStride / 2; ++p) {
+            CHECK(2 * tiles::tc_vt_word(c, p) == c * tiles::kTcVtStride + 2 * p);
+            CHECK(writes[static_cast<std::size_t>(tiles::tc_vt_word(c, p))] == (p < tiles::kTcBc / 2 ? 1 : 0));
+          }
+      }
+  }
+  // [vt_store_test]
+
+  TEST_CASE("on the GPU, every rung refuses a causal call with more queries than keys before launching") {
+    REQUIRE_DEVICE();
+#if ATTN_HAVE_CUDA
+    const attn::ch06::Shape fine{1, 96, 64, 64, false}, bad{1, 96, 64, 64, true};
+    attn::ch06::GpuWorkspace workspace(fine, /*with_scores=*/true);
+    workspace.upload(std::vector<float>(96 * 64, 1.0f), std::vector<float>(64 * 64, 1.0f),
+                     std::vector<float>(64 * 64, 1.0f));
+    CHECK_THROWS_WITH_AS(attn::ch06::naive_forward(bad, workspace.tensors()), doctest::Contains("n_q = 96, n_kv = 64"),
+                         std::invalid_argument);
+    CHECK_THROWS_AS(attn::ch06::cublas_forward(bad, workspace.tensors()), std::invalid_argument);
+    CHECK_THROWS_AS(attn::flash_fp32_forward(bad, workspace.tensors()), std::invalid_argument);
+    CHECK_THROWS_AS(attn::ch06::flash_tc_forward(bad, workspace.tensors()), std::invalid_argument);
+    CHECK_THROWS_AS(attn::ch06::GpuWorkspace(bad, false), std::invalid_argument);
+#endif
+  }
+}

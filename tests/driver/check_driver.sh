@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# The learner's loop, tested as a learner meets it: on a scratch copy of the checkout (the working tree,
+# never the checkout itself), edit exercises, run `./course check NN` and `./course watch NN`, and assert
+# what they print and the status they end with. Run by .ci/run; by hand: tests/driver/check_driver.sh
+# (a few minutes the first time: the copy builds its own exercise tests, mostly from ccache).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# COURSE_DRIVER_SCRATCH=DIR keeps the copy (and its build) in DIR for the next run: only the files that
+# differ from the checkout are copied again, so a rerun costs seconds, not a build.
+if [ -n "${COURSE_DRIVER_SCRATCH:-}" ]; then
+  SCRATCH=$COURSE_DRIVER_SCRATCH
+  mkdir -p "$SCRATCH"
+else
+  SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/course-driver.XXXXXX")
+  trap 'rm -rf "$SCRATCH"' EXIT
+fi
+failures=0
+
+# --- helpers ------------------------------------------------------------------------------------------------
+ok() { echo "  ok: $*"; }
+fail() {
+  echo "  FAILED: $*"
+  failures=$((failures + 1))
+}
+
+show_output() { # the output of the last run, once per run, when something about it failed
+  [ -n "$SHOWN" ] && return
+  SHOWN=1
+  printf '%s\n' "$OUT" | tail -n 40 | sed 's/^/    | /'
+}
+
+# run_course NAME EXPECTED_STATUS ARGS...: runs ./course ARGS in the copy; its output lands in $OUT
+run_course() {
+  local name=$1 expected=$2
+  shift 2
+  echo "--- $name: ./course $*"
+  SHOWN=""
+  OUT=$( (cd "$SCRATCH" && ./course "$@") 2>&1)
+  local rc=$?
+  if [ "$rc" = "$expected" ]; then ok "status $rc"; else
+    fail "status $rc, expected $expected"
+    show_output
+  fi
+}
+
+# expect TEXT...: every TEXT appears (as a fixed string) in $OUT
+expect() {
+  local t
+  for t in "$@"; do
+    if grep -q -F -- "$t" <<<"$OUT"; then ok "shows: $t"; else
+      fail "does not show: $t"
+      show_output
+    fi
+  done
+}
+
+# use_solution STEM [FILE]: the learner "solves" a chapter: the reference answer pasted over the skeleton
+use_solution() { cp "$ROOT/solutions/$1/${2:-${1:3}.cpp}" "$SCRATCH/exercises/$1/${2:-${1:3}.cpp}"; }
+
+# replace_function FILE TAG NEW_BODY_FILE: replaces the region between the `// [TAG]` markers
+replace_function() {
+  awk -v tag="// [$2]" -v body="$3" '
+    $0 == tag { if (!inside) { print; while ((getline line < body) > 0) print line; inside = 1 } else { inside = 0; print }
+                next }
+    !inside' "$1" >"$1.new" && mv "$1.new" "$1"
+}
+
+course_total() { # the number of exercises in the course: one "## name" heading of a HINTS.md each
+  cat "$ROOT"/exercises/*/HINTS.md | grep -c '^## [A-Za-z_]'
+}
+
+# --- the copy ---------------------------------------------------------------------------------------------------
+echo "scratch copy of $ROOT in $SCRATCH"
+# Tracked and untracked-but-not-ignored files, as they are in the working tree; a file is copied only when
+# it differs, so the copy's build sees exactly the files that changed.
+(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard) | while IFS= read -r -d '' f; do
+  [ -e "$ROOT/$f" ] || continue
+  cmp -s "$ROOT/$f" "$SCRATCH/$f" 2>/dev/null && continue
+  mkdir -p "$SCRATCH/$(dirname "$f")"
+  cp -p "$ROOT/$f" "$SCRATCH/$f" && touch "$SCRATCH/$f"
+done
+rm -rf "$SCRATCH/build/default/check" # results of an earlier run
+TOTAL=$(course_total)
+
+# --- 0. every skeleton includes what the reference answer includes, so the calls the hints suggest compile --
+for sol in "$ROOT"/solutions/*/*.cpp "$ROOT"/solutions/*/*.cu; do
+  [ -f "$sol" ] || continue
+  ex="$ROOT/exercises/${sol#"$ROOT"/solutions/}"
+  missing=$(grep '^#include' "$sol" | grep -v -x -F -f <(grep '^#include' "$ex" | sed 's|  *//.*||') || true)
+  [ -z "$missing" ] && ok "${ex#"$ROOT"/} includes what its solution does" ||
+    fail "${ex#"$ROOT"/} lacks: $(echo $missing)"
+done
+
+# --- 1. an untouched checkout: check 05 reports chapter 05, not the first unsolved chapter --------------------
+run_course "untouched skeletons" 1 check 05
+expect "chapter 05 (flash_cpu) is not done yet" "Hint (tiled_io_floats):" "More hints:  ./course hint 05" \
+  "Read:        book/05_flash_cpu.md" "not implemented yet" "Progress: chapter 05: 0 of 5 exercises solved; the course: 0 of $TOTAL."
+grep -q "chapter 02" <<<"$OUT" && fail "check 05 talks about chapter 02" || ok "check 05 stays in chapter 05"
+# Every case belongs to an exercise (its name mentions one); no name holds a ';', which ctest would split.
+unnamed=$(cat "$SCRATCH"/build/default/check/*.cases | awk -F '\t' '$1 == "(no exercise named)" { print "    " $3 }')
+[ -z "$unnamed" ] && ok "every test case names its exercise" ||
+  fail "a case's name must mention the exercise it checks (a '## name' of the chapter's HINTS.md); these do not:"$'\n'"$unnamed"
+semicolons=$(cat "$SCRATCH"/build/default/check/*.cases | cut -f3 | grep ';' || true)
+[ -z "$semicolons" ] && ok "no test case name holds a ';'" || fail "names with ';' (ctest splits them):"$'\n'"$semicolons"
+
+# --- 2. a softmax over the wrong axis in chapter 02: the exercise, the row, both values, the hint, the page ----
+use_solution 02_qkv_trace # the reference answers, with the skeleton's include of chapter 01 added back
+sed -i 's|#include "02_qkv_trace/qkv_trace.hpp"|&\n#include "01_intuition/intuition.hpp"|' \
+  "$SCRATCH/exercises/02_qkv_trace/qkv_trace.cpp"
+cat >"$SCRATCH/wrong_axis.cpp" <<'CPP'
+Matrix softmax_rows(const Matrix& S) {
+  Matrix A = xt::zeros<float>({S.shape(0), S.shape(1)});  // (n_q, n_kv)
+  for (std::size_t j = 0; j < S.shape(1); ++j) {
+    const Vector s = xt::col(S, j);  // the wrong axis: a column of scores, not a query's row
+    xt::col(A, j) = stable_softmax(s);
+  }
+  return A;
+}
+CPP
+replace_function "$SCRATCH/exercises/02_qkv_trace/qkv_trace.cpp" softmax_rows "$SCRATCH/wrong_axis.cpp"
+run_course "softmax over the wrong axis" 1 check 02
+expect "chapter 02 (qkv_trace) is not done yet: softmax_rows fails" "Worst at (row " "actual " "expected " \
+  "Hint (softmax_rows):" "Read:        book/02_qkv_trace.md" "Also unsolved in this chapter: scaled_dot_product_attention" \
+  "Progress: chapter 02: 3 of 5 exercises solved; the course: 3 of $TOTAL."
+[ "$(grep -c '^  ✗ ' <<<"$OUT")" -ge 2 ] && ok "lists the failing cases by name" || fail "lists fewer than 2 failing cases"
+
+# --- 2b. a learner's code that crashes the test program: the footer still comes, naming the crash ---------
+cat >"$SCRATCH/crash.cpp" <<'CPP'
+Vector stable_softmax(const Vector& logits) {
+  volatile float* nowhere = nullptr;
+  *nowhere = logits.size() ? logits(0) : 0.0f;  // SIGSEGV
+  return logits;
+}
+CPP
+use_solution 01_intuition
+replace_function "$SCRATCH/exercises/01_intuition/intuition.cpp" stable_softmax "$SCRATCH/crash.cpp"
+run_course "stable_softmax crashes" 1 check 01
+expect "chapter 01 (intuition) is not done yet: stable_softmax fails" "CRASHED" "did not run" "Hint (stable_softmax):"
+
+# --- 3. chapter 01 solved: status 0 and the progress line counts it ------------------------------------------
+use_solution 01_intuition
+run_course "chapter 01 solved" 0 check 01
+expect "chapter 01 (intuition): every exercise passes its tests" \
+  "Progress: chapter 01: 4 of 4 exercises solved; the course: 7 of $TOTAL."
+
+# --- 4. check without a number: in order, stopping at the first unsolved chapter ----------------------------
+run_course "in order" 1 check
+expect "chapter 02 (qkv_trace) is not done yet" "Hint (softmax_rows):"
+
+# --- 5. a compiler error is reported for its chapter and does not block the others --------------------------
+echo "this is not C++" >>"$SCRATCH/exercises/03_multi_head/multi_head.cpp"
+run_course "chapter 03 does not compile" 1 check 03
+expect "chapter 03 (multi_head) does not compile" "Progress: chapter 03: 0 of 4"
+run_course "chapter 01 while chapter 03 does not compile" 0 check 01
+expect "Progress: chapter 01: 4 of 4 exercises solved; the course: 7 of $TOTAL."
+
+# --- 6. chapter 05's flash_attention written as a call to full attention fails a named test -----------------
+use_solution 05_flash_cpu
+cat >"$SCRATCH/full.cpp" <<'CPP'
+FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, bool causal, std::size_t B_r,
+                            std::size_t B_c) {
+  (void)B_r;
+  (void)B_c;
+  const Matrix S = scaled_scores(Q, K);  // (n_q, n_kv): what the chapter promises never to hold
+  Matrix O = scaled_dot_product_attention(Q, K, V, causal ? causal_mask(Q.shape(0), K.shape(0)) : Mask());
+  Vector lse = xt::zeros<float>({Q.shape(0)});
+  for (std::size_t i = 0; i < Q.shape(0); ++i) {
+    const std::size_t seen = causal ? i + 1 + (K.shape(0) - Q.shape(0)) : K.shape(0);
+    float m = -std::numeric_limits<float>::infinity(), sum = 0.0f;
+    for (std::size_t j = 0; j < seen; ++j) m = std::max(m, S(i, j));
+    for (std::size_t j = 0; j < seen; ++j) sum += std::exp(S(i, j) - m);
+    lse(i) = seen ? m + std::log(sum) : -std::numeric_limits<float>::infinity();
+  }
+  return FlashOutput{O, lse};
+}
+CPP
+replace_function "$SCRATCH/exercises/05_flash_cpu/flash_cpu.cpp" flash_attention "$SCRATCH/full.cpp"
+grep -q '#include "02_qkv_trace/qkv_trace.hpp"' "$SCRATCH/exercises/05_flash_cpu/flash_cpu.cpp" ||
+  sed -i 's|#include "05_flash_cpu/flash_cpu.hpp"|&\n#include "02_qkv_trace/qkv_trace.hpp"|' \
+    "$SCRATCH/exercises/05_flash_cpu/flash_cpu.cpp"
+run_course "flash_attention as full attention" 1 check 05
+expect "chapter 05 (flash_cpu) is not done yet: flash_attention fails" "flash_attention never holds"
+
+# --- 6b. chapter 06 solved where no GPU is: done, but its kernel exercise reported as not tested here --------
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  use_solution 06_flash_cuda
+  use_solution 06_flash_cuda flash_cuda_inner.cu
+  run_course "chapter 06 solved, without a GPU" 0 check 06
+  expect "chapter 06 (flash_cuda): every exercise passes its tests that can run here" \
+    "Not tested here: flash_inner_step"
+  grep -q "Progress: chapter 06: 4 of 5 exercises solved" <<<"$OUT" && ok "the untested kernel is not counted" ||
+    fail "the progress line counts the untested kernel exercise"
+fi
+
+# --- 7. bad arguments: status 2, naming the problem -----------------------------------------------------------
+run_course "no such chapter" 2 check 99
+expect "there is no chapter 99"
+run_course "not a number" 2 check one
+expect "'one' is not a chapter number"
+run_course "two chapters" 2 check 01 02
+
+# --- 8. watch: checks once, again after a save, and stops cleanly on a signal ----------------------------------
+# (SIGTERM here: a background job of a script starts with SIGINT ignored, which no trap can undo; Ctrl-C in
+# a terminal sends SIGINT, which the same trap handles.)
+if command -v inotifywait >/dev/null; then
+  echo "--- watch: ./course watch 01, then a save"
+  log="$SCRATCH/watch.log"
+  (cd "$SCRATCH" && exec setsid ./course watch 01 >"$log" 2>&1) &
+  watcher=$!
+  wait_for() { # wait_for COUNT: until the log holds COUNT progress lines (60 s at most)
+    local i
+    for ((i = 0; i < 600; ++i)); do
+      [ "$(grep -c '^Progress:' "$log")" -ge "$1" ] && grep -q "Watching" <(tail -n 3 "$log") && return 0
+      sleep 0.1
+    done
+    return 1
+  }
+  if wait_for 1; then ok "checked once at start"; else fail "no first check within 60 s"; fi
+  sleep 0.5
+  echo "// a save" >>"$SCRATCH/exercises/01_intuition/intuition.cpp"
+  if wait_for 2; then ok "checked again after the save"; else fail "no second check after a save"; fi
+  kill -TERM -- "-$watcher" 2>/dev/null
+  for ((i = 0; i < 50; ++i)); do kill -0 "$watcher" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$watcher" 2>/dev/null; then
+    fail "watch still running 5 s after SIGTERM"
+    kill -KILL -- "-$watcher" 2>/dev/null
+  else
+    wait "$watcher"
+    rc=$?
+    [ "$rc" = 0 ] && ok "SIGTERM stops it with status 0" || fail "SIGTERM stopped it with status $rc"
+    grep -q "watch stopped" "$log" && ok "says it stopped" || fail "does not say it stopped"
+  fi
+else
+  echo "--- watch: skipped (inotifywait missing: ./course setup installs inotify-tools)"
+fi
+
+echo
+if [ "$failures" -eq 0 ]; then echo "check_driver: every check passed"; else echo "check_driver: $failures failed"; fi
+[ "$failures" -eq 0 ]
