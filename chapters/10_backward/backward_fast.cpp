@@ -11,8 +11,8 @@
 //   3. OpenBLAS runs single-threaded inside each thread; the five products of a tile are sgemm calls on
 //      pointers into Q, K, V, dO and the gradients, with the 1/√d_k folded into their alpha: no copies.
 //   4. P is recomputed with chapter 05's vectorised exp (row_ops.cpp) as exp(S − lse), and dS = P ∘ (dP − D)
-//      is one vectorised loop. Causal: query blocks that cannot see a key block are never visited, and the
-//      tile the diagonal crosses is cut row by row at the last visible key.
+//      is one vectorised loop. Causal: query blocks that cannot see a key block are never visited, the tile
+//      the diagonal crosses is cut at its last row's last visible key, and row by row inside.
 // Measured by `ch10_backward bench` (numbers and load in book/recorded/ch10_bench.txt and on the book page).
 #include "10_backward/backward_fast.hpp"
 
@@ -119,8 +119,12 @@ void backward_lane(const Problem& p, const BackwardConfig& cfg, std::size_t head
     const std::size_t c0 = j * cfg.B_c, cols = std::min(cfg.B_c, p.n_kv - c0);
     // Causal: query i sees key c0 only when i + offset ≥ c0; earlier query blocks are never visited.
     const std::size_t first_row = p.causal && c0 > offset ? c0 - offset : 0;
-    for (std::size_t r0 = first_row / cfg.B_r * cfg.B_r; r0 < p.n_q; r0 += cfg.B_r)
-      backward_tile(p, cfg, head, r0, std::min(cfg.B_r, p.n_q - r0), c0, cols, dQ, w);
+    for (std::size_t r0 = first_row / cfg.B_r * cfg.B_r; r0 < p.n_q; r0 += cfg.B_r) {
+      const std::size_t rows = std::min(cfg.B_r, p.n_q - r0);
+      // Causal: the block's last row sees keys up to r0 + rows − 1 + offset; the tile is cut there.
+      const std::size_t seen = p.causal ? std::min(cols, r0 + rows + offset - c0) : cols;
+      backward_tile(p, cfg, head, r0, rows, c0, seen, dQ, w);
+    }
   }
 }
 // [fast_lane]

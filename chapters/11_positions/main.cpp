@@ -23,6 +23,8 @@
 
 #include <fmt/format.h>
 
+#include "01_intuition/intuition.hpp"
+#include "01_intuition/lexicon.hpp"
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "05_flash_cpu/flash_fast.hpp"
 #include "11_positions/flex.hpp"
@@ -53,47 +55,55 @@ Matrix permute_rows(const Matrix& X, const std::vector<std::size_t>& order) {
   return out;
 }
 
-/// Self-attention of a sequence X with random projections (fixed seed): (n, d) → (n, d), or with
-/// \p weights_only its attention matrix A (n, n).
-Matrix self_attention(const Matrix& X, bool weights_only = false) {
-  attn::Rng rng(7);
-  const std::size_t d = X.shape(1);
-  const Matrix W_Q = rng.normal(d, d, 0.0f, 0.5f), W_K = rng.normal(d, d, 0.0f, 0.5f), W_V = rng.normal(d, d);
-  const Matrix Q = attn::project(X, W_Q), K = attn::project(X, W_K);  // (n, d) each
-  if (weights_only) return attn::softmax_rows(attn::scaled_scores(Q, K));
-  return attn::scaled_dot_product_attention(Q, K, attn::project(X, W_V));
+/// Chapter 01's attention weights A (n, n) for the embeddings X (n, d_model = 8): its hand-made W_Q (with the
+/// pronoun query of its exercise) and W_K.
+Matrix chapter01_weights(const Matrix& X) {
+  const Matrix Q = attn::project(X, attn::ch01::query_weights(attn::design_pronoun_query()));  // (n, d_k)
+  const Matrix K = attn::project(X, attn::ch01::key_weights());                                // (n, d_k)
+  return attn::softmax_rows(attn::scaled_scores(Q, K));
+}
+
+/// The weights token \p from gives every token of \p tokens, as "word 0.31".
+std::string weights_row(const Matrix& A, std::size_t from, const std::vector<std::string>& tokens) {
+  std::string out;
+  for (std::size_t t = 0; t < tokens.size(); ++t)
+    out += fmt::format("{}{} {:.2f}", t ? "  " : "", tokens[t], A(from, t));
+  return out;
 }
 
 // [permutation]
 void permutation_equivariance() {
-  attn::heading("Attention cannot see order: permute the tokens, the outputs permute with them");
-  const std::vector<std::string> words{"the", "cat", "sat", "on", "the", "mat"};
-  const std::size_t n = words.size(), d = 16;
-  attn::Rng rng(11);
-  std::map<std::string, Matrix> embedding;  // one (1, d) vector per distinct word
-  for (const auto& w : words)
-    if (!embedding.count(w)) embedding[w] = rng.normal(1, d);
-  Matrix X = Matrix::from_shape({n, d});  // (n, d)
-  for (std::size_t t = 0; t < n; ++t) xt::row(X, t) = xt::row(embedding[words[t]], 0);
-  const std::vector<std::size_t> swap{0, 5, 2, 3, 4, 1};                                  // "the mat sat on the cat"
-  const Matrix O = self_attention(X), O_swapped = self_attention(permute_rows(X, swap));  // (n, d) each
-  fmt::print("\"the cat sat on the mat\" and \"the mat sat on the cat\", random embeddings and projections (d = {}).\n",
-             d);
-  fmt::print("max |output of 'cat' in sentence 1 − output of 'cat' in sentence 2| = {:.1e}\n",
-             static_cast<double>(xt::amax(xt::abs(xt::row(O, 1) - xt::row(O_swapped, 5)))()));
-  fmt::print("max |permuted outputs of sentence 1 − outputs of sentence 2|        = {:.1e}\n",
-             max_abs_diff(permute_rows(O, swap), O_swapped));
-  // The weights 'cat' gives every token, in sentence 1 (row 1) and sentence 2 (row 5, columns permuted back).
-  const Matrix A1 = self_attention(X, true), A2 = self_attention(permute_rows(X, swap), true);  // (n, n) each
-  double weights_diff = 0.0;
-  for (std::size_t t = 0; t < n; ++t)
-    weights_diff = std::max(weights_diff, static_cast<double>(std::fabs(A1(1, swap[t]) - A2(5, t))));
-  fmt::print("max |weights 'cat' gives each word in sentence 1 − in sentence 2|     = {:.1e}\n", weights_diff);
-  const Matrix PE = attn::sinusoidal_encoding(n, d);  // (n, d)
-  const Matrix P1 = self_attention(X + PE), P2 = self_attention(permute_rows(X, swap) + PE);
-  fmt::print("with sinusoidal position encodings added to X, the same difference   = {:.1e}\n",
-             max_abs_diff(permute_rows(P1, swap), P2));
-  fmt::print("Without positions the two sentences are the same bag of words to attention; with them, they differ.\n\n");
+  attn::heading("Attention cannot see order: permute the tokens, the weights and outputs permute with them");
+  const attn::ch01::Sentence& cat = attn::ch01::sentences()[1];  // the cat sat on the mat it was tired
+  std::vector<std::size_t> swap(cat.tokens.size());              // the mat sat on the cat it was tired
+  for (std::size_t t = 0; t < swap.size(); ++t) swap[t] = t == 1 ? 5 : t == 5 ? 1 : t;
+  std::vector<std::string> swapped;
+  for (std::size_t t : swap) swapped.push_back(cat.tokens[t]);
+  const Matrix X = attn::ch01::embed(cat.tokens), X_swapped = permute_rows(X, swap);  // (n, 8) each
+  const Matrix A = chapter01_weights(X), A_swapped = chapter01_weights(X_swapped);    // (n, n) each
+  fmt::print("Chapter 01's sentence, its hand-made embeddings and weights; what \"it\" (token {}) attends to:\n",
+             cat.pronoun);
+  fmt::print("  {}\n  {}\n", weights_row(A, cat.pronoun, cat.tokens), weights_row(A_swapped, cat.pronoun, swapped));
+  double weights_diff = 0.0;  // A_swapped is A with rows and columns permuted, entry for entry
+  for (std::size_t i = 0; i < swap.size(); ++i)
+    for (std::size_t j = 0; j < swap.size(); ++j)
+      weights_diff = std::max(weights_diff, static_cast<double>(std::fabs(A_swapped(i, j) - A(swap[i], swap[j]))));
+  fmt::print("max |A of the second sentence − A of the first, permuted| = {:.1e}\n", weights_diff);
+  const Matrix V = attn::project(X, attn::ch01::value_weights());                                   // (n, 8)
+  const Matrix O = attn::matmul(A, V), O_swapped = attn::matmul(A_swapped, permute_rows(V, swap));  // (n, 8) each
+  fmt::print("max |outputs of the second sentence − outputs of the first, permuted| = {:.1e}\n",
+             max_abs_diff(O_swapped, permute_rows(O, swap)));
+  const Matrix PE = attn::sinusoidal_encoding(X.shape(0), X.shape(1));  // (n, 8)
+  const Matrix P = chapter01_weights(X + PE), P_swapped = chapter01_weights(X_swapped + PE);
+  double with_positions = 0.0;
+  for (std::size_t i = 0; i < swap.size(); ++i)
+    for (std::size_t j = 0; j < swap.size(); ++j)
+      with_positions = std::max(with_positions, static_cast<double>(std::fabs(P_swapped(i, j) - P(swap[i], swap[j]))));
+  fmt::print("the same difference of A with sinusoidal position encodings added to X = {:.1e}\n", with_positions);
+  fmt::print(
+      "\"it\" gives the cat the same weight wherever the cat stands: without positions the two sentences\n"
+      "are the same bag of words to attention. With positions added, the weights depend on where each\n"
+      "word is.\n\n");
 }
 // [permutation]
 
@@ -114,8 +124,8 @@ void sinusoidal(const attn::Chapter& chapter) {
   }
   table.print();
   fmt::print(
-      "Each diagonal of PE·PEᵀ is constant (to float32 rounding): Σ_i cos(k·ω_i), a function of k alone, falling\n"
-      "(not monotonically) with distance. The first 16 positions of the (64, 64) map, d = {}:\n",
+      "Each diagonal of PE·PEᵀ is constant (to float32 rounding): Σ_i cos(k·ω_i), a function of k alone,\n"
+      "falling (not monotonically) with distance. The first 16 positions of the (64, 64) map, d = {}:\n",
       d);
   const Matrix corner = xt::view(G, xt::range(0, 16), xt::range(0, 16));  // (16, 16)
   std::vector<std::string> labels;
@@ -175,8 +185,8 @@ void rope(const attn::Chapter& chapter) {
     bound.y.push_back(roformer_bound(distance) / roformer_bound(1.0));
   }
   fmt::print(
-      "The RoFormer bound on |q_mᵀk_n|, relative to its value at m − n = 1: {:.2f} at distance 16, {:.2f} at 256, "
-      "{:.2f} at 4096 (plotted).\n\n",
+      "The RoFormer bound on |q_mᵀk_n|, relative to its value at m − n = 1:\n"
+      "{:.2f} at distance 16, {:.2f} at 256, {:.2f} at 4096 (plotted).\n\n",
       roformer_bound(16.0) / roformer_bound(1.0), roformer_bound(256.0) / roformer_bound(1.0),
       roformer_bound(4096.0) / roformer_bound(1.0));
   if (const auto path = chapter.figure_path("ch11_rope_decay.svg")) {
@@ -203,8 +213,8 @@ void alibi() {
   fmt::print("The last of {} tokens, with all raw scores equal, so only the bias speaks (weights per head):\n", n);
   attn::print_heatmap(weights, heads, positions, 2);
   fmt::print(
-      "Steep heads look at the last few tokens; gentle heads almost uniformly: a recency bias of a different\n"
-      "range in every head, with no parameter learned and no limit on the length.\n\n");
+      "Steep heads look at the last few tokens; gentle heads almost uniformly: a recency bias of a\n"
+      "different range in every head, with no parameter learned and no limit on the length.\n\n");
 }
 
 // [kernel_check]
@@ -264,10 +274,10 @@ void one_kernel() {
             Vector(), nullptr);
   table.print();
   fmt::print(
-      "n = {}, {} heads, d = {}, tiles of 64 × 96 ({} per head). Dense = chapter 02's scores, plus the bias,\n"
-      "-inf where the mask says no, softmax, times V: the whole (n, n) matrix. The kernel never builds it and\n"
-      "never loads a skipped tile.\n\n",
-      n, h, d, 10 * 7);
+      "n = {}, {} heads, d = {}, tiles of 64 × 96 ({} per head). Dense = chapter 02's scores, plus the\n"
+      "bias, -inf where the mask says no, softmax, times V: the whole (n, n) matrix. The kernel never\n"
+      "builds it and never loads a skipped tile.\n\n",
+      n, h, d, ((n + 63) / 64) * ((n + 95) / 96));
 }
 // [kernel_check]
 
