@@ -114,6 +114,9 @@ function(attn_add_chapter NN name)
   attn_cli_test(${ch} "runs with its defaults" STATUS 0 ARGS --no-color)
   attn_cli_test(${ch} "rejects an unknown option with usage and status 2" STATUS 2 MATCHES "--no-such-option"
                 ARGS --no-such-option)
+  set(width_test "solution:${ch} prints no line wider than 100 columns, with its defaults and for the book")
+  add_test(NAME ${width_test} COMMAND ${root}/cmake/check_output_width.sh $<TARGET_FILE:attn_output_width> $<TARGET_FILE:${ch}>)
+  set_tests_properties(${width_test} PROPERTIES LABELS "solution;ch${NN}")
 
   set_property(GLOBAL APPEND PROPERTY ATTN_CHAPTERS ${ch})
 endfunction()

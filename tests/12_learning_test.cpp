@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "12_learning/learning.hpp"
@@ -210,7 +211,7 @@ TEST_SUITE("12_learning") {
         P[p]->v[i] = keep;
         numeric.v[i] = (up - down) / (2.0 * h);
       }
-      INFO("gradient of ", names[p]);
+      INFO("gradient of ", std::string(names[p]));
       // The float32 backward of gradients ~0.1: its rounding, a few dozen times 2^-24, stays below 1e-6.
       CHECK_ALLCLOSE(*G[p], numeric, 1e-6, 1e-4);
     }

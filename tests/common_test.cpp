@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "attn/ceilings.hpp"
+#include "attn/machine.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
@@ -15,6 +17,13 @@ TEST_SUITE("common") {
     CHECK(attn::display_width("cat") == 3);
     CHECK(attn::display_width("猫") == 2);
     CHECK(attn::display_width("垫子上 it") == 9);
+  }
+
+  TEST_CASE("display_width counts fullwidth punctuation as two, combining marks as zero, shade glyphs as one") {
+    CHECK(attn::display_width("猫坐在垫子上，它很累") == 20);  // the seed's comma is fullwidth
+    CHECK(attn::display_width("e\u0301") == 1);                // e and a combining acute accent: one column
+    CHECK(attn::display_width("░▒▓█▀▄") == 6);
+    CHECK(attn::display_width("a\377b") == 3);  // a byte that is not UTF-8 (0xff) still takes a column
   }
 
   TEST_CASE("human_bytes picks the unit") {
@@ -48,5 +57,35 @@ TEST_SUITE("common") {
     const double t = attn::median_seconds([&] { ++calls; }, 5, 2);
     CHECK(calls == 7);
     CHECK(t >= 0.0);
+  }
+
+  TEST_CASE("the OpenBLAS kernel is upgraded only when the CPU's flags allow wider instructions than its pick") {
+    const std::set<std::string> avx512{"avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"};
+    std::set<std::string> avx512_bf16 = avx512;
+    avx512_bf16.insert("avx512_bf16");
+    const std::set<std::string> avx2{"sse4_2", "avx", "avx2", "fma"};
+    CHECK(attn::better_blas_kernel_for(avx512, "Prescott") == "SkylakeX");  // the fallback on new Xeons
+    CHECK(attn::better_blas_kernel_for(avx512_bf16, "Prescott") == "Cooperlake");
+    CHECK(attn::better_blas_kernel_for(avx512, "Haswell") == "SkylakeX");  // AVX2 kernels on an AVX-512 CPU
+    CHECK(attn::better_blas_kernel_for(avx2, "Sandybridge") == "Haswell");
+    CHECK(attn::better_blas_kernel_for(avx2, "Zen") == "");  // Zen's kernels are AVX2 already
+    CHECK(attn::better_blas_kernel_for(avx512, "SkylakeX") == "");
+    CHECK(attn::better_blas_kernel_for(avx512_bf16, "Cooperlake") == "");
+    // A CPU missing one AVX-512 subset or FMA gets nothing it could not run.
+    CHECK(attn::better_blas_kernel_for({"avx2", "fma", "avx512f"}, "Prescott") == "Haswell");
+    CHECK(attn::better_blas_kernel_for({"avx", "avx2"}, "Prescott") == "");
+  }
+
+  TEST_CASE("the tests run with the best OpenBLAS kernel the CPU supports unless the user chose one") {
+    const attn::BlasInfo blas = attn::blas_info();
+    CHECK(!blas.kernel.empty());
+    if (blas.chosen_by.rfind("set by the user", 0) == 0) return;                // the user's choice stands
+    CHECK(attn::better_blas_kernel_for(attn::cpu_flags(), blas.kernel) == "");  // main() restarted with it
+  }
+
+  TEST_CASE("the FMA peak loop runs the widest vector instructions the CPU reports") {
+    std::string isa;
+    CHECK(attn::fma_peak_gflops(1, &isa, 1) > 0.0);
+    CHECK(isa == (attn::vector_isa() == "baseline" ? "scalar" : attn::vector_isa()));
   }
 }

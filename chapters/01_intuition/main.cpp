@@ -19,7 +19,9 @@
 #include "01_intuition/intuition.hpp"
 #include "01_intuition/lexicon.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/print.hpp"
+#include "attn/stats.hpp"
 #include "attn/svg.hpp"
 
 namespace {
@@ -28,7 +30,9 @@ using attn::Matrix;
 using attn::Vector;
 namespace ch01 = attn::ch01;
 
-std::string fixed(double v, int decimals = 2) { return fmt::format("{:.{}f}", v, decimals); }
+using attn::fixed;
+using attn::joined;
+using attn::ranked;
 
 /// Everything the chapter computes for one sentence.
 struct Attention {
@@ -62,18 +66,6 @@ Attention attend_sentence(const std::vector<std::string>& tokens) {
 }
 // [attend_sentence]
 
-/// Indices of row \p i of A, largest weight first.
-std::vector<std::size_t> ranked(const Matrix& A, std::size_t i) {
-  std::vector<std::size_t> order(A.shape(1));
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return A(i, a) > A(i, b); });
-  return order;
-}
-
-std::string joined(const std::vector<std::string>& tokens, const char* sep = " ") {
-  return fmt::format("{}", fmt::join(tokens, sep));
-}
-
 void print_features(const Attention& r) {
   attn::heading("A language of eight features: X, one row per word (n, d_model)");
   std::vector<std::string> header{"word"};
@@ -89,17 +81,21 @@ void print_features(const Attention& r) {
 
 void print_queries_and_keys(const Attention& r) {
   attn::heading("What each word looks for (Q = X·W_Q) and offers (K = X·W_K), both (n, d_k)");
-  std::vector<std::string> header{"word"};
-  for (const auto& k : ch01::key_names()) header.push_back("q." + k);
-  for (const auto& k : ch01::key_names()) header.push_back("k." + k);
-  attn::Table t(header);
-  for (std::size_t i = 0; i < r.tokens.size(); ++i) {
-    std::vector<std::string> row{r.tokens[i]};
-    for (std::size_t c = 0; c < r.Q.shape(1); ++c) row.push_back(r.Q(i, c) != 0 ? fixed(r.Q(i, c), 0) : "·");
-    for (std::size_t c = 0; c < r.K.shape(1); ++c) row.push_back(r.K(i, c) != 0 ? fixed(r.K(i, c), 0) : "·");
-    t.add_row(row);
-  }
-  t.print();
+  // Two tables, one per matrix: side by side they would not fit in 100 columns.
+  const auto print_matrix = [&](const char* title, const attn::Matrix& m) {
+    fmt::print("{}\n", title);
+    std::vector<std::string> header{"word"};
+    for (const auto& k : ch01::key_names()) header.push_back(k);
+    attn::Table t(header);
+    for (std::size_t i = 0; i < r.tokens.size(); ++i) {
+      std::vector<std::string> row{r.tokens[i]};
+      for (std::size_t c = 0; c < m.shape(1); ++c) row.push_back(m(i, c) != 0 ? fixed(m(i, c), 0) : "·");
+      t.add_row(row);
+    }
+    t.print();
+  };
+  print_matrix("Q, what each word looks for:", r.Q);
+  print_matrix("K, what each word offers:", r.K);
   fmt::print(
       "A verb looks for an animate doer and a place; \"tired\" looks for a pronoun or a living thing;\n"
       "the pronoun's row is design_pronoun_query(), the exercise.\n");

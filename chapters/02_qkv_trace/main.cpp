@@ -33,6 +33,7 @@
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "02_qkv_trace/scaling_study.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
@@ -50,15 +51,9 @@ namespace ch02 = attn::ch02;
 constexpr std::size_t kMaxRows = 12;
 constexpr std::size_t kMaxCols = 12;
 
-std::string fixed(double v, int decimals = 2) { return fmt::format("{:.{}f}", v, decimals); }
-
-std::vector<std::string> numbered(const char* prefix, std::size_t n) {
-  std::vector<std::string> l;
-  for (std::size_t i = 0; i < n; ++i) l.push_back(fmt::format("{}{}", prefix, i));
-  return l;
-}
-
-std::string joined(const std::vector<std::string>& words) { return fmt::format("{}", fmt::join(words, " ")); }
+using attn::fixed;
+using attn::joined;
+using attn::numbered;
 
 bool fits_on_screen(const Matrix& m) { return m.shape(0) <= kMaxRows && m.shape(1) <= kMaxCols; }
 
@@ -199,8 +194,8 @@ void print_weight_facts(const Matrix& A) {
   const Vector sums = xt::sum(A, {1});      // (n)
   const Vector largest = xt::amax(A, {1});  // (n)
   fmt::print(
-      "Row sums lie in [{:.6f}, {:.6f}]; the largest weight of a row: from {:.2f} to {:.2f} (uniform: 1/{} = "
-      "{:.2g}).\n",
+      "Row sums lie in [{:.6f}, {:.6f}]; the largest weight of a row: from {:.2f} to {:.2f}\n"
+      "(uniform: 1/{} = {:.2g}).\n",
       xt::amin(sums)(), xt::amax(sums)(), xt::amin(largest)(), xt::amax(largest)(), A.shape(1),
       1.0 / static_cast<double>(A.shape(1)));
 }

@@ -23,9 +23,11 @@
 #include "03_multi_head/heads.hpp"
 #include "03_multi_head/multi_head.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 #include "attn/svg.hpp"
 
 namespace {
@@ -36,17 +38,10 @@ using attn::Tensor3;
 using attn::Vector;
 namespace ch03 = attn::ch03;
 
-std::string fixed(double v, int decimals = 2) { return fmt::format("{:.{}f}", v, decimals); }
-std::string joined(const std::vector<std::string>& tokens) { return fmt::format("{}", fmt::join(tokens, " ")); }
+using attn::fixed;
+using attn::joined;
+using attn::ranked;
 double frobenius(const Matrix& M) { return std::sqrt(static_cast<double>(xt::sum(M * M)())); }
-
-/// Indices of row \p i of A, largest weight first.
-std::vector<std::size_t> ranked(const Matrix& A, std::size_t i) {
-  std::vector<std::size_t> order(A.shape(1));
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return A(i, a) > A(i, b); });
-  return order;
-}
 
 MultiHeadWeights random_weights(attn::Rng& rng, std::size_t d_model) {
   const float s = 1.0f / std::sqrt(static_cast<float>(d_model));  // keeps X·W of size ~1
@@ -173,7 +168,7 @@ void show_heads(const attn::Chapter& chapter, const HandBuilt& r) {
       ch03::kDModel, ch03::kHeads, ch03::kDk);
   const auto& infos = ch03::head_infos();
   for (std::size_t i = 0; i < 3; ++i) {
-    fmt::print("\nHead {}, {}: {}.\n", i, infos[i].name, infos[i].why);
+    fmt::print("\nHead {}, {}:\n{}.\n", i, infos[i].name, infos[i].why);
     attn::print_heatmap(r.A[i], r.tokens, r.tokens);
     if (const auto path = chapter.figure_path(fmt::format("ch03_head_{}.svg", i))) {
       attn::write_svg_heatmap(*path, r.A[i], r.tokens, r.tokens, fmt::format("Head {}: {}", i, infos[i].name));

@@ -26,7 +26,9 @@
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "04_complexity/complexity.hpp"
 #include "04_complexity/heap_counter.hpp"
+#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
@@ -69,43 +71,11 @@ std::vector<std::size_t> doubling(std::size_t from, std::size_t to) {
   return v;
 }
 
-/// 2.61e12 → "2.61 T": counts read better with SI prefixes.
-std::string si(double v) {
-  const char* prefixes[] = {"", " k", " M", " G", " T", " P"};
-  int p = 0;
-  while (v >= 1000 && p < 5) {
-    v /= 1000;
-    ++p;
-  }
-  return fmt::format(p == 0 ? "{:.0f}{}" : "{:.3g}{}", v, prefixes[p]);
-}
+using attn::seconds_str;
+using attn::si;  // 2.61e12 → "2.61 T": counts read better with SI prefixes
 
 /// Bytes in decimal units (kB, MB, GB), like the seed's "40 GB".
 std::string decimal_bytes(double b) { return attn::human_bytes(b, /*binary=*/false); }
-
-std::string seconds_str(double s) {
-  return s < 1e-3 ? fmt::format("{:.1f} µs", s * 1e6)
-         : s < 1  ? fmt::format("{:.2f} ms", s * 1e3)
-                  : fmt::format("{:.2f} s", s);
-}
-
-/// \p text as lines of at most \p width columns, each indented by two spaces.
-std::string wrapped(const std::string& text, std::size_t width) {
-  std::string out, line;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find(' ', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string word = text.substr(start, end - start);
-    if (!line.empty() && attn::display_width(line) + 1 + attn::display_width(word) > width) {
-      out += "  " + line + "\n";
-      line.clear();
-    }
-    line += (line.empty() ? "" : " ") + word;
-    start = end + 1;
-  }
-  return out + (line.empty() ? "" : "  " + line + "\n");
-}
 
 std::string cpu_name() {
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -145,10 +115,10 @@ void print_counts(const std::vector<std::size_t>& ns, std::size_t d) {
   }
   t.print();
   fmt::print(
-      "FLOPs: QKᵀ and A·V are 2·n²·d each (a multiply-add is 2), the softmax 5 per score. Peak heap: S, A and\n"
-      "the output alive at once (2·4n² + 4nd bytes). Bytes moved: Q, K, V read, O written, S and A each\n"
-      "written once and read once. FLOP/byte stays near d/4 whatever n is: the work and the traffic both grow as "
-      "n².\n");
+      "FLOPs: QKᵀ and A·V are 2·n²·d each (a multiply-add is 2), the softmax 5 per score. Peak heap:\n"
+      "S, A and the output alive at once (2·4n² + 4nd bytes). Bytes moved: Q, K, V read, O written, S and A\n"
+      "each written once and read once. FLOP/byte stays near d/4 whatever n is: the work and the traffic\n"
+      "both grow as n².\n");
 }
 
 void print_memory(const std::vector<Point>& points) {
@@ -258,9 +228,11 @@ void the_seeds_long_sequence(std::size_t d, double measured_gflops, double ceili
   fmt::print("inputs Q, K, V:            {} in all: the n×n matrices, not the data, are the wall\n",
              decimal_bytes(b.inputs));
   if (!book)
-    fmt::print("predicted time:            {} at this run's {:.1f} GFLOP/s ({} even at the sgemm ceiling of {:.1f})\n",
-               seconds_str(f.total() / (measured_gflops * 1e9)), measured_gflops,
-               seconds_str(f.total() / (ceiling_gflops * 1e9)), ceiling_gflops);
+    fmt::print(
+        "predicted time:            {} at this run's {:.1f} GFLOP/s\n"
+        "                           ({} even at the sgemm ceiling of {:.1f})\n",
+        seconds_str(f.total() / (measured_gflops * 1e9)), measured_gflops,
+        seconds_str(f.total() / (ceiling_gflops * 1e9)), ceiling_gflops);
   else
     fmt::print("predicted time:            FLOPs ÷ the rate measured in a normal run (./course run 04 prints it)\n");
 
@@ -276,8 +248,8 @@ void the_seeds_long_sequence(std::size_t d, double measured_gflops, double ceili
     }
   });
   fmt::print("\nAsked to run it with a memory limit of {}{}:\n{}", decimal_bytes(memory_limit),
-             book ? " (the book's fixed limit; a normal run uses the memory available)" : " (available now)",
-             wrapped(refusal, 100));
+             book ? "\n(the book's fixed limit; a normal run uses the memory available)" : " (available now)",
+             attn::wrapped(refusal, 100));
   fmt::print("Heap the refused call allocated: {} (only the message).\n", decimal_bytes(static_cast<double>(heap)));
 }
 // [seed_n]
@@ -357,6 +329,9 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
 // --- `ch04_complexity bench`: the same sweeps through Google Benchmark, with its complexity fit ---------------
 
 // [benchmarks]
+// OpenBLAS's default: one thread per hardware thread; the ceilings are measured with as many.
+int blas_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 // One benchmark body for both sweeps: full attention at (n, d), its FLOP rate as a counter, and the size
 // that varies handed to Google Benchmark's complexity fit.
 void full_attention(benchmark::State& state, std::size_t n, std::size_t d, std::size_t varying) {
@@ -366,6 +341,7 @@ void full_attention(benchmark::State& state, std::size_t n, std::size_t d, std::
   state.SetComplexityN(static_cast<std::int64_t>(varying));
   state.counters["FLOP/s"] =
       benchmark::Counter(attn::attention_flops(n, n, d, d).total(), benchmark::Counter::kIsIterationInvariantRate);
+  attn::add_ceiling_counters(state, attn::attention_flops(n, n, d, d).total(), blas_threads());
 }
 
 void BM_full_attention_n(benchmark::State& state) {  // d = 64, n varies
@@ -388,6 +364,7 @@ void BM_sgemm_scores_n(benchmark::State& state) {
   state.SetComplexityN(state.range(0));
   state.counters["FLOP/s"] =
       benchmark::Counter(2.0 * static_cast<double>(n * n * d), benchmark::Counter::kIsIterationInvariantRate);
+  attn::add_ceiling_counters(state, 2.0 * static_cast<double>(n * n * d), blas_threads());
 }
 
 // Wall time (UseRealTime), not the main thread's CPU time: OpenBLAS runs the products on several threads.
@@ -415,6 +392,7 @@ BENCHMARK(BM_full_attention_d)
 
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch04_complexity", "Chapter 04: the O(n²·d) wall, counted and measured");
+  chapter.bench_ceilings({blas_threads()});
   Options o;
   auto& cli = chapter.cli();
   cli.add_option("--min-n", o.min_n, "Smallest n of the doubling sweep")->check(CLI::Range(1, 1 << 30));

@@ -4,21 +4,25 @@
 // after PyTorch's CPU flash kernel (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp):
 //   1. Work items are (head, block of B_r query rows), handed to std::threads through one atomic counter,
 //      most expensive first (under a causal mask the last query blocks see the most keys).
-//   2. OpenBLAS runs single-threaded inside each thread (attn::set_blas_threads(1)): two threads on two
-//      cores, never four. Both products are one sgemm on pointers into Q, K, V and O: no copies.
-//   3. The output block itself is the accumulator: O_i += P·V_j (sgemm with beta = 1), rescaled in place.
+//   2. The two products of a tile, S = scale·Q_i·K_jᵀ and O_i += P·V_j, run on the course's own register-
+//      blocked micro-kernels (tile_kernels.inl; AVX-512 or AVX2+FMA, chosen at run time). K is packed once
+//      per call, head by head, into panels the S kernel streams through; V and P are read where they are.
+//      On a CPU with neither instruction set both products are OpenBLAS sgemm calls instead, with OpenBLAS
+//      single-threaded inside our threads (attn::set_blas_threads(1)): two threads on two cores, never four.
+//   3. The output block itself is the accumulator: O_i += P·V_j, rescaled in place.
 //   4. The softmax passes between the products (row max, exp and sum, rescale) are plain loops that the
 //      compiler vectorises once per instruction set (AVX-512, AVX2, baseline), chosen at run time; exp is
 //      a polynomial (no -ffast-math, which would break the NaN/Inf handling the tests check). They live in
 //      row_ops.cpp, shared with chapter 07's block-sparse kernel.
 //   5. Causal: tiles past the diagonal are never visited, and the tile that crosses it is cut at the last
 //      key its block can see.
-// Measured by `ch05_flash_cpu bench` (8 heads, n = 4096, d = 64, 2-core AMD EPYC; the book's table):
-// flash_fast 187 ms, 100% of the in-run attention-shaped sgemm rate; the exercise's flash_attention 817 ms
-// (4.4× slower, one thread); chapter 02's full attention 1214 ms (6.5× slower); causal 98 ms (1.9× faster
-// than without the mask).
+// The ladder, measured by `ch05_flash_cpu bench` (8 heads, n = 4096, d = 64, 2 threads): rung 1, the
+// exercise's flash_attention (one thread, a copy of every tile); rung 2, this file with OpenBLAS doing
+// every tile's products (`flash_fast_openblas`); rung 3, this file as it is (`flash_fast`). Their times,
+// and PyTorch's, are in the recordings the book shows (book/recorded/ch05_bench.txt, ch05_vs_torch.txt).
 #include "05_flash_cpu/flash_fast.hpp"
 #include "05_flash_cpu/row_ops.hpp"
+#include "05_flash_cpu/tile_kernels.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -49,6 +53,21 @@ struct Problem {
   bool causal;
 };
 
+/// K of every head packed once for the tile micro-kernels (tile_kernels.hpp), by whichever thread needs a
+/// head first; empty when the micro-kernels are not used (no AVX2 on this CPU, or B_c not a whole number
+/// of panels): then both products are OpenBLAS sgemm calls.
+struct PackedKeys {
+  std::vector<float> panels;           // (h, key_panels(n_kv), d_k, panel width)
+  std::vector<std::once_flag> packed;  // (h): head packed yet?
+  std::size_t per_head = 0;            // floats per head
+
+  const float* head(const Problem& p, std::size_t h) {
+    std::call_once(packed[h],
+                   [&] { pack_keys(p.K + h * p.n_kv * p.d_k, p.n_kv, p.d_k, panels.data() + h * per_head); });
+    return panels.data() + h * per_head;
+  }
+};
+
 /// What one thread owns: its score tile and the block's running max and sum.
 struct Scratch {
   std::vector<float> S;  // (B_r, B_c)
@@ -58,13 +77,17 @@ struct Scratch {
 
 // [fast_block]
 // One work item: query rows [r0, r0 + rows) of head `head`, against every key they may see.
-void attend_block(const Problem& p, const FastConfig& cfg, std::size_t head, std::size_t r0, Scratch& w) {
+void attend_block(const Problem& p, const FastConfig& cfg, std::size_t head, std::size_t r0, Scratch& w,
+                  PackedKeys& keys) {
   const std::size_t rows = std::min(cfg.B_r, p.n_q - r0), offset = p.n_kv - p.n_q;
   const float* Q_i = p.Q + (head * p.n_q + r0) * p.d_k;  // (rows, d_k)
   const float* K = p.K + head * p.n_kv * p.d_k;          // (n_kv, d_k)
   const float* V = p.V + head * p.n_kv * p.d_v;          // (n_kv, d_v)
   float* O_i = p.O + (head * p.n_q + r0) * p.d_v;        // (rows, d_v): the accumulator, then the output
   const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(p.d_k, 1)));
+  const bool own_kernels = !keys.panels.empty();
+  const float* K_panels = own_kernels ? keys.head(p, head) : nullptr;  // (panels, d_k, width)
+  const std::size_t width = key_panel_width();
   std::fill(w.m.begin(), w.m.end(), kMinusInf);
   std::fill(w.l.begin(), w.l.end(), 0.0f);
   std::fill(O_i, O_i + rows * p.d_v, 0.0f);
@@ -73,8 +96,12 @@ void attend_block(const Problem& p, const FastConfig& cfg, std::size_t head, std
   for (std::size_t c0 = 0; c0 < kv_end; c0 += cfg.B_c) {
     const std::size_t cols = std::min(cfg.B_c, kv_end - c0);  // causal: cut at the block's last visible key
     // S = scale · Q_i K_jᵀ  (rows, cols), leading dimension B_c
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i(rows), i(cols), i(p.d_k), scale, Q_i, i(p.d_k),
-                K + c0 * p.d_k, i(p.d_k), 0.0f, w.S.data(), i(cfg.B_c));
+    if (own_kernels)
+      scores_tile(Q_i, rows, p.d_k, p.d_k, K_panels + (c0 / width) * p.d_k * width, (cols + width - 1) / width, scale,
+                  w.S.data(), cfg.B_c);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i(rows), i(cols), i(p.d_k), scale, Q_i, i(p.d_k),
+                  K + c0 * p.d_k, i(p.d_k), 0.0f, w.S.data(), i(cfg.B_c));
     for (std::size_t r = 0; r < rows; ++r) {
       float* s = w.S.data() + r * cfg.B_c;
       // Causal: row r sees keys up to r0 + r + offset, a prefix of this tile (maybe empty).
@@ -89,8 +116,11 @@ void attend_block(const Problem& p, const FastConfig& cfg, std::size_t head, std
       if (alpha != 1.0f) scale_row(O_i + r * p.d_v, p.d_v, alpha);
     }
     // O_i += P V_j  (rows, d_v)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(p.d_v), i(cols), 1.0f, w.S.data(), i(cfg.B_c),
-                V + c0 * p.d_v, i(p.d_v), 1.0f, O_i, i(p.d_v));
+    if (own_kernels)
+      accumulate_pv(w.S.data(), rows, cols, cfg.B_c, V + c0 * p.d_v, p.d_v, p.d_v, O_i, p.d_v);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(p.d_v), i(cols), 1.0f, w.S.data(), i(cfg.B_c),
+                  V + c0 * p.d_v, i(p.d_v), 1.0f, O_i, i(p.d_v));
   }
   float* lse = p.lse + head * p.n_q + r0;
   for (std::size_t r = 0; r < rows; ++r) {  // the one division per row
@@ -107,6 +137,11 @@ void attend_block(const Problem& p, const FastConfig& cfg, std::size_t head, std
 // [fast_threads]
 void run(const Problem& p, const FastConfig& cfg) {
   const std::size_t T_r = (p.n_q + cfg.B_r - 1) / cfg.B_r, items = p.h * T_r;
+  PackedKeys keys{{}, std::vector<std::once_flag>(p.h), 0};
+  if (key_panel_width() > 0 && cfg.B_c % key_panel_width() == 0) {
+    keys.per_head = key_panels(p.n_kv) * p.d_k * key_panel_width();
+    keys.panels.resize(p.h * keys.per_head);
+  }
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
@@ -115,7 +150,7 @@ void run(const Problem& p, const FastConfig& cfg) {
     try {
       // Item t: the query block T_r - 1 - t / h, counted from the end (the costliest under a causal mask).
       for (std::size_t t = next++; t < items; t = next++)
-        attend_block(p, cfg, t % p.h, (T_r - 1 - t / p.h) * cfg.B_r, w);
+        attend_block(p, cfg, t % p.h, (T_r - 1 - t / p.h) * cfg.B_r, w, keys);
     } catch (...) {
       const std::lock_guard<std::mutex> lock(failure_mutex);
       failure = std::current_exception();

@@ -1,6 +1,7 @@
 /// \file
 /// Chapter 05's fast CPU FlashAttention: the algorithm of flash_attention() arranged for speed, after
-/// PyTorch's CPU flash kernel. Chapter code, not an exercise: read it once the tiled forward is yours.
+/// PyTorch's CPU flash kernel, with its two products on micro-kernels of the course's own
+/// (tile_kernels.hpp). Chapter code, not an exercise: read it once the tiled forward is yours.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +14,8 @@ namespace attn::ch05 {
 /// How the fast kernel cuts the work.
 struct FastConfig {
   std::size_t B_r = 128;  ///< query rows per block: one work item is (head, query block)
-  std::size_t B_c = 512;  ///< keys per tile: the score tile (B_r, B_c) stays in the core's L2 cache
+  std::size_t B_c = 512;  ///< keys per tile: the score tile (B_r, B_c) stays in the core's L2 cache; the
+                          ///< micro-kernels need a multiple of key_panel_width() (else OpenBLAS is used)
   int threads = 2;        ///< std::threads; OpenBLAS runs single-threaded inside them, so 2 threads = 2 cores
 };
 

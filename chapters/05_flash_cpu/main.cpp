@@ -24,11 +24,15 @@
 #include "05_flash_cpu/flash_cpu.hpp"
 #include "05_flash_cpu/flash_fast.hpp"
 #include "05_flash_cpu/io_model.hpp"
+#include "05_flash_cpu/tile_kernels.hpp"
+#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 #include "attn/svg.hpp"
 
 namespace {
@@ -37,9 +41,8 @@ using attn::Matrix;
 using attn::Vector;
 namespace ch05 = attn::ch05;
 
-double max_abs_diff(const Matrix& a, const Matrix& b) { return static_cast<double>(xt::amax(xt::abs(a - b))()); }
-
-std::string sci(double v) { return fmt::format("{:.3g}", v); }
+using attn::max_abs_diff;
+using attn::significant;
 
 // [online_softmax_demo]
 /// One query row meets its 12 keys four at a time: the running max m moves, the old sums shrink by
@@ -135,8 +138,8 @@ void row_from_lse() {
       attn::scaled_scores(Q, K) + xt::where(attn::causal_mask(n, n), 0.0f, -std::numeric_limits<float>::infinity()));
   const Vector full_row = xt::row(A, i);  // (n), from the whole (n, n) matrix
   fmt::print(
-      "row {} of the causal A: Σ_j A(i, j) = {:.6f}, nonzero entries {} (keys 0..{}), max |difference| with "
-      "chapter 02's softmax {:.1e}\n\n",
+      "row {} of the causal A: Σ_j A(i, j) = {:.6f}, nonzero entries {} (keys 0..{}),\n"
+      "max |difference| with chapter 02's softmax {:.1e}\n\n",
       i, static_cast<double>(xt::sum(row)()), static_cast<std::size_t>(xt::sum(xt::not_equal(row, 0.0f))()), i,
       static_cast<double>(xt::amax(xt::abs(row - full_row))()));
 }
@@ -199,8 +202,8 @@ void io_model(const attn::Chapter& chapter) {
         const ch05::IoCount standard = ch05::simulate_standard(N, d, M), tiled = ch05::simulate_tiled(N, d, M, plan);
         formula_agrees = formula_agrees && tiled.total() == attn::tiled_io_floats(N, d, plan.B_r);
         const double s = static_cast<double>(standard.total()), t = static_cast<double>(tiled.total());
-        table.add_row({std::to_string(M), std::to_string(d), std::to_string(N), std::to_string(plan.B_r), sci(s),
-                       fmt::format("{:.2f}", s / (n * dd + n * n)), sci(t),
+        table.add_row({std::to_string(M), std::to_string(d), std::to_string(N), std::to_string(plan.B_r),
+                       significant(s), fmt::format("{:.2f}", s / (n * dd + n * n)), significant(t),
                        fmt::format("{:.2f}", t / (n * n * dd * dd / m)), fmt::format("{:.1f}", s / t)});
         if (d == 64) {
           tiled_series[M].x.push_back(n);
@@ -303,21 +306,28 @@ double time_gflops(benchmark::State& state, double flops, Work work) {
   return total / wall;
 }
 
-/// Times `work` and reports its rate as a percentage of the in-run sgemm rate (measured by sgemm_ceiling
-/// earlier in this run, or here when a filter left it out).
-template <class Work>
-void measure(benchmark::State& state, double flops, std::size_t n, Work work) {
-  const double gflops = time_gflops(state, flops, work);
+/// The attention-shaped sgemm rate at \p n on 2 threads, measured by sgemm_ceiling earlier in this run (or
+/// here when a filter left it out).
+double attention_sgemm_gflops(std::size_t n) {
   auto& ceiling = ceiling_gflops();
   if (!ceiling.count(n)) {
     attn::set_blas_threads(2);
     Matrix S = xt::zeros<float>({n, n});  // (n, n)
     ceiling[n] = sgemm_flops(n) / attn::median_seconds([&] { sgemm_heads(inputs(n), n, S); }, 3) / 1e9;
   }
-  state.counters["pct_of_sgemm"] = 100.0 * gflops / ceiling[n];
+  return ceiling[n];
 }
 
-double attention_flops(std::size_t n, bool causal) {
+/// Times `work` (which runs on \p threads cores) and reports its rate as a percentage of the machine's
+/// ceilings at that thread count, measured in this run (attn/ceilings.hpp), and of the attention-shaped
+/// sgemm when it ran on as many threads (2).
+template <class Work>
+void measure(benchmark::State& state, double flops, std::size_t n, int threads, Work work) {
+  const double gflops = time_gflops(state, flops, work);
+  attn::report_against_ceilings(state, gflops, threads, threads == 2 ? attention_sgemm_gflops(n) : 0.0);
+}
+
+double bench_flops(std::size_t n, bool causal) {
   const double per_head = 4.0 * static_cast<double>(n) * static_cast<double>(n) * kD;
   return static_cast<double>(kHeads) * (causal ? per_head / 2 : per_head);
 }
@@ -331,7 +341,7 @@ void sgemm_ceiling(benchmark::State& state) {
     sgemm_heads(in, n, S);
     benchmark::DoNotOptimize(S.data());
   });
-  state.counters["pct_of_sgemm"] = 100.0;
+  attn::report_against_ceilings(state, ceiling_gflops()[n], 2);
 }
 
 void full(benchmark::State& state) {
@@ -340,7 +350,7 @@ void full(benchmark::State& state) {
   const Inputs& in = inputs(n);
   const attn::Mask mask = causal ? attn::causal_mask(n, n) : attn::Mask();
   attn::set_blas_threads(2);
-  measure(state, attention_flops(n, causal), n, [&] {
+  measure(state, bench_flops(n, causal), n, 2, [&] {
     for (std::size_t h = 0; h < kHeads; ++h)
       benchmark::DoNotOptimize(attn::scaled_dot_product_attention(in.q[h], in.k[h], in.v[h], mask));
   });
@@ -351,7 +361,7 @@ void flash_simple(benchmark::State& state) {
   const bool causal = state.range(1) != 0;
   const Inputs& in = inputs(n);
   attn::set_blas_threads(1);  // the exercise is single-threaded code; its (64, 256) tiles are too small to split
-  measure(state, attention_flops(n, causal), n, [&] {
+  measure(state, bench_flops(n, causal), n, 1, [&] {
     for (std::size_t h = 0; h < kHeads; ++h)
       benchmark::DoNotOptimize(attn::flash_attention(in.q[h], in.k[h], in.v[h], causal, 64, 256));
   });
@@ -361,8 +371,20 @@ void flash_fast(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const bool causal = state.range(1) != 0;
   const Inputs& in = inputs(n);
-  measure(state, attention_flops(n, causal), n,
+  measure(state, bench_flops(n, causal), n, ch05::FastConfig{}.threads,
           [&] { benchmark::DoNotOptimize(ch05::flash_attention_fast(in.Q, in.K, in.V, causal)); });
+}
+
+// The previous rung: the same kernel with OpenBLAS doing both products of every tile (it packs K_j and V_j
+// again for every query block and zeroes S before writing it), instead of the micro-kernels.
+void flash_fast_openblas(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const bool causal = state.range(1) != 0;
+  const Inputs& in = inputs(n);
+  ch05::use_tile_kernels("none");
+  measure(state, bench_flops(n, causal), n, ch05::FastConfig{}.threads,
+          [&] { benchmark::DoNotOptimize(ch05::flash_attention_fast(in.Q, in.K, in.V, causal)); });
+  ch05::use_tile_kernels("auto");
 }
 
 BENCHMARK(sgemm_ceiling)->ArgName("n")->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -372,6 +394,11 @@ BENCHMARK(full)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(flash_simple)
+    ->ArgNames({"n", "causal"})
+    ->ArgsProduct({{1024, 4096}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(flash_fast_openblas)
     ->ArgNames({"n", "causal"})
     ->ArgsProduct({{1024, 4096}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
@@ -386,6 +413,7 @@ BENCHMARK(flash_fast)
 
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch05_flash_cpu", "Chapter 05: FlashAttention on the CPU");
+  chapter.bench_ceilings({1, 2});  // flash_simple runs on one core, the others on two
   std::size_t n = 4096, d = 64;
   bool causal = false;
   chapter.cli()

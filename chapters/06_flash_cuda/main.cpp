@@ -59,9 +59,7 @@ struct NamedLimits {
   attn::DeviceLimits limits;
 };
 std::vector<NamedLimits> known_limits(const ch06::DeviceInfo& device) {
-  std::vector<NamedLimits> l{{"48 KiB default", {48 * 1024, 1024}},
-                             {"A100 163 KiB", {163 * 1024, 1024}},
-                             {"H100/H200 227 KiB", {227 * 1024, 1024}}};
+  std::vector<NamedLimits> l{{"48K", {48 * 1024, 1024}}, {"163K", {163 * 1024, 1024}}, {"227K", {227 * 1024, 1024}}};
   if (device.present) l.push_back({"this GPU", {device.smem_per_block_optin, device.max_threads_per_block}});
   return l;
 }
@@ -70,7 +68,7 @@ void show_device(const ch06::DeviceInfo& device) {
   attn::heading("The device");
   if (!device.present) {
     fmt::print(
-        "No CUDA device found: {}.\n"
+        "No CUDA device used: {}.\n"
         "This run does the host-side parts only (launch planning, causal tiles, the roofline). The kernels\n"
         "run where a GPU exists: ./course gpu-check on a machine with an NVIDIA GPU (sm_80 or newer).\n",
         device.why_not);
@@ -101,8 +99,8 @@ void show_mapping() {
 void show_plans(const ch06::DeviceInfo& device, int batch, int heads, int n, int d) {
   attn::heading(fmt::format("Launch plans at batch = {}, heads = {}, n = {}, d = {}", batch, heads, n, d));
   const auto limits = known_limits(device);
-  std::vector<std::string> headers{"rung", "B_r×B_c", "threads", "smem (formula)", "smem (kernel)", "grid"};
-  for (const auto& l : limits) headers.push_back("fits " + l.name);
+  std::vector<std::string> headers{"rung", "B_r×B_c", "threads", "smem formula", "smem kernel", "grid"};
+  for (const auto& l : limits) headers.push_back(l.name);
   attn::Table t(headers);
   for (const ch06::KernelPlan& p : ch06::kernel_plans(static_cast<std::size_t>(d))) {
     const std::size_t formula = attn::flash_smem_bytes(p.B_r, p.B_c, static_cast<std::size_t>(d), p.element_bytes);
@@ -120,6 +118,8 @@ void show_plans(const ch06::DeviceInfo& device, int batch, int heads, int n, int
   }
   t.print();
   fmt::print(
+      "48K, 163K, 227K: does the kernel's shared memory fit a block's limit: the 48 KiB default, or what a\n"
+      "kernel may opt in to on an A100 (163 KiB) and on an H100/H200 (227 KiB)?\n"
       "The formula counts Q_i, K_j, V_j and an fp32 S_ij; the kernels pad rows against bank conflicts, and\n"
       "rung 4 keeps S in registers instead. Both need more than the 48 KiB default: they opt in.\n");
 }
@@ -217,14 +217,15 @@ void show_roofline() {
   }
   t.print();
   fmt::print("\nWhich bound applies (spec-sheet peaks; ridge = peak FLOP/s ÷ bandwidth):\n");
-  attn::Table b({"GPU", "fp32 ridge", "bf16 ridge", "standard, fp32 cores", "standard, tensor cores", "flash fp32",
-                 "flash bf16"});
   const auto fp32 = ch06::roofline(shape, 4), bf16 = ch06::roofline(shape, 2);
+  fmt::print(
+      "An algorithm is compute-bound on a GPU when its FLOP/byte (standard {:.0f} in fp32, {:.0f} in bf16;\n"
+      "flash {:.0f} and {:.0f}) is above the GPU's ridge; bf16 runs on the tensor cores (TC).\n",
+      fp32[0].intensity, bf16[0].intensity, fp32[1].intensity, bf16[1].intensity);
+  attn::Table b({"GPU", "ridge fp32", "ridge bf16", "std fp32", "std bf16 TC", "flash fp32", "flash bf16 TC"});
   for (const ch06::SpecSheet& s : ch06::spec_sheets()) {
     const double ridge32 = s.fp32_tflops * 1e12 / (s.hbm_gbs * 1e9), ridge16 = s.bf16_tflops * 1e12 / (s.hbm_gbs * 1e9);
-    auto bound = [](double intensity, double ridge) {
-      return fmt::format("{} ({:.0f} vs {:.0f})", intensity < ridge ? "memory" : "compute", intensity, ridge);
-    };
+    auto bound = [](double intensity, double ridge) { return std::string(intensity < ridge ? "memory" : "compute"); };
     b.add_row({s.gpu, fmt::format("{:.0f}", ridge32), fmt::format("{:.0f}", ridge16), bound(fp32[0].intensity, ridge32),
                bound(bf16[0].intensity, ridge16), bound(fp32[1].intensity, ridge32),
                bound(bf16[1].intensity, ridge16)});
@@ -376,7 +377,13 @@ void dry_run(const Options& o) {
 }
 
 void tell_the_story(const attn::Chapter& chapter, const Options& o) {
-  const ch06::DeviceInfo device = ch06::query_device();
+  // The book's run never asks for a GPU, so the page reads the same on every machine that builds it.
+  ch06::DeviceInfo device;
+  if (chapter.book_mode()) {
+    device.why_not = "the book's output is made without a GPU, the same on every machine";
+  } else {
+    device = ch06::query_device();
+  }
   show_device(device);
   show_mapping();
   show_plans(device, 4, 16, 4096, 128);

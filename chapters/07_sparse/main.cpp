@@ -25,14 +25,18 @@
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "04_complexity/complexity.hpp"
 #include "05_flash_cpu/flash_fast.hpp"
 #include "07_sparse/sparse.hpp"
+#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/panels.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 
 namespace {
 
@@ -41,7 +45,7 @@ using attn::Matrix;
 
 constexpr std::uint64_t kSeed = 7;
 
-std::string fixed(double v, int decimals = 2) { return fmt::format("{:.{}f}", v, decimals); }
+using attn::fixed;
 
 std::size_t worker_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
@@ -59,12 +63,12 @@ std::vector<Pattern> patterns(std::size_t n) {
   return {
       {"local window, w = 4", "n·(2w+1)", attn::local_window_mask(n, 4)},
       {"causal window, w = 8", "n·(w+1)", attn::local_window_mask(n, 8, /*causal=*/true)},
-      {"dilated, w = 4, r = 3", "n·(2w+1)", attn::dilated_mask(n, 4, 3)},
-      {"global tokens {0, 32}", "2·g·n", attn::global_mask(n, {0, n / 2})},
+      {"dilated, w = 4, δ = 3", "n·(2w+1)", attn::dilated_mask(n, 4, 3)},
+      {"global tokens {0, 32}", "2·n_g·n", attn::global_mask(n, {0, n / 2})},
       {"random, r = 4 (seeded)", "n·r", attn::random_mask(n, 4, kSeed)},
       {fmt::format("strided, stride √n = {}", root), "n·2√n", attn::strided_mask(n, root)},
-      {"Longformer: window 4 + global", "n·(2w+1+2g)", attn::longformer_mask(n, 4, {0})},
-      {"BigBird: window 3 + global + random 3", "n·(2w+1+2g+r)", attn::bigbird_mask(n, 3, {0}, 3, kSeed)},
+      {"Longformer: window 4 + global", "n·(2w+1+2n_g)", attn::longformer_mask(n, 4, {0})},
+      {"BigBird: window 3 + global + random 3", "n·(2w+1+2n_g+r)", attn::bigbird_mask(n, 3, {0}, 3, kSeed)},
   };
 }
 // [patterns]
@@ -108,7 +112,7 @@ void show_growth() {
   fmt::print(
       "Pairs ÷ n is the work per token. Constant: O(n) in all (window, BigBird). Growing like √n: O(n√n)\n"
       "(strided with stride √n). Growing like n: O(n²) (full attention).\n\n");
-  attn::Table t({"n", "window w=16", "BigBird w=8,g=1,r=4", "strided √n", "full"});
+  attn::Table t({"n", "window w=16", "BigBird w=8,n_g=1,r=4", "strided √n", "full"});
   for (std::size_t n : {256u, 1024u, 4096u}) {
     const auto root = static_cast<std::size_t>(std::lround(std::sqrt(static_cast<double>(n))));
     const auto per_token = [&](const Mask& m) {
@@ -160,15 +164,17 @@ void show_receptive_field(std::size_t w, const std::vector<std::size_t>& global)
   fmt::print("The pronoun needs \"cat\", {} positions back. A word not yet heard is shown as ·.\n\n", it - cat);
   const std::vector<std::pair<std::string, Mask>> cases{
       {fmt::format("window w = {}", w), attn::local_window_mask(n, w)},
-      {fmt::format("dilated w = {}, r = 3", w), attn::dilated_mask(n, w, 3)},
+      {fmt::format("dilated w = {}, δ = 3", w), attn::dilated_mask(n, w, 3)},
       {fmt::format("window w = {} + global {}", w, fmt::join(global, ",")), attn::longformer_mask(n, w, global)},
   };
-  attn::Table t({"pattern", "layers", "what \"it\" has heard"});
-  t.set_left(2);
-  for (const auto& [name, mask] : cases)
+  for (const auto& [name, mask] : cases) {  // one small table per pattern: the sentence needs the width
+    fmt::print("{}:\n", name);
+    attn::Table t({"layers", "what \"it\" has heard"});
+    t.set_left(1);
     for (std::size_t layers : {1u, 2u})
-      t.add_row({layers == 1 ? name : "", fmt::format("{}", layers), heard(attn::receptive_field(mask, layers), it)});
-  t.print();
+      t.add_row({fmt::format("{}", layers), heard(attn::receptive_field(mask, layers), it)});
+    t.print();
+  }
   fmt::print(
       "\nOne layer of a window sees 2w+1 words; each further layer adds w on each side. Dilation spaces the\n"
       "same number of keys r apart, so the reach grows r times faster. A global token hears everyone and\n"
@@ -190,14 +196,15 @@ void show_receptive_field(std::size_t w, const std::vector<std::size_t>& global)
 
 // --- kernels that touch only the allowed pairs -----------------------------------------------------------
 
-double max_abs_diff(const Matrix& a, const Matrix& b) { return static_cast<double>(xt::amax(xt::abs(a - b))()); }
+using attn::max_abs_diff;
 
 void show_kernels(std::size_t n, std::size_t B) {
   attn::heading(
       fmt::format("Kernels that touch only allowed pairs, against dense masked attention (n = {}, d = 64)", n));
   fmt::print(
       "Reference: chapter 02's scaled_dot_product_attention(Q, K, V, mask), which scores all n² pairs and\n"
-      "masks. Row lists score exactly the allowed pairs; block-sparse scores whole {}×{} tiles that hold any.\n\n",
+      "masks. Row lists score exactly the allowed pairs; block-sparse scores whole {}×{} tiles that hold\n"
+      "any. |Δ|: the largest difference from the reference.\n\n",
       B, B);
   attn::Rng rng(kSeed);
   const std::size_t d = 64;
@@ -207,11 +214,10 @@ void show_kernels(std::size_t n, std::size_t B) {
       {"window w = 32", attn::local_window_mask(n, 32)},
       {"causal window w = 32", attn::local_window_mask(n, 32, true)},
       {"Longformer w = 32, global {0}", attn::longformer_mask(n, 32, {0})},
-      {"BigBird w = 16, global {0}, r = 16", attn::bigbird_mask(n, 16, {0}, 16, kSeed)},
+      {"BigBird w = 16, global {0}, random 16", attn::bigbird_mask(n, 16, {0}, 16, kSeed)},
       {fmt::format("strided, stride {}", root), attn::strided_mask(n, root)},
   };
-  attn::Table t({"pattern", "allowed pairs", "row lists: max |Δ|", "block-sparse: max |Δ|", "tiles kept",
-                 "pairs computed", "useful"});
+  attn::Table t({"pattern", "allowed", "rows |Δ|", "blocks |Δ|", "tiles kept", "computed", "useful"});
   for (const auto& [name, mask] : cases) {
     const Matrix dense = attn::scaled_dot_product_attention(Q, K, V, mask);  // (n, d)
     const Matrix rows = attn::row_sparse_attention(Q, K, V, attn::sparse_rows(mask));
@@ -228,9 +234,9 @@ void show_kernels(std::size_t n, std::size_t B) {
   fmt::print("\nsliding_window_attention (your exercise), w = 32: max |Δ| = {:.1e} against the dense masked result.\n",
              max_abs_diff(window, attn::scaled_dot_product_attention(Q, K, V, attn::local_window_mask(n, 32))));
   fmt::print(
-      "\"useful\" = allowed ÷ computed. A band fills its tiles, so block-sparse wastes only the corners of the\n"
-      "tiles on its edges. Random and strided keys are scattered: nearly every tile holds one, so the\n"
-      "block kernel computes almost everything and only row lists profit from the sparsity.\n");
+      "\"useful\" = allowed ÷ computed pairs. A band fills its tiles, so block-sparse wastes only the\n"
+      "corners of the tiles on its edges. Random and strided keys are scattered: nearly every tile holds\n"
+      "one, so the block kernel computes almost everything and only row lists profit from the sparsity.\n");
 }
 
 void show_tiles(const attn::Chapter& chapter) {
@@ -289,11 +295,8 @@ void tell_the_story(const attn::Chapter& chapter, std::size_t w, const std::vect
 
 constexpr std::size_t kD = 64, kW = 256, kTile = 64;
 
-/// Seconds per call of each benchmark at each n, recorded by the benchmarks for the summary that follows.
-std::map<std::string, std::map<std::size_t, double>>& recorded() {
-  static std::map<std::string, std::map<std::size_t, double>> seconds;
-  return seconds;
-}
+// The benchmarks record their seconds per call at each n in bench_record(), for the summary that follows.
+using attn::bench_record;
 
 template <class Work>
 void timed_loop(benchmark::State& state, const std::string& name, std::size_t n, double useful_pairs, Work&& work) {
@@ -305,11 +308,12 @@ void timed_loop(benchmark::State& state, const std::string& name, std::size_t n,
     benchmark::DoNotOptimize(O.data());
   }
   const double per_call = total / static_cast<double>(state.iterations());
-  recorded()[name][n] = per_call;
+  bench_record()[name][n] = per_call;
   state.counters["n"] = static_cast<double>(n);
   state.counters["density"] = useful_pairs / (static_cast<double>(n) * static_cast<double>(n));
   // Useful FLOPs: 2·d for q·k and 2·d for p·v, per allowed pair.
   state.counters["GFLOP/s"] = 4.0 * useful_pairs * kD / per_call / 1e9;
+  attn::report_against_ceilings(state, 4.0 * useful_pairs * kD / per_call / 1e9, static_cast<int>(worker_threads()));
 }
 
 struct Inputs {
@@ -376,7 +380,7 @@ void BM_SgemmCeiling(benchmark::State& state) {
   for (auto _ : state) gflops = attn::sgemm_gflops(1024, 1024, 1024, 3);
   attn::set_blas_threads(1);
   state.counters["GFLOP/s"] = gflops;
-  recorded()["sgemm"][0] = gflops;
+  bench_record()["sgemm"][0] = gflops;
 }
 
 /// Where BM_Summary draws the measured times (`ch07_sparse bench --plot=FILE.svg`); empty = no plot.
@@ -397,7 +401,7 @@ void plot_times(const std::string& path) {
                                     {"dense, all tiles", "block-sparse kernel, every tile"},
                                     {"strided rows", "strided, stride sqrt(n) (row lists)"}}) {
     attn::Series s{label, {}, {}, true};
-    for (const auto& [n, seconds] : recorded()[name]) {
+    for (const auto& [n, seconds] : bench_record()[name]) {
       s.x.push_back(static_cast<double>(n));
       s.y.push_back(seconds * 1e3);
     }
@@ -407,21 +411,22 @@ void plot_times(const std::string& path) {
   fmt::print("(plot written: {})\n", path);
 }
 
-/// Least-squares slope of log(seconds) against log(n) over the points with n >= n_min.
-double fitted_exponent(const std::map<std::size_t, double>& t, std::size_t n_min) {
-  double sx = 0, sy = 0, sxx = 0, sxy = 0, k = 0;
+/// The exponent e of seconds ≈ c·n^e over the points with n >= n_min: chapter 04's attn::fit_power_law
+/// (0 when fewer than two points were measured).
+double exponent_from(const std::map<std::size_t, double>& t, std::size_t n_min) {
+  std::vector<double> ns, seconds;
   for (const auto& [n, s] : t) {
     if (n < n_min) continue;
-    const double x = std::log(static_cast<double>(n)), y = std::log(s);
-    sx += x, sy += y, sxx += x * x, sxy += x * y, k += 1;
+    ns.push_back(static_cast<double>(n));
+    seconds.push_back(s);
   }
-  return k < 2 ? 0.0 : (k * sxy - sx * sy) / (k * sxx - sx * sx);
+  return ns.size() < 2 ? 0.0 : attn::fit_power_law(ns, seconds).exponent;
 }
 
 void BM_Summary(benchmark::State& state) {
   for (auto _ : state) {
   }
-  auto& r = recorded();
+  auto& r = bench_record();
   const auto& window = r["window"];
   const auto& dense = r["dense"];
   // The crossover: the smallest n from which the window is at least 10% faster at every larger n measured.
@@ -439,9 +444,9 @@ void BM_Summary(benchmark::State& state) {
   }
   const double density = window_pairs(largest, kW) / (static_cast<double>(largest) * static_cast<double>(largest));
   const double efficiency = dense.at(largest) / window.at(largest) * density;
-  state.counters["exp_window"] = fitted_exponent(window, 4096);
-  state.counters["exp_dense"] = fitted_exponent(dense, 4096);
-  state.counters["exp_strided"] = fitted_exponent(r["strided rows"], 1024);
+  state.counters["exp_window"] = exponent_from(window, 4096);
+  state.counters["exp_dense"] = exponent_from(dense, 4096);
+  state.counters["exp_strided"] = exponent_from(r["strided rows"], 1024);
   state.counters["crossover_n"] = static_cast<double>(crossover);
   state.counters["efficiency"] = efficiency;
   const auto& all_tiles = r["dense, all tiles"];
@@ -454,8 +459,8 @@ void BM_Summary(benchmark::State& state) {
       "than dense flash, and efficiency = (dense ÷ window) × density = {:.2f} (1 = all the sparsity turned into "
       "speed).\n"
       "sgemm ceiling in this run: {:.1f} GFLOP/s.\n",
-      kW, kD, kTile, kTile, worker_threads(), fitted_exponent(window, 4096), fitted_exponent(dense, 4096),
-      fitted_exponent(r["strided rows"], 1024), crossover ? fmt::format("{}", crossover) : "(never)", largest,
+      kW, kD, kTile, kTile, worker_threads(), exponent_from(window, 4096), exponent_from(dense, 4096),
+      exponent_from(r["strided rows"], 1024), crossover ? fmt::format("{}", crossover) : "(never)", largest,
       dense.at(largest) / window.at(largest), efficiency, r["sgemm"][0]);
   if (shared_n != 0 && dense.count(shared_n))
     fmt::print("At n = {}, this chapter's kernel with every tile kept takes {:.2f}× the time of dense flash.\n",
@@ -487,6 +492,7 @@ int main(int argc, char** argv) {
   argc = static_cast<int>(args.size());
   argv = args.data();
   attn::Chapter chapter("ch07_sparse", "Chapter 07: sparse attention (local, global, random, dilated)");
+  chapter.bench_ceilings({static_cast<int>(worker_threads())});
   std::size_t w = 1, n = 1000;
   std::vector<std::size_t> global{0};
   chapter.cli()

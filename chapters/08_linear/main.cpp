@@ -31,14 +31,18 @@
 #include "01_intuition/intuition.hpp"
 #include "01_intuition/lexicon.hpp"
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "04_complexity/complexity.hpp"
 #include "05_flash_cpu/flash_fast.hpp"
 #include "08_linear/features.hpp"
 #include "08_linear/linear.hpp"
+#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 
 namespace {
 
@@ -46,21 +50,12 @@ using attn::Matrix;
 using attn::Vector;
 namespace ch08 = attn::ch08;
 
-std::string fixed(double v, int decimals = 3) { return fmt::format("{:.{}f}", v, decimals); }
-std::string sci(double v) { return fmt::format("{:.2e}", v); }
-
-double max_abs_diff(const Matrix& a, const Matrix& b) {
-  const Matrix diff = xt::abs(a - b);  // (rows, cols)
-  return diff.size() ? static_cast<double>(xt::amax(diff)()) : 0.0;
-}
-
-double mean_abs_diff(const Matrix& a, const Matrix& b) { return static_cast<double>(xt::mean(xt::abs(a - b))()); }
-
-std::vector<std::string> numbered(std::size_t n) {
-  std::vector<std::string> l;
-  for (std::size_t i = 0; i < n; ++i) l.push_back(std::to_string(i));
-  return l;
-}
+using attn::cpu_seconds;
+using attn::entropy_bits;
+using attn::fixed;
+using attn::max_abs_diff;
+using attn::mean_abs_diff;
+using attn::sci;
 
 // --- 1. associativity ---------------------------------------------------------------------------------
 
@@ -71,13 +66,13 @@ void show_associativity() {
   const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // (n, d) each
   const Matrix phiQ = attn::elu_plus_one(Q), phiK = attn::elu_plus_one(K);        // (n, m = d)
   fmt::print("The quadratic form first builds the (n, n) weights φ(q_i)·φ(k_j), row-normalised:\n\n");
-  attn::print_heatmap(ch08::linear_attention_weights(phiQ, phiK), numbered(n), numbered(n));
+  attn::print_heatmap(ch08::linear_attention_weights(phiQ, phiK), attn::numbered("", n), attn::numbered("", n));
   // [two_orders]
   const Matrix quadratic = ch08::quadratic_linear_attention(phiQ, phiK, V);  // (n, d_v), via (n, n)
   const Matrix linear = attn::linear_attention(phiQ, phiK, V);               // (n, d_v), via (m, d_v)
   // [two_orders]
   fmt::print("\nlinear_attention (associative order), the output (n, d_v):\n\n");
-  attn::print_heatmap(linear, numbered(n), numbered(d), 3, xt::amin(linear)(), xt::amax(linear)());
+  attn::print_heatmap(linear, attn::numbered("", n), attn::numbered("", d), 3, xt::amin(linear)(), xt::amax(linear)());
   fmt::print("\nLargest difference from the quadratic order: {} (float32 rounding; the algebra is exact).\n",
              sci(max_abs_diff(quadratic, linear)));
 
@@ -173,17 +168,18 @@ void show_feature_maps(const attn::Chapter& chapter) {
   const Matrix elu = attn::elu_plus_one(xs);                                       // (1, 9)
   attn::Table t({"x", "elu(x)+1", "exp(x)"});
   for (std::size_t i = 0; i < xs.size(); ++i)
-    t.add_row({fixed(xs(0, i), 1), fixed(elu(0, i)), fixed(std::exp(xs(0, i)))});
+    t.add_row({fixed(xs(0, i), 1), fixed(elu(0, i), 3), fixed(std::exp(xs(0, i)), 3)});
   t.print();
   fmt::print(
-      "elu+1 is positive and smooth but grows only linearly: it is a different kernel, not an approximation of\n"
-      "exp. Positive random features estimate exp(q·k/√d_k) itself, without bias, with variance ∝ 1/m.\n");
+      "elu+1 is positive and smooth but grows only linearly: it is a different kernel, not an\n"
+      "approximation of exp. Positive random features estimate exp(q·k/√d_k) itself, without bias, with\n"
+      "variance ∝ 1/m.\n");
 
   const std::size_t n = 128, d_k = 16, seeds = 8;
   std::vector<ErrorCurve> curves;
   for (float sigma : {0.5f, 1.0f}) curves.push_back(feature_error(sigma, n, d_k, seeds));
   attn::heading(
-      fmt::format("Random-feature attention against exact softmax attention (n = {}, d_k = {}, {} seeds; "
+      fmt::format("Random features against exact softmax attention (n = {}, d_k = {}, {} seeds; "
                   "Q, K ~ N(0, σ²))",
                   n, d_k, seeds));
   attn::Table e({"m", "σ = 0.5: iid", "± sd", "orthogonal", "± sd", "σ = 1: iid", "± sd", "orthogonal", "± sd"});
@@ -196,10 +192,11 @@ void show_feature_maps(const attn::Chapter& chapter) {
   e.add_row({"elu+1", fixed(curves[0].elu, 4), "", "", "", fixed(curves[1].elu, 4), "", "", ""});
   e.print();
   fmt::print(
-      "Entries: the mean |output − softmax output| over {} seeds of Ω, and its spread. The estimate of one\n"
-      "weight exp(q̂·k̂) has relative variance about (exp(‖q̂ + k̂‖²) − 1)/m: it falls like 1/m, but from a\n"
-      "height that grows exponentially with the norms of q and k. At σ = 0.5 the error soon falls like 1/√m;\n"
-      "at σ = 1 it needs many more features for the same error. The elu+1 row is not an estimate of softmax.\n",
+      "Entries: the mean |output − softmax output| over {} seeds of Ω, and its spread. The estimate of\n"
+      "one weight exp(q̂·k̂) has relative variance about (exp(‖q̂ + k̂‖²) − 1)/m: it falls like 1/m, but\n"
+      "from a height that grows exponentially with the norms of q and k. At σ = 0.5 the error soon falls\n"
+      "like 1/√m; at σ = 1 it needs many more features for the same error. The elu+1 row is not an\n"
+      "estimate of softmax.\n",
       seeds);
   plot_feature_error(chapter, curves);
 }
@@ -207,8 +204,7 @@ void show_feature_maps(const attn::Chapter& chapter) {
 // --- 3. the causal recurrence -------------------------------------------------------------------------
 
 void show_recurrence(float decay) {
-  attn::heading(
-      "Causal linear attention as a recurrence: S ← S + φ(k_t)ᵀv_t, z ← z + φ(k_t), o_t = φ(q_t)S / φ(q_t)·z");
+  attn::heading("Causal linear attention as an RNN: S ← S + φ(k_t)ᵀv_t, z ← z + φ(k_t), o_t = φ(q_t)S/φ(q_t)·z");
   const std::size_t n = 8, d = 4;
   attn::Rng rng(88);
   const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);                   // (n, d) each
@@ -227,9 +223,10 @@ void show_recurrence(float decay) {
   // [decode]
   t.print();
   fmt::print(
-      "Decoding token by token, the state stays m·d_v + m numbers while softmax attention's cache of keys and\n"
-      "values grows by 2·d every token. causal_linear_attention runs the same recurrence over a whole sequence:\n"
-      "largest difference from the causally masked quadratic form {}.\n",
+      "Decoding token by token, the state stays m·d_v + m numbers while softmax attention's cache\n"
+      "of keys and values grows by 2·d every token. causal_linear_attention runs the same\n"
+      "recurrence over a whole sequence: largest difference from the causally masked quadratic\n"
+      "form {}.\n",
       sci(max_abs_diff(attn::causal_linear_attention(phiQ, phiK, V), masked)));
 
   attn::heading(fmt::format("A decay on the state (RWKV's time decay): S ← λ·S + φ(k_t)ᵀv_t, here λ = {}", decay));
@@ -240,24 +237,17 @@ void show_recurrence(float decay) {
   attn::Table w({"position j", "weight, λ = 1", "", fmt::format("weight, λ = {}", decay), ""});
   w.set_left(2).set_left(4);
   for (std::size_t j = 0; j < n; ++j)
-    w.add_row({std::to_string(j), fixed(plain(n - 1, j)), attn::bar(plain(n - 1, j), 16), fixed(decayed(n - 1, j)),
-               attn::bar(decayed(n - 1, j), 16)});
+    w.add_row({std::to_string(j), fixed(plain(n - 1, j), 3), attn::bar(plain(n - 1, j), 16),
+               fixed(decayed(n - 1, j), 3), attn::bar(decayed(n - 1, j), 16)});
   w.print();
   fmt::print(
-      "The last token's weights: without decay the first token counts as much as the features say; with λ < 1\n"
-      "a token j steps back is multiplied by λ^j, so the state forgets the distant past. That is RWKV's and\n"
-      "RetNet's change to the recurrence; state-space models (S4, Mamba) run the same kind of linear recurrence\n"
-      "with learned (for Mamba, input-dependent) decays.\n");
+      "The last token's weights: without decay the first token counts as much as the features say;\n"
+      "with λ < 1 a token j steps back is multiplied by λ^j, so the state forgets the distant past. That is\n"
+      "RWKV's and RetNet's change to the recurrence; state-space models (S4, Mamba) run the same kind of\n"
+      "linear recurrence with learned (for Mamba, input-dependent) decays.\n");
 }
 
 // --- 4. what linear attention cannot do ---------------------------------------------------------------
-
-double entropy_bits(const Matrix& A, std::size_t row) {
-  double h = 0.0;
-  for (std::size_t j = 0; j < A.shape(1); ++j)
-    if (A(row, j) > 0.0f) h -= static_cast<double>(A(row, j)) * std::log2(static_cast<double>(A(row, j)));
-  return h;
-}
 
 void show_sharpness(std::size_t features) {
   const auto& sentence = attn::ch01::sentences()[0];
@@ -281,17 +271,17 @@ void show_sharpness(std::size_t features) {
                  fmt::format("m = {}", 64 * features)});
   t.set_left(2).set_left(4);
   for (std::size_t j = 0; j < n; ++j)
-    t.add_row({sentence.tokens[j], fixed(soft(p, j)), attn::bar(soft(p, j), 16), fixed(elu(p, j)),
-               attn::bar(elu(p, j), 16), fixed(rf[0](p, j)), fixed(rf[1](p, j))});
+    t.add_row({sentence.tokens[j], fixed(soft(p, j), 3), attn::bar(soft(p, j), 16), fixed(elu(p, j), 3),
+               attn::bar(elu(p, j), 16), fixed(rf[0](p, j), 3), fixed(rf[1](p, j), 3)});
   t.add_row({"entropy (bits)", fixed(entropy_bits(soft, p), 2), "", fixed(entropy_bits(elu, p), 2), "",
              fixed(entropy_bits(rf[0], p), 2), fixed(entropy_bits(rf[1], p), 2)});
   t.print();
   fmt::print(
-      "Uniform weights over {} keys would have {:.2f} bits. Softmax turns a difference of scores into a ratio of\n"
-      "exponentials: it can put most of the weight on {}. elu+1's weights are sums of products of features that\n"
-      "grow only linearly, so the same query spreads its attention more evenly (higher entropy). Random features\n"
-      "aim at softmax's weights, but sharp weights need large q·k, hence long q and k, exactly where their\n"
-      "variance explodes: even many features leave these weights blurred.\n",
+      "Uniform weights over {} keys would have {:.2f} bits. Softmax turns a difference of scores into a\n"
+      "ratio of exponentials: it can put most of the weight on {}. elu+1's weights are sums of products\n"
+      "of features that grow only linearly, so the same query spreads its attention more evenly (higher\n"
+      "entropy). Random features aim at softmax's weights, but sharp weights need large q·k, hence long\n"
+      "q and k, exactly where their variance explodes: even many features leave these weights blurred.\n",
       n, std::log2(static_cast<double>(n)), sentence.tokens[sentence.antecedent]);
 }
 
@@ -355,28 +345,6 @@ struct Contenders {
   }
 };
 
-/// Seconds of CPU time one call of \p work takes: the median of 3 batches, each batch repeating the call
-/// until it has used at least a millisecond. CPU time (std::clock) rather than wall time: with one BLAS thread
-/// it is this core's work alone, steady on a busy machine where wall time also counts waiting for a core.
-/// (Only for single-threaded work: std::clock would add up the time of every thread.)
-double cpu_seconds(const std::function<void()>& work) {
-  work();  // warm-up: first-touch page faults and cold caches are not what we compare
-  std::vector<double> batches;
-  for (int b = 0; b < 3; ++b) {
-    std::size_t calls = 0;
-    const std::clock_t start = std::clock();
-    double used = 0.0;
-    do {
-      work();
-      ++calls;
-      used = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
-    } while (used < 1e-3);
-    batches.push_back(used / static_cast<double>(calls));
-  }
-  std::sort(batches.begin(), batches.end());
-  return batches[1];
-}
-
 double seconds_softmax(std::size_t n, std::size_t d) {
   const Contenders c(n, d);
   return cpu_seconds([&] { c.softmax(); });
@@ -406,22 +374,9 @@ std::size_t measured_crossover(std::size_t lo, std::size_t hi, std::size_t d, co
 }
 // [bisection]
 
-/// Least-squares slope of log t against log n: the exponent e of t ≈ c·n^e.
-double fitted_exponent(const std::vector<double>& n, const std::vector<double>& t) {
-  double mx = 0, my = 0;
-  for (std::size_t i = 0; i < n.size(); ++i) mx += std::log(n[i]), my += std::log(t[i]);
-  mx /= static_cast<double>(n.size()), my /= static_cast<double>(n.size());
-  double sxy = 0, sxx = 0;
-  for (std::size_t i = 0; i < n.size(); ++i) {
-    sxy += (std::log(n[i]) - mx) * (std::log(t[i]) - my);
-    sxx += (std::log(n[i]) - mx) * (std::log(n[i]) - mx);
-  }
-  return sxy / sxx;
-}
-
 void show_measured_crossover(std::size_t d) {
-  attn::heading(fmt::format(
-      "Measured on this machine: CPU time on one core (d = {}; median of 3; `ch08_linear bench` for more)", d));
+  attn::heading(
+      fmt::format("Measured on this machine: CPU time on one core (d = {}; median of 3; more: ch08_linear bench)", d));
   attn::Table t({"n", "softmax (ch02)", "linear", "causal recurrence", "softmax / linear"});
   std::vector<double> ns, ts, tl, tc;
   attn::Progress progress(6, true);
@@ -439,9 +394,9 @@ void show_measured_crossover(std::size_t d) {
   t.print();
   const std::size_t cross = measured_crossover(16, 2048, d);
   fmt::print("Fitted exponents (t ∝ n^e over n = 256..2048): softmax {:.2f}, linear {:.2f}, causal {:.2f}.\n",
-             fitted_exponent({ns.begin() + 2, ns.end()}, {ts.begin() + 2, ts.end()}),
-             fitted_exponent({ns.begin() + 2, ns.end()}, {tl.begin() + 2, tl.end()}),
-             fitted_exponent({ns.begin() + 2, ns.end()}, {tc.begin() + 2, tc.end()}));
+             attn::fit_power_law({ns.begin() + 2, ns.end()}, {ts.begin() + 2, ts.end()}).exponent,
+             attn::fit_power_law({ns.begin() + 2, ns.end()}, {tl.begin() + 2, tl.end()}).exponent,
+             attn::fit_power_law({ns.begin() + 2, ns.end()}, {tc.begin() + 2, tc.end()}).exponent);
   if (cross == 0)
     fmt::print("Linear attention did not overtake softmax attention below n = 2048 in this run.\n");
   else
@@ -458,7 +413,7 @@ void tell_the_story(const attn::Chapter& chapter, float decay, std::size_t featu
   show_flop_crossover(chapter, 64);
   if (chapter.book_mode()) {
     fmt::print(
-        "\n(Timings are left out of the book: run ch08_linear for a quick measurement, ch08_linear bench "
+        "\n(Timings are left out of the book: run ch08_linear for a quick measurement, ch08_linear bench\n"
         "for the benchmarks.)\n");
   } else {
     show_measured_crossover(64);
@@ -482,13 +437,12 @@ BENCHMARK(BM_sgemm_ceiling)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 void set_flop_rate(benchmark::State& state, double flops) {
   state.counters["FLOPs"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  attn::add_ceiling_counters(state, flops, 1);  // every contender runs on one core
 }
 
-/// Wall-clock seconds per call of each contender at each n, kept for the summary benchmark that follows.
-std::map<std::string, std::map<std::size_t, double>>& recorded() {
-  static std::map<std::string, std::map<std::size_t, double>> seconds;
-  return seconds;
-}
+// Each contender records its wall-clock seconds per call at each n in bench_record(), for the summary
+// benchmark that follows.
+using attn::bench_record;
 
 /// What a contender's FLOP counter counts: softmax's n² pairs, causal's half of them, or linear's n·m.
 enum class Cost { kQuadratic, kCausalQuadratic, kLinear };
@@ -501,7 +455,7 @@ void BM_attention(benchmark::State& state, void (Contenders::*method)() const, C
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) (c.*method)();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  recorded()[name][n] = wall / static_cast<double>(state.iterations());
+  bench_record()[name][n] = wall / static_cast<double>(state.iterations());
   const double nn = static_cast<double>(n);
   const double quadratic = softmax_flops(nn, kBenchD);
   set_flop_rate(state, cost == Cost::kQuadratic         ? quadratic
@@ -529,16 +483,16 @@ BENCHMARK_CAPTURE(BM_attention, causal_recurrence, &Contenders::causal, Cost::kL
 /// Exponent e of t ≈ c·n^e fitted to one contender's recorded times over n in [n_min, n_max].
 double recorded_exponent(const std::string& name, std::size_t n_min, std::size_t n_max) {
   std::vector<double> ns, ts;
-  for (const auto& [n, t] : recorded()[name])
+  for (const auto& [n, t] : bench_record()[name])
     if (n >= n_min && n <= n_max) ns.push_back(static_cast<double>(n)), ts.push_back(t);
-  return ns.size() < 2 ? 0.0 : fitted_exponent(ns, ts);
+  return ns.size() < 2 ? 0.0 : attn::fit_power_law(ns, ts).exponent;
 }
 
 void BM_crossover_and_exponents(benchmark::State& state) {
   // The crossovers by bisection (non-causal linear against non-causal flash, the causal recurrence against
   // causal flash), the exponents fitted to the times above over n = 8192..65536, and the speed-ups at the
   // largest n, all from this run.
-  auto& r = recorded();
+  auto& r = bench_record();
   constexpr std::size_t kLargest = 65536;
   for (const char* name : {"flash", "flash causal", "linear", "causal"})
     if (!r[name].count(kLargest)) {
@@ -587,6 +541,7 @@ BENCHMARK(BM_crossover_and_exponents)->Iterations(1)->Unit(benchmark::kSecond);
 
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch08_linear", "Chapter 08: linear attention, random features, attention as an RNN");
+  chapter.bench_ceilings({1});
   float decay = 0.8f;
   std::size_t features = 256;
   chapter.cli().add_option("--decay", decay, "λ of the decay demonstration, in (0, 1]");

@@ -29,18 +29,23 @@
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "03_multi_head/multi_head.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
+#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 
 namespace {
 
 using attn::Matrix;
 using attn::Tensor3;
 
-std::string fixed(double v, int decimals = 3) { return fmt::format("{:.{}f}", v, decimals); }
+using attn::fixed;
+using attn::relative_error;
+using attn::thread_cpu_seconds;
 
 /// (heads, n, d) with N(0,1) entries.
 Tensor3 random_heads(attn::Rng& rng, std::size_t heads, std::size_t n, std::size_t d) {
@@ -91,8 +96,9 @@ void print_same_as_chapter_03(attn::Rng& rng, std::size_t h, std::size_t n, std:
   const Matrix grouped = attn::project(attn::merge_heads(attn::grouped_attention(Q, K, V, true)), W.W_O);
   const double diff = xt::amax(xt::abs(grouped - chapter_03))();
   fmt::print(
-      "g = h through this function, merged and multiplied by W_O, against chapter 03's multi-head layer on\n"
-      "the same X and weights: largest difference {:.1e} (both run chapter 02's attention on the same heads).\n",
+      "g = h through this function, merged and multiplied by W_O, against chapter 03's multi-head\n"
+      "layer on the same X and weights: largest difference {:.1e} (both run chapter 02's attention\n"
+      "on the same heads).\n",
       diff);
 }
 // [same_as_chapter_03]
@@ -131,8 +137,8 @@ void print_decode(std::uint64_t seed) {
   const Tensor3 K = random_heads(rng, g, n, d_k), V = random_heads(rng, g, n, d_v);  // (g, n, d)
   const Tensor3 full = attn::grouped_attention(Q, K, V, /*causal=*/true);            // (h, n, d_v)
   attn::KVCache cache(g, /*capacity=*/n, d_k, d_v);
-  attn::Table t({"step t", "cached tokens", "K/V rows computed", "without a cache", "K/V rows read",
-                 "max |decode - causal row t|"});
+  attn::Table t(
+      {"step t", "cached tokens", "K/V rows computed", "without a cache", "K/V rows read", "|decode - causal|"});
   double worst = 0.0;
   for (std::size_t step = 0; step < n; ++step) {
     const Matrix O_t = attn::decode_step(cache, token(Q, step), token(K, step), token(V, step));  // (h, d_v)
@@ -154,7 +160,7 @@ void print_decode(std::uint64_t seed) {
   try {
     attn::decode_step(cache, token(Q, 0), token(K, 0), token(V, 0));
   } catch (const std::invalid_argument& e) {
-    fmt::print("One token more is refused, and the cache is left as it was:\n  {}\n", e.what());
+    fmt::print("One token more is refused, and the cache is left as it was:\n{}", attn::wrapped(e.what(), 100));
   }
 }
 // [decode_loop]
@@ -189,10 +195,11 @@ void print_memory_bound() {
   }
   t.print();
   fmt::print(
-      "The FLOPs do not depend on g, the bytes do: every cached byte is used for h/(2g) FLOPs (fp32). A CPU\n"
-      "core does tens of FLOPs in the time it loads one byte from memory, so with few FLOPs per byte the step\n"
-      "waits for memory, and its time follows the bytes: MHA : GQA : MQA should approach 1 : 1/4 : 1/32 until\n"
-      "the arithmetic (or the cache fitting in the CPU's caches) takes over. `ch09_mqa_gqa bench` measures it.\n");
+      "The FLOPs do not depend on g, the bytes do: every cached byte is used for h/(2g) FLOPs (fp32). A\n"
+      "CPU core does tens of FLOPs in the time it loads one byte from memory, so with few FLOPs per byte\n"
+      "the step waits for memory, and its time follows the bytes: MHA : GQA : MQA should approach 1 : 1/4\n"
+      ": 1/32 until the arithmetic (or the cache fitting in the CPU's caches) takes over. `ch09_mqa_gqa\n"
+      "bench` measures it.\n");
 }
 
 // --- 5. the cache of real models -----------------------------------------------------------------------------
@@ -247,9 +254,10 @@ void print_cache_table(const attn::Chapter& chapter) {
   }
   t.print();
   fmt::print(
-      "Bytes = 2 · layers · g · d_k · n · 2: the query heads h do not appear. Llama 2 70B keeps g = 8 of its 64\n"
-      "heads' keys and values, an 8× smaller cache than the same model with multi-head attention; at 128K\n"
-      "tokens that is the difference between one and several 80 GB accelerators for the cache of ONE sequence.\n");
+      "Bytes = 2 · layers · g · d_k · n · 2: the query heads h do not appear. Llama 2 70B keeps g = 8 of\n"
+      "its 64 heads' keys and values, an 8× smaller cache than the same model with multi-head attention;\n"
+      "at 128K tokens that is the difference between one and several 80 GB accelerators for the cache of\n"
+      "ONE sequence.\n");
   if (const auto path = chapter.figure_path("ch09_kv_cache_bytes.svg")) {
     attn::write_svg_plot(*path, plot);
     chapter.announce_figure(*path);
@@ -278,12 +286,6 @@ Tensor3 project_heads(const Matrix& X, const std::vector<Matrix>& W) {
   return T;
 }
 
-double relative_error(const Tensor3& approx, const Tensor3& exact) {
-  const Tensor3 diff = approx - exact;  // (h, n, d_v)
-  const double num = xt::sum(diff * diff)(), den = xt::sum(exact * exact)();
-  return std::sqrt(num / den);
-}
-
 // [mean_pool]
 void print_mean_pooling(std::uint64_t seed) {
   const std::size_t h = 8, n = 32, d_model = 64, d_k = 16;
@@ -307,11 +309,11 @@ void print_mean_pooling(std::uint64_t seed) {
     }
   }
   std::vector<std::string> header{"g (pooled from h = 8)"};
-  for (double rho : rhos) header.push_back(fmt::format("heads alike ρ = {:.1f}", rho));
+  for (double rho : rhos) header.push_back(fmt::format("alike ρ = {:.1f}", rho));
   attn::Table t(header);
   for (std::size_t r = 0; r < groups.size(); ++r) {
     std::vector<std::string> row{fmt::format("{}", groups[r])};
-    for (double e : error[r]) row.push_back(fixed(e));
+    for (double e : error[r]) row.push_back(fixed(e, 3));
     t.add_row(row);
   }
   t.print();
@@ -351,17 +353,9 @@ Measured& measured() {
   return m;
 }
 
-/// CPU seconds of this thread: what Google Benchmark's "CPU" column and its rates use. On a shared machine
-/// it counts the time the step ran, not the time it waited for a core.
-double thread_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 /// CPU seconds per iteration of a benchmark loop, timed around it, for the rows that compare benchmarks.
 template <class Body>
-double timed_loop(benchmark::State& state, Body body) {
+double cpu_timed_loop(benchmark::State& state, Body body) {
   const double start = thread_cpu_seconds();
   for (auto _ : state) body();
   return (thread_cpu_seconds() - start) /
@@ -386,7 +380,7 @@ void BM_Triad(benchmark::State& state) {
   fill(b.data(), n, 1);
   fill(c.data(), n, 2);
   const float s = 3.0f;
-  const double seconds = timed_loop(state, [&] {
+  const double seconds = cpu_timed_loop(state, [&] {
     for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
     benchmark::ClobberMemory();
   });
@@ -449,7 +443,7 @@ void BM_DecodeInCache(benchmark::State& state) {
   attn::set_blas_threads(1);
   const std::size_t r = static_cast<std::size_t>(state.range(0)), n = 512;
   DecodeSetup s(1, n, r);
-  const double seconds = timed_loop(state, [&] { step_at_full_length(s); });
+  const double seconds = cpu_timed_loop(state, [&] { step_at_full_length(s); });
   const double flops = step_cost(r, 1, n, kDk, sizeof(float)).flops;
   measured().flops_per_s[r] = flops / seconds;
   state.counters["GFLOP/s"] = flops / seconds / 1e9;
@@ -466,7 +460,7 @@ void BM_DecodeStep(benchmark::State& state) {
     setup = std::make_unique<DecodeSetup>(g, n);
   }
   DecodeSetup& s = *setup;
-  const double seconds = timed_loop(state, [&] { step_at_full_length(s); });
+  const double seconds = cpu_timed_loop(state, [&] { step_at_full_length(s); });
   const StepCost c = step_cost(kH, g, n, kDk, sizeof(float));
   measured().step_s[{g, n}] = seconds;
   const std::size_t r = kH / g;
@@ -476,6 +470,7 @@ void BM_DecodeStep(benchmark::State& state) {
   state.counters["GB/s"] = c.bytes / seconds / 1e9;
   state.counters["%triad"] = 100.0 * c.bytes / seconds / triad_bytes_per_s();
   state.counters["GFLOP/s"] = c.flops / seconds / 1e9;
+  attn::report_against_ceilings(state, c.flops / seconds / 1e9, 1);
   if (ceiling > 0) state.counters["%in-L2"] = 100.0 * c.flops / seconds / ceiling;
 }
 // [bench_decode]
@@ -506,6 +501,7 @@ BENCHMARK(BM_DecodeRatio)->Arg(1024)->Arg(4096)->Arg(16384)->Arg(32768)->ArgName
 
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch09_mqa_gqa", "Chapter 09: multi-query and grouped-query attention, and the KV cache");
+  chapter.bench_ceilings({1});  // the decode benchmarks run on one core
   std::uint64_t seed = 9;
   chapter.cli().add_option("--seed", seed, "Seed of the random examples");
   return chapter.run(argc, argv, [&] { tell_the_story(chapter, seed); });

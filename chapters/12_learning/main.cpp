@@ -23,6 +23,7 @@
 #include "12_learning/model.hpp"
 #include "12_learning/train.hpp"
 #include "attn/chapter.hpp"
+#include "attn/measure.hpp"
 #include "attn/panels.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
@@ -86,9 +87,9 @@ ch12::TrainResult train_and_report(const attn::Chapter& chapter, const Setup& se
   const ch12::Config& c = setup.config;
   const ch12::TrainSettings& s = setup.train;
   fmt::print(
-      "vocabulary {}, d_model {}, {} layers × {} heads (d_k = {}), RoPE, no LayerNorm, no MLP; sequences of n = {} "
-      "tokens whose last {} … {} (the period) repeat the ones before; batch {}, AdamW lr {}, {} steps, seed {}, one "
-      "thread.\n",
+      "vocabulary {}, d_model {}, {} layers × {} heads (d_k = {}), RoPE, no LayerNorm, no MLP.\n"
+      "Sequences of n = {} tokens whose last {} … {} (the period) repeat the ones before.\n"
+      "Batch {}, AdamW lr {}, {} steps, seed {}, one thread.\n",
       c.vocab, c.d_model, c.layers, c.heads, c.d_model / c.heads, s.length, std::max<std::size_t>(2, s.length / 4),
       s.length / 2, s.batch, s.adamw.lr, s.steps, s.seed);
   const auto start = std::chrono::steady_clock::now();
@@ -171,10 +172,10 @@ void report_heads(const HeadScores& scores, const Circuit& circuit) {
     }
   table.print();
   fmt::print(
-      "Scores are mean attention over {} held-out sequences: previous-token = weight on key i − 1, induction =\n"
-      "weight on the key just after the earlier copy of token i. The circuit: {} copies each\n"
-      "token's predecessor into its residual stream; {} finds the key whose predecessor is the current token\n"
-      "and copies the token it holds.\n\n",
+      "Scores are mean attention over {} held-out sequences: previous-token = weight on key i − 1,\n"
+      "induction = weight on the key just after the earlier copy of token i. The circuit: {} (the\n"
+      "strongest previous-token head) puts each token's predecessor into its residual stream; {} (the\n"
+      "strongest induction head) finds the key whose predecessor is the current token and copies it.\n\n",
       kEvalCount, head_name(0, circuit.previous_head), head_name(layers - 1, circuit.induction_head));
 }
 
@@ -252,8 +253,8 @@ void ablation(const ch12::Model& model, std::size_t length) {
     if (increases[i] < 0.05) prunable += (prunable.empty() ? "" : ", ") + head_name(i / c.heads, i % c.heads);
   fmt::print(
       "Prunable (loss up by less than 0.05 nats): {}. The largest increase comes from switching off {}.\n"
-      "On one narrow task most heads are busy; Michel et al. (2019) found many prunable heads in large models\n"
-      "trained on broad data. The numbers change with the seed (try --seed 3).\n\n",
+      "On one narrow task most heads are busy; Michel et al. (2019) found many prunable heads in\n"
+      "large models trained on broad data. The numbers change with the seed (try --seed 3).\n\n",
       prunable.empty() ? "none" : prunable, costliest);
 }
 // [ablation]
@@ -321,8 +322,8 @@ void attribution(const ch12::Model& model, std::size_t length) {
   fmt::print(
       "Each prediction of the repeat copies one earlier token (the one after the current token's earlier\n"
       "copy): ground truth that real text never gives. The table counts how often each method ranks that\n"
-      "position first among the positions 0 … i it can see. Attention flow (max-flow) is left out of this "
-      "chapter.\n\n");
+      "position first among the positions 0 … i it can see. Attention flow (max-flow) is left out\n"
+      "of this chapter.\n\n");
 }
 // [attribution]
 
@@ -340,24 +341,14 @@ void train_to_target(benchmark::State& state) {
     acc = ch12::induction_accuracy(r.model, setup.train.length, kEvalCount, kEvalSeed);
     state.ResumeTiming();
   }
+  // The ceiling in the same run: one sgemm of the model's largest product, (batch·n, d)·(d, d), one thread.
+  // Training runs far below it: its matrices are tiny, so overheads, not flops, set its pace.
+  state.counters["sgemm_ceiling_GFLOPS"] =
+      attn::sgemm_gflops(setup.train.batch * setup.train.length, setup.config.d_model, setup.config.d_model);
   state.counters["steps"] = static_cast<double>(setup.train.steps);
   state.counters["accuracy_pct"] = 100.0 * acc;
 }
 
-/// The ceiling in the same run: one sgemm of the model's largest shape, (batch·n, d) × (d, d), on one thread,
-/// as GFLOP/s: the model's matrices are so small that training runs far below it (overheads, not flops).
-void sgemm_ceiling(benchmark::State& state) {
-  attn::set_blas_threads(1);
-  Setup setup;
-  const std::size_t rows = setup.train.batch * setup.train.length, d = setup.config.d_model;
-  attn::Rng rng(3);
-  const Matrix A = rng.normal(rows, d), B = rng.normal(d, d);  // (rows, d), (d, d)
-  for (auto _ : state) benchmark::DoNotOptimize(attn::matmul(A, B));
-  state.counters["GFLOPS"] =
-      benchmark::Counter(2.0 * static_cast<double>(rows * d * d), benchmark::Counter::kIsIterationInvariantRate);
-}
-
-BENCHMARK(sgemm_ceiling)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(train_to_target)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 // [bench]
 

@@ -10,7 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "attn/ceilings.hpp"
 #include "attn/errors.hpp"
+#include "attn/machine.hpp"
 #include "attn/print.hpp"
 
 namespace attn {
@@ -48,6 +50,8 @@ int Chapter::run_benchmarks(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
   int bench_argc = static_cast<int>(args.size());
   benchmark::Initialize(&bench_argc, args.data());
+  add_machine_to_benchmark_context();
+  add_ceilings_to_benchmark_context(ceiling_threads_);
   if (benchmark::ReportUnrecognizedArguments(bench_argc, args.data())) return kExitUsage;
   const std::size_t ran = benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
@@ -56,6 +60,7 @@ int Chapter::run_benchmarks(int argc, char** argv) {
 }
 
 int Chapter::run(int argc, char** argv, const std::function<void()>& story) {
+  use_best_blas_kernel(argv);  // restarts the program with the CPU's best OpenBLAS kernel when it needs one
   if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return run_benchmarks(argc, argv);
   try {
     app_.parse(argc, argv);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <vector>
 
@@ -28,6 +29,35 @@ double median_seconds(const std::function<void()>& work, int repeats, int warmup
   }
   std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
   return times[times.size() / 2];
+}
+
+double cpu_seconds(const std::function<void()>& work) {
+  work();  // warm-up: first-touch page faults and cold caches are not what we compare
+  std::vector<double> batches;
+  for (int b = 0; b < 3; ++b) {
+    std::size_t calls = 0;
+    const std::clock_t start = std::clock();
+    double used = 0.0;
+    do {
+      work();
+      ++calls;
+      used = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
+    } while (used < 1e-3);
+    batches.push_back(used / static_cast<double>(calls));
+  }
+  std::sort(batches.begin(), batches.end());
+  return batches[1];
+}
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+std::map<std::string, std::map<std::size_t, double>>& bench_record() {
+  static std::map<std::string, std::map<std::size_t, double>> record;
+  return record;
 }
 
 std::size_t peak_rss_bytes() {

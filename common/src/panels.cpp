@@ -2,6 +2,7 @@
 #include "attn/panels.hpp"
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 
 #include <fmt/color.h>
@@ -45,6 +46,37 @@ std::string panel_line(const Panel& p, std::size_t line, bool color) {
   return out + "│";
 }
 
+/// Character row \p line of a panel drawn at half width: each character shows a 2 × 2 block of cells
+/// (rows 2·line and 2·line + 1, two columns) as a quadrant glyph of its "on" cells. In colour the on
+/// cells take the colour of the block's largest value and the others that of its smallest (exact for a
+/// mask, where every value is 0 or 1).
+std::string quadrant_line(const Panel& p, std::size_t line, bool color) {
+  static constexpr std::array<const char*, 16> glyphs{" ", "▘", "▝", "▀", "▖", "▌", "▞", "▛",
+                                                      "▗", "▚", "▐", "▜", "▄", "▙", "▟", "█"};
+  const std::size_t rows = p.values.shape(0), cols = p.values.shape(1);
+  const double on = color ? 0.5 : 0.75;
+  std::string out = "│";
+  for (std::size_t j = 0; j < (cols + 1) / 2; ++j) {
+    unsigned bits = 0;  // 1: upper left, 2: upper right, 4: lower left, 8: lower right
+    double lo = 1.0, hi = 0.0;
+    for (unsigned q = 0; q < 4; ++q) {
+      const std::size_t i = 2 * line + q / 2, c = 2 * j + q % 2;
+      if (i >= rows || c >= cols) continue;
+      const double v = at(p.values, i, c);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      if (v >= on) bits |= 1u << q;
+    }
+    if (color) {
+      const Rgb f = palette(hi), b = palette(std::min(lo, hi));
+      out += fmt::format(fmt::fg(fmt::rgb(f.r, f.g, f.b)) | fmt::bg(fmt::rgb(b.r, b.g, b.b)), "{}", glyphs[bits]);
+    } else {
+      out += glyphs[bits];
+    }
+  }
+  return out + "│";
+}
+
 }  // namespace
 
 Panel mask_panel(const std::string& title, const Mask& mask) {
@@ -56,17 +88,30 @@ Panel mask_panel(const std::string& title, const Mask& mask) {
 void print_panels(const std::vector<Panel>& panels, std::size_t per_line) {
   const bool color = color_enabled();
   per_line = std::max<std::size_t>(per_line, 1);
-  for (std::size_t first = 0; first < panels.size(); first += per_line) {
-    const std::size_t last = std::min(first + per_line, panels.size());
+  // Two or more panels a line that would pass 100 columns at one character per column are drawn at half
+  // width (2 × 2 cells per character), so that they still stand side by side.
+  std::size_t widest = 0;
+  for (const auto& p : panels) widest = std::max(widest, p.values.shape(1) + 2);
+  const std::size_t side_by_side = std::min(per_line, panels.size());
+  const bool half = side_by_side >= 2 && side_by_side * (widest + 2) - 2 > 100;
+  const auto inner = [&](std::size_t k) {
+    const std::size_t cols = panels[k].values.shape(1);
+    return half ? (cols + 1) / 2 : cols;
+  };
+  const auto width = [&](std::size_t k) { return inner(k) + 2; };
+  for (std::size_t first = 0; first < panels.size();) {
+    // At most per_line panels, and no more than fit in 100 columns (always at least one).
+    std::size_t last = first + 1, columns = width(first);
+    while (last < panels.size() && last - first < per_line && columns + 2 + width(last) <= 100)
+      columns += 2 + width(last++);
     std::size_t lines = 0;
     for (std::size_t k = first; k < last; ++k) lines = std::max(lines, (panels[k].values.shape(0) + 1) / 2);
-    const auto width = [&](std::size_t k) { return panels[k].values.shape(1) + 2; };
     std::string row;
     for (std::size_t k = first; k < last; ++k) row += pad_to(panels[k].title, width(k)) + "  ";
     print_line(row);
     const auto rule = [&](const char* left, const char* right, std::size_t k) {
       std::string s = left;
-      for (std::size_t j = 0; j < panels[k].values.shape(1); ++j) s += "─";
+      for (std::size_t j = 0; j < inner(k); ++j) s += "─";
       return s + right;
     };
     row.clear();
@@ -75,14 +120,24 @@ void print_panels(const std::vector<Panel>& panels, std::size_t per_line) {
     for (std::size_t line = 0; line < lines; ++line) {
       row.clear();
       for (std::size_t k = first; k < last; ++k)
-        row += (line < (panels[k].values.shape(0) + 1) / 2 ? panel_line(panels[k], line, color)
-                                                           : std::string(width(k), ' ')) +
+        row += (line < (panels[k].values.shape(0) + 1) / 2
+                    ? (half ? quadrant_line(panels[k], line, color) : panel_line(panels[k], line, color))
+                    : std::string(width(k), ' ')) +
                "  ";
       print_line(row);
     }
     row.clear();
     for (std::size_t k = first; k < last; ++k) row += rule("└", "┘", k) + "  ";
     print_line(row);
+    first = last;
+  }
+  if (half) {
+    fmt::print("Each character is 2 × 2 cells: ▘▝▖▗ one on, ▀▄▌▐▚▞ two, ▛▜▙▟ three, █ four (on: {}).\n",
+               color ? "value ≥ 0.5, in the brighter colour" : "value ≥ 0.75");
+  } else if (color) {
+    fmt::print("Each character is two rows (upper half ▀ and lower half), coloured from 0 (dark) to 1 (bright).\n");
+  } else {
+    fmt::print("Each character is two rows: ▀ upper on, ▄ lower on, █ both, blank neither (on: value ≥ 0.75).\n");
   }
 }
 

@@ -1,14 +1,18 @@
 // Terminal output: colour detection, display widths, tables and heat maps.
 #include "attn/print.hpp"
 
+#include <locale.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cwchar>
 #include <optional>
+#include <stdexcept>
 
 #include <fmt/color.h>
 #include <fmt/format.h>
@@ -18,28 +22,40 @@ namespace {
 
 std::optional<bool> forced_color;
 
-// Decodes one UTF-8 code point starting at text[i] and advances i; invalid bytes count as one column.
-char32_t next_code_point(std::string_view text, std::size_t& i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char c = byte(i);
-  int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
-  char32_t cp = extra == 0 ? c : extra == 1 ? (c & 0x1Fu) : extra == 2 ? (c & 0x0Fu) : (c & 0x07u);
-  ++i;
-  for (; extra > 0 && i < text.size(); --extra, ++i) cp = (cp << 6) | (byte(i) & 0x3Fu);
-  return cp;
-}
-
-bool is_wide(char32_t cp) {
-  // The East Asian Wide and Fullwidth blocks the course's text can contain (CJK, Hangul, fullwidth forms).
-  return (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0xA4CF) || (cp >= 0xAC00 && cp <= 0xD7A3) ||
-         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
-         (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x20000 && cp <= 0x3FFFD);
+// A UTF-8 character-type locale of its own, so display widths do not depend on the program's global
+// locale (which stays "C"). glibc always provides C.UTF-8; newlocale() failing is reported, not ignored.
+locale_t utf8_locale() {
+  static const locale_t locale = [] {
+    const locale_t l = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
+    if (l == static_cast<locale_t>(nullptr))
+      throw std::runtime_error("display_width: the C.UTF-8 locale is not available");
+    return l;
+  }();
+  return locale;
 }
 
 std::string pad(std::string_view text, std::size_t width, bool left) {
   const std::size_t w = display_width(text);
   const std::string fill(width > w ? width - w : 0, ' ');
   return left ? std::string(text) + fill : fill + std::string(text);
+}
+
+// One line under a heat map saying what its shading means, in the units of the values: a palette strip
+// from lo to hi in colour, the value where each glyph starts in plain text (a glyph covers the values
+// that round to its quarter of [lo, hi]).
+void print_heatmap_legend(const std::array<const char*, 5>& shades, int decimals, double lo, double hi, bool color) {
+  const auto value = [&](double t) { return fmt::format("{:.{}f}", lo + t * (hi - lo), decimals + 1); };
+  if (color) {
+    std::string strip;
+    for (int k = 0; k <= 8; ++k) {
+      const Rgb c = palette(k / 8.0);
+      strip += fmt::format(fmt::bg(fmt::rgb(c.r, c.g, c.b)), "  ");
+    }
+    fmt::print("colour: {} {} {}\n", value(0.0), strip, value(1.0));
+    return;
+  }
+  fmt::print("shade: blank below {}, {} from {}, {} from {}, {} from {}, {} from {}\n", value(0.125), shades[1],
+             value(0.125), shades[2], value(0.375), shades[3], value(0.625), shades[4], value(0.875));
 }
 
 }  // namespace
@@ -53,8 +69,25 @@ bool color_enabled() {
 void set_color(bool on) { forced_color = on; }
 
 std::size_t display_width(std::string_view text) {
+  // The C library knows the Unicode width tables: wcwidth() gives 2 for East Asian wide characters
+  // (猫, 垫子), 0 for combining marks, 1 for the rest. A byte that is not valid UTF-8 counts as one column.
+  const locale_t previous = uselocale(utf8_locale());
+  std::mbstate_t state{};
   std::size_t width = 0;
-  for (std::size_t i = 0; i < text.size();) width += is_wide(next_code_point(text, i)) ? 2 : 1;
+  for (std::size_t i = 0; i < text.size();) {
+    wchar_t wc = 0;
+    const std::size_t len = std::mbrtowc(&wc, text.data() + i, text.size() - i, &state);
+    if (len == static_cast<std::size_t>(-1) || len == static_cast<std::size_t>(-2) || len == 0) {
+      state = std::mbstate_t{};
+      width += 1;
+      i += 1;
+      continue;
+    }
+    const int w = wcwidth(wc);
+    width += w > 0 ? static_cast<std::size_t>(w) : 0;
+    i += len;
+  }
+  uselocale(previous);
   return width;
 }
 
@@ -152,6 +185,25 @@ void print_heatmap(const Matrix& m, const std::vector<std::string>& row_labels,
     }
     fmt::print("\n");
   }
+  print_heatmap_legend(shades, decimals, lo, hi, color);
+}
+
+std::string wrapped(std::string_view text, std::size_t width, std::string_view indent) {
+  std::string out, line;
+  std::size_t start = 0;
+  const std::size_t room = width > indent.size() ? width - display_width(indent) : 1;
+  while (start < text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view word = text.substr(start, end - start);
+    if (!line.empty() && display_width(line) + 1 + display_width(word) > room) {
+      out += std::string(indent) + line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + std::string(word);
+    start = end + 1;
+  }
+  return out + (line.empty() ? "" : std::string(indent) + line + "\n");
 }
 
 std::string bar(double fraction, int width) {

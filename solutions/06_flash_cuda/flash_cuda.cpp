@@ -47,9 +47,11 @@ LaunchShape flash_launch_shape(std::size_t batch, std::size_t heads, std::size_t
 }
 // [launch_shape]
 
+// [plan_fits]
 bool plan_fits(std::size_t smem_bytes, unsigned threads_per_block, const DeviceLimits& limits) {
   return smem_bytes <= limits.smem_per_block && threads_per_block <= limits.max_threads_per_block;
 }
+// [plan_fits]
 
 // [causal_tiles]
 std::size_t causal_kv_tiles(std::size_t q_tile, std::size_t B_r, std::size_t B_c, std::size_t n_q, std::size_t n_kv) {

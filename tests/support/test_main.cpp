@@ -1,3 +1,11 @@
-// doctest's main, compiled once for every chapter's test executables.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+// doctest's main, compiled once for every chapter's test executables. The tests run with the OpenBLAS
+// kernel the course's programs run with (attn/machine.hpp): the program restarts itself with it when needed.
+#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+
+#include "attn/machine.hpp"
+
+int main(int argc, char** argv) {
+  attn::use_best_blas_kernel(argv);
+  return doctest::Context(argc, argv).run();
+}

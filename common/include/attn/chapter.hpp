@@ -7,6 +7,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -48,6 +50,10 @@ class Chapter {
   /// Tells the reader a figure was written (not in the book's captured text, where it would be noise).
   void announce_figure(const std::string& path) const;
 
+  /// `chNN_name bench` measures the machine's ceilings (attn/ceilings.hpp) at these thread counts before
+  /// the benchmarks and prints them in the run's header; the benchmarks report against the same figures.
+  void bench_ceilings(std::vector<int> threads) { ceiling_threads_ = std::move(threads); }
+
  private:
   int run_benchmarks(int argc, char** argv);
 
@@ -56,6 +62,7 @@ class Chapter {
   std::optional<std::string> book_dir_;
   std::optional<std::string> figures_dir_;
   bool no_color_ = false;
+  std::vector<int> ceiling_threads_;
 };
 
 }  // namespace attn

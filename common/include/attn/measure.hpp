@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <string>
 
 namespace attn {
@@ -14,6 +15,21 @@ namespace attn {
 /// Runs \p work \p warmup times untimed, then \p repeats times, and returns the median wall time in
 /// seconds (std::chrono::steady_clock). The median ignores the odd run disturbed by the system.
 double median_seconds(const std::function<void()>& work, int repeats = 5, int warmup = 1);
+
+/// Seconds of CPU time one call of \p work takes: one warm-up call, then the median of 3 batches, each
+/// repeating the call until it has used at least a millisecond. CPU time (std::clock) rather than wall time:
+/// with one BLAS thread it is this core's work alone, steady on a busy machine where wall time also counts
+/// waiting for a core. Only for single-threaded work: std::clock adds up the time of every thread.
+double cpu_seconds(const std::function<void()>& work);
+
+/// The CPU seconds this thread has used so far (CLOCK_THREAD_CPUTIME_ID): what Google Benchmark's "CPU"
+/// column and its rates use. The difference of two readings counts the time the thread ran, not the time it
+/// waited for a core.
+double thread_cpu_seconds();
+
+/// What the benchmarks of this run recorded for a summary benchmark that follows (exponents, crossovers):
+/// name → n → value (seconds per call, or a rate). Empty until a benchmark writes into it.
+std::map<std::string, std::map<std::size_t, double>>& bench_record();
 
 /// The process's peak resident set size so far, in bytes (getrusage's ru_maxrss).
 std::size_t peak_rss_bytes();

@@ -21,9 +21,12 @@ struct Panel {
 /// A mask as a panel: allowed pairs 1, the rest 0.
 Panel mask_panel(const std::string& title, const Mask& mask);
 
-/// Prints \p panels side by side, \p per_line at a time, each framed and titled. With colour every
+/// Prints \p panels side by side, \p per_line at a time, each framed and titled, within 100 columns: where
+/// two or more would pass it, every character shows 2 × 2 cells (quadrant glyphs ▘▝▖▗ ▀▄▌▐▚▞ ▛▜▙▟ █), and
+/// where even that does not fit, fewer panels share a line. With colour every
 /// character cell shows two rows in their palette colours; without colour a row pair becomes █ ▀ ▄ or a
 /// space, a value of at least 0.75 counting as "on" (so 0.5 can mark something drawn only in colour).
+/// A legend line under the panels says so.
 void print_panels(const std::vector<Panel>& panels, std::size_t per_line);
 
 /// Writes \p panels as one SVG file at \p path: \p per_line panels per row of the figure, each cell

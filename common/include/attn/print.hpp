@@ -49,9 +49,14 @@ class Table {
 
 /// Prints \p m (rows, cols) as a heat map with labelled rows and columns, each cell showing its value
 /// with \p decimals digits; colour scaled from \p lo to \p hi (0 and 1 suit attention weights).
-/// Plain output adds a shade glyph (░▒▓█) so the picture survives without colour.
+/// Plain output adds a shade glyph (░▒▓█) so the picture survives without colour. A legend line follows
+/// the map: the colour strip from \p lo to \p hi, or the value at which each shade glyph starts.
 void print_heatmap(const Matrix& m, const std::vector<std::string>& row_labels,
                    const std::vector<std::string>& col_labels, int decimals = 2, double lo = 0.0, double hi = 1.0);
+
+/// \p text (one paragraph) as lines of at most \p width display columns, \p indent included, each line
+/// starting with \p indent and ending in a newline: long messages stay inside the course's 100 columns.
+std::string wrapped(std::string_view text, std::size_t width, std::string_view indent = "  ");
 
 /// A bar of \p width cells for a value in [0, 1], in eighths (▏▎▍▌▋▊▉█).
 std::string bar(double fraction, int width);

@@ -1,0 +1,139 @@
+// Chapter 05's tile micro-kernels (see tile_kernels.hpp). Book page: book/05_flash_cpu.md, "A fast kernel".
+//
+// The kernels are written once, in tile_kernels.inl, against an instruction set `Isa` (a vector type and
+// five operations). This file compiles them twice: for AVX-512 and for AVX2+FMA, each copy inside its own
+// namespace with GCC's `#pragma GCC target` around it, and picks at the first call the widest copy the CPU
+// runs (a CPU without AVX2 gets neither: flash_attention_fast() then calls OpenBLAS).
+#include "05_flash_cpu/tile_kernels.hpp"
+
+#include <algorithm>
+#include <string>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define ATTN_TILE_KERNELS 1
+#else
+#define ATTN_TILE_KERNELS 0
+#endif
+
+namespace attn::ch05 {
+namespace {
+
+#if ATTN_TILE_KERNELS
+// [tile_isa]
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+namespace avx512 {
+struct Isa {
+  using V = __m512;
+  static constexpr int W = 16;   // floats per register
+  static constexpr int MR = 8;   // rows of an S block: 8 × 2 accumulators of the 32 registers
+  static constexpr int MRO = 6;  // rows of an O block: 6 × 4 accumulators (64 columns of O)
+  static constexpr int NVO = 4;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V broadcast(float x) { return _mm512_set1_ps(x); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }  // a·b + c with one rounding
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+};
+#include "05_flash_cpu/tile_kernels.inl"
+}  // namespace avx512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+struct Isa {
+  using V = __m256;
+  static constexpr int W = 8;
+  static constexpr int MR = 6;  // 6 × 2 accumulators of the 16 registers
+  static constexpr int MRO = 6;
+  static constexpr int NVO = 2;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static V broadcast(float x) { return _mm256_set1_ps(x); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+};
+#include "05_flash_cpu/tile_kernels.inl"
+}  // namespace avx2
+#pragma GCC pop_options
+// [tile_isa]
+#endif
+
+/// The copy of the kernels this CPU runs, chosen once.
+struct Kernels {
+  const char* isa = "";
+  std::size_t panel_width = 0;  // keys per packed panel: two registers
+  void (*scores)(const float*, std::size_t, std::size_t, std::size_t, const float*, std::size_t, float, float*,
+                 std::size_t) = nullptr;
+  void (*pv)(const float*, std::size_t, std::size_t, std::size_t, const float*, std::size_t, std::size_t, float*,
+             std::size_t) = nullptr;
+};
+
+/// \p wanted if the CPU runs it ("auto": the widest copy it runs; "none": none), else an empty Kernels.
+Kernels choose_kernels(const std::string& wanted) {
+#if ATTN_TILE_KERNELS
+  __builtin_cpu_init();
+  const Kernels wide{"AVX-512", 32, avx512::scores_tile, avx512::accumulate_pv};
+  const Kernels narrow{"AVX2+FMA", 16, avx2::scores_tile, avx2::accumulate_pv};
+  const bool has_wide = __builtin_cpu_supports("avx512f");
+  const bool has_narrow = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (wanted == "auto") return has_wide ? wide : has_narrow ? narrow : Kernels{};
+  if (wanted == wide.isa && has_wide) return wide;
+  if (wanted == narrow.isa && has_narrow) return narrow;
+#else
+  (void)wanted;
+#endif
+  return {};
+}
+
+Kernels& kernels() {
+  static Kernels chosen = choose_kernels("auto");  // thread-safe initialisation (C++11 statics)
+  return chosen;
+}
+
+}  // namespace
+
+const char* tile_kernel_isa() { return kernels().isa; }
+
+bool use_tile_kernels(const std::string& isa) {
+  const Kernels wanted = choose_kernels(isa);
+  if (isa != "none" && wanted.panel_width == 0) return false;
+  kernels() = wanted;
+  return true;
+}
+
+std::size_t key_panel_width() { return kernels().panel_width; }
+
+std::size_t key_panels(std::size_t n_kv) {
+  const std::size_t w = key_panel_width();
+  return w == 0 ? 0 : (n_kv + w - 1) / w;
+}
+
+// [pack_keys]
+void pack_keys(const float* K, std::size_t n_kv, std::size_t d_k, float* packed) {
+  const std::size_t w = key_panel_width();
+  for (std::size_t p = 0; p < key_panels(n_kv); ++p) {
+    float* panel = packed + p * d_k * w;  // (d_k, w): row k holds feature k of w consecutive keys
+    const std::size_t keys = std::min(w, n_kv - p * w);
+    std::fill(panel, panel + d_k * w, 0.0f);
+    for (std::size_t j = 0; j < keys; ++j)
+      for (std::size_t k = 0; k < d_k; ++k) panel[k * w + j] = K[(p * w + j) * d_k + k];
+  }
+}
+// [pack_keys]
+
+void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const float* K_panels,
+                 std::size_t panels, float scale, float* S, std::size_t ld_s) {
+  kernels().scores(Q, rows, ld_q, d_k, K_panels, panels, scale, S, ld_s);
+}
+
+void accumulate_pv(const float* P, std::size_t rows, std::size_t cols, std::size_t ld_p, const float* V,
+                   std::size_t ld_v, std::size_t d_v, float* O, std::size_t ld_o) {
+  kernels().pv(P, rows, cols, ld_p, V, ld_v, d_v, O, ld_o);
+}
+
+}  // namespace attn::ch05

@@ -1,0 +1,45 @@
+/// \file
+/// The two products of one FlashAttention tile, S = scale·Q_i·K_jᵀ and O_i += P·V_j, as register-blocked
+/// micro-kernels of the course's own (AVX-512 or AVX2+FMA, chosen at run time from the CPU), for
+/// flash_attention_fast(). Why not OpenBLAS: for tiles this small, a BLAS call spends a quarter of its time
+/// packing its operands (the same K/V tile again for every query block) and zeroing the output before
+/// writing it; here K is packed once per call (pack_keys) and V and P are read as they are. Chapter code,
+/// not an exercise.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace attn::ch05 {
+
+/// The instruction set the micro-kernels run: "AVX-512", "AVX2+FMA", or "" when the CPU has neither
+/// (then flash_attention_fast() calls OpenBLAS for the two products instead).
+const char* tile_kernel_isa();
+
+/// For tests and comparisons: run the micro-kernels of \p isa ("AVX-512" or "AVX2+FMA"), the widest the CPU
+/// runs ("auto", the default), or none ("none": the OpenBLAS path). Returns false, changing nothing, when
+/// the CPU cannot run \p isa. Not thread-safe: call it while no kernel runs.
+bool use_tile_kernels(const std::string& isa);
+
+/// Keys per packed panel of Kᵀ: 32 with AVX-512, 16 with AVX2 (two vector registers wide); 0 without either.
+std::size_t key_panel_width();
+
+/// Packs K (n_kv, d_k) for scores_tile(): panel p holds keys [p·w, p·w + w) as a (d_k, w) row-major block
+/// (w = key_panel_width()), keys past n_kv zero. \p packed receives panels(n_kv)·d_k·w floats.
+void pack_keys(const float* K, std::size_t n_kv, std::size_t d_k, float* packed);
+
+/// Number of panels pack_keys() makes for \p n_kv keys.
+std::size_t key_panels(std::size_t n_kv);
+
+/// S (rows, panels·w), leading dimension ld_s ← scale · Q_i · K_jᵀ, where Q_i is (rows, d_k) with leading
+/// dimension ld_q and K_j is \p panels consecutive panels of pack_keys()'s output. Columns past the real
+/// keys come out 0 (the zero padding) and must be ignored by the caller.
+void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const float* K_panels,
+                 std::size_t panels, float scale, float* S, std::size_t ld_s);
+
+/// O (rows, d_v), leading dimension ld_o, += P · V, where P is (rows, cols) with leading dimension ld_p and
+/// V is (cols, d_v) with leading dimension ld_v.
+void accumulate_pv(const float* P, std::size_t rows, std::size_t cols, std::size_t ld_p, const float* V,
+                   std::size_t ld_v, std::size_t d_v, float* O, std::size_t ld_o);
+
+}  // namespace attn::ch05

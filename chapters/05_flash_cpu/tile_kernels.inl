@@ -1,0 +1,106 @@
+// The tile micro-kernels, written once for any instruction set `Isa` (see tile_kernels.cpp, which includes
+// this file once per instruction set, compiled for it, inside a namespace that defines Isa). No include
+// guard on purpose. Book page: book/05_flash_cpu.md, "A fast kernel".
+//
+// Both kernels have the classic GEMM micro-kernel shape: a block of the result (R rows × a few vectors) lives
+// in registers for the whole reduction; each step loads a few vectors and broadcasts one value per row, so
+// every value loaded from memory feeds several FMAs.
+
+// [scores_kernel]
+// S[r, 0..2W) = scale · Σ_k Q[r, k] · panel[k, 0..2W), for R rows: 2R accumulators; per k, two loads of the
+// panel (contiguous, as pack_keys laid it out) and R broadcasts of one query value.
+template <int R>
+void scores_block(const float* Q, std::size_t ld_q, std::size_t d_k, const float* panel, float scale, float* S,
+                  std::size_t ld_s) {
+  using V = Isa::V;
+  V acc0[R], acc1[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = Isa::zero();
+  for (std::size_t k = 0; k < d_k; ++k, panel += 2 * Isa::W) {
+    const V b0 = Isa::load(panel), b1 = Isa::load(panel + Isa::W);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V a = Isa::broadcast(Q[static_cast<std::size_t>(r) * ld_q + k]);
+      acc0[r] = Isa::fma(a, b0, acc0[r]);
+      acc1[r] = Isa::fma(a, b1, acc1[r]);
+    }
+  }
+  const V s = Isa::broadcast(scale);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    Isa::store(S + static_cast<std::size_t>(r) * ld_s, Isa::mul(acc0[r], s));
+    Isa::store(S + static_cast<std::size_t>(r) * ld_s + Isa::W, Isa::mul(acc1[r], s));
+  }
+}
+// [scores_kernel]
+
+/// Runs scores_block<R> with R = rows (1 ≤ rows ≤ Isa::MR), the template argument picked at run time.
+template <int R = Isa::MR>
+void scores_rows(std::size_t rows, const float* Q, std::size_t ld_q, std::size_t d_k, const float* panel, float scale,
+                 float* S, std::size_t ld_s) {
+  if constexpr (R > 0) {
+    if (rows == R) return scores_block<R>(Q, ld_q, d_k, panel, scale, S, ld_s);
+    scores_rows<R - 1>(rows, Q, ld_q, d_k, panel, scale, S, ld_s);
+  }
+}
+
+void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const float* K_panels,
+                 std::size_t panels, float scale, float* S, std::size_t ld_s) {
+  const std::size_t width = 2 * Isa::W;
+  for (std::size_t p = 0; p < panels; ++p)  // a panel (d_k, 2W) stays in L1 while every row block uses it
+    for (std::size_t r = 0; r < rows; r += Isa::MR)
+      scores_rows(std::min<std::size_t>(Isa::MR, rows - r), Q + r * ld_q, ld_q, d_k, K_panels + p * d_k * width, scale,
+                  S + r * ld_s + p * width, ld_s);
+}
+
+// [pv_kernel]
+// O[r, 0..NVO·W) += Σ_j P[r, j] · V[j, 0..NVO·W), for R rows: R·NVO accumulators; per key j, NVO loads of
+// V's row (contiguous in V as it is: no packing) and R broadcasts of one weight.
+template <int R>
+void pv_block(const float* P, std::size_t ld_p, std::size_t cols, const float* V, std::size_t ld_v, float* O,
+              std::size_t ld_o) {
+  using Vec = Isa::V;
+  constexpr int N = Isa::NVO;
+  Vec acc[R][N];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < N; ++c) acc[r][c] = Isa::load(O + static_cast<std::size_t>(r) * ld_o + c * Isa::W);
+  for (std::size_t j = 0; j < cols; ++j, V += ld_v) {
+    Vec v[N];
+#pragma GCC unroll 8
+    for (int c = 0; c < N; ++c) v[c] = Isa::load(V + c * Isa::W);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const Vec p = Isa::broadcast(P[static_cast<std::size_t>(r) * ld_p + j]);
+#pragma GCC unroll 8
+      for (int c = 0; c < N; ++c) acc[r][c] = Isa::fma(p, v[c], acc[r][c]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < N; ++c) Isa::store(O + static_cast<std::size_t>(r) * ld_o + c * Isa::W, acc[r][c]);
+}
+// [pv_kernel]
+
+template <int R = Isa::MRO>
+void pv_rows(std::size_t rows, const float* P, std::size_t ld_p, std::size_t cols, const float* V, std::size_t ld_v,
+             float* O, std::size_t ld_o) {
+  if constexpr (R > 0) {
+    if (rows == R) return pv_block<R>(P, ld_p, cols, V, ld_v, O, ld_o);
+    pv_rows<R - 1>(rows, P, ld_p, cols, V, ld_v, O, ld_o);
+  }
+}
+
+void accumulate_pv(const float* P, std::size_t rows, std::size_t cols, std::size_t ld_p, const float* V,
+                   std::size_t ld_v, std::size_t d_v, float* O, std::size_t ld_o) {
+  const std::size_t chunk = Isa::NVO * Isa::W, full = d_v - d_v % chunk;
+  for (std::size_t c0 = 0; c0 < full; c0 += chunk)
+    for (std::size_t r = 0; r < rows; r += Isa::MRO)
+      pv_rows(std::min<std::size_t>(Isa::MRO, rows - r), P + r * ld_p, ld_p, cols, V + c0, ld_v, O + r * ld_o + c0,
+              ld_o);
+  for (std::size_t r = 0; r < rows; ++r)  // the columns of O past the last full chunk, plainly
+    for (std::size_t j = 0; j < cols; ++j)
+      for (std::size_t c = full; c < d_v; ++c) O[r * ld_o + c] += P[r * ld_p + j] * V[j * ld_v + c];
+}

@@ -1,0 +1,168 @@
+// The machine's ceilings, measured in the run that uses them (see attn/ceilings.hpp).
+#include "attn/ceilings.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "attn/errors.hpp"
+#include "attn/measure.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn {
+namespace {
+
+// [fma_peak]
+// kChains independent accumulators: an FMA's result is ready after ~4 cycles and a core starts up to two
+// per cycle, so at least 8 chains must be in flight to keep both units busy; 12 leave margin and still fit
+// in the 16 vector registers of AVX2. acc ← acc·a + b with a + b = 1 stays near 1: no overflow, no
+// denormals (which would slow the loop down).
+constexpr int kChains = 12;
+constexpr long kIterations = 20'000'000;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) float fma_loop_avx512(long iterations) {
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + 0.01f * static_cast<float>(c));
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
+  for (long i = 0; i < iterations; ++i) {
+#pragma GCC unroll 12
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+  }
+  alignas(64) float lanes[16];
+  float sum = 0.0f;
+  for (int c = 0; c < kChains; ++c) {
+    _mm512_store_ps(lanes, acc[c]);
+    for (float v : lanes) sum += v;
+  }
+  return sum;  // used by the caller, so the loop cannot be dropped
+}
+
+__attribute__((target("avx2,fma"))) float fma_loop_avx2(long iterations) {
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(1.0f + 0.01f * static_cast<float>(c));
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.001f);
+  for (long i = 0; i < iterations; ++i) {
+#pragma GCC unroll 12
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+  }
+  alignas(32) float lanes[8];
+  float sum = 0.0f;
+  for (int c = 0; c < kChains; ++c) {
+    _mm256_store_ps(lanes, acc[c]);
+    for (float v : lanes) sum += v;
+  }
+  return sum;
+}
+#endif
+
+float fma_loop_scalar(long iterations) {
+  float acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = 1.0f + 0.01f * static_cast<float>(c);
+  for (long i = 0; i < iterations; ++i)
+    for (float& x : acc) x = x * 0.999f + 0.001f;
+  float sum = 0.0f;
+  for (float x : acc) sum += x;
+  return sum;
+}
+
+/// The widest loop this CPU runs, its name and the float lanes of one FMA.
+struct FmaLoop {
+  float (*run)(long);
+  const char* isa;
+  int lanes;
+};
+
+FmaLoop widest_fma_loop() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return {fma_loop_avx512, "AVX-512", 16};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {fma_loop_avx2, "AVX2+FMA", 8};
+#endif
+  return {fma_loop_scalar, "scalar", 1};
+}
+// [fma_peak]
+
+}  // namespace
+
+double fma_peak_gflops(int threads, std::string* isa, int repeats) {
+  require(threads > 0, fmt::format("fma_peak_gflops: threads must be positive, got {}", threads));
+  const FmaLoop loop = widest_fma_loop();
+  if (isa != nullptr) *isa = loop.isa;
+  std::atomic<float> sink{0.0f};
+  const double seconds = median_seconds(
+      [&] {  // every thread runs the same loop at once: the wall time of the slowest is the machine's
+        std::vector<std::thread> pool;
+        for (int t = 1; t < threads; ++t) pool.emplace_back([&] { sink = sink + loop.run(kIterations); });
+        sink = sink + loop.run(kIterations);
+        for (auto& th : pool) th.join();
+      },
+      repeats);
+  benchmark::DoNotOptimize(sink.load());
+  const double flops = 2.0 * kChains * loop.lanes * static_cast<double>(kIterations) * threads;
+  return flops / seconds / 1e9;
+}
+
+double square_sgemm_gflops(int threads, std::size_t n, int repeats) {
+  set_blas_threads(threads);
+  std::vector<float> A(n * n, 1.0f), B(n * n, 0.5f), C(n * n);  // (n, n) each
+  const int ni = static_cast<int>(n);
+  const double seconds = median_seconds(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, A.data(), ni, B.data(), ni, 0.0f,
+                    C.data(), ni);
+        benchmark::DoNotOptimize(C.data());
+      },
+      repeats);
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / seconds / 1e9;
+}
+
+const Ceilings& ceilings(int threads) {
+  static std::map<int, Ceilings> measured;
+  auto it = measured.find(threads);
+  if (it != measured.end()) return it->second;
+  Ceilings c;
+  c.threads = threads;
+  c.fma_peak = fma_peak_gflops(threads, &c.fma_isa);
+  c.square_sgemm = square_sgemm_gflops(threads);
+  return measured.emplace(threads, c).first->second;
+}
+
+void add_ceilings_to_benchmark_context(const std::vector<int>& threads) {
+  for (int t : threads) {
+    const Ceilings& c = ceilings(t);
+    benchmark::AddCustomContext(fmt::format("ceilings_{}_thread{}", t, t == 1 ? "" : "s"),
+                                fmt::format("FMA peak ({}) {:.1f} GFLOP/s, sgemm 2048^3 {:.1f} GFLOP/s", c.fma_isa,
+                                            c.fma_peak, c.square_sgemm));
+  }
+}
+
+void report_against_ceilings(benchmark::State& state, double gflops, int threads, double attention_sgemm) {
+  const Ceilings& c = ceilings(threads);
+  state.counters["pct_fma_peak"] = 100.0 * gflops / c.fma_peak;
+  state.counters["pct_sgemm_sq"] = 100.0 * gflops / c.square_sgemm;
+  if (attention_sgemm > 0.0) state.counters["pct_sgemm_attn"] = 100.0 * gflops / attention_sgemm;
+}
+
+void add_ceiling_counters(benchmark::State& state, double flops_per_iteration, int threads) {
+  const Ceilings& c = ceilings(threads);
+  // A rate counter is value · iterations / seconds: with value = 100·FLOPs / ceiling (FLOP/s) it is the percentage.
+  const auto pct = [&](double ceiling_gflops) {
+    return benchmark::Counter(100.0 * flops_per_iteration / (ceiling_gflops * 1e9),
+                              benchmark::Counter::kIsIterationInvariantRate);
+  };
+  state.counters["pct_fma_peak"] = pct(c.fma_peak);
+  state.counters["pct_sgemm_sq"] = pct(c.square_sgemm);
+}
+
+}  // namespace attn

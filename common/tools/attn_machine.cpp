@@ -1,0 +1,23 @@
+// attn_machine: what the driver asks about this machine (./course uses it; a reader may too).
+//   attn_machine                  one line: CPU, vector instructions, BLAS library, its kernel, threads
+//   attn_machine --better-kernel  the OpenBLAS kernel the course sets for this CPU, or nothing when OpenBLAS's
+//                                 own choice is already the best (or OPENBLAS_CORETYPE is set)
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "attn/machine.hpp"
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--better-kernel") == 0) {
+    fmt::print("{}\n", attn::better_blas_kernel());
+    return 0;
+  }
+  if (argc != 1) {
+    fmt::print(stderr, "usage: {} [--better-kernel]\n", argv[0]);
+    return 2;
+  }
+  attn::use_best_blas_kernel(argv);
+  fmt::print("{}\n", attn::machine_line());
+  return 0;
+}
