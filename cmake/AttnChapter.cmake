@@ -8,8 +8,10 @@
 #     [LIBS     target...]    further libraries (for example CUDA::cublas)
 #     [TRACK_CUDA_SOURCES file...]  .cu files of the two tracks, named relative to exercises/NN_name/ and
 #                             solutions/NN_name/ (a kernel the learner writes); built only with CUDA
-#     [GPU_TESTS])            some test cases need a GPU: where there is none they print
+#     [GPU_TESTS]             some test cases need a GPU: where there is none they print
 #                             "skipped: no CUDA device" and ctest reports them as skipped, not passed
+#     [THREADED])             the chapter runs threads of its own: its solution tests also carry the label
+#                             "threads" and build with attn_threaded_tests (the tsan preset runs them)
 #
 # For chapter 01 intuition it makes:
 #   ch01_intuition_core        the chapter's own sources (or an interface target when there are none)
@@ -25,7 +27,7 @@
 # A chapter's exercise library builds on the solutions of the chapters before it, so a learner's
 # chapter N depends only on their own chapter N.
 function(attn_add_chapter NN name)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "GPU_TESTS" "" "SOURCES;CUDA_SOURCES;DEPENDS;LIBS;TRACK_CUDA_SOURCES")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "GPU_TESTS;THREADED" "" "SOURCES;CUDA_SOURCES;DEPENDS;LIBS;TRACK_CUDA_SOURCES")
   set(stem ${NN}_${name})
   set(ch ch${NN}_${name})
   set(root ${PROJECT_SOURCE_DIR})
@@ -105,8 +107,15 @@ function(attn_add_chapter NN name)
     set(test_exe ${ch}_${track}_test)
     add_executable(${test_exe} $<TARGET_OBJECTS:${ch}_test_cases>)
     target_link_libraries(${test_exe} PRIVATE ${ch}_test_cases ${ch}_${track} attn_test_main)
-    attn_discover_tests(${test_exe} "${track}:" "${track};ch${NN}" ${ARG_GPU_TESTS})
+    set(labels "${track};ch${NN}")
+    if(ARG_THREADED)
+      list(APPEND labels threads)
+    endif()
+    attn_discover_tests(${test_exe} "${track}:" "${labels}" ${ARG_GPU_TESTS})
   endforeach()
+  if(ARG_THREADED)
+    add_dependencies(attn_threaded_tests ${ch}_solution_test)
+  endif()
   add_dependencies(attn_exercise_tests ${ch}_exercise_test)
   add_dependencies(attn_solution_tests ${ch}_solution_test ${ch}) # the CLI tests run the executable
 
@@ -117,6 +126,10 @@ function(attn_add_chapter NN name)
   set(width_test "solution:${ch} prints no line wider than 100 columns, with its defaults and for the book")
   add_test(NAME ${width_test} COMMAND ${root}/cmake/check_output_width.sh $<TARGET_FILE:attn_output_width> $<TARGET_FILE:${ch}>)
   set_tests_properties(${width_test} PROPERTIES LABELS "solution;ch${NN}")
+  # Every option its --help lists, fed a table of bad values: status 2 and the option named, every time.
+  set(fuzz "solution:${ch} refuses bad values of every option with status 2, naming the option")
+  add_test(NAME ${fuzz} COMMAND ${root}/cmake/cli_fuzz.sh $<TARGET_FILE:${ch}>)
+  set_tests_properties(${fuzz} PROPERTIES LABELS "solution;ch${NN}" TIMEOUT 300)
 
   set_property(GLOBAL APPEND PROPERTY ATTN_CHAPTERS ${ch})
 endfunction()
@@ -144,10 +157,16 @@ function(attn_discover_tests exe prefix labels)
   doctest_discover_tests(${exe} TEST_PREFIX "${prefix}" TEST_LIST ${exe}_CASES)
   # The labels are set in ctest after doctest's own include file has listed the cases.
   set(label_file ${CMAKE_CURRENT_BINARY_DIR}/${exe}_labels.cmake)
-  file(WRITE ${label_file}
-    "if(DEFINED ${exe}_CASES)\n"
-    "  set_tests_properties(\${${exe}_CASES} PROPERTIES LABELS \"${labels}\"${skip})\n"
-    "endif()\n")
+  string(CONCAT content "if(DEFINED ${exe}_CASES)\n"
+                       "  set_tests_properties(\${${exe}_CASES} PROPERTIES LABELS \"${labels}\"${skip})\n"
+                       "endif()\n")
+  if(prefix STREQUAL "exercise:")
+    # Suites named "NN_name: chapter code" test what the chapter gives (fast kernels, checks), not the
+    # learner's functions: against the skeletons they would pass, so the exercise track disables them.
+    string(APPEND content "set(attn_test_exe \"$<TARGET_FILE:${exe}>\")\n"
+                          "include(\"${PROJECT_SOURCE_DIR}/cmake/disable_chapter_code_tests.cmake\")\n")
+  endif()
+  file(GENERATE OUTPUT ${label_file} CONTENT "${content}")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${label_file})
 endfunction()
 
@@ -163,3 +182,4 @@ endfunction()
 
 add_custom_target(attn_exercise_tests)
 add_custom_target(attn_solution_tests)
+add_custom_target(attn_threaded_tests)  # the tests of chapters marked THREADED, and common's (tsan preset)

@@ -22,3 +22,10 @@ if(ATTN_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
 endif()
+
+# ThreadSanitizer (the tsan preset): the threaded kernels' tests run under it in CI. Not together with
+# ASan. row_ops.cpp then compiles its loops once, without the load-time resolvers TSan cannot run.
+if(ATTN_TSAN)
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()

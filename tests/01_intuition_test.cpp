@@ -152,4 +152,10 @@ TEST_SUITE("01_intuition") {
                     w[best], "), not to ", s.tokens[s.antecedent], " (weight ", w[s.antecedent], ")");
     }
   }
+
+  TEST_CASE("attention_weights refuses d_k = 0, naming the shapes, instead of an empty product") {
+    const Vector q = xt::zeros<float>({0});
+    const Matrix K = xt::zeros<float>({3, 0});
+    CHECK_THROWS_WITH_AS(attn::attention_weights(q, K), doctest::Contains("(3, 0)"), std::invalid_argument);
+  }
 }

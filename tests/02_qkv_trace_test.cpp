@@ -418,4 +418,33 @@ TEST_SUITE("02_qkv_trace") {
                            std::invalid_argument);
     }
   }
+
+  TEST_CASE("scaled_dot_product_attention refuses a mask with one dimension 0 instead of taking it for no mask") {
+    const Matrix Q = xt::ones<float>({3, 2}), K = xt::ones<float>({3, 2}), V = xt::ones<float>({3, 2});
+    for (const auto& shape : {std::array<std::size_t, 2>{0, 3}, {3, 0}}) {
+      const Mask empty_but_shaped = xt::zeros<bool>(shape);
+      CHECK_THROWS_WITH_AS(attn::scaled_dot_product_attention(Q, K, V, empty_but_shaped),
+                           doctest::Contains(attn::shape_str(empty_but_shaped).c_str()), std::invalid_argument);
+    }
+    CHECK_NOTHROW(attn::scaled_dot_product_attention(Q, K, V, Mask()));  // (0, 0) is "no mask"
+  }
+
+  TEST_CASE("scaled_dot_product_attention refuses NaN or Inf in Q, K or V, naming it, and scores that would overflow") {
+    attn::Rng rng(29);
+    const Matrix Q = rng.normal(3, 2), K = rng.normal(4, 2), V = rng.normal(4, 2);
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+      Matrix v = V;  // a bad value: it never reaches a score, so only the input check can catch it
+      v(3, 1) = bad;
+      CHECK_THROWS_WITH_AS(attn::scaled_dot_product_attention(Q, K, v), doctest::Contains("V[7]"),
+                           std::invalid_argument);
+      Matrix k = K;
+      k(1, 0) = bad;
+      CHECK_THROWS_WITH_AS(attn::scaled_dot_product_attention(Q, k, V), doctest::Contains("K[2]"),
+                           std::invalid_argument);
+    }
+    // q = 1e20, k = -1e20: every score overflows to -inf, which must not pass for "masked" (a row of zeros).
+    const Matrix huge = xt::ones<float>({3, 2}) * 1e20f, minus_huge = xt::ones<float>({4, 2}) * -1e20f;
+    CHECK_THROWS_WITH_AS(attn::scaled_dot_product_attention(huge, minus_huge, V), doctest::Contains("overflow"),
+                         std::invalid_argument);
+  }
 }

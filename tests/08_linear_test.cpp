@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "08_linear/features.hpp"
 #include "08_linear/linear.hpp"
 #include "attn/rng.hpp"
 #include "oracle/08_linear_oracle.hpp"
@@ -304,5 +305,36 @@ TEST_SUITE("08_linear") {
     const Matrix phiK4 = xt::ones<float>({4, 3}), V4 = xt::ones<float>({4, 2});
     CHECK_THROWS_AS(attn::causal_linear_attention(phiQ, phiK4, V4, -0.1f), std::invalid_argument);
     CHECK_NOTHROW(attn::causal_linear_attention(phiQ, phiK4, V4, 1.0f));
+  }
+
+  TEST_CASE("linear attention refuses NaN or Inf in the features or values, naming it, instead of a row of zeros") {
+    attn::Rng rng(88);
+    const Matrix phiQ = attn::elu_plus_one(rng.normal(4, 3)), phiK = attn::elu_plus_one(rng.normal(5, 3));
+    const Matrix V = rng.normal(5, 2);
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      Matrix k = phiK;
+      k(4, 2) = bad;
+      CHECK_THROWS_WITH_AS(attn::linear_attention(phiQ, k, V), doctest::Contains("K[14]"), std::invalid_argument);
+      CHECK_THROWS_WITH_AS(attn::causal_linear_attention(phiQ, Matrix(xt::view(k, xt::range(1, 5), xt::all())),
+                                                         Matrix(xt::view(V, xt::range(1, 5), xt::all())), 1.0f),
+                           doctest::Contains("K["), std::invalid_argument);
+      Matrix v = V;
+      v(0, 1) = bad;
+      CHECK_THROWS_WITH_AS(attn::linear_attention(phiQ, phiK, v), doctest::Contains("V[1]"), std::invalid_argument);
+    }
+  }
+}
+
+// What the chapter presents but does not ask for: run on the solution track only (the exercise track
+// excludes suites named "...: chapter code", which would pass without any learner code).
+TEST_SUITE("08_linear: chapter code") {
+  TEST_CASE("orthogonal_features refuses d = 0 (no endless loop), the quadratic form a mask of one empty side") {
+    attn::Rng rng(89);
+    CHECK_THROWS_WITH_AS(attn::ch08::orthogonal_features(4, 0, rng), doctest::Contains("d = 0"), std::invalid_argument);
+    CHECK(attn::ch08::orthogonal_features(0, 0, rng).size() == 0);
+    const Matrix phi = xt::ones<float>({3, 2});
+    const attn::Mask empty_but_shaped = xt::zeros<bool>({0, 3});
+    CHECK_THROWS_WITH_AS(attn::ch08::linear_attention_weights(phi, phi, empty_but_shaped), doctest::Contains("(0, 3)"),
+                         std::invalid_argument);
   }
 }

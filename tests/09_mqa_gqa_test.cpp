@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include "09_mqa_gqa/mqa_gqa.hpp"
 #include "attn/rng.hpp"
@@ -252,5 +253,50 @@ TEST_SUITE("09_mqa_gqa") {
     const Tensor3 O = attn::grouped_attention(Q, attn::mean_pool_kv_heads(K, g), attn::mean_pool_kv_heads(V, g));
     CHECK_ALLCLOSE(stacked(O), stacked(attn::oracle::grouped_attention(to_heads(Q), to_heads(K), to_heads(V), false)),
                    kAtol, kRtol);
+  }
+
+  TEST_CASE("decode_step that fails, on a NaN or on an overflowing score, leaves the cache exactly as it was") {
+    attn::KVCache cache(1, 4, 2, 2);
+    const Matrix q = xt::ones<float>({2, 2}), k = xt::ones<float>({1, 2}), v = xt::ones<float>({1, 2});
+    attn::decode_step(cache, q, k, v);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    Matrix q_nan = q, k_nan = k, v_nan = v;
+    q_nan(1, 0) = k_nan(0, 1) = v_nan(0, 0) = nan;
+    CHECK_THROWS_WITH_AS(attn::decode_step(cache, q_nan, k, v), doctest::Contains("Q[2]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::decode_step(cache, q, k_nan, v), doctest::Contains("K[1]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::decode_step(cache, q, k, v_nan), doctest::Contains("V[0]"), std::invalid_argument);
+    CHECK(cache.length() == 1);
+    // A huge key (‖k‖ ≈ 2.8e19) is fine beside a small query, but a later huge query meets it in the cache:
+    // q·k ≈ 8e38 overflows float. The step has appended by then, and must take its token back out.
+    const Matrix big = xt::ones<float>({1, 2}) * 2e19f, q_big = xt::ones<float>({2, 2}) * 2e19f;
+    attn::decode_step(cache, xt::ones<float>({2, 2}) * 1e-3f, big, v);
+    CHECK(cache.length() == 2);
+    const attn::Tensor3 keys_before = cache.keys(), values_before = cache.values();  // (1, 4, 2)
+    CHECK_THROWS_AS(attn::decode_step(cache, q_big, xt::zeros<float>({1, 2}), v), std::invalid_argument);
+    CHECK(cache.length() == 2);
+    CHECK(xt::view(cache.keys(), 0, xt::range(0, 2)) == xt::view(keys_before, 0, xt::range(0, 2)));
+    CHECK(xt::view(cache.values(), 0, xt::range(0, 2)) == xt::view(values_before, 0, xt::range(0, 2)));
+    attn::decode_step(cache, q, k, v);  // and the next good step goes where the failed one would have
+    CHECK(cache.length() == 3);
+  }
+
+  TEST_CASE("sizes whose bytes pass 64 bits are refused, naming them: the cache and its byte count") {
+    const std::size_t huge = std::size_t{1} << 62;
+    CHECK_THROWS_WITH_AS(attn::KVCache(4, huge, 4, 4), doctest::Contains("4 × 4611686018427387904 × 4 × 4"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::kv_cache_bytes(1, 1, std::size_t{1} << 40, std::size_t{1} << 40, 4),
+                         doctest::Contains("1099511627776"), std::invalid_argument);  // 2^82 bytes, not 0
+    CHECK(attn::kv_cache_bytes(1, 1, std::size_t{1} << 30, std::size_t{1} << 30, 4) == std::size_t{1} << 63);
+  }
+
+  TEST_CASE("grouped attention refuses a NaN in Q, K or V and scores that would overflow, naming them") {
+    attn::Rng rng(97);
+    const Tensor3 Q = random_heads(rng, 4, 3, 2), K = random_heads(rng, 2, 3, 2), V = random_heads(rng, 2, 3, 2);
+    Tensor3 v_nan = V;
+    v_nan(1, 2, 1) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(attn::grouped_attention(Q, K, v_nan), doctest::Contains("V[11]"), std::invalid_argument);
+    const Tensor3 huge = xt::ones<float>({4, 3, 2}) * 1e20f;
+    CHECK_THROWS_WITH_AS(attn::grouped_attention(huge, xt::ones<float>({2, 3, 2}) * 1e20f, V),
+                         doctest::Contains("overflow"), std::invalid_argument);
   }
 }

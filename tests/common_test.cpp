@@ -1,11 +1,17 @@
 // Tests of common/: what every chapter relies on to show its results.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "attn/ceilings.hpp"
+#include "attn/checks.hpp"
 #include "attn/machine.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
@@ -87,5 +93,53 @@ TEST_SUITE("common") {
     std::string isa;
     CHECK(attn::fma_peak_gflops(1, &isa, 1) > 0.0);
     CHECK(isa == (attn::vector_isa() == "baseline" ? "scalar" : attn::vector_isa()));
+  }
+
+  TEST_CASE("checked_product multiplies sizes and refuses, naming the factors, a product past 64 bits") {
+    CHECK(attn::checked_product("x", {4, 5, 6}) == 120);
+    CHECK(attn::checked_product("x", {std::size_t{1} << 62, 0}) == 0);  // a zero factor: nothing to count
+    CHECK(attn::checked_product("x", {std::size_t{1} << 31, std::size_t{1} << 32}) == std::size_t{1} << 63);
+    CHECK_THROWS_WITH_AS(attn::checked_product("kv cache bytes", {4, std::size_t{1} << 62, 4}),
+                         doctest::Contains("kv cache bytes: 4 × 4611686018427387904 × 4"), std::invalid_argument);
+    CHECK_THROWS_AS(attn::checked_product("x", {std::numeric_limits<std::size_t>::max(), 2}), std::invalid_argument);
+  }
+
+  TEST_CASE("run_on_threads runs the work on every thread and hands the first exception to the caller") {
+    for (const std::size_t threads : {1, 2, 5}) {
+      CAPTURE(threads);
+      std::atomic<std::size_t> ran{0};
+      attn::run_on_threads(threads, [&] { ++ran; });
+      CHECK(ran == threads);
+      std::atomic<std::size_t> finished{0};
+      CHECK_THROWS_WITH_AS(attn::run_on_threads(threads,
+                                                [&] {
+                                                  ++finished;
+                                                  throw std::runtime_error("worker failed");
+                                                }),
+                           "worker failed", std::runtime_error);
+      CHECK(finished == threads);  // every thread ran to its end before the exception reached us
+    }
+  }
+
+  TEST_CASE("SingleThreadedBlas sets one OpenBLAS thread while any guard lives and restores the count after") {
+    attn::set_blas_threads(2);
+    const int before = attn::blas_threads();
+    {
+      const attn::SingleThreadedBlas outer;
+      CHECK(attn::blas_threads() == 1);
+      {
+        const attn::SingleThreadedBlas inner;
+        CHECK(attn::blas_threads() == 1);
+      }
+      CHECK(attn::blas_threads() == 1);  // the outer guard still lives
+    }
+    CHECK(attn::blas_threads() == before);
+    std::vector<std::thread> users;  // guards taken and dropped concurrently from several threads
+    for (int t = 0; t < 4; ++t)
+      users.emplace_back([] {
+        for (int k = 0; k < 200; ++k) const attn::SingleThreadedBlas guard;
+      });
+    for (auto& u : users) u.join();
+    CHECK(attn::blas_threads() == before);
   }
 }

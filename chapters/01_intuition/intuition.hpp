@@ -28,7 +28,8 @@ Vector stable_softmax(const Vector& logits);
 /// \param q (d_k) what this token is looking for.
 /// \param K (n, d_k) what each of the n tokens offers, one key per row.
 /// \return (n) attention weights over the n tokens, summing to 1 (n = 0 gives an empty vector).
-/// \throws std::invalid_argument naming both shapes if q's length differs from K's columns.
+/// \throws std::invalid_argument naming both shapes if q's length differs from K's columns, or is 0
+///         (d_k = 0: no feature to compare, and nothing to divide by).
 Vector attention_weights(const Vector& q, const Matrix& K);
 
 /// The output of attention for one query: the weighted average `Σ_j w_j V_j` of the value rows.

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -94,10 +95,24 @@ std::vector<std::string> tokenize(const std::string& text) {
       if (static_cast<unsigned char>(c) < 0x80) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     lookup(token);
     tokens.push_back(token);
+    if (tokens.size() > kMaxWords)
+      throw std::invalid_argument(
+          fmt::format("the sentence has more than {} words; give a shorter one (every table "
+                      "and heat map prints one row per word)",
+                      kMaxWords));
   }
   if (tokens.empty())
     throw std::invalid_argument("the sentence is empty; give space-separated words, e.g. \"猫 坐在 垫子上 它 很累\"");
   return tokens;
+}
+
+std::string sentence_problem(const std::string& text) {
+  try {
+    tokenize(text);
+    return "";
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
 }
 
 std::optional<std::size_t> find_pronoun(const std::vector<std::string>& tokens) {

@@ -3,6 +3,7 @@
 /// entry means something. Not an exercise: the chapter presents it, the learner reads it.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,9 +33,17 @@ const std::vector<Sentence>& sentences();
 /// Every word the lexicon knows, in a fixed order.
 std::vector<std::string> vocabulary();
 
+/// The most words tokenize() accepts: every table and heat map of the chapters prints one row per word.
+constexpr std::size_t kMaxWords = 64;
+
 /// Splits \p text at spaces into known words (English is matched in lower case).
-/// \throws std::invalid_argument naming the unknown word and listing the vocabulary.
+/// \throws std::invalid_argument naming the unknown word and listing the vocabulary, or when there are
+///         no words or more than kMaxWords.
 std::vector<std::string> tokenize(const std::string& text);
+
+/// What tokenize() would refuse in \p text, or "" when it accepts it: a command-line check for --sentence,
+/// so a bad sentence is reported as the option's error before the chapter starts.
+std::string sentence_problem(const std::string& text);
 
 /// The index of the first pronoun (它 / it) in \p tokens, if there is one.
 std::optional<std::size_t> find_pronoun(const std::vector<std::string>& tokens);

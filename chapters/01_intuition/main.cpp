@@ -200,8 +200,10 @@ void tell_the_story(const attn::Chapter& chapter, const std::string& sentence) {
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch01_intuition", "Chapter 01: knowing where to look (self-attention by hand)");
   std::string sentence;
-  chapter.cli().add_option("--sentence", sentence,
-                           "Your own sentence: space-separated words from the chapter's vocabulary "
-                           "(e.g. \"小明 养了 只 猫 它 很可爱\" or \"the cat sat on the mat it was tired\")");
+  chapter.cli()
+      .add_option("--sentence", sentence,
+                  "Your own sentence: space-separated words from the chapter's vocabulary "
+                  "(e.g. \"小明 养了 只 猫 它 很可爱\" or \"the cat sat on the mat it was tired\")")
+      ->check(ch01::sentence_problem, "", "known words");
   return chapter.run(argc, argv, [&] { tell_the_story(chapter, sentence); });
 }

@@ -4,6 +4,7 @@
 /// scaled_dot_product_attention() is the course's "full attention": every later chapter compares with it.
 #pragma once
 
+#include "attn/checks.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn {
@@ -47,8 +48,10 @@ Mask causal_mask(std::size_t n_q, std::size_t n_kv);
 /// \param mask (n_q, n_kv), true = may attend; empty (the default) = every pair allowed. A query with no
 ///        allowed key (a fully masked row, or n_kv = 0) gets an output row of zeros.
 /// \return (n_q, d_v): row i is the weighted average of V's rows with the weights of query i.
-/// \throws std::invalid_argument naming the shapes when Q, K, V or the mask do not fit together, and (from
-///         softmax_rows()) when an allowed score is NaN or +inf, as a NaN or an infinity in Q or K can make one.
+/// \throws std::invalid_argument naming the shapes when Q, K, V or the mask do not fit together (a mask
+///         with one dimension 0 is refused, not taken for "no mask"), naming the first NaN/Inf of Q, K or V,
+///         and when a score could overflow float (attn::require_attention_inputs: the course's overflow
+///         policy, attn/checks.hpp).
 Matrix scaled_dot_product_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const Mask& mask = Mask());
 
 /// @}

@@ -407,7 +407,9 @@ int main(int argc, char** argv) {
       .add_option("--d-model", d_model, "Width d_model of the step-by-step layer (a multiple of --heads)")
       ->check(CLI::Range(1, 4096));
   chapter.cli().add_option("--seed", seed, "Seed of the step-by-step layer's random weights");
-  chapter.cli().add_option("--sentence", sentence,
-                           "Your own sentence, from chapter 01's words (e.g. \"小明 养了 只 猫 它 很可爱\")");
+  chapter.cli()
+      .add_option("--sentence", sentence,
+                  "Your own sentence, from chapter 01's words (e.g. \"小明 养了 只 猫 它 很可爱\")")
+      ->check(attn::ch01::sentence_problem, "", "known words");
   return chapter.run(argc, argv, [&] { tell_the_story(chapter, heads, d_model, seed, sentence); });
 }

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -259,6 +260,11 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
   if (o.memory_limit <= 0) {
     o.memory_limit = book ? kBookMemoryLimit : static_cast<double>(attn::available_memory_bytes());
     if (o.memory_limit <= 0) o.memory_limit = kBookMemoryLimit;  // /proc/meminfo unreadable: be cautious
+  } else if (const double available = static_cast<double>(attn::available_memory_bytes());
+             available > 0 && o.memory_limit > available) {
+    // A limit the machine cannot honour would let the guard pass what then fails to allocate.
+    throw std::invalid_argument(fmt::format("--memory-limit {:.3g}: more than the {} this machine has available now",
+                                            o.memory_limit, decimal_bytes(available)));
   }
   attn::require(o.min_n <= o.max_n, fmt::format("--max-n {} is below --min-n {}", o.max_n, o.min_n));
   // Refuse the whole request up front when its largest point cannot fit: nothing is allocated yet.

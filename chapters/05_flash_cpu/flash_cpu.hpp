@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <limits>
 
+#include "attn/checks.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn {
@@ -106,7 +107,7 @@ Vector attention_row(const Matrix& Q, const Matrix& K, const Vector& lse, std::s
 /// \param d head dimension.
 /// \param B_r query rows per block.
 /// \return reads + writes, in floats.
-/// \throws std::invalid_argument when B_r is 0.
+/// \throws std::invalid_argument when B_r is 0, or naming the sizes when the count does not fit in 64 bits.
 std::size_t tiled_io_floats(std::size_t n, std::size_t d, std::size_t B_r);
 
 /// @}

@@ -8,7 +8,7 @@
 //      blocked micro-kernels (tile_kernels.inl; AVX-512 or AVX2+FMA, chosen at run time). K is packed once
 //      per call, head by head, into panels the S kernel streams through; V and P are read where they are.
 //      On a CPU with neither instruction set both products are OpenBLAS sgemm calls instead, with OpenBLAS
-//      single-threaded inside our threads (attn::set_blas_threads(1)): two threads on two cores, never four.
+//      single-threaded inside our threads (attn::SingleThreadedBlas): two threads on two cores, never four.
 //   3. The output block itself is the accumulator: O_i += P·V_j, rescaled in place.
 //   4. The softmax passes between the products (row max, exp and sum, rescale) are plain loops that the
 //      compiler vectorises once per instruction set (AVX-512, AVX2, baseline), chosen at run time; exp is
@@ -23,21 +23,17 @@
 #include "05_flash_cpu/flash_fast.hpp"
 #include "05_flash_cpu/row_ops.hpp"
 #include "05_flash_cpu/tile_kernels.hpp"
+#include "attn/checks.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <exception>
 #include <limits>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
-
-extern "C" int openblas_get_num_threads(void);  // OpenBLAS's own; cblas_sgemm comes via attn/tensor.hpp
 
 namespace attn::ch05 {
 
@@ -143,27 +139,15 @@ void run(const Problem& p, const FastConfig& cfg) {
     keys.panels.resize(p.h * keys.per_head);
   }
   std::atomic<std::size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
   const auto worker = [&] {
+    // Inside the worker, so that a failed allocation is an exception the caller sees (run_on_threads).
     Scratch w{std::vector<float>(cfg.B_r * cfg.B_c), std::vector<float>(cfg.B_r), std::vector<float>(cfg.B_r)};
-    try {
-      // Item t: the query block T_r - 1 - t / h, counted from the end (the costliest under a causal mask).
-      for (std::size_t t = next++; t < items; t = next++)
-        attend_block(p, cfg, t % p.h, (T_r - 1 - t / p.h) * cfg.B_r, w, keys);
-    } catch (...) {
-      const std::lock_guard<std::mutex> lock(failure_mutex);
-      failure = std::current_exception();
-    }
+    // Item t: the query block T_r - 1 - t / h, counted from the end (the costliest under a causal mask).
+    for (std::size_t t = next++; t < items; t = next++)
+      attend_block(p, cfg, t % p.h, (T_r - 1 - t / p.h) * cfg.B_r, w, keys);
   };
-  const int blas_threads = openblas_get_num_threads();
-  set_blas_threads(1);  // our threads are the parallelism; OpenBLAS must not add its own on top
-  std::vector<std::thread> pool;
-  for (int t = 1; t < cfg.threads; ++t) pool.emplace_back(worker);
-  worker();  // the calling thread is one of the workers
-  for (auto& th : pool) th.join();
-  set_blas_threads(blas_threads);
-  if (failure) std::rethrow_exception(failure);
+  const SingleThreadedBlas blas;  // our threads are the parallelism; OpenBLAS must not add its own on top
+  run_on_threads(static_cast<std::size_t>(cfg.threads), worker);
 }
 // [fast_threads]
 
@@ -175,9 +159,8 @@ void check_and_run(const Problem& p, std::size_t elements_q, std::size_t element
       fmt::format("{}: B_r = {}, B_c = {}, threads = {}; all must be positive", where, cfg.B_r, cfg.B_c, cfg.threads));
   require(!p.causal || p.n_q <= p.n_kv,
           fmt::format("{}: causal with {} queries but only {} keys; n_q <= n_kv", where, p.n_q, p.n_kv));
-  require_finite(where, "Q", p.Q, elements_q);
-  require_finite(where, "K", p.K, elements_kv);
-  require_finite(where, "V", p.V, p.h * p.n_kv * p.d_v);
+  checked_product("flash_attention_fast: the score tile B_r × B_c floats", {cfg.B_r, cfg.B_c, sizeof(float)});
+  require_attention_inputs(where, p.Q, elements_q, p.d_k, p.K, elements_kv, p.d_k, p.V, p.h * p.n_kv * p.d_v);
   if (p.h * p.n_q > 0) run(p, cfg);
 }
 

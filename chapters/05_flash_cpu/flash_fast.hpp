@@ -35,7 +35,9 @@ struct FlashHeadsOutput {
 /// \param config block sizes and thread count.
 /// \return O (h, n_q, d_v) and lse (h, n_q).
 /// \throws std::invalid_argument naming the shapes when they do not fit, when a block size or the thread
-///         count is 0, when causal and n_q > n_kv, or naming the first NaN/Inf of Q, K or V.
+///         count is 0, when causal and n_q > n_kv, naming the first NaN/Inf of Q, K or V, or when a score
+///         could overflow (the course's overflow policy: attn/checks.hpp). An exception in a worker thread
+///         (std::bad_alloc of a huge tile) reaches the caller; OpenBLAS's thread count is restored either way.
 FlashHeadsOutput flash_attention_fast(const Tensor3& Q, const Tensor3& K, const Tensor3& V, bool causal,
                                       const FastConfig& config = {});
 

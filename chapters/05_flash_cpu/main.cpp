@@ -15,6 +15,7 @@
 #include <cmath>
 #include <ctime>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,18 @@ void row_from_lse() {
       static_cast<double>(xt::amax(xt::abs(row - full_row))()));
 }
 // [recompute_row]
+
+/// The memory run holds Q, K, V and O, (n, d) floats each: refused, with the estimate, when that is more
+/// than half of the memory available now.
+void refuse_a_memory_run_that_cannot_fit(std::size_t n, std::size_t d) {
+  const double need = 16.0 * static_cast<double>(n) * static_cast<double>(d);
+  const double available = static_cast<double>(attn::available_memory_bytes());
+  if (available > 0 && need > 0.5 * available)
+    throw std::invalid_argument(
+        fmt::format("--n {} --d {}: the memory run would hold {} (Q, K, V and O, n·d floats "
+                    "each), more than half of the {} available now; choose a smaller --n or --d",
+                    n, d, attn::human_bytes(need), attn::human_bytes(available)));
+}
 
 // [long_run]
 void long_sequence(const attn::Chapter& chapter, std::size_t n, std::size_t d, bool causal) {
@@ -422,6 +435,7 @@ int main(int argc, char** argv) {
   chapter.cli().add_option("--d", d, "Head dimension d_k = d_v of the memory run")->check(CLI::Range(1, 1024));
   chapter.cli().add_flag("--causal", causal, "Use the causal mask in the memory run");
   return chapter.run(argc, argv, [&] {
+    refuse_a_memory_run_that_cannot_fit(n, d);  // before anything runs: not after half a minute
     online_softmax_one_row();
     tiled_equals_full(chapter);
     row_from_lse();

@@ -11,7 +11,9 @@ namespace {
 
 // GCC on x86-64 compiles each loop below three times (AVX-512, AVX2, baseline) and picks one at load time
 // for the CPU it runs on; elsewhere the loops are compiled once, for the baseline.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// Not under ThreadSanitizer: the load-time resolvers (ifuncs) would run instrumented before TSan's runtime
+// is ready and crash before main; a TSan build tests the threads, not the speed.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define ATTN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define ATTN_VECTOR_CLONES
@@ -25,8 +27,11 @@ constexpr std::size_t kLanes = 16;  // independent partial results, so the loops
 // e^r by a degree-6 polynomial, 2^k by writing the exponent bits. Branch-free, so it vectorises.
 inline float exp_nonpositive(float x) {
   x = x < -87.0f ? -87.0f : x;  // keeps 2^k a normal float; e^-87 ≈ 1.6e-38 is nothing beside ℓ ≥ 1
-  const float k = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(x / ln2): the 1.5·2^23 trick
-  float r = x - k * 0.693359375f;                                 // ln2 split in two for exactness
+  // k from x clamped to [-87, 0], where NaN and x > 0 (outside the contract) count as 0: 2^k's bits below
+  // are then always in range (no undefined shift or conversion), and a NaN still reaches the result via r.
+  const float x_k = x < 0.0f ? x : 0.0f;
+  const float k = (x_k * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(x / ln2): the 1.5·2^23 trick
+  float r = x - k * 0.693359375f;                                   // ln2 split in two for exactness
   r = r - k * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;

@@ -469,7 +469,7 @@ int main(int argc, char** argv) {
   chapter.cli()
       .add_option("--repeats", o.repeats, "Timed runs per rung; the median is shown")
       ->check(CLI::Range(1, 1000));
-  chapter.cli().add_option("--csv", o.csv, "Also write the timings as CSV to this file (./course gpu-check uses it)");
+  chapter.add_output_file("--csv", o.csv, "Also write the timings as CSV to this file (./course gpu-check uses it)");
   chapter.cli().add_flag("--dry-run", o.dry_run,
                          "Do the host-side parts, list the shapes the ladder would time, launch no kernel");
   return chapter.run(argc, argv, [&] { tell_the_story(chapter, o); });

@@ -14,12 +14,12 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "05_flash_cpu/row_ops.hpp"
 #include "07_sparse/patterns.hpp"
+#include "attn/checks.hpp"
 
 namespace attn {
 namespace {
@@ -54,8 +54,18 @@ SparseRows sparse_rows(const Mask& mask) {
 // [row_sparse_attention]
 Matrix row_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const SparseRows& rows) {
   require_qkv("row_sparse_attention", Q, K, V, rows.n_q, rows.n_kv);
-  require(rows.row_start.size() == rows.n_q + 1 && rows.cols.size() == rows.row_start.back(),
-          "row_sparse_attention: the index lists are inconsistent (row_start must have n_q + 1 entries)");
+  require(rows.row_start.size() == rows.n_q + 1 && rows.row_start[0] == 0 && rows.cols.size() == rows.row_start.back(),
+          fmt::format("row_sparse_attention: the index lists are inconsistent: row_start has {} entries (n_q + 1 = "
+                      "{} needed, from 0 to cols.size() = {})",
+                      rows.row_start.size(), rows.n_q + 1, rows.cols.size()));
+  for (std::size_t i = 0; i < rows.n_q; ++i)
+    require(rows.row_start[i] <= rows.row_start[i + 1],
+            fmt::format("row_sparse_attention: row_start decreases at row {} ({} then {})", i, rows.row_start[i],
+                        rows.row_start[i + 1]));
+  for (std::size_t t = 0; t < rows.cols.size(); ++t)
+    require(rows.cols[t] < rows.n_kv,
+            fmt::format("row_sparse_attention: cols[{}] = {} is not a key (n_kv = {})", t, rows.cols[t], rows.n_kv));
+  require_attention_inputs("row_sparse_attention", Q, K, V);
   const std::size_t d_k = Q.shape(1), d_v = V.shape(1);
   const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1)));
   Matrix O = xt::zeros<float>({rows.n_q, d_v});  // (n_q, d_v)
@@ -166,6 +176,8 @@ Matrix block_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V,
   require_qkv("block_sparse_attention", Q, K, V, layout.n_q, layout.n_kv);
   require_layout_fits(layout);
   require(threads >= 1, "block_sparse_attention: threads must be at least 1");
+  checked_product("block_sparse_attention: the score tile B_r × B_c floats", {layout.B_r, layout.B_c, sizeof(float)});
+  require_attention_inputs("block_sparse_attention", Q, K, V);
   const std::size_t T_r = layout.row_start.size() - 1;  // query tiles
   const std::size_t d_k = Q.shape(1), d_v = V.shape(1), B_r = layout.B_r, B_c = layout.B_c;
   const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1)));
@@ -193,10 +205,8 @@ Matrix block_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V,
       }
     }
   };
-  std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < std::min(threads, T_r); ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
+  const SingleThreadedBlas blas;  // our threads are the parallelism; OpenBLAS must not add its own on top
+  run_on_threads(std::min(threads, T_r), worker);  // a worker's exception (say, bad_alloc) reaches the caller
   return O;
 }
 // [block_sparse_attention]

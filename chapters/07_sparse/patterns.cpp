@@ -90,7 +90,7 @@ BlockLayout window_block_layout(std::size_t n, std::size_t w, bool causal, std::
     const std::size_t i1 = std::min(i0 + B_r, n);  // rows i0 .. i1-1
     // The band's keys for these rows: from (first row - w) to (last row + w), clipped to the sequence.
     const std::size_t j_lo = i0 > w ? i0 - w : 0;
-    const std::size_t j_hi = causal ? i1 - 1 : std::min(n - 1, i1 - 1 + w);
+    const std::size_t j_hi = causal ? i1 - 1 : std::min(n - 1, saturating_add(i1 - 1, w));  // w may be SIZE_MAX
     for (std::size_t c = j_lo / B_c; c <= j_hi / B_c; ++c) {
       const std::size_t j0 = c * B_c, j1 = std::min(j0 + B_c, n);
       // Full when the tile's two far corners are inside the band: its top-right and bottom-left pairs.

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "attn/checks.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn {
@@ -61,7 +62,9 @@ SparseRows sparse_rows(const Mask& mask);
 /// \param V (n_kv, d_v)
 /// \param rows from sparse_rows() of an (n_q, n_kv) mask.
 /// \return (n_q, d_v), equal to scaled_dot_product_attention(Q, K, V, mask).
-/// \throws std::invalid_argument naming the shapes when they do not fit together or the lists.
+/// \throws std::invalid_argument naming the shapes when they do not fit together, the first bad entry of
+///         the lists (a column ≥ n_kv, a decreasing row_start), or the inputs (attn::require_attention_inputs:
+///         a NaN/Inf, or Q and K large enough for a score to overflow).
 Matrix row_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const SparseRows& rows);
 
 /// A block-sparse layout (what attn::block_layout() builds from a mask): the (n_q, n_kv) pairs cut into
@@ -92,15 +95,16 @@ BlockLayout window_block_layout(std::size_t n, std::size_t w, bool causal, std::
 /// Block-sparse attention with the online softmax (FlashAttention's running max m and sum ℓ): for each
 /// query tile, visit only its kept key tiles; S = Q_tile K_tileᵀ / √d_k by one sgemm, masked inside
 /// partial tiles, then m, ℓ and the output are rescaled and P·V_tile is added by a second sgemm. Query
-/// tiles are independent and shared among \p threads threads (OpenBLAS should then run single-threaded:
-/// attn::set_blas_threads(1)).
+/// tiles are independent and shared among \p threads threads (OpenBLAS runs single-threaded meanwhile:
+/// attn::SingleThreadedBlas). An exception in any thread (say, std::bad_alloc) reaches the caller.
 /// \param Q (n_q, d_k)
 /// \param K (n_kv, d_k)
 /// \param V (n_kv, d_v)
 /// \param layout of an (n_q, n_kv) mask.
 /// \param threads worker threads, ≥ 1.
 /// \return (n_q, d_v), equal to scaled_dot_product_attention(Q, K, V, mask); a query with no allowed key gets zeros.
-/// \throws std::invalid_argument naming the shapes when they do not fit together or the layout.
+/// \throws std::invalid_argument naming the shapes when they do not fit together, the layout, or the inputs
+///         (attn::require_attention_inputs: a NaN/Inf, or Q and K large enough for a score to overflow).
 Matrix block_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const BlockLayout& layout,
                               std::size_t threads = 1);
 

@@ -60,7 +60,8 @@ Mask dilated_mask(std::size_t n, std::size_t w, std::size_t dilation, bool causa
 /// \param causal only the past and the present.
 /// \return (n, d_v).
 /// \throws std::invalid_argument naming the shapes when Q, K and V do not have n rows each or Q and K
-///         differ in d_k.
+///         differ in d_k, or the inputs (attn::require_attention_inputs: a NaN/Inf, or Q and K large enough
+///         for a score to overflow). Any w works, SIZE_MAX included (w ≥ n - 1 is dense attention).
 Matrix sliding_window_attention(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t w, bool causal = false);
 
 /// The block-sparse layout of a mask: cut the (n_q, n_kv) mask into tiles of B_r rows and B_c columns

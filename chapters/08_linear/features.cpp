@@ -12,6 +12,7 @@ Matrix gaussian_features(std::size_t m, std::size_t d, Rng& rng) { return rng.no
 
 // [orthogonal_features]
 Matrix orthogonal_features(std::size_t m, std::size_t d, Rng& rng) {
+  require(d >= 1 || m == 0, fmt::format("orthogonal_features: {} features of width d = 0; d must be at least 1", m));
   Matrix Omega = rng.normal(m, d);  // (m, d), Gaussian rows to be orthogonalised block by block
   for (std::size_t block = 0; block < m; block += d) {
     const std::size_t end = std::min(m, block + d);  // at most d directions can be orthogonal in d dimensions
@@ -41,11 +42,9 @@ Matrix orthogonal_features(std::size_t m, std::size_t d, Rng& rng) {
 
 // [quadratic_form]
 Matrix linear_attention_weights(const Matrix& phiQ, const Matrix& phiK, const Mask& mask) {
-  Matrix W = matmul(phiQ, phiK, /*transpose_b=*/true);  // (n_q, n_kv): W(i, j) = φ(q_i)·φ(k_j)
+  Matrix W = matmul(phiQ, phiK, /*transpose_b=*/true);              // (n_q, n_kv): W(i, j) = φ(q_i)·φ(k_j)
+  require_mask_fits("linear_attention_weights", mask, phiQ, phiK);  // (0, 3) is not "no mask"
   const bool masked = mask.size() > 0;
-  require(
-      !masked || (mask.shape(0) == W.shape(0) && mask.shape(1) == W.shape(1)),
-      fmt::format("linear_attention_weights: the mask is {} but the weights are {}", shape_str(mask), shape_str(W)));
   for (std::size_t i = 0; i < W.shape(0); ++i) {
     double sum = 0.0;
     for (std::size_t j = 0; j < W.shape(1); ++j) {

@@ -3,6 +3,7 @@
 /// quadratic form of linear attention that the associative form is checked against.
 #pragma once
 
+#include "attn/checks.hpp"
 #include "attn/rng.hpp"
 #include "attn/tensor.hpp"
 
@@ -20,9 +21,10 @@ Matrix gaussian_features(std::size_t m, std::size_t d, Rng& rng);
 /// independent Gaussian vector, so that every row is still distributed as N(0, I) but the rows of a block
 /// never point the same way. Same expectation, smaller variance.
 /// \param m number of features (rows); any m, in blocks of d.
-/// \param d width of the vectors they project, d_k.
+/// \param d width of the vectors they project, d_k (≥ 1 when m > 0).
 /// \param rng the seeded source they are drawn from.
 /// \return (m, d).
+/// \throws std::invalid_argument when d = 0 and m > 0 (no direction to draw).
 Matrix orthogonal_features(std::size_t m, std::size_t d, Rng& rng);
 
 /// Linear attention the slow way, the quadratic form: the weights of linear_attention_weights(), then W·V.

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <string>
 
+#include "attn/checks.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn {
@@ -48,6 +49,7 @@ Tensor3 grouped_attention(const Tensor3& Q, const Tensor3& K, const Tensor3& V, 
 /// \param n cached tokens (the context length).
 /// \param bytes_per_element 2 for bf16/fp16, 4 for fp32, 1 for 8-bit caches.
 /// \return the exact number of bytes.
+/// \throws std::invalid_argument naming the sizes when the product does not fit in 64 bits (attn::checked_product).
 std::size_t kv_cache_bytes(std::size_t layers, std::size_t g, std::size_t d_k, std::size_t n,
                            std::size_t bytes_per_element);
 
@@ -71,7 +73,8 @@ class KVCache {
   /// \param capacity tokens it can hold (the context length it was sized for).
   /// \param d_k width of a key (≥ 1).
   /// \param d_v width of a value (≥ 1).
-  /// \throws std::invalid_argument when g, d_k or d_v is 0.
+  /// \throws std::invalid_argument when g, d_k or d_v is 0, or when the bytes of K or V do not fit in
+  ///         64 bits (naming the sizes); std::bad_alloc when they fit but the machine has not got them.
   KVCache(std::size_t g, std::size_t capacity, std::size_t d_k, std::size_t d_v);
 
   std::size_t kv_heads() const { return K_.shape(0); }  ///< g
@@ -114,14 +117,19 @@ class KVCache {
 /// \param v (g, d_v) the new token's value, one row per KV head.
 /// \return (h, d_v): the new token's attention output for each query head.
 /// \throws std::invalid_argument naming the shapes when they do not fit the cache or g does not divide h,
-///         and when the cache is full (it is left unchanged).
+///         naming the first NaN/Inf of q, k or v, and when the cache is full. Whatever fails, the cache is
+///         left as it was (a failure after the append takes the token back out).
 Matrix decode_step(KVCache& cache, const Matrix& q, const Matrix& k, const Matrix& v);
 
 /// @}
 
 // The cache's bookkeeping is given, not an exercise: allocation, sizes, rollback.
+// The sizes are checked before anything is allocated: g · capacity · d floats must not wrap around.
 inline KVCache::KVCache(std::size_t g, std::size_t capacity, std::size_t d_k, std::size_t d_v)
-    : K_(xt::zeros<float>({g, capacity, d_k})), V_(xt::zeros<float>({g, capacity, d_v})) {
+    : K_((checked_product("KVCache: the keys' bytes g × capacity × d_k × 4", {g, capacity, d_k, sizeof(float)}),
+          xt::zeros<float>({g, capacity, d_k}))),
+      V_((checked_product("KVCache: the values' bytes g × capacity × d_v × 4", {g, capacity, d_v, sizeof(float)}),
+          xt::zeros<float>({g, capacity, d_v}))) {
   require(g > 0 && d_k > 0 && d_v > 0, "KVCache: g = " + std::to_string(g) + ", d_k = " + std::to_string(d_k) +
                                            ", d_v = " + std::to_string(d_v) + "; each must be at least 1");
 }

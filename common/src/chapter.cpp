@@ -3,10 +3,21 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <regex>
+#include <stdexcept>
 #include <vector>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -18,6 +29,97 @@
 namespace attn {
 namespace {
 
+/// A text value longer than this is refused (a path, a sentence: nothing a chapter takes is longer).
+constexpr std::size_t kMaxTextLength = 4096;
+
+/// What is wrong with \p value for an option of CLI11 type \p type ("UINT", "INT", "FLOAT", "TEXT", maybe
+/// followed by its validators), or "" when nothing is. CLI11 alone lets "-1" through for an unsigned
+/// option (it wraps), "" through for a number, and "nan" past every range check.
+std::string value_problem(const std::string& type, const std::string& value) {
+  const auto is = [&](const char* prefix) { return type.rfind(prefix, 0) == 0; };
+  if (value.empty()) return "an empty value is not allowed";
+  if (is("UINT") || is("INT")) {
+    const std::size_t digits_from = is("INT") && value[0] == '-' ? 1 : 0;
+    const bool digits =
+        value.size() > digits_from && std::all_of(value.begin() + static_cast<std::ptrdiff_t>(digits_from), value.end(),
+                                                  [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) return fmt::format("'{}' is not a {} integer", value, is("UINT") ? "non-negative" : "whole");
+    errno = 0;
+    if (is("UINT"))
+      static_cast<void>(std::strtoull(value.c_str(), nullptr, 10));
+    else
+      static_cast<void>(std::strtoll(value.c_str(), nullptr, 10));
+    if (errno == ERANGE) return fmt::format("{} is out of range (64 bits)", value);
+  } else if (is("FLOAT")) {
+    char* end = nullptr;
+    errno = 0;
+    const double x = std::strtod(value.c_str(), &end);
+    if (end != value.c_str() + value.size() || errno == ERANGE || !std::isfinite(x))
+      return fmt::format("'{}' is not a finite number", value);
+  } else if (value.size() > kMaxTextLength) {
+    return fmt::format("{} characters; at most {} are accepted", value.size(), kMaxTextLength);
+  }
+  return "";
+}
+
+/// Gives every option that takes a value the checks of value_problem(), before CLI11 converts it.
+void check_every_value(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_type_size_max() == 0) continue;  // a flag: no value
+    const std::string type = option->get_type_name();
+    option->check([type](const std::string& value) { return value_problem(type, value); }, "", "well-formed value");
+  }
+}
+
+/// A command-line mistake: reported as "name: option: what", with exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A chapter writes only files named chNN_…; a directory holding anything else is not its to write into.
+bool written_by_chapters(const std::filesystem::path& dir) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (!(name.size() > 4 && name.rfind("ch", 0) == 0 && std::isdigit(static_cast<unsigned char>(name[2])) &&
+          std::isdigit(static_cast<unsigned char>(name[3]))))
+      return false;
+  }
+  return true;
+}
+
+/// Makes \p dir (the value of \p option) ready for the chapter's files: created when missing, refused when
+/// it is a file, cannot be created, or already holds files no chapter wrote (so `--book /` or `--book ~`
+/// never scatters files into a directory that is not the course's).
+void prepare_output_dir(const char* option, const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path path(dir);
+  if (std::filesystem::exists(path, ec)) {
+    if (!std::filesystem::is_directory(path, ec))
+      throw UsageError(fmt::format("{}: '{}' exists and is not a directory", option, dir));
+    bool ours = false;
+    try {
+      ours = written_by_chapters(path);
+    } catch (const std::filesystem::filesystem_error& e) {
+      throw UsageError(fmt::format("{}: cannot read '{}': {}", option, dir, e.code().message()));
+    }
+    if (!ours)
+      throw UsageError(
+          fmt::format("{}: '{}' holds files no chapter wrote; give a new or empty directory (the "
+                      "chapters write only chNN_* files, and only into such a directory)",
+                      option, dir));
+  } else {
+    std::filesystem::create_directories(path, ec);
+    if (ec) throw UsageError(fmt::format("{}: cannot create '{}': {}", option, dir, ec.message()));
+  }
+  const std::filesystem::path probe = path / "ch00_write_test";  // can we write there at all?
+  if (std::FILE* f = std::fopen(probe.c_str(), "w")) {
+    std::fclose(f);
+    std::filesystem::remove(probe, ec);
+  } else {
+    throw UsageError(fmt::format("{}: cannot write into '{}': {}", option, dir, std::strerror(errno)));
+  }
+}
+
 std::string make_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -28,10 +130,30 @@ std::string make_dir(const std::string& dir) {
 }  // namespace
 
 Chapter::Chapter(std::string name, std::string title) : name_(std::move(name)), app_(title, name_) {
-  app_.add_option("--book", book_dir_, "Write this chapter's output (plain text) and figures into DIR for the book");
-  app_.add_option("--figures", figures_dir_, "Also write the chapter's SVG figures into DIR");
+  app_.add_option("--book", book_dir_, "Write this chapter's output (plain text) and figures into DIR for the book")
+      ->type_name("DIR");
+  app_.add_option("--figures", figures_dir_, "Also write the chapter's SVG figures into DIR")->type_name("DIR");
   app_.add_flag("--no-color", no_color_, "Plain output even in a terminal (so does NO_COLOR=1)");
   app_.footer(fmt::format("Benchmarks: {} bench [--benchmark_filter=REGEX ...]", name_));
+}
+
+CLI::Option* Chapter::add_output_file(const std::string& name, std::string& file, const std::string& description) {
+  return app_.add_option(name, file, description)
+      ->type_name("FILE")
+      ->check(
+          [](const std::string& value) -> std::string {
+            namespace fs = std::filesystem;
+            std::error_code ec;
+            const fs::path path(value);
+            if (fs::is_directory(path, ec)) return fmt::format("'{}' is a directory, not a file", value);
+            const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
+            if (!fs::is_directory(parent, ec))
+              return fmt::format("'{}': there is no directory {}", value, parent.string());
+            if (::access(fs::exists(path, ec) ? path.c_str() : parent.c_str(), W_OK) != 0)
+              return fmt::format("'{}' cannot be written: {}", value, std::strerror(errno));
+            return "";
+          },
+          "", "writable file");
 }
 
 std::optional<std::string> Chapter::figure_path(const std::string& file_name) const {
@@ -48,6 +170,17 @@ int Chapter::run_benchmarks(int argc, char** argv) {
   // argv[1] is "bench": Google Benchmark sees the program name followed by the flags after it.
   std::vector<char*> args{argv[0]};
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  for (char* arg : args) {  // Google Benchmark reports a bad regex, then runs nothing and exits 0
+    const std::string flag = arg, prefix = "--benchmark_filter=";
+    if (flag.rfind(prefix, 0) != 0) continue;
+    try {
+      std::regex(flag.substr(prefix.size()), std::regex::extended);  // the grammar Google Benchmark uses
+    } catch (const std::regex_error& e) {
+      fmt::print(stderr, "{} bench: --benchmark_filter: '{}' is not a valid regular expression ({})\n", name_,
+                 flag.substr(prefix.size()), e.what());
+      return kExitUsage;
+    }
+  }
   int bench_argc = static_cast<int>(args.size());
   benchmark::Initialize(&bench_argc, args.data());
   add_machine_to_benchmark_context();
@@ -62,14 +195,20 @@ int Chapter::run_benchmarks(int argc, char** argv) {
 int Chapter::run(int argc, char** argv, const std::function<void()>& story) {
   use_best_blas_kernel(argv);  // restarts the program with the CPU's best OpenBLAS kernel when it needs one
   if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return run_benchmarks(argc, argv);
+  check_every_value(app_);
   try {
     app_.parse(argc, argv);
+    if (book_dir_) prepare_output_dir("--book", *book_dir_);
+    if (figures_dir_) prepare_output_dir("--figures", *figures_dir_);
   } catch (const CLI::CallForHelp& e) {
     return app_.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app_.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "{}: {}\n\n{}", name_, e.what(), app_.help());
+  } catch (const CLI::ParseError& e) {  // one line that names the option, not the whole help after it
+    fmt::print(stderr, "{}: {}\nRun '{} --help' for the options.\n", name_, e.what(), name_);
+    return kExitUsage;
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "{}: {}\nRun '{} --help' for the options.\n", name_, e.what(), name_);
     return kExitUsage;
   }
   try {

@@ -28,7 +28,8 @@ Vector stable_softmax(const Vector& logits) {
 
 Vector attention_weights(const Vector& q, const Matrix& K) {
   // TODO(learner): score q (d_k) against each row of K (n, d_k), divide by sqrt(d_k), softmax.
-  //   Check the shapes first: a mismatch is std::invalid_argument naming both (attn::shape_str helps).
+  //   Check the shapes first: a mismatch, or d_k = 0, is std::invalid_argument naming both (attn::shape_str
+  //   helps).
   throw not_implemented("attention_weights", kChapter,
                         "the n scores are K·q, one dot product per row of K (xt::linalg::dot(K, q)).");
 }

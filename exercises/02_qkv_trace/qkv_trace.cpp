@@ -44,7 +44,8 @@ Mask causal_mask(std::size_t n_q, std::size_t n_kv) {
 
 Matrix scaled_dot_product_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const Mask& mask) {
   // TODO(learner): softmax(Q Kᵀ / sqrt(d_k)) V with your functions above. Where the mask (if not empty)
-  //   is false, set the score to -inf before the softmax. Check every shape first.
+  //   is false, set the score to -inf before the softmax. Check every shape first (the mask's with
+  //   attn::require_mask_fits), and the inputs with attn::require_attention_inputs (NaN, overflow).
   throw not_implemented("scaled_dot_product_attention", kChapter,
                         "scores, then mask (-inf), then softmax_rows, then one more product with V.");
 }

@@ -41,7 +41,8 @@ FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, b
   //   wholly above it); then O = acc / ℓ and lse = m + log ℓ. Blocks at the end may be smaller.
   //   Count the tile_step calls in the result's tiles_visited (the tests check the causal skip with it),
   //   and never hold an (n_q, n_kv) matrix: the tests measure the heap.
-  //   Reject bad shapes, B_r or B_c = 0, causal with n_q > n_kv, and NaN/Inf inputs (attn::require_finite).
+  //   Reject bad shapes, B_r or B_c = 0, causal with n_q > n_kv, and NaN/Inf or overflowing inputs
+  //   (attn::require_attention_inputs, attn/checks.hpp).
   throw not_implemented(
       "flash_attention", kChapter,
       "two loops (query blocks outside, key blocks inside) around tile_step, one division at the end.");
@@ -55,6 +56,7 @@ Vector attention_row(const Matrix& Q, const Matrix& K, const Vector& lse, std::s
 
 std::size_t tiled_io_floats(std::size_t n, std::size_t d, std::size_t B_r) {
   // TODO(learner): count the floats read (Q once, K and V once per query block) and written (O and lse).
+  //   Sizes whose count passes 64 bits are refused, not wrapped (attn::checked_product, attn::checked_sum).
   throw not_implemented("tiled_io_floats", kChapter, "how many query blocks are there, and what does each one read?");
 }
 

@@ -18,7 +18,8 @@ constexpr const char* kChapter = "07_sparse";
 
 Mask local_window_mask(std::size_t n, std::size_t w, bool causal) {
   // TODO(learner): an (n, n) mask, true where |i - j| <= w (causal: i - w <= j <= i).
-  //   Careful with unsigned arithmetic: i - w wraps around when w > i.
+  //   Careful with unsigned arithmetic: i - w wraps around when w > i, and i + w when w is huge (SIZE_MAX
+  //   means "the whole sequence"; attn::saturating_add stops at the top instead).
   throw not_implemented("local_window_mask", kChapter,
                         "row i allows the keys from max(0, i - w) to min(n - 1, i + w) (or to i when causal).");
 }
@@ -41,7 +42,8 @@ Mask dilated_mask(std::size_t n, std::size_t w, std::size_t dilation, bool causa
 Matrix sliding_window_attention(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t w, bool causal) {
   // TODO(learner): attention of Q (n, d_k) over K (n, d_k), V (n, d_v), looking only inside the window of
   //   each row: scores q_i·k_j/sqrt(d_k) for the window's j, a stable softmax over them, the weighted sum
-  //   of those V rows. Never build the (n, n) matrix. Check the shapes first (std::invalid_argument).
+  //   of those V rows. Never build the (n, n) matrix. Check the shapes first (std::invalid_argument), then
+  //   the inputs (attn::require_attention_inputs: NaN, overflow). w may be as large as SIZE_MAX.
   throw not_implemented("sliding_window_attention", kChapter,
                         "per row: the window's first and last key, at most 2w + 1 scores, softmax, blend.");
 }

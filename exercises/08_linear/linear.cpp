@@ -31,8 +31,9 @@ Matrix positive_random_features(const Matrix& X, const Matrix& Omega) {
 
 Matrix linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V) {
   // TODO(learner): O(i, :) = φ(q_i)(φ(K)ᵀV) / (φ(q_i)·φ(K)ᵀ1), shape (n_q, d_v), WITHOUT the (n_q, n_kv) matrix.
-  //   Check the shapes first. Stay safe when the features are tiny (1e-30): scaling all of φ(K), or one row of
-  //   φ(Q), by a constant does not change the answer. A zero denominator gives a row of zeros.
+  //   Check the shapes first, then the inputs (attn::require_attention_inputs: NaN/Inf). Stay safe when the features
+  //   are tiny (1e-30): scaling all of φ(K), or one row of φ(Q), by a constant does not change the answer. A zero
+  //   denominator gives a row of zeros.
   throw not_implemented("linear_attention", kChapter,
                         "first KV = φ(K)ᵀV (m, d_v) and z = φ(K)ᵀ1 (m); then every query needs only those two.");
 }

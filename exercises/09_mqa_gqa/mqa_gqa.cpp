@@ -33,6 +33,7 @@ Tensor3 grouped_attention(const Tensor3& Q, const Tensor3& K, const Tensor3& V, 
 std::size_t kv_cache_bytes(std::size_t layers, std::size_t g, std::size_t d_k, std::size_t n,
                            std::size_t bytes_per_element) {
   // TODO(learner): keys and values, for every layer, KV head and token, d_k numbers of bytes_per_element.
+  //   A product that would pass 64 bits must be refused, not wrapped (attn::checked_product does both).
   throw not_implemented("kv_cache_bytes", kChapter, "a product of the arguments, and one more factor.");
 }
 
@@ -53,7 +54,8 @@ void KVCache::append(const Matrix& k, const Matrix& v) {
 Matrix decode_step(KVCache& cache, const Matrix& q, const Matrix& k, const Matrix& v) {
   // TODO(learner): append k and v (the new token attends to itself), then attend each query head i
   //   (row i of q) over the first cache.length() rows of its group's keys and values: (h, d_v).
-  //   Check q's d_k against the cache and that g divides h before changing the cache.
+  //   Check q's d_k against the cache, that g divides h, and q, k, v (attn::require_attention_inputs)
+  //   before changing the cache; if attending still fails, take the token back out (cache.truncate).
   throw not_implemented("decode_step", kChapter,
                         "append, then grouped attention of one query per head over the cached rows (no mask).");
 }

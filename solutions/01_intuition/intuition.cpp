@@ -35,6 +35,8 @@ Vector attention_weights(const Vector& q, const Matrix& K) {
   require(q.size() == K.shape(1), fmt::format("attention_weights: q is {} but K is {}; q needs one entry per "
                                               "column of K (d_k)",
                                               shape_str(q), shape_str(K)));
+  require(q.size() > 0, fmt::format("attention_weights: q is {} and K is {}: with d_k = 0 there is nothing to compare",
+                                    shape_str(q), shape_str(K)));
   // One dot product per key: K q is (n, d_k)·(d_k) = (n). Dividing by √d_k keeps the scores' spread
   // independent of d_k (chapter 02 measures why that matters).
   const Vector scores = xt::linalg::dot(K, q) / std::sqrt(static_cast<float>(q.size()));  // (n)

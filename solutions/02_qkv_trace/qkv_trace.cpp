@@ -67,10 +67,9 @@ Matrix scaled_dot_product_attention(const Matrix& Q, const Matrix& K, const Matr
   require(K.shape(0) == V.shape(0), fmt::format("scaled_dot_product_attention: K is {} and V is {}; one value "
                                                 "per key is needed",
                                                 shape_str(K), shape_str(V)));
+  require_mask_fits("scaled_dot_product_attention", mask, Q, K);      // (0, 3) is not "no mask"
+  require_attention_inputs("scaled_dot_product_attention", Q, K, V);  // finite, and no score can overflow
   const bool masked = mask.size() > 0;
-  require(!masked || (mask.shape(0) == Q.shape(0) && mask.shape(1) == K.shape(0)),
-          fmt::format("scaled_dot_product_attention: the mask is {} but Q is {} and K is {}; it must be (n_q, n_kv)",
-                      shape_str(mask), shape_str(Q), shape_str(K)));
   Matrix S = scaled_scores(Q, K);  // (n_q, n_kv)
   if (masked) {
     // A disallowed pair scores -inf: softmax gives it weight exactly 0 (and a row with none allowed, zeros).

@@ -3,6 +3,7 @@
 // (Q_i, K_j, V_j, m, ℓ, B_r, B_c), the products are OpenBLAS (attn::matmul), the rest is plain loops.
 // The fast version of the same algorithm is chapters/05_flash_cpu/flash_fast.cpp.
 #include "05_flash_cpu/flash_cpu.hpp"
+#include "attn/checks.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -112,9 +113,7 @@ FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, b
   require(!causal || n_q <= n_kv, fmt::format("flash_attention: causal with {} queries but only {} keys; the queries "
                                               "are the last n_q positions, so n_q <= n_kv",
                                               n_q, n_kv));
-  require_finite("flash_attention", "Q", Q.data(), Q.size());
-  require_finite("flash_attention", "K", K.data(), K.size());
-  require_finite("flash_attention", "V", V.data(), V.size());
+  require_attention_inputs("flash_attention", Q, K, V);  // finite, and no score can overflow float
 
   const std::size_t offset = n_kv - std::min(n_q, n_kv);  // query i sits at position i + offset
   FlashOutput out{Matrix(Matrix::shape_type{n_q, d_v}, 0.0f), Vector(Vector::shape_type{n_q}, kMinusInf)};
@@ -168,10 +167,13 @@ Vector attention_row(const Matrix& Q, const Matrix& K, const Vector& lse, std::s
 // [tiled_io_floats]
 std::size_t tiled_io_floats(std::size_t n, std::size_t d, std::size_t B_r) {
   require(B_r > 0, "tiled_io_floats: B_r must be positive");
-  const std::size_t T_r = (n + B_r - 1) / B_r;  // query blocks; each streams all of K and V once
-  return n * d                                  // read Q, one block at a time
-         + T_r * 2 * n * d                      // read K_j and V_j, once per query block
-         + n * d + n;                           // write O and the log-sum-exp
+  const std::size_t T_r = n / B_r + (n % B_r != 0);  // query blocks (⌈n / B_r⌉ without n + B_r - 1 wrapping)
+  // Each count is checked: at absurd sizes the answer is an error naming them, never a wrapped-around number.
+  const std::size_t nd = checked_product("tiled_io_floats: n × d", {n, d});
+  return checked_sum("tiled_io_floats",
+                     {nd,  // read Q, one block at a time
+                      checked_product("tiled_io_floats: T_r × 2 × n × d", {T_r, 2, n, d}),  // K_j, V_j per block
+                      nd, n});  // write O and the log-sum-exp
 }
 // [tiled_io_floats]
 

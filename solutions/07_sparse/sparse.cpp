@@ -13,8 +13,8 @@ namespace attn {
 Mask local_window_mask(std::size_t n, std::size_t w, bool causal) {
   Mask mask = xt::zeros<bool>({n, n});  // (n, n)
   for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t first = i > w ? i - w : 0;                   // i - w, clipped at the start
-    const std::size_t last = causal ? i : std::min(n - 1, i + w);  // i + w, clipped at the end
+    const std::size_t first = i > w ? i - w : 0;                                  // i - w, clipped at the start
+    const std::size_t last = causal ? i : std::min(n - 1, saturating_add(i, w));  // i + w, clipped at the end
     for (std::size_t j = first; j <= last; ++j) mask(i, j) = true;
   }
   return mask;
@@ -40,9 +40,10 @@ Mask dilated_mask(std::size_t n, std::size_t w, std::size_t dilation, bool causa
   for (std::size_t i = 0; i < n; ++i) {
     mask(i, i) = true;
     // k = 1 .. w steps of `dilation` each way, stopping at the ends of the sequence.
-    for (std::size_t k = 1; k <= w && k * dilation <= i; ++k) mask(i, i - k * dilation) = true;
+    // (k ≤ i / dilation, not k · dilation ≤ i: the product could wrap for a huge dilation)
+    for (std::size_t k = 1; k <= w && k <= i / dilation; ++k) mask(i, i - k * dilation) = true;
     if (causal) continue;
-    for (std::size_t k = 1; k <= w && i + k * dilation < n; ++k) mask(i, i + k * dilation) = true;
+    for (std::size_t k = 1; k <= w && k <= (n - 1 - i) / dilation; ++k) mask(i, i + k * dilation) = true;
   }
   return mask;
 }
@@ -55,12 +56,13 @@ Matrix sliding_window_attention(const Matrix& Q, const Matrix& K, const Matrix& 
           fmt::format("sliding_window_attention: Q is {}, K is {}, V is {}; self-attention needs n rows in each "
                       "and one d_k for Q and K",
                       shape_str(Q), shape_str(K), shape_str(V)));
+  require_attention_inputs("sliding_window_attention", Q, K, V);  // finite, and no score can overflow
   const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1)));
   Matrix O = xt::zeros<float>({n, d_v});  // (n, d_v)
   std::vector<float> p;                   // (keys in the window) scores, then weights
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t first = i > w ? i - w : 0;
-    const std::size_t last = causal ? i : std::min(n - 1, i + w);
+    const std::size_t last = causal ? i : std::min(n - 1, saturating_add(i, w));  // w may be SIZE_MAX
     p.assign(last - first + 1, 0.0f);
     for (std::size_t j = first; j <= last; ++j) {  // scores q_i·k_j/√d_k inside the window only
       float dot = 0.0f;

@@ -93,6 +93,7 @@ Matrix linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V)
   require(phiK.shape(0) == V.shape(0),
           fmt::format("linear_attention: phiK is {} and V is {}; one value per key is needed", shape_str(phiK),
                       shape_str(V)));
+  require_attention_inputs("linear_attention", phiQ, phiK, V);  // finite, and no φ(q)·φ(k) can overflow
   const std::size_t n_q = phiQ.shape(0), m = phiQ.shape(1), d_v = V.shape(1);
   Matrix O = xt::zeros<float>({n_q, d_v});  // (n_q, d_v)
   // One constant for all keys cancels between numerator and denominator: divide by the largest feature.
@@ -135,6 +136,7 @@ Vector recurrent_step(RecurrentState& state, const Vector& phi_q, const Vector& 
                       "they must be (m, d_v), (m), (m), (m) and (d_v)",
                       shape_str(state.S), shape_str(state.z), shape_str(phi_q), shape_str(phi_k), shape_str(v)));
   require_decay("recurrent_step", decay);
+  require_attention_inputs("recurrent_step", phi_q, phi_k, v);
   Vector o = xt::zeros<float>({d_v});  // (d_v)
   remember_and_read(state.S.data(), state.z.data(), phi_q.data(), phi_k.data(), v.data(), o.data(), m, d_v, decay,
                     1.0f);
@@ -149,6 +151,7 @@ Matrix causal_linear_attention(const Matrix& phiQ, const Matrix& phiK, const Mat
                       "and (n, d_v)",
                       shape_str(phiQ), shape_str(phiK), shape_str(V)));
   require_decay("causal_linear_attention", decay);
+  require_attention_inputs("causal_linear_attention", phiQ, phiK, V);
   const std::size_t n = phiQ.shape(0), m = phiQ.shape(1), d_v = V.shape(1);
   Matrix O = xt::zeros<float>({n, d_v});  // (n, d_v)
   const float k_max = largest(phiK.data(), phiK.size());

@@ -44,6 +44,7 @@ Tensor3 grouped_attention(const Tensor3& Q, const Tensor3& K, const Tensor3& V, 
   require(Q.shape(2) == K.shape(2),
           fmt::format("grouped_attention: Q is {} and K is {}; they need the same d_k", shape_str(Q), shape_str(K)));
   require_groups("grouped_attention", h, g);
+  require_attention_inputs("grouped_attention", Q, K, V);      // finite, and no score can overflow
   const Mask mask = causal ? causal_mask(n_q, n_kv) : Mask();  // (n_q, n_kv), or empty: no mask
   Tensor3 O = xt::zeros<float>({h, n_q, V.shape(2)});          // (h, n_q, d_v)
   for (std::size_t i = 0; i < h; ++i) {
@@ -60,7 +61,7 @@ std::size_t kv_cache_bytes(std::size_t layers, std::size_t g, std::size_t d_k, s
                            std::size_t bytes_per_element) {
   // K and V (the 2), per layer, per KV head, per token, d_k numbers each. The query heads h do not appear:
   // queries are used once and thrown away, only keys and values are kept for later tokens.
-  return 2 * layers * g * d_k * n * bytes_per_element;
+  return checked_product("kv_cache_bytes", {2, layers, g, d_k, n, bytes_per_element});  // refused, not wrapped
 }
 // [kv_cache_bytes]
 
@@ -93,13 +94,12 @@ void KVCache::append(const Matrix& k, const Matrix& v) {
 }
 // [append]
 
-// [decode_step]
-Matrix decode_step(KVCache& cache, const Matrix& q, const Matrix& k, const Matrix& v) {
+namespace {
+
+// [attend_cache]
+/// The new token's attention over every cached token (the cache already holds it): (h, d_v).
+Matrix attend_cache(const KVCache& cache, const Matrix& q) {
   const std::size_t h = q.shape(0), g = cache.kv_heads(), d_k = cache.d_k(), d_v = cache.d_v();
-  require(q.shape(1) == d_k,
-          fmt::format("decode_step: q is {} but the cache holds keys of d_k = {}", shape_str(q), d_k));
-  require_groups("decode_step", h, g);
-  cache.append(k, v);  // the new token sees itself: append first, then attend
   const std::size_t n = cache.length(), r = h / g;
   const int n_i = static_cast<int>(n), r_i = static_cast<int>(r);
   const int dk_i = static_cast<int>(d_k), dv_i = static_cast<int>(d_v);
@@ -130,6 +130,25 @@ Matrix decode_step(KVCache& cache, const Matrix& q, const Matrix& k, const Matri
     }
   }
   return O;
+}
+// [attend_cache]
+
+}  // namespace
+
+// [decode_step]
+Matrix decode_step(KVCache& cache, const Matrix& q, const Matrix& k, const Matrix& v) {
+  const std::size_t h = q.shape(0), g = cache.kv_heads(), d_k = cache.d_k();
+  require(q.shape(1) == d_k,
+          fmt::format("decode_step: q is {} but the cache holds keys of d_k = {}", shape_str(q), d_k));
+  require_groups("decode_step", h, g);
+  require_attention_inputs("decode_step", q, k, v);  // before the cache changes
+  cache.append(k, v);                                // the new token sees itself: append first, then attend
+  try {
+    return attend_cache(cache, q);
+  } catch (...) {
+    cache.truncate(cache.length() - 1);  // a step that fails leaves the cache as it found it
+    throw;
+  }
 }
 // [decode_step]
 

@@ -30,6 +30,10 @@ enum ExitStatus : int {
 /// \endcode
 /// Every chapter accepts `--book DIR` (write the output and the figures into DIR, without colour or
 /// timings: the book includes them), `--figures DIR` (also write the SVG figures there) and `--no-color`.
+/// DIR is created when missing; one that holds anything but chapters' files (chNN_…) is refused.
+/// Every value is checked before the chapter runs: numbers must be well-formed and finite (no "-1" for an
+/// unsigned option, no "nan", no ""), text at most 4096 characters. A bad command line prints one line
+/// naming the option, then "Run '… --help'", and exits with status 2.
 /// `chNN_name bench [google benchmark flags]` runs the benchmarks registered in the executable.
 class Chapter {
  public:
@@ -40,6 +44,10 @@ class Chapter {
 
   /// Parses \p argv and runs \p story. Returns the process's exit status (see ExitStatus); never throws.
   int run(int argc, char** argv, const std::function<void()>& story);
+
+  /// Adds an option naming a file the chapter will write (shown as FILE): a directory, a missing directory
+  /// or a place the user cannot write is refused at parse time, naming the option (status 2).
+  CLI::Option* add_output_file(const std::string& name, std::string& file, const std::string& description);
 
   /// True while the book captures the output: no colour, no wall-clock times, no progress lines.
   bool book_mode() const { return book_dir_.has_value(); }

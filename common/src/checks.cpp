@@ -1,0 +1,159 @@
+// The checks every kernel shares (see attn/checks.hpp): sizes, attention inputs, threads, OpenBLAS.
+#include "attn/checks.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+// OpenBLAS's own extensions (its cblas.h would clash with the cblas header xtensor-blas includes).
+extern "C" int openblas_get_num_threads(void);
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace attn {
+
+std::size_t checked_product(const char* what, std::initializer_list<std::size_t> factors) {
+  if (std::find(factors.begin(), factors.end(), std::size_t{0}) != factors.end()) return 0;
+  std::size_t product = 1;
+  for (std::size_t f : factors) {
+    if (product > std::numeric_limits<std::size_t>::max() / f) {
+      std::string list;
+      for (std::size_t g : factors) list += (list.empty() ? "" : " × ") + std::to_string(g);
+      throw std::invalid_argument(
+          fmt::format("{}: {} does not fit in 64 bits (more than 1.8e19); the sizes are impossible", what, list));
+    }
+    product *= f;
+  }
+  return product;
+}
+
+std::size_t checked_sum(const char* what, std::initializer_list<std::size_t> terms) {
+  std::size_t sum = 0;
+  for (std::size_t t : terms) {
+    if (t > std::numeric_limits<std::size_t>::max() - sum) {
+      std::string list;
+      for (std::size_t u : terms) list += (list.empty() ? "" : " + ") + std::to_string(u);
+      throw std::invalid_argument(
+          fmt::format("{}: {} does not fit in 64 bits (more than 1.8e19); the sizes are impossible", what, list));
+    }
+    sum += t;
+  }
+  return sum;
+}
+
+namespace {
+
+/// The largest magnitude among \p x's values, and the index of the first non-finite one (size if none).
+struct Scan {
+  float max_abs = 0.0f;
+  std::size_t first_bad;
+};
+
+Scan scan_values(const float* x, std::size_t size) {
+  // Sixteen independent lanes, so the loop vectorises without -ffast-math: a running max of |x|, and a sum
+  // of x - x, which is 0 for a finite x and NaN (for good) once an infinity or a NaN has gone by.
+  constexpr std::size_t kLanes = 16;
+  float top[kLanes] = {}, nan_if_bad[kLanes] = {};
+  std::size_t j = 0;
+  for (; j + kLanes <= size; j += kLanes)
+    for (std::size_t k = 0; k < kLanes; ++k) {
+      const float a = std::fabs(x[j + k]);
+      top[k] = a > top[k] ? a : top[k];
+      nan_if_bad[k] += x[j + k] - x[j + k];
+    }
+  float max_abs = 0.0f, bad = 0.0f;
+  for (; j < size; ++j) {
+    const float a = std::fabs(x[j]);
+    max_abs = a > max_abs ? a : max_abs;
+    bad += x[j] - x[j];
+  }
+  for (std::size_t k = 0; k < kLanes; ++k) {
+    max_abs = top[k] > max_abs ? top[k] : max_abs;
+    bad += nan_if_bad[k];
+  }
+  Scan scan{max_abs, size};
+  if (bad != 0.0f)  // only NaN is not equal to 0: find the first culprit, slowly, for the message
+    scan.first_bad = static_cast<std::size_t>(std::find_if(x, x + size, [](float v) { return !std::isfinite(v); }) - x);
+  return scan;
+}
+
+void require_finite_at(const char* where, const char* what, const float* x, const Scan& scan, std::size_t size) {
+  require(scan.first_bad == size, fmt::format("{}: {}[{}] is {} (only finite values are allowed)", where, what,
+                                              scan.first_bad, scan.first_bad < size ? x[scan.first_bad] : 0.0f));
+}
+
+}  // namespace
+
+void require_attention_inputs(const char* where, const float* Q, std::size_t q_size, std::size_t q_row, const float* K,
+                              std::size_t k_size, std::size_t k_row, const float* V, std::size_t v_size) {
+  const Scan q = scan_values(Q, q_size), k = scan_values(K, k_size), v = scan_values(V, v_size);
+  require_finite_at(where, "Q", Q, q, q_size);
+  require_finite_at(where, "K", K, k, k_size);
+  require_finite_at(where, "V", V, v, v_size);
+  const double d_k = static_cast<double>(std::max(q_row, k_row));
+  const double bound = d_k * static_cast<double>(q.max_abs) * static_cast<double>(k.max_abs);
+  require(bound <= kMaxScoreBound,
+          fmt::format("{}: d_k = {} times max|q| = {:.3g} times max|k| = {:.3g} is {:.3g}, beyond {:.3g}: a score q·k "
+                      "could overflow float. Scale Q or K down (every function that takes Q, K, V refuses this; see "
+                      "attn/checks.hpp)",
+                      where, std::max(q_row, k_row), q.max_abs, k.max_abs, bound, kMaxScoreBound));
+}
+
+void require_mask_shape(const char* where, const Mask& mask, std::size_t n_q, std::size_t n_kv,
+                        const std::string& operands) {
+  const bool no_mask = mask.shape(0) == 0 && mask.shape(1) == 0;
+  require(no_mask || (mask.shape(0) == n_q && mask.shape(1) == n_kv),
+          fmt::format("{}: the mask is {} but {}; it must be (n_q, n_kv) = ({}, {}), or (0, 0) for no mask", where,
+                      shape_str(mask), operands, n_q, n_kv));
+}
+
+void run_on_threads(std::size_t threads, const std::function<void()>& work) {
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  const auto guarded = [&] {
+    try {
+      work();
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  try {
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(guarded);
+  } catch (...) {  // a thread could not start: the ones that did still finish the work
+    const std::lock_guard<std::mutex> lock(failure_mutex);
+    if (!failure) failure = std::current_exception();
+  }
+  guarded();  // the calling thread is one of the workers
+  for (auto& th : pool) th.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+namespace {
+std::mutex blas_mutex;
+int blas_guards = 0;         // guarded by blas_mutex
+int blas_saved_threads = 1;  // guarded by blas_mutex: the count before the first guard
+}  // namespace
+
+SingleThreadedBlas::SingleThreadedBlas() {
+  const std::lock_guard<std::mutex> lock(blas_mutex);
+  if (blas_guards++ == 0) {
+    blas_saved_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+  }
+}
+
+SingleThreadedBlas::~SingleThreadedBlas() {
+  const std::lock_guard<std::mutex> lock(blas_mutex);
+  if (--blas_guards == 0) openblas_set_num_threads(blas_saved_threads);
+}
+
+int blas_threads() { return openblas_get_num_threads(); }
+
+}  // namespace attn
