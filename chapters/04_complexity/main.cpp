@@ -336,7 +336,7 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
 
 // [benchmarks]
 // OpenBLAS's default: one thread per hardware thread; the ceilings are measured with as many.
-int blas_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int default_blas_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
 // One benchmark body for both sweeps: full attention at (n, d), its FLOP rate as a counter, and the size
 // that varies handed to Google Benchmark's complexity fit.
@@ -347,7 +347,7 @@ void full_attention(benchmark::State& state, std::size_t n, std::size_t d, std::
   state.SetComplexityN(static_cast<std::int64_t>(varying));
   state.counters["FLOP/s"] =
       benchmark::Counter(attn::attention_flops(n, n, d, d).total(), benchmark::Counter::kIsIterationInvariantRate);
-  attn::add_ceiling_counters(state, attn::attention_flops(n, n, d, d).total(), blas_threads());
+  attn::add_ceiling_counters(state, attn::attention_flops(n, n, d, d).total(), default_blas_threads());
 }
 
 void BM_full_attention_n(benchmark::State& state) {  // d = 64, n varies
@@ -370,7 +370,7 @@ void BM_sgemm_scores_n(benchmark::State& state) {
   state.SetComplexityN(state.range(0));
   state.counters["FLOP/s"] =
       benchmark::Counter(2.0 * static_cast<double>(n * n * d), benchmark::Counter::kIsIterationInvariantRate);
-  attn::add_ceiling_counters(state, 2.0 * static_cast<double>(n * n * d), blas_threads());
+  attn::add_ceiling_counters(state, 2.0 * static_cast<double>(n * n * d), default_blas_threads());
 }
 
 // Wall time (UseRealTime), not the main thread's CPU time: OpenBLAS runs the products on several threads.
@@ -398,7 +398,7 @@ BENCHMARK(BM_full_attention_d)
 
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch04_complexity", "Chapter 04: the O(n²·d) wall, counted and measured");
-  chapter.bench_ceilings({blas_threads()});
+  chapter.bench_ceilings({default_blas_threads()});
   Options o;
   auto& cli = chapter.cli();
   cli.add_option("--min-n", o.min_n, "Smallest n of the doubling sweep")->check(CLI::Range(1, 1 << 30));

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <functional>
 #include <map>
 #include <string>
@@ -29,11 +28,13 @@
 #include "05_flash_cpu/flash_fast.hpp"
 #include "10_backward/backward.hpp"
 #include "10_backward/backward_fast.hpp"
+#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 
 namespace {
 
@@ -43,7 +44,7 @@ using attn::Vector;
 namespace ch05 = attn::ch05;
 namespace ch10 = attn::ch10;
 
-double max_abs_diff(const Matrix& a, const Matrix& b) { return static_cast<double>(xt::amax(xt::abs(a - b))()); }
+using attn::max_abs_diff;
 double max_abs(const Matrix& a) { return static_cast<double>(xt::amax(xt::abs(a))()); }
 
 // [jacobian_demo]
@@ -318,20 +319,10 @@ const Problem& problem(std::size_t n) {
   return cache.emplace(n, std::move(p)).first->second;
 }
 
-/// Wall-clock and process CPU seconds (every thread's) per call.
-struct Seconds {
-  double wall = 0.0, cpu = 0.0;
-};
-
-/// Seconds per call measured in this run, by name ("forward n=4096 causal=0"): the ratios are taken between
-/// figures of the same run, so the machine's load on the day cancels out as far as it can.
-std::map<std::string, Seconds>& seconds_in_run() {
-  static std::map<std::string, Seconds> s;
-  return s;
-}
-
-std::string key(const char* what, std::size_t n, bool causal) {
-  return fmt::format("{} n={} causal={}", what, n, causal);
+/// Figures of this run, by name and n (attn::bench_record()): the ratios are taken between figures of the same
+/// run, so the machine's load on the day cancels out as far as it can.
+std::string key(const char* what, bool causal, const char* clock) {
+  return fmt::format("{} causal={} {}", what, causal, clock);
 }
 
 double product_flops(std::size_t n, bool causal) {
@@ -339,53 +330,32 @@ double product_flops(std::size_t n, bool causal) {
   return static_cast<double>(kHeads) * (causal ? per_head / 2 : per_head);
 }
 
-/// The in-run ceiling's rate in GFLOP/s (0 until sgemm_ceiling has run).
-double& sgemm_gflops() {
-  static double rate = 0.0;
-  return rate;
-}
-
-/// Times `work` in the benchmark loop; returns wall and process CPU seconds per call and reports GFLOP/s, and
-/// the percentage of the in-run sgemm ceiling.
-template <class Work>
-Seconds timed(benchmark::State& state, double flops, Work work) {
-  double wall = 0.0;
-  const std::clock_t cpu_start = std::clock();
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  const double calls = static_cast<double>(state.iterations());
-  const Seconds per_call{wall / calls, static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / calls};
-  state.counters["GFLOPS"] = flops / per_call.wall / 1e9;
-  if (sgemm_gflops() > 0.0) state.counters["pct_of_sgemm"] = 100.0 * flops / per_call.wall / 1e9 / sgemm_gflops();
-  return per_call;
-}
-
-/// The in-run ceiling: one attention-shaped sgemm per head, S = Q Kᵀ (n, n, k = d), OpenBLAS on 2 threads.
-void sgemm_ceiling(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const Problem& p = problem(n);
-  attn::set_blas_threads(2);
-  Matrix S = xt::zeros<float>({n, n});  // (n, n), allocated once: the ceiling is the product, not page faults
-  const int ni = static_cast<int>(n), di = static_cast<int>(kD);
-  const Seconds s = timed(state, product_flops(n, false), [&] {
-    for (std::size_t h = 0; h < kHeads; ++h)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, ni, di, 1.0f, &p.Q(h, 0, 0), di, &p.K(h, 0, 0), di, 0.0f,
-                  S.data(), ni);
-    benchmark::DoNotOptimize(S.data());
-  });
-  sgemm_gflops() = product_flops(n, false) / s.wall / 1e9;
+/// Times `work`, records its wall and CPU seconds per call under \p what, and reports its rate against the
+/// machine's ceilings measured in this run (attn/ceilings.hpp) on \p threads threads.
+attn::CallSeconds time_and_record(benchmark::State& state, const char* what, std::size_t n, bool causal, double flops,
+                                  int threads, const std::function<void()>& work) {
+  const attn::CallSeconds s = attn::time_benchmark_calls(state, work);
+  attn::bench_record()[key(what, causal, "wall")][n] = s.wall;
+  attn::bench_record()[key(what, causal, "cpu")][n] = s.cpu;
+  state.counters["GFLOPS"] = flops / s.wall / 1e9;
+  attn::report_against_ceilings(state, flops / s.wall / 1e9, threads);
+  return s;
 }
 
 void forward_fast(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const bool causal = state.range(1) != 0;
   const Problem& p = problem(n);
-  seconds_in_run()[key("forward", n, causal)] = timed(state, 2 * product_flops(n, causal), [&] {
-    benchmark::DoNotOptimize(ch05::flash_attention_fast(p.Q, p.K, p.V, causal));
-  });
+  time_and_record(state, "forward", n, causal, 2 * product_flops(n, causal), 2,
+                  [&] { benchmark::DoNotOptimize(ch05::flash_attention_fast(p.Q, p.K, p.V, causal)); });
+}
+
+/// `name`'s seconds at n over `other`'s, by one clock, when both ran in this run.
+void ratio(benchmark::State& state, const char* counter, const std::string& name, const std::string& other,
+           std::size_t n) {
+  auto& record = attn::bench_record();
+  if (record.count(name) && record.count(other) && record[other].count(n))
+    state.counters[counter] = record[name][n] / record[other][n];
 }
 
 void backward_fast(benchmark::State& state) {
@@ -393,18 +363,15 @@ void backward_fast(benchmark::State& state) {
   const bool causal = state.range(1) != 0;
   const Problem& p = problem(n);
   const ch05::FlashHeadsOutput& fwd = p.fwd[causal];
-  const Seconds s = timed(state, 5 * product_flops(n, causal), [&] {
+  time_and_record(state, "backward", n, causal, 5 * product_flops(n, causal), 2, [&] {
     benchmark::DoNotOptimize(ch10::flash_backward_fast(p.Q, p.K, p.V, fwd.O, fwd.lse, p.dO, causal));
   });
-  auto& in_run = seconds_in_run();
-  in_run[key("backward", n, causal)] = s;
-  if (in_run.count(key("forward", n, causal))) {  // target ≤ 2.5 at n = 4096
-    state.counters["x_forward"] = s.wall / in_run[key("forward", n, causal)].wall;
-    state.counters["x_forward_cpu"] = s.cpu / in_run[key("forward", n, causal)].cpu;
-  }
-  if (causal && in_run.count(key("backward", n, false))) {  // target ≥ 1.8 at n = 4096
-    state.counters["causal_speedup"] = in_run[key("backward", n, false)].wall / s.wall;
-    state.counters["causal_speedup_cpu"] = in_run[key("backward", n, false)].cpu / s.cpu;
+  // Targets at n = 4096: x_forward ≤ 2.5, causal_speedup ≥ 1.8.
+  ratio(state, "x_forward", key("backward", causal, "wall"), key("forward", causal, "wall"), n);
+  ratio(state, "x_forward_cpu", key("backward", causal, "cpu"), key("forward", causal, "cpu"), n);
+  if (causal) {
+    ratio(state, "causal_speedup", key("backward", false, "wall"), key("backward", true, "wall"), n);
+    ratio(state, "causal_speedup_cpu", key("backward", false, "cpu"), key("backward", true, "cpu"), n);
   }
 }
 
@@ -424,14 +391,14 @@ void backward_simple(benchmark::State& state) {
     dO.emplace_back(xt::view(p.dO, h));
     lse.emplace_back(xt::view(p.fwd[0].lse, h));
   }
-  timed(state, 5 * product_flops(n, false), [&] {
-    for (std::size_t h = 0; h < kHeads; ++h)
-      benchmark::DoNotOptimize(flash ? attn::flash_backward(q[h], k[h], v[h], o[h], lse[h], dO[h], false, 64, 256)
-                                     : attn::attention_backward(q[h], k[h], v[h], dO[h]));
-  });
+  time_and_record(
+      state, flash ? "flash_backward" : "attention_backward", n, false, 5 * product_flops(n, false), 1, [&] {
+        for (std::size_t h = 0; h < kHeads; ++h)
+          benchmark::DoNotOptimize(flash ? attn::flash_backward(q[h], k[h], v[h], o[h], lse[h], dO[h], false, 64, 256)
+                                         : attn::attention_backward(q[h], k[h], v[h], dO[h]));
+      });
 }
 
-BENCHMARK(sgemm_ceiling)->ArgName("n")->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(forward_fast)
     ->ArgNames({"n", "causal"})
     ->ArgsProduct({{4096}, {0, 1}})
@@ -458,6 +425,7 @@ int main(int argc, char** argv) {
       .add_option("--n", n, "Sequence length of the long run (65536 for the memory target)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   chapter.cli().add_option("--d", d, "Head dimension d_k = d_v of the long run")->check(CLI::Range(1, 1024));
+  chapter.bench_ceilings({1, 2});  // backward_simple runs on one core, the others on two
   return chapter.run(argc, argv, [&] {
     softmax_jacobian();
     full_backward_traced();

@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cmath>
 #include <complex>
-#include <ctime>
 #include <functional>
 #include <limits>
 #include <map>
@@ -31,9 +30,11 @@
 #include "11_positions/modifiers.hpp"
 #include "11_positions/positions.hpp"
 #include "attn/chapter.hpp"
+#include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 #include "attn/svg.hpp"
 
 namespace {
@@ -46,7 +47,7 @@ namespace ch11 = attn::ch11;
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-double max_abs_diff(const Matrix& a, const Matrix& b) { return static_cast<double>(xt::amax(xt::abs(a - b))()); }
+using attn::max_abs_diff;
 
 /// Rows of \p X in the order \p order: row r of the result is row order[r] of X.
 Matrix permute_rows(const Matrix& X, const std::vector<std::size_t>& order) {
@@ -304,55 +305,36 @@ const Inputs& inputs(std::size_t n) {
   return cache.emplace(n, std::move(in)).first->second;
 }
 
-/// Wall-clock and process CPU seconds (every thread's) per call.
-struct Seconds {
-  double wall = 0.0, cpu = 0.0;
-};
-
-template <class Work>
-Seconds timed(benchmark::State& state, Work work) {
-  double wall = 0.0;
-  const std::clock_t cpu_start = std::clock();
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  const double calls = static_cast<double>(state.iterations());
-  return {wall / calls, static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / calls};
+/// Times `work` and records its seconds per call under \p name (attn::bench_record(), at n = 4096); reports the
+/// variant's speed as a percentage of chapter 05's flash_fast measured earlier in the run: by wall clock, and by
+/// the process's CPU time, which the other jobs on the machine disturb less.
+void time_variant(benchmark::State& state, const std::string& name, const std::function<void()>& work) {
+  const attn::CallSeconds s = attn::time_benchmark_calls(state, work);
+  auto& record = attn::bench_record();
+  record[name + " wall"][4096] = s.wall;
+  record[name + " cpu"][4096] = s.cpu;
+  const bool is_variant = name != "flash_fast" && name.rfind("window", 0) != 0;
+  if (!is_variant || !record.count("flash_fast wall")) return;
+  state.counters["pct_of_flash_fast"] = 100.0 * record["flash_fast wall"][4096] / s.wall;
+  state.counters["pct_of_flash_fast_cpu"] = 100.0 * record["flash_fast cpu"][4096] / s.cpu;
 }
 
-std::map<std::string, Seconds>& seconds_in_run() {
-  static std::map<std::string, Seconds> s;
-  return s;
-}
-
-/// Reports this variant's speed as a percentage of chapter 05's flash_fast measured earlier in the run: by
-/// wall clock, and by the process's CPU time, which other jobs on the machine disturb far less.
-void relative_to_flash(benchmark::State& state, const std::string& name, Seconds seconds) {
-  seconds_in_run()[name] = seconds;
-  if (!seconds_in_run().count("flash_fast")) return;
-  state.counters["pct_of_flash_fast"] = 100.0 * seconds_in_run()["flash_fast"].wall / seconds.wall;
-  state.counters["pct_of_flash_fast_cpu"] = 100.0 * seconds_in_run()["flash_fast"].cpu / seconds.cpu;
-}
-
-void flash_fast(benchmark::State& state) {
+/// The baseline: chapter 05's fast kernel, no modifiers possible.
+void chapter05_flash_fast(benchmark::State& state) {
   const Inputs& in = inputs(4096);
-  seconds_in_run()["flash_fast"] =
-      timed(state, [&] { benchmark::DoNotOptimize(ch05::flash_attention_fast(in.Q, in.K, in.V, false)); });
+  time_variant(state, "flash_fast",
+               [&] { benchmark::DoNotOptimize(ch05::flash_attention_fast(in.Q, in.K, in.V, false)); });
 }
 
 void flex_identity(benchmark::State& state) {
   const Inputs& in = inputs(4096);
-  relative_to_flash(state, "identity",
-                    timed(state, [&] { benchmark::DoNotOptimize(ch11::flex_attention(in.Q, in.K, in.V)); }));
+  time_variant(state, "identity", [&] { benchmark::DoNotOptimize(ch11::flex_attention(in.Q, in.K, in.V)); });
 }
 
 void flex_alibi(benchmark::State& state) {
   const Inputs& in = inputs(4096);
   const ch11::Alibi alibi{attn::alibi_slopes(kHeads)};
-  relative_to_flash(state, "alibi",
-                    timed(state, [&] { benchmark::DoNotOptimize(ch11::flex_attention(in.Q, in.K, in.V, alibi)); }));
+  time_variant(state, "alibi", [&] { benchmark::DoNotOptimize(ch11::flex_attention(in.Q, in.K, in.V, alibi)); });
 }
 
 /// The same ALiBi behind std::function: one indirect call per score, nothing inlined.
@@ -360,8 +342,8 @@ void flex_alibi_std_function(benchmark::State& state) {
   const Inputs& in = inputs(4096);
   const std::function<float(float, std::size_t, std::size_t, std::size_t)> alibi =
       ch11::Alibi{attn::alibi_slopes(kHeads)};
-  relative_to_flash(state, "alibi std::function",
-                    timed(state, [&] { benchmark::DoNotOptimize(ch11::flex_attention(in.Q, in.K, in.V, alibi)); }));
+  time_variant(state, "alibi std::function",
+               [&] { benchmark::DoNotOptimize(ch11::flex_attention(in.Q, in.K, in.V, alibi)); });
 }
 
 void flex_window(benchmark::State& state) {
@@ -370,7 +352,7 @@ void flex_window(benchmark::State& state) {
   const ch11::SlidingWindow window{256};
   const ch11::FlexConfig config;
   const ch11::BlockMask bm = ch11::make_block_mask(window, 1, n, n, config.B_r, config.B_c);  // once, untimed
-  seconds_in_run()[fmt::format("window {}", n)] = timed(state, [&] {
+  time_variant(state, fmt::format("window {}", n), [&] {
     benchmark::DoNotOptimize(ch11::flex_attention(in.Q, in.K, in.V, ch11::NoScoreMod{}, window, &bm, config));
   });
   state.counters["tiles_kept"] = static_cast<double>(bm.count(ch11::Tile::full) + bm.count(ch11::Tile::partial));
@@ -378,7 +360,7 @@ void flex_window(benchmark::State& state) {
   std::vector<double> x, y;
   for (std::size_t m = 4096; m <= n; m *= 2) {
     x.push_back(std::log(static_cast<double>(m)));
-    y.push_back(std::log(seconds_in_run()[fmt::format("window {}", m)].wall));
+    y.push_back(std::log(attn::bench_record()[fmt::format("window {} wall", m)][4096]));
   }
   if (x.size() >= 2) {
     double mx = 0, my = 0, sxy = 0, sxx = 0;
@@ -389,7 +371,7 @@ void flex_window(benchmark::State& state) {
   }
 }
 
-BENCHMARK(flash_fast)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(chapter05_flash_fast)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(flex_identity)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(flex_alibi)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(flex_alibi_std_function)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <vector>
 
+#include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
 #include "attn/rng.hpp"
@@ -116,6 +117,18 @@ Progress::~Progress() {
 
 void Progress::update(std::size_t done, const std::string& what) {
   if (enabled_) fmt::print(stderr, "\r\033[K[{}/{}] {}", done, total_, what);
+}
+
+CallSeconds time_benchmark_calls(benchmark::State& state, const std::function<void()>& work) {
+  double wall = 0.0;
+  const std::clock_t cpu_start = std::clock();  // process CPU time: every thread's
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  const double calls = static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+  return {wall / calls, static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / calls};
 }
 
 }  // namespace attn

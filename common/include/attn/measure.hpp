@@ -10,6 +10,10 @@
 #include <map>
 #include <string>
 
+namespace benchmark {
+class State;
+}
+
 namespace attn {
 
 /// Runs \p work \p warmup times untimed, then \p repeats times, and returns the median wall time in
@@ -61,5 +65,16 @@ class Progress {
   std::size_t total_;
   bool enabled_;
 };
+
+/// Seconds per call of a benchmark's work: by wall clock, and by the process's CPU time (every thread's),
+/// which the other jobs on a shared machine disturb far less.
+struct CallSeconds {
+  double wall = 0.0;
+  double cpu = 0.0;
+};
+
+/// Runs \p work once per iteration of \p state's loop and returns its seconds per call (chapters 10 and 11
+/// take in-run ratios of these).
+CallSeconds time_benchmark_calls(benchmark::State& state, const std::function<void()>& work);
 
 }  // namespace attn

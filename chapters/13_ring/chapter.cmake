@@ -1,0 +1,54 @@
+# Chapter 13's parts beyond attn_add_chapter(): the test of its given code (Ulysses), on the solution track
+# only, and the MPI program with its ctest cases.
+
+# Chapter 13's own code (no exercise in it): solution track only, like chapter 06's core test.
+add_executable(ch13_ring_core_test ${PROJECT_SOURCE_DIR}/tests/13_ring_core_test.cpp)
+target_link_libraries(ch13_ring_core_test PRIVATE ch13_ring_solution attn_test_support attn_test_main)
+attn_strict_warnings(ch13_ring_core_test)
+attn_discover_tests(ch13_ring_core_test "solution:" "solution;ch13")
+add_dependencies(attn_solution_tests ch13_ring_core_test)
+
+# Chapter 13's MPI program (ch13_ring_mpi, and ch13_ring_mpi_exercise on the learner's code) and its ctest
+# cases at np = 1 … 4. Open MPI is optional: without it this part is skipped with a message and the rest of
+# the course (chapter 13's single-process program and tests included) builds as before.
+find_package(MPI COMPONENTS CXX QUIET)
+find_program(ATTN_MPIRUN mpirun)
+if(NOT MPI_CXX_FOUND OR NOT ATTN_MPIRUN)
+  message(WARNING "attn: Open MPI not found (libopenmpi-dev, openmpi-bin): chapter 13's MPI program is SKIPPED "
+                  "(its single-process parts still build; ./course setup installs Open MPI)")
+  return()
+endif()
+message(STATUS "attn: MPI found (${ATTN_MPIRUN}); chapter 13's MPI program is built")
+
+add_library(ch13_ring_mpi_main OBJECT ${PROJECT_SOURCE_DIR}/chapters/13_ring/ring_mpi.cpp)
+target_link_libraries(ch13_ring_mpi_main PUBLIC ch13_ring_core MPI::MPI_CXX)
+attn_strict_warnings(ch13_ring_mpi_main)
+foreach(track solution exercise)
+  set(target ch13_ring_mpi_${track})
+  add_executable(${target} $<TARGET_OBJECTS:ch13_ring_mpi_main>)
+  target_link_libraries(${target} PRIVATE ch13_ring_mpi_main ch13_ring_${track})
+endforeach()
+set_target_properties(ch13_ring_mpi_solution PROPERTIES OUTPUT_NAME ch13_ring_mpi)
+set_target_properties(ch13_ring_mpi_exercise PROPERTIES OUTPUT_NAME ch13_ring_mpi_exercise)
+add_dependencies(attn_solution_tests ch13_ring_mpi_solution)
+
+# Each np runs every check (ragged n, causal and not, both splits); a hang is killed by mpirun's --timeout and
+# by ctest's TIMEOUT, so it fails instead of stalling CI.
+foreach(np 1 2 3 4)
+  set(name "solution:ch13_ring_mpi on ${np} ranks equals single-process flash and sends the formula's bytes")
+  # detect_leaks=0: under the asan preset, LeakSanitizer would report Open MPI's own allocations at exit.
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E env ATTN_MPI_TIMEOUT=100 ASAN_OPTIONS=detect_leaks=0
+                                ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh ${np}
+                                $<TARGET_FILE:ch13_ring_mpi_solution> --check)
+  set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 FAIL_REGULAR_EXPRESSION "FAIL")
+endforeach()
+set(name "solution:ch13_ring_mpi a rank's bad option stops the whole job with status 2")
+add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh 2 "--n"
+                              ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 2 $<TARGET_FILE:ch13_ring_mpi_solution>
+                              --n 0)
+set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120)
+set(name "solution:ch13_ring_mpi a rank that fails mid-ring stops the whole job with its message, no hang")
+add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh 1 "rank 1 of 3 failed: injected"
+                              ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 3 $<TARGET_FILE:ch13_ring_mpi_solution>
+                              --check --fail-on-rank 1)
+set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120)

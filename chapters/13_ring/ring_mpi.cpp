@@ -1,0 +1,383 @@
+// Chapter 13 — ring attention across processes with MPI: the same ring_attention_rank() as the chapter's
+// tests, one rank per process, the blocks moving by MPI_Isend/MPI_Irecv while each rank computes.
+//
+// What it shows: (1) --check: for several ragged n, causal and not, both splits, the gathered (O, lse)
+// equals chapter 05's single-process flash on rank 0, and every rank's counted bytes equal the formula; a
+// mismatch makes every rank exit with status 1. (2) the default run: the ring at --n, each rank's compute
+// time and its exposed wait, for the contiguous and the zigzag split, and the ring's wall time against
+// single-process flash with as many threads as ranks (the other ranks sleep meanwhile).
+// What it leaves out: several heads or layers, GPUs, any transport but the MPI library's own.
+// Run it: ./course run 13 (mpirun -np 4 --oversubscribe), or chapters/13_ring/mpirun.sh NP ch13_ring_mpi ARGS.
+// Book page: book/13_ring.md. A rank that throws prints its message and aborts the whole job (MPI_Abort):
+// no rank waits forever for a block that will never come.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "05_flash_cpu/flash_fast.hpp"
+#include "13_ring/ring.hpp"
+#include "attn/measure.hpp"
+#include "attn/rng.hpp"
+
+namespace {
+
+namespace ch13 = attn::ch13;
+using attn::FlashOutput;
+using attn::Matrix;
+using ch13::Split;
+
+int as_count(std::size_t floats) {
+  attn::require(floats <= static_cast<std::size_t>(INT_MAX),
+                fmt::format("ch13_ring_mpi: a block of {} floats is more than one MPI message can count", floats));
+  return static_cast<int>(floats);
+}
+
+// [mpi_link]
+/// The ring's transport over MPI: non-blocking, so the rank's flash work runs while the block moves.
+class MpiLink : public ch13::RingLink {
+ public:
+  MpiLink(int rank, int P) : next_((rank + 1) % P), prev_((rank + P - 1) % P) {}
+
+  void start(const ch13::KVBlock& outgoing, std::size_t incoming_rows) override {
+    incoming_.K = Matrix(Matrix::shape_type{incoming_rows, outgoing.K.shape(1)});  // (rows, d_k)
+    incoming_.V = Matrix(Matrix::shape_type{incoming_rows, outgoing.V.shape(1)});  // (rows, d_v)
+    MPI_Irecv(incoming_.K.data(), as_count(incoming_.K.size()), MPI_FLOAT, prev_, 0, MPI_COMM_WORLD, &requests_[0]);
+    MPI_Irecv(incoming_.V.data(), as_count(incoming_.V.size()), MPI_FLOAT, prev_, 1, MPI_COMM_WORLD, &requests_[1]);
+    MPI_Isend(outgoing.K.data(), as_count(outgoing.K.size()), MPI_FLOAT, next_, 0, MPI_COMM_WORLD, &requests_[2]);
+    MPI_Isend(outgoing.V.data(), as_count(outgoing.V.size()), MPI_FLOAT, next_, 1, MPI_COMM_WORLD, &requests_[3]);
+    bytes_sent_ += (outgoing.K.size() + outgoing.V.size()) * sizeof(float);
+  }
+
+  ch13::KVBlock finish() override {
+    const auto t0 = std::chrono::steady_clock::now();
+    MPI_Waitall(4, requests_, MPI_STATUSES_IGNORE);  // what the computation did not hide
+    wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return std::move(incoming_);
+  }
+
+  std::size_t bytes_sent() const { return bytes_sent_; }
+  double wait_seconds() const { return wait_s_; }
+
+ private:
+  int next_, prev_;
+  MPI_Request requests_[4] = {};
+  ch13::KVBlock incoming_;
+  std::size_t bytes_sent_ = 0;
+  double wait_s_ = 0;
+};
+// [mpi_link]
+
+struct World {
+  int rank = 0, P = 1;
+};
+
+/// Q, K or V rows at \p chunks' positions, each row drawn from its own seed (position, tensor), so a rank
+/// makes only its own rows (memory ∝ n/P) and every rank, and the single-process reference, agree on them.
+Matrix make_rows(const ch13::Chunks& chunks, std::size_t d, std::uint64_t seed, std::uint64_t tensor) {
+  Matrix X(Matrix::shape_type{ch13::rows_of(chunks), d});  // (rows of chunks, d)
+  std::size_t row = 0;
+  for (const ch13::Chunk& c : chunks)
+    for (std::size_t i = c.begin; i < c.end; ++i, ++row) {
+      attn::Rng rng(seed * 0x9E3779B97F4A7C15ull + 3 * i + tensor);
+      const Matrix x = rng.normal(1, d);  // (1, d)
+      std::copy(x.begin(), x.end(), X.data() + row * d);
+    }
+  return X;
+}
+
+/// This rank's queries and its own key/value block.
+struct Inputs {
+  std::size_t n = 0;
+  Matrix Q;           // (rows, d)
+  ch13::KVBlock own;  // K (rows, d), V (rows, d)
+};
+Inputs make_inputs(const ch13::Chunks& chunks, std::size_t n, std::size_t d, std::uint64_t seed) {
+  return {n, make_rows(chunks, d, seed, 0), {make_rows(chunks, d, seed, 1), make_rows(chunks, d, seed, 2)}};
+}
+
+/// Chapter 05's single-process flash on the whole sequence (the same rows as the ranks').
+FlashOutput single_process(std::size_t n, std::size_t d, std::uint64_t seed, bool causal,
+                           const attn::ch05::FastConfig& config) {
+  const ch13::Chunks all{{0, n}};
+  return attn::ch05::flash_attention_fast(make_rows(all, d, seed, 0), make_rows(all, d, seed, 1),
+                                          make_rows(all, d, seed, 2), causal, config);
+}
+
+/// The whole sequence's result on rank 0: every rank's rows sent there and put at their positions.
+FlashOutput gather_on_root(const World& w, const FlashOutput& mine, std::size_t n, Split split) {
+  const std::size_t d_v = mine.O.shape(1);
+  FlashOutput all{Matrix(Matrix::shape_type{n, d_v}, 0.0f), attn::Vector(attn::Vector::shape_type{n}, 0.0f)};
+  if (w.rank != 0) {
+    MPI_Send(mine.O.data(), as_count(mine.O.size()), MPI_FLOAT, 0, 2, MPI_COMM_WORLD);
+    MPI_Send(mine.lse.data(), as_count(mine.lse.size()), MPI_FLOAT, 0, 3, MPI_COMM_WORLD);
+    return all;
+  }
+  for (int r = 0; r < w.P; ++r) {
+    const ch13::Chunks chunks = ch13::rank_chunks(static_cast<std::size_t>(r), static_cast<std::size_t>(w.P), n, split);
+    FlashOutput part = mine;
+    if (r != 0) {
+      part.O = Matrix(Matrix::shape_type{ch13::rows_of(chunks), d_v});           // (rows_r, d_v)
+      part.lse = attn::Vector(attn::Vector::shape_type{ch13::rows_of(chunks)});  // (rows_r)
+      MPI_Recv(part.O.data(), as_count(part.O.size()), MPI_FLOAT, r, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Recv(part.lse.data(), as_count(part.lse.size()), MPI_FLOAT, r, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    ch13::scatter_rows(all.O, part.O, chunks);
+    const Matrix lse_col = xt::reshape_view(part.lse, {part.lse.size(), std::size_t{1}});  // (rows_r, 1)
+    Matrix lse_all = xt::reshape_view(all.lse, {n, std::size_t{1}});                       // (n, 1)
+    ch13::scatter_rows(lse_all, lse_col, chunks);
+    all.lse = xt::reshape_view(lse_all, {n});
+  }
+  return all;
+}
+
+struct RankRun {
+  FlashOutput out;
+  std::size_t bytes_sent = 0;
+  double seconds = 0, wait_seconds = 0;
+};
+
+int g_fail_on_rank = -1;  // --fail-on-rank: the test that a failing rank stops the job instead of hanging it
+
+RankRun run_rank(const World& w, const Inputs& in, Split split, bool causal, const ch13::Tiles& tiles) {
+  const std::size_t P = static_cast<std::size_t>(w.P), rank = static_cast<std::size_t>(w.rank);
+  MpiLink link(w.rank, w.P);
+  MPI_Barrier(MPI_COMM_WORLD);
+  // The other ranks go on into the ring and wait for this rank's block, which never comes.
+  if (w.rank == g_fail_on_rank) throw std::runtime_error("injected failure before the ring (--fail-on-rank)");
+  const auto t0 = std::chrono::steady_clock::now();
+  RankRun run{ch13::ring_attention_rank(rank, P, in.n, split, in.Q, in.own, causal, link, tiles), link.bytes_sent(), 0,
+              0};
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  run.wait_seconds = link.wait_seconds();
+  return run;
+}
+
+/// Every rank's bytes_sent, as rank 0 sees them.
+std::vector<std::size_t> rows_per_rank(const World& w, std::size_t n, Split split) {
+  std::vector<std::size_t> rows;
+  for (int r = 0; r < w.P; ++r)
+    rows.push_back(
+        ch13::rows_of(ch13::rank_chunks(static_cast<std::size_t>(r), static_cast<std::size_t>(w.P), n, split)));
+  return rows;
+}
+
+const char* name_of(Split s) { return s == Split::zigzag ? "zigzag" : "contiguous"; }
+
+// --- (1) the equality checks ------------------------------------------------------------------------------
+
+// Both sides are float32 flash over ≤ 101 keys in a different summation order (n·2^-24 ≈ 6e-6 relative),
+// the ring adding one merge per block (a few ulp): 1e-5 absolute plus 1e-5 relative.
+constexpr double kTol = 1e-5;
+
+bool check_all(const World& w) {
+  bool ok = true;
+  for (std::size_t n : {1ul, 7ul, 50ul, 101ul})
+    for (bool causal : {false, true})
+      for (Split split : {Split::contiguous, Split::zigzag}) {
+        const Inputs in =
+            make_inputs(ch13::rank_chunks(static_cast<std::size_t>(w.rank), static_cast<std::size_t>(w.P), n, split), n,
+                        16, 1000 + n);
+        const RankRun run = run_rank(w, in, split, causal, {4, 8, 1});
+        const std::size_t expected_bytes =
+            ch13::ring_bytes_sent(static_cast<std::size_t>(w.rank), rows_per_rank(w, n, split), 16, 16);
+        int bytes_ok = run.bytes_sent == expected_bytes ? 1 : 0, all_bytes_ok = 0;
+        MPI_Allreduce(&bytes_ok, &all_bytes_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!bytes_ok)
+          std::fprintf(stderr, "ch13_ring_mpi rank %d: sent %zu bytes, the formula says %zu (n = %zu, %s)\n", w.rank,
+                       run.bytes_sent, expected_bytes, n, name_of(split));
+        const FlashOutput all = gather_on_root(w, run.out, n, split);
+        int equal = 1;
+        if (w.rank == 0) {
+          const FlashOutput ref = single_process(n, 16, 1000 + n, causal, {4, 8, 1});
+          double dO = 0, dl = 0;
+          bool within = true;
+          for (std::size_t i = 0; i < all.O.size(); ++i) {
+            const double diff = std::fabs(static_cast<double>(all.O.data()[i]) - ref.O.data()[i]);
+            dO = std::max(dO, diff);
+            within = within && diff <= kTol + kTol * std::fabs(ref.O.data()[i]);
+          }
+          for (std::size_t i = 0; i < n; ++i) {
+            const double diff = std::fabs(static_cast<double>(all.lse(i)) - ref.lse(i));
+            dl = std::max(dl, diff);
+            within = within && diff <= kTol + kTol * std::fabs(ref.lse(i));
+          }
+          equal = within ? 1 : 0;
+          std::printf("%s P = %d, n = %3zu, %-10s causal = %d: max |dO| = %.1e, max |dlse| = %.1e, bytes %s\n",
+                      within && all_bytes_ok ? "ok  " : "FAIL", w.P, n, name_of(split), causal ? 1 : 0, dO, dl,
+                      all_bytes_ok ? "= formula" : "!= formula");
+        }
+        MPI_Bcast(&equal, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        ok = ok && equal && all_bytes_ok;
+      }
+  return ok;
+}
+
+// --- (2) the timed run ------------------------------------------------------------------------------------
+
+/// Ranks other than 0 wait for rank 0 without spinning (MPI_Barrier would poll and steal a core from the
+/// single-process flash that rank 0 is timing).
+void sleep_until_root_done(const World& w) {
+  int token = 0;
+  if (w.rank == 0) {
+    for (int r = 1; r < w.P; ++r) MPI_Send(&token, 1, MPI_INT, r, 9, MPI_COMM_WORLD);
+    return;
+  }
+  int arrived = 0;
+  while (!arrived) {
+    MPI_Iprobe(0, 9, MPI_COMM_WORLD, &arrived, MPI_STATUS_IGNORE);
+    if (!arrived) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  MPI_Recv(&token, 1, MPI_INT, 0, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
+void timed_run(const World& w, std::size_t n, std::size_t d, bool causal, int repeats, bool memory) {
+  double single_s = 0;
+  if (w.rank == 0 && !memory) {  // single-process flash on as many threads as there are ranks, the others asleep
+    const attn::ch05::FastConfig config{128, 512, w.P};
+    const ch13::Chunks all{{0, n}};
+    const Matrix Q = make_rows(all, d, 13, 0), K = make_rows(all, d, 13, 1), V = make_rows(all, d, 13, 2);  // (n, d)
+    single_s =
+        attn::median_seconds([&] { (void)attn::ch05::flash_attention_fast(Q, K, V, causal, config); }, repeats, 1);
+  }
+  sleep_until_root_done(w);
+  if (w.rank == 0) {
+    std::printf("\nn = %zu, d = %zu, causal = %d, %d ranks, 1 thread each; median of %d runs\n", n, d, causal ? 1 : 0,
+                w.P, repeats);
+    if (!memory) std::printf("single-process flash (chapter 05, %d threads): %.3f s\n", w.P, single_s);
+  }
+  for (Split split : {Split::contiguous, Split::zigzag}) {
+    if (memory && split == Split::contiguous) continue;
+    const Inputs in = make_inputs(
+        ch13::rank_chunks(static_cast<std::size_t>(w.rank), static_cast<std::size_t>(w.P), n, split), n, d, 13);
+    std::vector<double> times, waits, busy;
+    for (int k = 0; k < repeats + (memory ? 0 : 1); ++k) {  // an extra first run warms caches and connections
+      const RankRun run = run_rank(w, in, split, causal, {128, 512, 1});
+      double wall = 0;
+      MPI_Allreduce(&run.seconds, &wall, 1, MPI_DOUBLE, MPI_MAX,
+                    MPI_COMM_WORLD);  // the ring ends with its slowest rank
+      if (k == 0 && !memory) continue;
+      times.push_back(wall);
+      waits.push_back(run.wait_seconds);
+      busy.push_back(run.seconds - run.wait_seconds);  // computing (and copying), not waiting for a block
+    }
+    std::sort(times.begin(), times.end());
+    const double median = times[times.size() / 2];
+    // Every rank's busy time and exposed wait (medians) to rank 0, in rank order.
+    std::sort(waits.begin(), waits.end());
+    std::sort(busy.begin(), busy.end());
+    const double mine[2] = {busy[busy.size() / 2], waits[waits.size() / 2]};
+    std::vector<double> all(2 * static_cast<std::size_t>(w.P));
+    MPI_Gather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (w.rank == 0) {
+      std::printf("ring, %-10s: %.3f s", name_of(split), median);
+      if (!memory) std::printf(" = %.2f x single-process", median / single_s);
+      std::printf("\n  computing per rank (s):");
+      for (int r = 0; r < w.P; ++r) std::printf(" %.3f", all[2 * static_cast<std::size_t>(r)]);
+      std::printf("\n  waiting for a block per rank (s):");
+      for (int r = 0; r < w.P; ++r) std::printf(" %.3f", all[2 * static_cast<std::size_t>(r) + 1]);
+      std::printf("\n");
+    }
+  }
+}
+
+// --- (3) the link between two ranks: α and β for chapter 13's model -----------------------------------------
+
+// [pingpong]
+/// Half the round trip of a message of \p bytes between ranks 0 and 1 (median of \p repeats), on rank 0.
+double half_round_trip(const World& w, std::size_t bytes, int repeats) {
+  std::vector<char> buffer(bytes);
+  std::vector<double> times;
+  for (int k = 0; k < repeats + 1; ++k) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (w.rank == 0) {
+      MPI_Send(buffer.data(), as_count(bytes), MPI_CHAR, 1, 5, MPI_COMM_WORLD);
+      MPI_Recv(buffer.data(), as_count(bytes), MPI_CHAR, 1, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (w.rank == 1) {
+      MPI_Recv(buffer.data(), as_count(bytes), MPI_CHAR, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(buffer.data(), as_count(bytes), MPI_CHAR, 0, 5, MPI_COMM_WORLD);
+    }
+    if (k > 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 2);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void pingpong(const World& w) {
+  attn::require(w.P >= 2, "--pingpong needs at least 2 ranks (mpirun -np 2)");
+  if (w.rank == 0) std::printf("\nping-pong between ranks 0 and 1 (half a round trip, median of 21):\n");
+  for (std::size_t bytes : {8ul, 1024ul, 65536ul, 1ul << 20, 16ul << 20, 64ul << 20}) {
+    const double t = half_round_trip(w, bytes, 21);
+    if (w.rank == 0)
+      std::printf("  %9zu bytes: %9.2f us  %8.2f GB/s\n", bytes, t * 1e6, static_cast<double>(bytes) / t / 1e9);
+  }
+}
+// [pingpong]
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  World w;
+  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &w.P);
+  CLI::App app("Chapter 13: ring attention over MPI ranks (launch with mpirun -np P)", "ch13_ring_mpi");
+  bool check = false, causal = true, memory = false, ping = false;
+  std::size_t n = 8192, d = 64;
+  int repeats = 3;
+  app.add_flag("--check", check, "Check equality with single-process flash and the byte formula, then exit");
+  app.add_option("--n", n, "Sequence length of the timed run")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--d", d, "Head size of the timed run")->check(CLI::Range(1, 512));
+  app.add_flag("--causal,!--no-causal", causal, "Causal timed run (the default; --no-causal for full attention)");
+  app.add_flag("--pingpong", ping, "Measure latency and bandwidth between ranks 0 and 1, then exit");
+  app.add_flag("--memory", memory,
+               "Memory run: zigzag only, one run, no single-process reference (each rank makes only its rows)");
+  app.add_option("--fail-on-rank", g_fail_on_rank, "Make this rank throw (tests that the job stops)");
+  app.add_option("--repeats", repeats, "Timed runs (median reported)")->check(CLI::Range(1, 100));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int status = w.rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    MPI_Finalize();
+    return status == 0 ? 0 : 2;
+  }
+  int status = 0;
+  try {
+    attn::set_blas_threads(1);  // one core per rank: OpenBLAS must not start its own threads on top
+    if (check) {
+      status = check_all(w) ? 0 : 1;
+    } else if (ping) {
+      pingpong(w);
+    } else {
+      timed_run(w, n, d, causal, repeats, memory);
+      // Peak resident memory of every rank (Linux getrusage), gathered on rank 0.
+      const double rss = static_cast<double>(attn::peak_rss_bytes());
+      std::vector<double> all_rss(static_cast<std::size_t>(w.P));
+      MPI_Gather(&rss, 1, MPI_DOUBLE, all_rss.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+      if (w.rank == 0) {
+        std::printf("peak resident memory per rank:");
+        for (double x : all_rss) std::printf(" %s", attn::human_bytes(x).c_str());
+        std::printf("\n");
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ch13_ring_mpi rank %d of %d failed: %s\n(the whole job stops: MPI_Abort)\n", w.rank, w.P,
+                 e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return status;
+}

@@ -1,0 +1,324 @@
+// Chapter 13's tests, run against both tracks, without MPI: the ring runs rank after rank in one process
+// through LocalLink (chapters/13_ring/local_link.hpp), which checks what each rank sends against the ring's
+// schedule. Expected values come from the float64 oracle (tests/oracle/) or from counts made here by
+// brute force, never from the other track. The MPI program's own equality checks are ctest cases too
+// (chapters/13_ring/chapter.cmake), at np = 1 … 4.
+//
+// Tolerance of (O, lse) against float64: each rank's partial results are float32 flash outputs over at most
+// n ≤ 101 keys (sums of ≤ 101 terms of size ≤ 1: n·2^-24 ≈ 6e-6 relative), and every merge adds a rescaling
+// exp and one division (a few ulp). 1e-5 absolute plus 1e-5 relative holds that with room, and a wrong
+// block, a missed block or a wrong mask moves outputs of size ~1 by 1e-2 or more.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <vector>
+
+#include "13_ring/local_link.hpp"
+#include "13_ring/ring.hpp"
+#include "attn/rng.hpp"
+#include "oracle/05_flash_cpu_oracle.hpp"
+#include "support/allclose.hpp"
+
+namespace {
+
+using attn::FlashOutput;
+using attn::Matrix;
+using attn::Vector;
+using attn::ch13::Chunk;
+using attn::ch13::Chunks;
+using attn::ch13::KVBlock;
+using attn::ch13::RingRun;
+using attn::ch13::Split;
+using attn::ch13::Visibility;
+using attn::test::to_oracle;
+namespace ch13 = attn::ch13;
+namespace oracle = attn::oracle;
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+constexpr double kAtol = 1e-5, kRtol = 1e-5;  // see the file's opening comment
+
+/// Every position the chunks hold, in order.
+std::vector<std::size_t> positions(const Chunks& chunks) {
+  std::vector<std::size_t> out;
+  for (const Chunk& c : chunks)
+    for (std::size_t i = c.begin; i < c.end; ++i) out.push_back(i);
+  return out;
+}
+
+/// The oracle's answer for queries at q_pos against keys at k_pos, with the causal rule on positions.
+struct Expected {
+  oracle::Mat O;
+  std::vector<double> lse;
+};
+Expected expected_attention(const Matrix& Q, const std::vector<std::size_t>& q_pos, const Matrix& K, const Matrix& V,
+                            const std::vector<std::size_t>& k_pos, bool causal) {
+  std::vector<bool> allowed(q_pos.size() * k_pos.size(), true);
+  for (std::size_t i = 0; i < q_pos.size(); ++i)
+    for (std::size_t j = 0; j < k_pos.size(); ++j) allowed[i * k_pos.size() + j] = !causal || k_pos[j] <= q_pos[i];
+  const oracle::Mat q = to_oracle(Q), k = to_oracle(K), v = to_oracle(V);
+  return {oracle::attention(q, k, v, &allowed), oracle::log_sum_exp_rows(q, k, &allowed)};
+}
+
+FlashOutput empty_result(std::size_t rows, std::size_t d_v) {
+  return {Matrix(Matrix::shape_type{rows, d_v}, 0.0f), Vector(Vector::shape_type{rows}, kMinusInf)};
+}
+
+FlashOutput to_result(const Expected& e) {
+  FlashOutput r = empty_result(e.O.rows, e.O.cols);
+  for (std::size_t i = 0; i < e.O.v.size(); ++i) r.O.data()[i] = static_cast<float>(e.O.v[i]);
+  for (std::size_t i = 0; i < e.lse.size(); ++i) r.lse(i) = static_cast<float>(e.lse[i]);
+  return r;
+}
+
+RingRun run_ring(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t P, Split split, bool causal) {
+  return ch13::ring_in_one_process(Q, K, V, P, split, causal, {4, 8, 1});  // small tiles: their edges are crossed too
+}
+
+}  // namespace
+
+TEST_SUITE("13_ring") {
+  TEST_CASE("ring_source: at step 0 a rank holds its own block, and each step brings its left neighbour's") {
+    for (std::size_t P = 1; P <= 6; ++P) {
+      // Pass the blocks by hand: after a step, rank r holds what rank r - 1 held before.
+      std::vector<std::size_t> holds(P);
+      for (std::size_t r = 0; r < P; ++r) holds[r] = r;
+      for (std::size_t step = 0; step < P; ++step) {
+        for (std::size_t r = 0; r < P; ++r)
+          CHECK_MESSAGE(ch13::ring_source(r, step, P) == holds[r],
+                        "P = " << P << ", rank " << r << ", step " << step << ": blocks move to rank + 1 each step");
+        std::vector<std::size_t> next(P);
+        for (std::size_t r = 0; r < P; ++r) next[(r + 1) % P] = holds[r];
+        holds = next;
+      }
+    }
+  }
+
+  TEST_CASE("ring_source: over P steps every rank sees every block exactly once") {
+    for (std::size_t P = 1; P <= 7; ++P)
+      for (std::size_t r = 0; r < P; ++r) {
+        std::set<std::size_t> seen;
+        for (std::size_t s = 0; s < P; ++s) seen.insert(ch13::ring_source(r, s, P));
+        CHECK_MESSAGE(seen.size() == P, "P = " << P << ", rank " << r << " saw " << seen.size() << " distinct blocks");
+      }
+  }
+
+  TEST_CASE("ring_source rejects P = 0, a rank past P and a step past P") {
+    CHECK_THROWS_AS(ch13::ring_source(0, 0, 0), std::invalid_argument);
+    CHECK_THROWS_AS(ch13::ring_source(4, 0, 4), std::invalid_argument);
+    CHECK_THROWS_AS(ch13::ring_source(0, 4, 4), std::invalid_argument);
+  }
+
+  TEST_CASE("zigzag chunks of all ranks cover every position exactly once, ragged n and n < 2P included") {
+    for (std::size_t P = 1; P <= 5; ++P)
+      for (std::size_t n : {0ul, 1ul, 3ul, 7ul, 10ul, 37ul, 101ul}) {
+        std::vector<int> owners(n, 0);
+        for (std::size_t r = 0; r < P; ++r) {
+          const Chunks c = ch13::zigzag_chunks(r, P, n);
+          REQUIRE_MESSAGE(c.size() == 2, "a zigzag rank owns two chunks");
+          CHECK_MESSAGE(c[0].begin <= c[1].begin, "the early chunk comes first");
+          for (std::size_t i : positions(c)) {
+            REQUIRE(i < n);
+            ++owners[i];
+          }
+        }
+        for (std::size_t i = 0; i < n; ++i)
+          CHECK_MESSAGE(owners[i] == 1,
+                        "P = " << P << ", n = " << n << ": position " << i << " owned " << owners[i] << " times");
+      }
+  }
+
+  TEST_CASE("zigzag gives rank r pieces r and 2P-1-r of 2P near-equal pieces") {
+    const Chunks c = ch13::zigzag_chunks(1, 4, 80);  // pieces of 10
+    CHECK(c[0].begin == 10);
+    CHECK(c[0].end == 20);
+    CHECK(c[1].begin == 60);
+    CHECK(c[1].end == 70);
+    CHECK_THROWS_AS(ch13::zigzag_chunks(4, 4, 80), std::invalid_argument);
+    CHECK_THROWS_AS(ch13::zigzag_chunks(0, 0, 80), std::invalid_argument);
+  }
+
+  TEST_CASE("zigzag balances causal work within 5% of the mean, where the contiguous split does not") {
+    for (std::size_t n : {16384ul, 1000ul, 4099ul})
+      for (std::size_t P = 2; P <= 8; ++P) {
+        auto work = [&](Split split) {  // causal pairs per rank, counted one query at a time
+          std::vector<double> w;
+          for (std::size_t r = 0; r < P; ++r) {
+            double pairs = 0;
+            for (std::size_t i : positions(ch13::rank_chunks(r, P, n, split))) pairs += static_cast<double>(i + 1);
+            w.push_back(pairs);
+          }
+          return w;
+        };
+        auto spread = [&](const std::vector<double>& w) {  // largest |w_r - mean| / mean
+          const double mean = static_cast<double>(n) * static_cast<double>(n + 1) / 2.0 / static_cast<double>(P);
+          double worst = 0;
+          for (double x : w) worst = std::max(worst, std::fabs(x - mean) / mean);
+          return worst;
+        };
+        CHECK_MESSAGE(spread(work(Split::zigzag)) <= 0.05, "n = " << n << ", P = " << P);
+        // The contiguous split's last rank does about (2P-1)/P times the mean: ≥ 1.5× from P = 2 on.
+        CHECK_MESSAGE(spread(work(Split::contiguous)) > 0.4, "n = " << n << ", P = " << P);
+      }
+  }
+
+  TEST_CASE("causal_block: hidden, full or diagonal, with the key at the query's own position visible") {
+    auto check = [](Chunk q, Chunk k, Visibility v, std::ptrdiff_t offset) {
+      const ch13::CausalBlock b = ch13::causal_block(q, k);
+      CHECK_MESSAGE(b.visibility == v,
+                    "q = [" << q.begin << ", " << q.end << "), k = [" << k.begin << ", " << k.end << ")");
+      if (v == Visibility::diagonal) CHECK(b.offset == offset);
+    };
+    check({4, 8}, {0, 4}, Visibility::full, 4);      // keys just before the queries
+    check({4, 8}, {3, 5}, Visibility::full, 1);      // key 4 is at query 4's own position: visible
+    check({4, 8}, {8, 12}, Visibility::hidden, -4);  // keys just after
+    check({4, 8}, {4, 8}, Visibility::diagonal, 0);  // a chunk with itself
+    check({4, 8}, {7, 9}, Visibility::diagonal, -3);
+    check({4, 8}, {2, 6}, Visibility::diagonal, 2);
+    check({4, 8}, {5, 5}, Visibility::hidden, 0);  // empty key chunk
+    check({0, 0}, {0, 3}, Visibility::hidden, 0);  // empty query chunk
+  }
+
+  TEST_CASE("causal_block agrees with the causal rule counted pair by pair, and its offset localises the rule") {
+    for (std::size_t qb = 0; qb < 6; ++qb)
+      for (std::size_t qe = qb + 1; qe < 8; ++qe)
+        for (std::size_t kb = 0; kb < 6; ++kb)
+          for (std::size_t ke = kb + 1; ke < 8; ++ke) {
+            std::size_t visible = 0;
+            const ch13::CausalBlock b = ch13::causal_block({qb, qe}, {kb, ke});
+            for (std::size_t i = qb; i < qe; ++i)
+              for (std::size_t j = kb; j < ke; ++j) {
+                visible += j <= i;
+                const auto li = static_cast<std::ptrdiff_t>(i - qb), lj = static_cast<std::ptrdiff_t>(j - kb);
+                if (b.visibility == Visibility::diagonal) REQUIRE((lj <= li + b.offset) == (j <= i));
+              }
+            const std::size_t all = (qe - qb) * (ke - kb);
+            const Visibility want = visible == 0     ? Visibility::hidden
+                                    : visible == all ? Visibility::full
+                                                     : Visibility::diagonal;
+            CHECK_MESSAGE(b.visibility == want, "q = [" << qb << ", " << qe << "), k = [" << kb << ", " << ke << ")");
+          }
+  }
+
+  TEST_CASE("merge_partial of two key sets' results is attention over their union (O and lse)") {
+    attn::Rng rng(13);
+    const Matrix Q = rng.normal(6, 8), K = rng.normal(11, 8), V = rng.normal(11, 5);
+    std::vector<std::size_t> all(11), first(4), second(7);
+    for (std::size_t i = 0; i < 11; ++i) all[i] = i;
+    std::copy(all.begin(), all.begin() + 4, first.begin());
+    std::copy(all.begin() + 4, all.end(), second.begin());
+    const std::vector<std::size_t> q_pos(6, 100);  // positions after every key: no masking here
+    const Matrix K1 = xt::view(K, xt::range(0, 4), xt::all()), V1 = xt::view(V, xt::range(0, 4), xt::all());
+    const Matrix K2 = xt::view(K, xt::range(4, 11), xt::all()), V2 = xt::view(V, xt::range(4, 11), xt::all());
+    FlashOutput running = to_result(expected_attention(Q, q_pos, K1, V1, first, false));
+    ch13::merge_partial(running, 0, to_result(expected_attention(Q, q_pos, K2, V2, second, false)));
+    const Expected want = expected_attention(Q, q_pos, K, V, all, false);
+    CHECK_ALLCLOSE(running.O, want.O, kAtol, kRtol);
+    CHECK_ALLCLOSE(running.lse, want.lse, kAtol, kRtol);
+  }
+
+  TEST_CASE("merge_partial changes only the rows it covers, and rows that saw no key stay O = 0, lse = -inf") {
+    attn::Rng rng(7);
+    FlashOutput running = empty_result(5, 3);
+    running.O = rng.normal(5, 3);
+    running.lse = Vector{0.5f, -1.0f, kMinusInf, kMinusInf, 2.0f};
+    xt::view(running.O, 2, xt::all()) = 0.0f;
+    xt::view(running.O, 3, xt::all()) = 0.0f;
+    const FlashOutput before = running;
+    FlashOutput part = empty_result(2, 3);
+    part.O = rng.normal(2, 3);
+    part.lse = Vector{kMinusInf, 1.0f};  // row 2 of running: nothing on either side; row 3: only the part
+    xt::view(part.O, 0, xt::all()) = 0.0f;
+    ch13::merge_partial(running, 2, part);
+    for (std::size_t r : {0ul, 1ul, 4ul}) {
+      CHECK_MESSAGE(running.lse(r) == before.lse(r), "row " << r << " is outside the part");
+      CHECK(xt::view(running.O, r, xt::all()) == xt::view(before.O, r, xt::all()));
+    }
+    CHECK(running.lse(2) == kMinusInf);
+    CHECK_MESSAGE(xt::all(xt::equal(xt::view(running.O, 2, xt::all()), 0.0f)), "a row with no key is zeros, not NaN");
+    CHECK(running.lse(3) == doctest::Approx(1.0f));
+    for (std::size_t c = 0; c < 3; ++c) CHECK(running.O(3, c) == doctest::Approx(part.O(1, c)));
+  }
+
+  TEST_CASE("merge_partial rejects a part that does not fit, naming the shapes, and leaves running unchanged") {
+    FlashOutput running = empty_result(4, 3);
+    const FlashOutput before = running;
+    CHECK_THROWS_WITH_AS(ch13::merge_partial(running, 3, empty_result(2, 3)), doctest::Contains("(2, 3)"),
+                         std::invalid_argument);
+    CHECK_THROWS_AS(ch13::merge_partial(running, 0, empty_result(2, 4)), std::invalid_argument);
+    CHECK(running.O == before.O);
+  }
+
+  TEST_CASE("fold_block gives a rank's queries attention over one received block, with the causal rule on positions") {
+    attn::Rng rng(21);
+    const std::size_t n = 37, P = 3;
+    const Matrix Q = rng.normal(n, 16), K = rng.normal(n, 16), V = rng.normal(n, 8);
+    for (bool causal : {false, true})
+      for (std::size_t q_rank = 0; q_rank < P; ++q_rank)
+        for (std::size_t k_rank = 0; k_rank < P; ++k_rank) {
+          const Chunks qc = ch13::zigzag_chunks(q_rank, P, n), kc = ch13::zigzag_chunks(k_rank, P, n);
+          const Matrix Q_r = ch13::gather_rows(Q, qc), K_r = ch13::gather_rows(K, kc), V_r = ch13::gather_rows(V, kc);
+          FlashOutput running = empty_result(Q_r.shape(0), 8);
+          ch13::fold_block(running, Q_r, qc, {K_r, V_r}, kc, causal, {4, 8, 1});
+          const Expected want = expected_attention(Q_r, positions(qc), K_r, V_r, positions(kc), causal);
+          INFO("causal = ", causal, ", queries of rank ", q_rank, ", block of rank ", k_rank);
+          CHECK_ALLCLOSE(running.O, want.O, kAtol, kRtol);
+          CHECK_ALLCLOSE(running.lse, want.lse, kAtol, kRtol);
+        }
+  }
+
+  TEST_CASE("fold_block rejects a block whose rows do not match its chunks") {
+    attn::Rng rng(3);
+    FlashOutput running = empty_result(4, 2);
+    CHECK_THROWS_AS(ch13::fold_block(running, rng.normal(4, 3), {{0, 4}}, {rng.normal(5, 3), rng.normal(5, 2)},
+                                     {{4, 8}}, false, {}),
+                    std::invalid_argument);
+  }
+
+  TEST_CASE("the ring equals attention over the whole sequence (O and lse) for P = 1 to 4, causal or not, ragged n") {
+    attn::Rng rng(2024);
+    for (std::size_t n : {5ul, 37ul, 101ul}) {
+      const Matrix Q = rng.normal(n, 16), K = rng.normal(n, 16), V = rng.normal(n, 8);
+      std::vector<std::size_t> all(n);
+      for (std::size_t i = 0; i < n; ++i) all[i] = i;
+      for (bool causal : {false, true}) {
+        const Expected want = expected_attention(Q, all, K, V, all, causal);
+        for (std::size_t P = 1; P <= 4; ++P)
+          for (Split split : {Split::contiguous, Split::zigzag}) {
+            INFO("n = ", n, ", P = ", P, ", causal = ", causal,
+                 ", split = ", split == Split::zigzag ? "zigzag" : "contiguous");
+            const RingRun run = run_ring(Q, K, V, P, split, causal);
+            CHECK_ALLCLOSE(run.out.O, want.O, kAtol, kRtol);
+            CHECK_ALLCLOSE(run.out.lse, want.lse, kAtol, kRtol);
+          }
+      }
+    }
+  }
+
+  TEST_CASE("every rank passes P - 1 blocks and sends exactly the bytes of the formula") {
+    attn::Rng rng(5);
+    const std::size_t n = 53, d_k = 16, d_v = 8;
+    const Matrix Q = rng.normal(n, d_k), K = rng.normal(n, d_k), V = rng.normal(n, d_v);
+    for (std::size_t P = 1; P <= 5; ++P)
+      for (Split split : {Split::contiguous, Split::zigzag}) {
+        const RingRun run = run_ring(Q, K, V, P, split, true);
+        for (std::size_t r = 0; r < P; ++r) {
+          CHECK(run.transfers[r] == P - 1);
+          CHECK_MESSAGE(run.bytes_sent[r] == ch13::ring_bytes_sent(r, run.rows, d_k, d_v),
+                        "P = " << P << ", rank " << r);
+          CHECK(run.bytes_received[r] == (n - run.rows[r]) * (d_k + d_v) * sizeof(float));
+        }
+      }
+  }
+
+  TEST_CASE("ring_attention_rank rejects queries that are not the rank's rows, naming the shapes") {
+    attn::Rng rng(9);
+    const std::vector<KVBlock> blocks{{rng.normal(5, 4), rng.normal(5, 2)}, {rng.normal(5, 4), rng.normal(5, 2)}};
+    ch13::LocalLink link(blocks, 0);
+    CHECK_THROWS_WITH_AS(
+        ch13::ring_attention_rank(0, 2, 10, Split::contiguous, rng.normal(6, 4), blocks[0], false, link),
+        doctest::Contains("(6, 4)"), std::invalid_argument);
+  }
+}
