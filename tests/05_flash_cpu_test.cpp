@@ -389,71 +389,6 @@ TEST_SUITE("05_flash_cpu") {
     CHECK_THROWS_AS(attn::ch05::flash_attention_fast(Q, K, V, false, {0, 64, 2}), std::invalid_argument);
   }
 
-  // The micro-kernels' products against float64, per element: a sum of k products rounded in float32 (with
-  // FMA or not) is within γ_k+1 · Σ|terms| of the exact sum, γ_k+1 ≈ (k + 1)·2^-24 (Higham, Accuracy and
-  // Stability of Numerical Algorithms, §3.1); the +1 covers the final scaling of S or the O term it adds to.
-  TEST_CASE(
-      "the tile micro-kernels equal float64 products within the rounding bound on every ISA, and so does "
-      "the kernel built on them, like flash_attention") {
-    const double u = std::ldexp(1.0, -24);
-    attn::Rng rng(61);
-    int tried = 0;
-    for (const std::string isa : {"AVX-512", "AVX2+FMA", "none"}) {  // "none": OpenBLAS does the products
-      if (!attn::ch05::use_tile_kernels(isa)) continue;              // this CPU cannot run it
-      tried += isa != "none";
-      CAPTURE(isa);
-      const std::size_t w = attn::ch05::key_panel_width();
-      for (const auto& [rows, n_kv, d_k, d_v] : std::vector<std::array<std::size_t, 4>>{
-               {1, 1, 1, 3}, {5, 31, 7, 16}, {8, 33, 64, 64}, {13, 70, 64, 93}, {9, 64, 16, 8}}) {
-        if (w == 0) break;
-        CAPTURE(rows);
-        CAPTURE(n_kv);
-        const Matrix Q = rng.normal(rows, d_k), K = rng.normal(n_kv, d_k);
-        const std::size_t panels = attn::ch05::key_panels(n_kv), ld_s = panels * w;
-        std::vector<float> packed(panels * d_k * w), S(rows * ld_s, -1.0f);
-        attn::ch05::pack_keys(K.data(), n_kv, d_k, packed.data());
-        attn::ch05::scores_tile(Q.data(), rows, d_k, d_k, packed.data(), panels, 0.125f, S.data(), ld_s);
-        for (std::size_t r = 0; r < rows; ++r)
-          for (std::size_t j = 0; j < ld_s; ++j) {
-            double exact = 0.0, size = 0.0;
-            for (std::size_t k = 0; k < d_k && j < n_kv; ++k) {
-              exact += 0.125 * static_cast<double>(Q(r, k)) * static_cast<double>(K(j, k));
-              size += std::fabs(0.125 * static_cast<double>(Q(r, k)) * static_cast<double>(K(j, k)));
-            }
-            // Past the last key the zero padding gives exactly 0.
-            REQUIRE(std::fabs(S[r * ld_s + j] - exact) <= static_cast<double>(d_k + 1) * u * size);
-          }
-        const Matrix P = rng.uniform(rows, n_kv, 0.0f, 1.0f), V = rng.normal(n_kv, d_v);
-        Matrix O = rng.normal(rows, d_v);
-        const Matrix O0 = O;
-        attn::ch05::accumulate_pv(P.data(), rows, n_kv, n_kv, V.data(), d_v, d_v, O.data(), d_v);
-        for (std::size_t r = 0; r < rows; ++r)
-          for (std::size_t c = 0; c < d_v; ++c) {
-            double exact = O0(r, c), size = std::fabs(static_cast<double>(O0(r, c)));
-            for (std::size_t j = 0; j < n_kv; ++j) {
-              exact += static_cast<double>(P(r, j)) * static_cast<double>(V(j, c));
-              size += std::fabs(static_cast<double>(P(r, j)) * static_cast<double>(V(j, c)));
-            }
-            REQUIRE(std::fabs(O(r, c) - exact) <= static_cast<double>(n_kv + 1) * u * size);
-          }
-      }
-      // And the whole kernel on this instruction set, as in the test above.
-      const Matrix Q = rng.normal(67, 64), K = rng.normal(67, 64), V = rng.normal(67, 64);
-      for (const bool causal : {false, true}) {
-        const std::vector<bool> allowed = oracle::causal_allowed(67, 67);
-        const oracle::Mat expected =
-            oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), causal ? &allowed : nullptr);
-        const double tol = 2.0 * full_attention_error(Q, K, V, causal, expected) + kFloor;
-        CHECK_ALLCLOSE(attn::ch05::flash_attention_fast(Q, K, V, causal, {16, 32, 2}).O, expected, tol, 0.0);
-        // The contract's version agrees with the same oracle (the fast kernel is its second rung).
-        CHECK_ALLCLOSE(attn::flash_attention(Q, K, V, causal, 16, 32).O, expected, tol, 0.0);
-      }
-    }
-    REQUIRE(attn::ch05::use_tile_kernels("auto"));
-    MESSAGE("micro-kernel instruction sets this CPU ran: " << tried << " (the widest: "
-                                                           << std::string(attn::ch05::tile_kernel_isa()) << ")");
-  }
-
   TEST_CASE("scores that would overflow float are refused, naming the overflow, by both chapter 05 kernels") {
     // q = k = 1e20: q·k = 2e40 overflows float although every input is finite; -1e20 overflows to -inf.
     for (const float sign : {1.0f, -1.0f}) {
@@ -546,5 +481,68 @@ TEST_SUITE("05_flash_cpu: chapter code") {
     for (std::size_t j = 1; j < s.size(); ++j) expected.push_back(std::exp(std::max(-87.0, double{s[j]})));
     // Within 2 ulp of float (the header's promise): relative 2.4e-7, 1e-6 with room.
     CHECK_ALLCLOSE(attn::Vector(xt::view(t, xt::range(1, s.size()))), expected, 0.0, 1e-6);
+  }
+
+  // The micro-kernels' products against float64, per element: a sum of k products rounded in float32 (with
+  // FMA or not) is within γ_k+1 · Σ|terms| of the exact sum, γ_k+1 ≈ (k + 1)·2^-24 (Higham, Accuracy and
+  // Stability of Numerical Algorithms, §3.1); the +1 covers the final scaling of S or the O term it adds to.
+  TEST_CASE(
+      "the tile micro-kernels equal float64 products within the rounding bound on every ISA, and so does "
+      "the kernel built on them") {
+    const double u = std::ldexp(1.0, -24);
+    attn::Rng rng(61);
+    int tried = 0;
+    for (const std::string isa : {"AVX-512", "AVX2+FMA", "none"}) {  // "none": OpenBLAS does the products
+      if (!attn::ch05::use_tile_kernels(isa)) continue;              // this CPU cannot run it
+      tried += isa != "none";
+      CAPTURE(isa);
+      const std::size_t w = attn::ch05::key_panel_width();
+      for (const auto& [rows, n_kv, d_k, d_v] : std::vector<std::array<std::size_t, 4>>{
+               {1, 1, 1, 3}, {5, 31, 7, 16}, {8, 33, 64, 64}, {13, 70, 64, 93}, {9, 64, 16, 8}}) {
+        if (w == 0) break;
+        CAPTURE(rows);
+        CAPTURE(n_kv);
+        const Matrix Q = rng.normal(rows, d_k), K = rng.normal(n_kv, d_k);
+        const std::size_t panels = attn::ch05::key_panels(n_kv), ld_s = panels * w;
+        std::vector<float> packed(panels * d_k * w), S(rows * ld_s, -1.0f);
+        attn::ch05::pack_keys(K.data(), n_kv, d_k, packed.data());
+        attn::ch05::scores_tile(Q.data(), rows, d_k, d_k, packed.data(), panels, 0.125f, S.data(), ld_s);
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t j = 0; j < ld_s; ++j) {
+            double exact = 0.0, size = 0.0;
+            for (std::size_t k = 0; k < d_k && j < n_kv; ++k) {
+              exact += 0.125 * static_cast<double>(Q(r, k)) * static_cast<double>(K(j, k));
+              size += std::fabs(0.125 * static_cast<double>(Q(r, k)) * static_cast<double>(K(j, k)));
+            }
+            // Past the last key the zero padding gives exactly 0.
+            REQUIRE(std::fabs(S[r * ld_s + j] - exact) <= static_cast<double>(d_k + 1) * u * size);
+          }
+        const Matrix P = rng.uniform(rows, n_kv, 0.0f, 1.0f), V = rng.normal(n_kv, d_v);
+        Matrix O = rng.normal(rows, d_v);
+        const Matrix O0 = O;
+        attn::ch05::accumulate_pv(P.data(), rows, n_kv, n_kv, V.data(), d_v, d_v, O.data(), d_v);
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t c = 0; c < d_v; ++c) {
+            double exact = O0(r, c), size = std::fabs(static_cast<double>(O0(r, c)));
+            for (std::size_t j = 0; j < n_kv; ++j) {
+              exact += static_cast<double>(P(r, j)) * static_cast<double>(V(j, c));
+              size += std::fabs(static_cast<double>(P(r, j)) * static_cast<double>(V(j, c)));
+            }
+            REQUIRE(std::fabs(O(r, c) - exact) <= static_cast<double>(n_kv + 1) * u * size);
+          }
+      }
+      // And the whole kernel on this instruction set, as in the test above.
+      const Matrix Q = rng.normal(67, 64), K = rng.normal(67, 64), V = rng.normal(67, 64);
+      for (const bool causal : {false, true}) {
+        const std::vector<bool> allowed = oracle::causal_allowed(67, 67);
+        const oracle::Mat expected =
+            oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), causal ? &allowed : nullptr);
+        const double tol = 2.0 * full_attention_error(Q, K, V, causal, expected) + kFloor;
+        CHECK_ALLCLOSE(attn::ch05::flash_attention_fast(Q, K, V, causal, {16, 32, 2}).O, expected, tol, 0.0);
+      }
+    }
+    REQUIRE(attn::ch05::use_tile_kernels("auto"));
+    MESSAGE("micro-kernel instruction sets this CPU ran: " << tried << " (the widest: "
+                                                           << std::string(attn::ch05::tile_kernel_isa()) << ")");
   }
 }

@@ -15,6 +15,7 @@
 // Figures and CSV: ./course run 04 -- --figures out/      Book page: book/04_complexity.md
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <stdexcept>
@@ -338,16 +339,27 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
 // OpenBLAS's default: one thread per hardware thread; the ceilings are measured with as many.
 int default_blas_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
+// Runs the benchmark loop over `body` and returns its wall-clock seconds per iteration.
+template <class Body>
+double seconds_per_iteration(benchmark::State& state, Body body) {
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) body();
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return total / static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+}
+
 // One benchmark body for both sweeps: full attention at (n, d), its FLOP rate as a counter, and the size
 // that varies handed to Google Benchmark's complexity fit.
 void full_attention(benchmark::State& state, std::size_t n, std::size_t d, std::size_t varying) {
   attn::Rng rng(4);
   const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // (n, d) each
-  for (auto _ : state) benchmark::DoNotOptimize(attn::scaled_dot_product_attention(Q, K, V));
+  const double seconds =
+      seconds_per_iteration(state, [&] { benchmark::DoNotOptimize(attn::scaled_dot_product_attention(Q, K, V)); });
   state.SetComplexityN(static_cast<std::int64_t>(varying));
   state.counters["FLOP/s"] =
       benchmark::Counter(attn::attention_flops(n, n, d, d).total(), benchmark::Counter::kIsIterationInvariantRate);
-  attn::add_ceiling_counters(state, attn::attention_flops(n, n, d, d).total(), default_blas_threads());
+  attn::report_against_ceilings(state, attn::attention_flops(n, n, d, d).total() / seconds / 1e9,
+                                default_blas_threads());
 }
 
 void BM_full_attention_n(benchmark::State& state) {  // d = 64, n varies
@@ -366,11 +378,12 @@ void BM_sgemm_scores_n(benchmark::State& state) {
   constexpr std::size_t d = 64;
   attn::Rng rng(4);
   const Matrix Q = rng.normal(n, d), K = rng.normal(n, d);  // (n, d) each
-  for (auto _ : state) benchmark::DoNotOptimize(attn::matmul(Q, K, /*transpose_b=*/true));
+  const double seconds =
+      seconds_per_iteration(state, [&] { benchmark::DoNotOptimize(attn::matmul(Q, K, /*transpose_b=*/true)); });
   state.SetComplexityN(state.range(0));
   state.counters["FLOP/s"] =
       benchmark::Counter(2.0 * static_cast<double>(n * n * d), benchmark::Counter::kIsIterationInvariantRate);
-  attn::add_ceiling_counters(state, 2.0 * static_cast<double>(n * n * d), default_blas_threads());
+  attn::report_against_ceilings(state, 2.0 * static_cast<double>(n * n * d) / seconds / 1e9, default_blas_threads());
 }
 
 // Wall time (UseRealTime), not the main thread's CPU time: OpenBLAS runs the products on several threads.

@@ -338,6 +338,9 @@ template <class Work>
 void measure(benchmark::State& state, double flops, std::size_t n, int threads, Work work) {
   const double gflops = time_gflops(state, flops, work);
   attn::report_against_ceilings(state, gflops, threads, threads == 2 ? attention_sgemm_gflops(n) : 0.0);
+  // Per CPU-second against the core's own peak: what other jobs on a shared machine disturb least.
+  state.counters["pct_core_peak"] =
+      100.0 * state.counters["GFLOPS_per_core"] / attn::ceilings(threads).fma_peak_per_core;
 }
 
 double bench_flops(std::size_t n, bool causal) {

@@ -435,9 +435,9 @@ void BM_sgemm_ceiling(benchmark::State& state) {
 }
 BENCHMARK(BM_sgemm_ceiling)->Iterations(1)->Unit(benchmark::kMillisecond);
 
-void set_flop_rate(benchmark::State& state, double flops) {
+void set_flop_rate(benchmark::State& state, double flops, double seconds_per_call) {
   state.counters["FLOPs"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-  attn::add_ceiling_counters(state, flops, 1);  // every contender runs on one core
+  attn::report_against_ceilings(state, flops / seconds_per_call / 1e9, 1);  // every contender runs on one core
 }
 
 // Each contender records its wall-clock seconds per call at each n in bench_record(), for the summary
@@ -458,9 +458,11 @@ void BM_attention(benchmark::State& state, void (Contenders::*method)() const, C
   bench_record()[name][n] = wall / static_cast<double>(state.iterations());
   const double nn = static_cast<double>(n);
   const double quadratic = softmax_flops(nn, kBenchD);
-  set_flop_rate(state, cost == Cost::kQuadratic         ? quadratic
-                       : cost == Cost::kCausalQuadratic ? quadratic / 2
-                                                        : linear_flops(nn, kBenchD, kBenchD));
+  set_flop_rate(state,
+                cost == Cost::kQuadratic         ? quadratic
+                : cost == Cost::kCausalQuadratic ? quadratic / 2
+                                                 : linear_flops(nn, kBenchD, kBenchD),
+                bench_record()[name][n]);
 }
 /// The settings every contender shares: n doubling from 256, milliseconds, wall time with process CPU time.
 void over_n(benchmark::internal::Benchmark* b) {

@@ -470,7 +470,7 @@ void BM_DecodeStep(benchmark::State& state) {
   state.counters["GB/s"] = c.bytes / seconds / 1e9;
   state.counters["%triad"] = 100.0 * c.bytes / seconds / triad_bytes_per_s();
   state.counters["GFLOP/s"] = c.flops / seconds / 1e9;
-  attn::report_against_ceilings(state, c.flops / seconds / 1e9, 1);
+  attn::report_against_ceilings(state, c.flops / seconds / 1e9, 1, 0.0, /*per_cpu_second=*/true);
   if (ceiling > 0) state.counters["%in-L2"] = 100.0 * c.flops / seconds / ceiling;
 }
 // [bench_decode]

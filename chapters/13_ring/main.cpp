@@ -176,9 +176,10 @@ void print_alpha_beta(const attn::Chapter& chapter, const System& cpu) {
       {"GPU, NVLink-class", 400e12, 2e-6, 450e9, 2},
   };
   fmt::print(
-      "Inputs: {}: {:.1f} GFLOP/s per rank, α = {:.1f} µs, {:.2f} GB/s (measured here, see the page);\n"
-      "GPU: 400 TFLOP/s per rank, bf16 K and V; links 12.5 GB/s with α = 5 µs, 450 GB/s with α = 2 µs "
-      "(stated).\n",
+      "Inputs: {}: {:.1f} GFLOP/s per rank, α = {:.1f} µs, {:.2f} GB/s\n"
+      "  (measured here, see the page);\n"
+      "GPU: 400 TFLOP/s per rank, bf16 K and V; links 12.5 GB/s with α = 5 µs,\n"
+      "  450 GB/s with α = 2 µs (stated).\n",
       cpu.name, cpu.flops / 1e9, cpu.alpha_s * 1e6, cpu.bytes_per_s / 1e9);
   attn::Table t({"system", "P", "rows/rank", "compute/step", "transfer/step", "layer", "transfer hidden"});
   std::vector<attn::Series> series;

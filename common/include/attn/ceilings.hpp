@@ -32,6 +32,9 @@ struct Ceilings {
   double fma_peak = 0.0;      ///< GFLOP/s, fma_peak_gflops(threads)
   std::string fma_isa;        ///< its instruction set
   double square_sgemm = 0.0;  ///< GFLOP/s, square_sgemm_gflops(threads)
+  /// The FMA loop's FLOPs per second of CPU time on one thread: the core's own peak, which other jobs on a
+  /// shared machine disturb far less than the wall-clock figures (compare a kernel's GFLOPS_per_core).
+  double fma_peak_per_core = 0.0;
 };
 const Ceilings& ceilings(int threads);
 
@@ -42,10 +45,9 @@ void add_ceilings_to_benchmark_context(const std::vector<int>& threads);
 
 /// Adds to \p state the counters pct_fma_peak and pct_sgemm_sq (a rate of \p gflops on \p threads threads
 /// against ceilings(threads)) and, when \p attention_sgemm > 0, pct_sgemm_attn.
-void report_against_ceilings(benchmark::State& state, double gflops, int threads, double attention_sgemm = 0.0);
-
-/// The same counters for a benchmark that does \p flops_per_iteration FLOPs per iteration on \p threads
-/// threads, left for Google Benchmark to divide by the benchmark's own time (a rate counter).
-void add_ceiling_counters(benchmark::State& state, double flops_per_iteration, int threads);
+/// With \p per_cpu_second, \p gflops counts FLOPs per second of CPU time of one thread (as a benchmark on a
+/// shared machine may): then only pct_fma_peak is reported, against Ceilings::fma_peak_per_core.
+void report_against_ceilings(benchmark::State& state, double gflops, int threads, double attention_sgemm = 0.0,
+                             bool per_cpu_second = false);
 
 }  // namespace attn

@@ -1,0 +1,184 @@
+// Chapter 14's S4D computations (see lti.hpp). Book page: book/14_state_space.md, "Two computations".
+#include "14_state_space/lti.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#if ATTN_HAVE_FFTW
+#include <fftw3.h>
+#endif
+
+namespace attn::ch14 {
+
+namespace {
+
+void require_same_n(const char* where, const DiscreteSSM& ssm) {
+  require(ssm.B_bar.size() == ssm.A_bar.size() && ssm.C.size() == ssm.A_bar.size(),
+          fmt::format("{}: A_bar is ({}), B_bar ({}) and C ({}); all three need the same N", where, ssm.A_bar.size(),
+                      ssm.B_bar.size(), ssm.C.size()));
+}
+
+}  // namespace
+
+// [ssm_kernel]
+Vector ssm_kernel(const DiscreteSSM& ssm, std::size_t n) {
+  require_same_n("ssm_kernel", ssm);
+  Vector K = xt::zeros<float>({n});  // (n)
+  ComplexVector power = ssm.B_bar;   // (N) Ā^l ∘ B̄, one multiplication per entry and tap
+  for (std::size_t l = 0; l < n; ++l) {
+    Complex sum = 0.0f;
+    for (std::size_t k = 0; k < power.size(); ++k) {
+      sum += ssm.C[k] * power[k];
+      power[k] *= ssm.A_bar[k];
+    }
+    K(l) = sum.real();
+  }
+  return K;
+}
+// [ssm_kernel]
+
+// [ssm_recurrence]
+Vector ssm_recurrence(const DiscreteSSM& ssm, const Vector& u) {
+  require_same_n("ssm_recurrence", ssm);
+  const std::size_t n = u.size(), N = ssm.A_bar.size();
+  Vector y = xt::zeros<float>({n});  // (n)
+  ComplexVector x(N);                // (N) the state: all the model remembers of u_0 … u_t
+  for (std::size_t t = 0; t < n; ++t) {
+    Complex sum = 0.0f;
+    for (std::size_t k = 0; k < N; ++k) {
+      x[k] = ssm.A_bar[k] * x[k] + ssm.B_bar[k] * u(t);
+      sum += ssm.C[k] * x[k];
+    }
+    y(t) = sum.real();
+  }
+  return y;
+}
+// [ssm_recurrence]
+
+// [convolution_direct]
+Vector causal_convolution_direct(const Vector& K, const Vector& u) {
+  const std::size_t n = u.size(), taps = std::min(K.size(), n);
+  Vector y = xt::zeros<float>({n});  // (n)
+  // Tap by tap: y[j:] += K_j · u[:n−j]. The inner loop runs over contiguous memory and vectorises.
+  for (std::size_t j = 0; j < taps; ++j) {
+    const float k = K(j);
+    float* out = y.data() + j;
+    const float* in = u.data();
+    for (std::size_t t = 0; t + j < n; ++t) out[t] += k * in[t];
+  }
+  return y;
+}
+// [convolution_direct]
+
+#if ATTN_HAVE_FFTW
+
+namespace {
+
+/// FFTW plans for one padded length L, with the buffers they were made for. Making a plan costs more than
+/// running it, and FFTW's planner is not thread-safe: plans are made once per L, under a lock, and each
+/// thread keeps its own (execution on a plan's own buffers is safe per thread).
+struct FftPlan {
+  std::size_t L;
+  float* real;            // (L)
+  fftwf_complex* freq_u;  // (L/2 + 1)
+  fftwf_complex* freq_k;  // (L/2 + 1)
+  fftwf_plan forward_u, forward_k, backward;
+
+  explicit FftPlan(std::size_t length) : L(length) {
+    const std::lock_guard<std::mutex> lock(planner_lock());
+    real = fftwf_alloc_real(L);
+    freq_u = fftwf_alloc_complex(L / 2 + 1);
+    freq_k = fftwf_alloc_complex(L / 2 + 1);
+    if (!real || !freq_u || !freq_k) throw std::bad_alloc();
+    const int size = static_cast<int>(L);
+    // FFTW_ESTIMATE: a plan from heuristics, in microseconds, and the same plan on every run.
+    forward_u = fftwf_plan_dft_r2c_1d(size, real, freq_u, FFTW_ESTIMATE);
+    forward_k = fftwf_plan_dft_r2c_1d(size, real, freq_k, FFTW_ESTIMATE);
+    backward = fftwf_plan_dft_c2r_1d(size, freq_u, real, FFTW_ESTIMATE);
+  }
+  ~FftPlan() {
+    const std::lock_guard<std::mutex> lock(planner_lock());
+    fftwf_destroy_plan(forward_u);
+    fftwf_destroy_plan(forward_k);
+    fftwf_destroy_plan(backward);
+    fftwf_free(real);
+    fftwf_free(freq_u);
+    fftwf_free(freq_k);
+  }
+  FftPlan(const FftPlan&) = delete;
+  FftPlan& operator=(const FftPlan&) = delete;
+  static std::mutex& planner_lock() {
+    static std::mutex m;
+    return m;
+  }
+};
+
+FftPlan& plan_for(std::size_t L) {
+  thread_local std::map<std::size_t, std::unique_ptr<FftPlan>> plans;
+  auto& slot = plans[L];
+  if (!slot) slot = std::make_unique<FftPlan>(L);
+  return *slot;
+}
+
+/// The smallest power of two ≥ \p n: FFTW is fastest there, and doubling at most doubles the work.
+std::size_t next_power_of_two(std::size_t n) {
+  std::size_t L = 1;
+  while (L < n) L *= 2;
+  return L;
+}
+
+}  // namespace
+
+bool fft_available() { return true; }
+
+// [convolution_fft]
+Vector causal_convolution_fft(const Vector& K, const Vector& u) {
+  const std::size_t n = u.size(), taps = std::min(K.size(), n);
+  Vector y = xt::zeros<float>({n});  // (n)
+  if (n == 0 || taps == 0) return y;
+  // Cyclic convolution of length L equals the linear one when L ≥ n + taps − 1: nothing wraps around.
+  const std::size_t padded = next_power_of_two(n + taps - 1);
+  require(padded <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
+          fmt::format("causal_convolution_fft: n = {} needs a transform of {} points; FFTW's plans take at most {}", n,
+                      padded, std::numeric_limits<int>::max()));
+  FftPlan& p = plan_for(padded);
+  const std::size_t L = p.L, bins = L / 2 + 1;
+  std::fill(p.real, p.real + L, 0.0f);
+  std::copy(u.data(), u.data() + n, p.real);
+  fftwf_execute(p.forward_u);  // û = FFT(u, zero-padded)
+  std::fill(p.real, p.real + L, 0.0f);
+  std::copy(K.data(), K.data() + taps, p.real);
+  fftwf_execute(p.forward_k);  // K̂ = FFT(K, zero-padded)
+  // Convolution in time is multiplication in frequency; FFTW's inverse is unnormalised, hence the 1/L.
+  const float scale = 1.0f / static_cast<float>(L);
+  for (std::size_t b = 0; b < bins; ++b) {
+    const float re = p.freq_u[b][0] * p.freq_k[b][0] - p.freq_u[b][1] * p.freq_k[b][1];
+    const float im = p.freq_u[b][0] * p.freq_k[b][1] + p.freq_u[b][1] * p.freq_k[b][0];
+    p.freq_u[b][0] = re * scale;
+    p.freq_u[b][1] = im * scale;
+  }
+  fftwf_execute(p.backward);  // overwrites freq_u (c2r transforms destroy their input): nothing reads it again
+  std::copy(p.real, p.real + n, y.data());
+  return y;
+}
+// [convolution_fft]
+
+#else
+
+bool fft_available() { return false; }
+
+Vector causal_convolution_fft(const Vector&, const Vector&) {
+  throw std::runtime_error(
+      "causal_convolution_fft: the course was built without FFTW3; install Debian's libfftw3-dev (./course setup) "
+      "and reconfigure");
+}
+
+#endif
+
+}  // namespace attn::ch14

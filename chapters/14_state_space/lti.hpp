@@ -1,0 +1,45 @@
+/// \file
+/// Chapter 14's time-invariant SSM (S4D) computed two ways, and the convolution both ways: chapter code the
+/// book presents, not an exercise. The discretised system comes from the contract's attn::zoh_discretize().
+#pragma once
+
+#include <cstddef>
+
+#include "14_state_space/state_space.hpp"
+
+namespace attn::ch14 {
+
+/// The SSM's convolution kernel: `K_l = Re(Σ_k C_k Ā_k^l B̄_k)` for l = 0 … n−1, what an impulse at token 0
+/// leaves in the output l tokens later. With Δ, B, C fixed the whole layer is `y = K * u`.
+/// \param ssm Ā, B̄, C, each (N).
+/// \param n kernel length.
+/// \return (n) K.
+/// \throws std::invalid_argument naming the sizes when Ā, B̄ and C differ in N.
+Vector ssm_kernel(const DiscreteSSM& ssm, std::size_t n);
+
+/// The SSM as a recurrence: `x_t = Ā ∘ x_{t−1} + B̄ u_t`, `y_t = Re(C · x_t)`, from x_{−1} = 0; O(n·N) time and
+/// an (N) complex state.
+/// \param ssm Ā, B̄, C, each (N).
+/// \param u (n) the input.
+/// \return (n) y.
+/// \throws std::invalid_argument naming the sizes when Ā, B̄ and C differ in N.
+Vector ssm_recurrence(const DiscreteSSM& ssm, const Vector& u);
+
+/// Causal convolution by its definition, `y_t = Σ_{j ≤ t} K_j u_{t−j}`: O(n²) multiply-adds.
+/// \param K (n_K) the kernel; taps past n_K are zero.
+/// \param u (n) the input.
+/// \return (n) y.
+Vector causal_convolution_direct(const Vector& K, const Vector& u);
+
+/// The same convolution through FFTW3's real FFTs: zero-pad K and u to L ≥ 2n (so the cyclic convolution
+/// of the FFT does not wrap around), multiply the spectra, transform back: O(L log L).
+/// \param K (n_K) the kernel.
+/// \param u (n) the input.
+/// \return (n) y.
+/// \throws std::runtime_error when the course was built without FFTW3 (see fft_available()).
+Vector causal_convolution_fft(const Vector& K, const Vector& u);
+
+/// Whether causal_convolution_fft() works: false when CMake found no FFTW3 (Debian's libfftw3-dev).
+bool fft_available();
+
+}  // namespace attn::ch14

@@ -1,0 +1,678 @@
+// Chapter 14 — State-space models, the other road to long context, and their duality with attention.
+//
+// What it shows: chapter 08's decayed recurrence grown into a state-space model, x' = Ax + Bu, y = Cx, made
+// discrete by a zero-order hold (Ā = exp(ΔA), B̄ = (Ā − 1)/A · B); a diagonal S4D layer computed as a recurrence
+// (a fixed state per step) and as a convolution with its kernel (CB̄, CĀB̄, CĀ²B̄, …), directly in O(n²) and
+// through FFTW3's FFT in O(n log n), all equal to float32 rounding; Mamba's selective scan, whose Δ, B, C depend
+// on the token so that no single kernel exists, run sequentially and in parallel (the associative scan operator,
+// and the channels split between threads); the duality of Mamba-2: the selective SSM is masked attention,
+// (L ∘ C Bᵀ) X with a 1-semiseparable decay mask L, drawn and checked against the recurrence, with chapter 08's
+// causal linear attention as the case of a constant decay; "attention vs memory": m key → value pairs written
+// into a fixed state and read back, exact up to m = d_k with orthogonal keys and degrading after, while softmax
+// attention over the m pairs stays exact; the memory of a decode step, constant for the SSM, growing with n for
+// chapter 09's KV cache.
+// `ch14_state_space bench` measures, in one run with this machine's triad bandwidth: the selective scan at d = 64,
+// N = 16, n = 65,536 (sequential, time-parallel and channel-parallel on 2 threads), FFT against direct convolution
+// from n = 256 to 65,536 with fitted exponents, and the decode step of the SSM against chapter 09's KV cache from
+// n = 1K to 64K with fitted exponents.
+// What it leaves out: training (the SSM's parameters here are initialisations, S4D-Lin and S4D-Real), the
+// projections, gating and short convolution around Mamba's scan, Mamba-2's chunked matmul algorithm, complex
+// parameters in the selective scan, and GPU kernels.
+// Run it: ./course run 14      Benchmarks: build/default/bin/ch14_state_space bench
+// Your code: ./course run 14 --track exercise      Book page: book/14_state_space.md
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <ctime>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "04_complexity/complexity.hpp"
+#include "08_linear/linear.hpp"
+#include "09_mqa_gqa/mqa_gqa.hpp"
+#include "14_state_space/lti.hpp"
+#include "14_state_space/memory.hpp"
+#include "14_state_space/scan.hpp"
+#include "14_state_space/state_space.hpp"
+#include "attn/chapter.hpp"
+#include "attn/format.hpp"
+#include "attn/measure.hpp"
+#include "attn/plot.hpp"
+#include "attn/print.hpp"
+#include "attn/rng.hpp"
+#include "attn/stats.hpp"
+#include "attn/svg.hpp"
+
+namespace {
+
+using attn::Complex;
+using attn::Matrix;
+using attn::Vector;
+namespace ch14 = attn::ch14;
+
+std::string complex_str(Complex z) { return fmt::format("{:+.4f} {:+.4f}i", z.real(), z.imag()); }
+
+/// A vector as a (1, n) matrix, for the common/ helpers that compare matrices.
+Matrix as_row(const Vector& v) { return xt::reshape_view(v, {std::size_t{1}, v.size()}); }
+
+// [s4d_lin]
+/// S4D-Lin's initialisation (Gu et al., 2022): A_k = −1/2 + iπk, B_k = 1; C drawn at random. The real part
+/// −1/2 makes every mode forget at the same rate, the imaginary part πk makes mode k turn k half-turns per
+/// unit of time: a bank of damped oscillators.
+attn::DiagonalSSM s4d_lin(std::size_t N, attn::Rng& rng) {
+  attn::DiagonalSSM ssm;
+  const Matrix c = rng.normal(N, 2, 0.0f, 0.5f);  // (N, 2) real and imaginary parts of C
+  for (std::size_t k = 0; k < N; ++k) {
+    ssm.A.emplace_back(-0.5f, static_cast<float>(M_PI * static_cast<double>(k)));
+    ssm.B.emplace_back(1.0f, 0.0f);
+    ssm.C.emplace_back(c(k, 0), c(k, 1));
+  }
+  return ssm;
+}
+// [s4d_lin]
+
+Vector random_vector(attn::Rng& rng, std::size_t n) { return xt::flatten(Matrix(rng.normal(n, 1))); }
+
+// --- 1. from chapter 08's decay to a state-space model ---------------------------------------------------------
+
+void print_discretisation(attn::Rng& rng) {
+  attn::heading("From chapter 08's decay to a state-space model: the zero-order hold (S4D-Lin, N = 4, Δ = 0.1)");
+  const float delta = 0.1f;
+  const attn::DiagonalSSM ssm = s4d_lin(4, rng);
+  const attn::DiscreteSSM s = attn::zoh_discretize(ssm, delta);
+  attn::Table t({"k", "A_k (continuous)", "Ā_k = exp(ΔA_k)", "|Ā_k|", "B̄_k = (Ā_k − 1)/A_k · B_k", "Euler's Δ·B_k"});
+  for (std::size_t k = 0; k < 4; ++k)
+    t.add_row({fmt::format("{}", k), complex_str(ssm.A[k]), complex_str(s.A_bar[k]),
+               fmt::format("{:.4f}", std::abs(s.A_bar[k])), complex_str(s.B_bar[k]), complex_str(delta * ssm.B[k])});
+  t.print();
+  fmt::print(
+      "{}", attn::wrapped(
+                fmt::format(
+                    "Chapter 08's recurrence kept S ← λS + φ(k)ᵀv with one real decay λ. A state-space model keeps x ← "
+                    "Āx + B̄u with a decay per state entry, here complex: |Ā_k| = e^(Δ·Re A_k) = {:.4f} is how much "
+                    "survives a step, the angle Δ·Im A_k how far the entry turns. Re(A) < 0 is what keeps |Ā| < 1; "
+                    "zoh_discretize refuses anything else:",
+                    std::exp(-0.5 * delta)),
+                100, ""));
+  try {
+    attn::zoh_discretize({{{0.1f, 1.0f}}, {{1.0f, 0.0f}}, {{1.0f, 0.0f}}}, delta);
+  } catch (const std::invalid_argument& e) {
+    fmt::print("  {}\n", e.what());
+  }
+  fmt::print("{}",
+             attn::wrapped(
+                 "B̄ differs from Euler's Δ·B in the third digit at this Δ: the hold integrates the input over the "
+                 "step (and stays exact for any Δ), Euler takes its first-order guess (Mamba uses that guess for B).",
+                 100, ""));
+}
+
+// --- 2. one SSM, two computations --------------------------------------------------------------------------------
+
+// [two_computations]
+void print_two_computations(const attn::Chapter& chapter, attn::Rng& rng, std::size_t n) {
+  const std::size_t N = 16;
+  attn::heading(fmt::format("One S4D layer, two computations (N = {}, Δ = 0.05, n = {})", N, n));
+  const attn::DiscreteSSM s = attn::zoh_discretize(s4d_lin(N, rng), 0.05f);
+  const Vector u = random_vector(rng, n);                       // (n)
+  const Vector recurrent = ch14::ssm_recurrence(s, u);          // (n) a state of N numbers per step
+  const Vector K = ch14::ssm_kernel(s, n);                      // (n) CB̄, CĀB̄, CĀ²B̄, …
+  const Vector direct = ch14::causal_convolution_direct(K, u);  // (n) O(n²)
+  attn::Table t({"computation", "work", "extra memory", "max |y − y_rec.|"});
+  t.set_left(0).set_left(1).set_left(2);
+  t.add_row({"recurrence x_t = Āx_{t−1} + B̄u_t", "O(n·N)", fmt::format("state: {} complex", N), "0"});
+  t.add_row({"kernel K, Σ_j K_j u_{t−j}", "O(n·N + n²)", "kernel: n numbers",
+             attn::sci(attn::max_abs_diff(as_row(direct), as_row(recurrent)), 1)});
+  if (ch14::fft_available()) {
+    const Vector fft = ch14::causal_convolution_fft(K, u);  // (n) O(n log n)
+    t.add_row({"kernel K, FFT (FFTW3)", "O(n·N + n log n)", "spectra: ≥ 2n",
+               attn::sci(attn::max_abs_diff(as_row(fft), as_row(recurrent)), 1)});
+  }
+  t.print();
+  if (!ch14::fft_available())
+    fmt::print("(FFT convolution skipped: built without FFTW3; `./course setup` installs libfftw3-dev.)\n");
+  fmt::print(
+      "{}",
+      attn::wrapped(
+          fmt::format(
+              "With Δ, B and C fixed, the layer is linear and time-invariant: its answer to an impulse, the kernel "
+              "K, says everything, and y = K * u. Training wants the convolution (all tokens at once, by FFT); "
+              "generation wants the recurrence (one token, a fixed state). The first taps: K_0 = {:.4f}, K_1 = "
+              "{:.4f}, K_2 = {:.4f}.",
+              K(0), n > 1 ? K(1) : 0.0f, n > 2 ? K(2) : 0.0f),
+          100, ""));
+  if (const auto path = chapter.figure_path("ch14_kernel.svg")) {
+    attn::Series series{"K_l = Re(C Ā^l B̄)", {}, {}, true};
+    for (std::size_t l = 0; l < std::min<std::size_t>(n, 200); ++l) {
+      series.x.push_back(static_cast<double>(l));
+      series.y.push_back(K(l));
+    }
+    attn::write_svg_plot(*path, {"The S4D-Lin kernel: damped oscillations (N = 16, Δ = 0.05)",
+                                 "lag l (tokens)",
+                                 "K_l",
+                                 false,
+                                 false,
+                                 {series}});
+    chapter.announce_figure(*path);
+  }
+}
+// [two_computations]
+
+// --- 3. the selective scan ---------------------------------------------------------------------------------------
+
+/// Mamba-like inputs: Δ log-uniform in [0.001, 0.1] (Mamba's initial range), A(c, k) = −(k + 1) (S4D-Real), x, B,
+/// C ~ N(0, 1).
+struct ScanInputs {
+  Matrix x, delta, A, B, C;  // (n, d), (n, d), (d, N), (n, N), (n, N)
+};
+ScanInputs scan_inputs(attn::Rng& rng, std::size_t n, std::size_t d, std::size_t N) {
+  ScanInputs in{rng.normal(n, d), rng.uniform(n, d, std::log(0.001f), std::log(0.1f)), xt::zeros<float>({d, N}),
+                rng.normal(n, N), rng.normal(n, N)};
+  in.delta = xt::exp(in.delta);
+  for (std::size_t c = 0; c < d; ++c)
+    for (std::size_t k = 0; k < N; ++k) in.A(c, k) = -static_cast<float>(k + 1);
+  return in;
+}
+
+// [no_kernel]
+/// The response of a selective SSM (one channel) to an impulse at token \p at: with Δ depending on the token,
+/// the response depends on WHEN the impulse came, so no single kernel describes the layer.
+Vector impulse_response(const ScanInputs& in, std::size_t at, std::size_t length) {
+  Matrix h = xt::zeros<float>({std::size_t{1}, in.A.shape(1)});  // (1, N)
+  Vector y = xt::zeros<float>({length});                         // (length)
+  for (std::size_t t = at; t < at + length; ++t) {
+    const Vector x{t == at ? 1.0f : 0.0f};
+    const Vector delta{in.delta(t, 0)};
+    const Matrix A = xt::view(in.A, xt::range(0, 1), xt::all());  // (1, N)
+    y(t - at) = attn::selective_step(h, x, delta, A, xt::row(in.B, t), xt::row(in.C, t))(0);
+  }
+  return y;
+}
+// [no_kernel]
+
+void print_selective_scan(attn::Rng& rng) {
+  const std::size_t n = 1000, d = 8, N = 16;
+  attn::heading(fmt::format("Mamba's selective scan: Δ, B, C chosen by each token (n = {}, d = {}, N = {})", n, d, N));
+  ScanInputs in = scan_inputs(rng, n, d, N);
+  // Make token 3 "important": a large Δ resets the state and takes the token in (Mamba's selection mechanism).
+  for (std::size_t c = 0; c < d; ++c) in.delta(3, c) = 2.0f;
+  const Vector early = impulse_response(in, 3, 6), late = impulse_response(in, 10, 6);  // (6) each
+  attn::Table t({"lag", "impulse at token 3 (Δ = 2)", "impulse at token 10 (Δ small)"});
+  for (std::size_t l = 0; l < 6; ++l)
+    t.add_row({fmt::format("{}", l), fmt::format("{:+.4f}", early(l)), fmt::format("{:+.4f}", late(l))});
+  t.print();
+  fmt::print("{}",
+             attn::wrapped(
+                 "The same layer answers an impulse differently depending on when it comes: there is no one kernel, "
+                 "so no convolution and no FFT. What remains is the recurrence, and the fact that makes it parallel: "
+                 "each step is a map h ↦ a·h + b, and composing two such maps is again one (scan_combine), an "
+                 "associative operation.",
+                 100, ""));
+
+  // [scan_equal]
+  const ch14::SelectiveScanOutput sequential = ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, 1);
+  attn::Table s({"scan", "threads", "max |y − y_sequential|", "max |h_n − h_n,sequential|"});
+  s.set_left(0);
+  for (const auto split : {ch14::ScanSplit::time, ch14::ScanSplit::channels})
+    for (const int threads : {2, 3}) {
+      const ch14::SelectiveScanOutput out = ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, threads, split);
+      s.add_row({split == ch14::ScanSplit::time ? "chunks in time, carries combined" : "channels split",
+                 fmt::format("{}", threads), attn::sci(attn::max_abs_diff(out.y, sequential.y), 1),
+                 attn::sci(attn::max_abs_diff(out.h, sequential.h), 1)});
+    }
+  Matrix h = xt::zeros<float>({d, N});  // (d, N) selective_step, token by token: the contract's version
+  Matrix y = xt::zeros<float>({n, d});  // (n, d)
+  for (std::size_t tok = 0; tok < n; ++tok)
+    xt::row(y, tok) = attn::selective_step(h, xt::row(in.x, tok), xt::row(in.delta, tok), in.A, xt::row(in.B, tok),
+                                           xt::row(in.C, tok));
+  s.add_row({"selective_step, token by token", "1", attn::sci(attn::max_abs_diff(y, sequential.y), 1),
+             attn::sci(attn::max_abs_diff(h, sequential.h), 1)});
+  s.print();
+  // [scan_equal]
+  fmt::print("{}",
+             attn::wrapped(
+                 "Chunks in time: each thread scans its chunk from a zero state; the chunk-end states are combined in "
+                 "order (scan_combine on whole chunks: the chunk's total decay and its end state); then every token "
+                 "after the first chunk adds its carry. Equal to rounding, but the carries cost a second pass over "
+                 "all chunks but the first: on 2 threads at most 2/(1 + 1/2) = 1.33× faster. Channels never interact, "
+                 "so splitting them needs no carry at all. `ch14_state_space bench` measures both.",
+                 100, ""));
+}
+
+// --- 4. the duality ------------------------------------------------------------------------------------------------
+
+// [duality]
+void print_duality(const attn::Chapter& chapter, attn::Rng& rng) {
+  const std::size_t n = 10, N = 4, p = 2;
+  const float A = -1.0f;
+  attn::heading(
+      fmt::format("The duality: a selective SSM is masked attention, Y = (L ∘ C Bᵀ) X (n = {}, N = {})", n, N));
+  const Vector delta = xt::exp(xt::flatten(Matrix(rng.uniform(n, 1, -3.0f, 0.5f))));  // (n) Δ_t
+  const Vector a = xt::exp(A * delta);                                                // (n) a_t = exp(Δ_t A)
+  const Matrix L = attn::semiseparable_mask(a);                                       // (n, n)
+  std::vector<std::string> labels;
+  for (std::size_t t = 0; t < n; ++t) labels.push_back(fmt::format("t{}", t));
+  attn::print_heatmap(L, labels, labels, 2);
+  fmt::print("{}", attn::wrapped(fmt::format("L(i, j) = a_(j+1) ⋯ a_i: what is left at token i of what token j "
+                                             "wrote. a = ({:.2f}).",
+                                             fmt::join(a, ", ")),
+                                 100, ""));
+  const Matrix B = rng.normal(n, N), C = rng.normal(n, N), X = rng.normal(n, p);  // (n, N), (n, N), (n, p)
+  Matrix B_bar = B;  // (n, N) Δ_t B_t: the step folded into the keys
+  for (std::size_t t = 0; t < n; ++t) xt::row(B_bar, t) *= delta(t);
+  const Matrix Y = attn::masked_attention_form(L, C, B_bar, X);  // (n, p) the attention form, n² work
+  // The recurrence: p channels sharing Δ, every state entry with the same A (Mamba-2's scalar A).
+  const Matrix A_all = Matrix(xt::ones<float>({p, N})) * A;  // (p, N)
+  Matrix D = xt::zeros<float>({n, p});                       // (n, p) Δ, the same for every channel
+  for (std::size_t c = 0; c < p; ++c) xt::col(D, c) = delta;
+  const Matrix recurrence = ch14::selective_scan(X, D, A_all, B, C).y;  // (n, p) the scan, n work
+  fmt::print("max |(L ∘ C Bᵀ) X − selective scan| = {}: the same numbers, as attention and as an RNN.\n",
+             attn::sci(attn::max_abs_diff(Y, recurrence), 1));
+
+  // Chapter 08's causal linear attention: a constant decay λ, φ(Q) as C, φ(K) as B, normalised by the row sums.
+  const Matrix phiQ = attn::elu_plus_one(rng.normal(n, N)), phiK = attn::elu_plus_one(rng.normal(n, N));
+  const Matrix V = rng.normal(n, p);
+  attn::Table t({"decay λ", "mask", "max |masked form ÷ row sums − chapter 08's causal_linear_attention|"});
+  for (const float lambda : {1.0f, 0.9f}) {
+    const Matrix Lc = attn::semiseparable_mask(Vector(xt::ones<float>({n}) * lambda));  // (n, n)
+    Matrix O = attn::masked_attention_form(Lc, phiQ, phiK, V);                          // (n, p)
+    const Matrix sums = attn::masked_attention_form(Lc, phiQ, phiK, Matrix(xt::ones<float>({n, std::size_t{1}})));
+    for (std::size_t i = 0; i < n; ++i) xt::row(O, i) /= sums(i, 0);
+    t.add_row({fmt::format("{}", lambda), lambda == 1.0f ? "causal ones" : "λ^(i−j)",
+               attn::sci(attn::max_abs_diff(O, attn::causal_linear_attention(phiQ, phiK, V, lambda)), 1)});
+  }
+  t.print();
+  fmt::print("{}",
+             attn::wrapped(
+                 "Chapter 08's causal linear attention is this form with the decay held constant (λ = 1: no decay at "
+                 "all, the plain causal mask) and a normaliser. Mamba makes the decay depend on the token; softmax "
+                 "attention replaces L ∘ C Bᵀ by softmax(Q Kᵀ/√d_k), which has no such low-rank structure and so no "
+                 "recurrence.",
+                 100, ""));
+  if (const auto path = chapter.figure_path("ch14_semiseparable_mask.svg")) {
+    attn::write_svg_heatmap(*path, L, labels, labels, "The 1-semiseparable mask L(i, j) = a_(j+1)⋯a_i");
+    chapter.announce_figure(*path);
+  }
+}
+// [duality]
+
+// --- 5. attention vs memory ------------------------------------------------------------------------------------------
+
+// [recall]
+/// Relative errors of recalling m pairs with keys \p K (m, d_k): through the SSM's fixed state (the masked form with
+/// no decay) and through softmax attention over the m pairs (chapter 02's scaled_dot_product_attention, queries
+/// sharpened so that the matching logit is 64).
+struct RecallErrors {
+  double state, softmax;
+};
+RecallErrors recall(attn::Rng& rng, const Matrix& K, std::size_t d_v) {
+  const std::size_t m = K.shape(0), d_k = K.shape(1);
+  const Matrix V = rng.normal(m, d_v);  // (m, d_v)
+  const ch14::RecallTask task = ch14::recall_task(K, V);
+  const Matrix Y = attn::masked_attention_form(attn::semiseparable_mask(xt::ones<float>({2 * m})), task.C, task.B,
+                                               task.X);                     // (2m, d_v)
+  const Matrix from_state = xt::view(Y, xt::range(m, 2 * m), xt::all());    // (m, d_v)
+  const Matrix Q = K * (64.0f * std::sqrt(static_cast<float>(d_k)));        // (m, d_k)
+  const Matrix from_softmax = attn::scaled_dot_product_attention(Q, K, V);  // (m, d_v)
+  return {ch14::relative_error(from_state, V), ch14::relative_error(from_softmax, V)};
+}
+
+/// m random keys of unit length: (m, d_k).
+Matrix random_unit_keys(attn::Rng& rng, std::size_t m, std::size_t d_k) {
+  Matrix K = rng.normal(m, d_k);  // (m, d_k)
+  for (std::size_t i = 0; i < m; ++i) {
+    const float norm = std::sqrt(static_cast<float>(xt::sum(xt::square(xt::row(K, i)))()));
+    xt::row(K, i) /= norm;
+  }
+  return K;
+}
+// [recall]
+
+std::string error_cell(double e) { return e < 1e-5 ? "< 1e-5" : fmt::format("{:.3f}", e); }
+
+void print_recall(const attn::Chapter& chapter, attn::Rng& rng) {
+  const std::size_t d_k = 32, d_v = 32;
+  attn::heading(fmt::format("Attention vs memory: store m key → value pairs, read them back (d_k = d_v = {})", d_k));
+  attn::Table t({"m", "m/d_k", "state, orthogonal keys", "state, random keys", "softmax, random keys", "√((m−1)/d_k)"});
+  attn::Series orthogonal{"fixed d_k × d_v state, orthogonal keys", {}, {}, true};
+  attn::Series random{"fixed d_k × d_v state, random unit keys", {}, {}, true};
+  attn::Series soft{"softmax over the m pairs (KV cache), random unit keys", {}, {}, true};
+  for (const std::size_t m : {4, 8, 16, 24, 32, 40, 48, 64, 96, 128}) {
+    const double ratio = static_cast<double>(m) / static_cast<double>(d_k);
+    const RecallErrors r = recall(rng, random_unit_keys(rng, m, d_k), d_v);
+    std::string orthogonal_cell = "impossible";
+    if (m <= d_k) {
+      const RecallErrors o = recall(rng, ch14::orthonormal_rows(rng, m, d_k), d_v);
+      orthogonal_cell = error_cell(o.state);
+      orthogonal.x.push_back(ratio);
+      orthogonal.y.push_back(o.state);
+    }
+    t.add_row({fmt::format("{}", m), fmt::format("{:.2f}", ratio), orthogonal_cell, error_cell(r.state),
+               error_cell(r.softmax),
+               fmt::format("{:.3f}", std::sqrt(static_cast<double>(m - 1) / static_cast<double>(d_k)))});
+    random.x.push_back(ratio);
+    random.y.push_back(r.state);
+    soft.x.push_back(ratio);
+    soft.y.push_back(r.softmax);
+  }
+  t.print();
+  fmt::print(
+      "{}",
+      attn::wrapped("A state of d_k × d_v numbers is Σ_j k_jᵀ v_j. Reading it with k_i returns v_i plus Σ_(j≠i) "
+                    "(k_i·k_j) v_j: nothing more while the keys are orthogonal, which at most d_k keys can be. Random "
+                    "unit keys interfere from the start, with a relative error near √((m − 1)/d_k) (each of the m − 1 "
+                    "other keys leaks k_i·k_j ~ 1/√d_k of its value). Softmax attention keeps all m pairs (memory "
+                    "growing with m) and a sharp query picks its own, for any m. That is the price of O(1) memory per "
+                    "token.",
+                    100, ""));
+  if (const auto path = chapter.figure_path("ch14_recall.svg")) {
+    attn::write_svg_plot(*path, {"Recall error against the number of stored pairs",
+                                 "m / d_k (pairs per key dimension)",
+                                 "relative error",
+                                 false,
+                                 false,
+                                 {orthogonal, random, soft}});
+    chapter.announce_figure(*path);
+  }
+}
+
+// --- 6. decode cost ------------------------------------------------------------------------------------------------
+
+constexpr std::size_t kDecodeD = 256, kDecodeN = 16;  // the SSM: d channels of N state entries
+constexpr std::size_t kDecodeH = 4, kDecodeDk = 64;   // attention of the same width: h = g = 4 heads of 64
+
+void print_decode_memory() {
+  attn::heading(fmt::format("What a decode step reads: the SSM's state against a KV cache (width {})", kDecodeD));
+  attn::Table t({"context n", fmt::format("SSM state (d = {}, N = {})", kDecodeD, kDecodeN),
+                 fmt::format("KV cache (h = g = {}, d_k = {})", kDecodeH, kDecodeDk), "ratio"});
+  const double state = static_cast<double>(kDecodeD * kDecodeN * sizeof(float));
+  for (const std::size_t n : {1024, 4096, 16384, 65536}) {
+    const double cache = static_cast<double>(attn::kv_cache_bytes(1, kDecodeH, kDecodeDk, n, sizeof(float)));
+    t.add_row({fmt::format("{}", n), attn::human_bytes(state), attn::human_bytes(cache),
+               fmt::format("{:.0f}×", cache / state)});
+  }
+  t.print();
+  fmt::print(
+      "{}",
+      attn::wrapped(
+          fmt::format(
+              "Per layer, fp32. The SSM reads and writes the same {} per token at any n; attention reads its whole "
+              "cache, so its step grows linearly with n. `ch14_state_space bench` times both steps from n = 1K to "
+              "64K.",
+              attn::human_bytes(state)),
+          100, ""));
+}
+
+void tell_the_story(const attn::Chapter& chapter, std::uint64_t seed, std::size_t n) {
+  fmt::print("Chapter 14: state-space models, and their duality with attention.\n");
+  attn::Rng rng(seed);
+  print_discretisation(rng);
+  print_two_computations(chapter, rng, n);
+  print_selective_scan(rng);
+  print_duality(chapter, rng);
+  print_recall(chapter, rng);
+  print_decode_memory();
+}
+
+// --- bench ----------------------------------------------------------------------------------------------------------
+// The ceiling (a STREAM triad on one thread) and every contender in one run. The scans and the triad are compared
+// on the wall clock (the threaded scans need it), and the one-thread scan also in CPU time; convolution and decode
+// summaries use the thread's CPU time (the machine is shared: see the load beside the figures in the book).
+
+/// Seconds per iteration of a benchmark loop: the mean on the wall clock, the best (shortest) iteration on the wall
+/// clock, and the mean in this thread's CPU time. On a shared machine the CPU time counts only the time the loop
+/// ran, the wall time also the time it waited for a core; the best iteration is the one the other jobs disturbed
+/// least, the closest a busy machine gets to an idle one.
+struct LoopTime {
+  double wall, best, cpu;
+};
+template <class Body>
+LoopTime loop_times(benchmark::State& state, Body body) {
+  using Clock = std::chrono::steady_clock;
+  const double cpu0 = attn::thread_cpu_seconds();
+  const Clock::time_point wall0 = Clock::now();
+  double best = std::numeric_limits<double>::infinity();
+  for (auto _ : state) {
+    const Clock::time_point start = Clock::now();
+    body();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  const double iterations = static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+  return {std::chrono::duration<double>(Clock::now() - wall0).count() / iterations, best,
+          (attn::thread_cpu_seconds() - cpu0) / iterations};
+}
+
+// Keys of the triad's and the scans' entries in attn::bench_record(): which time each value is.
+constexpr std::size_t kWall = 0, kBest = 1, kCpu = 2, kPath = 3, kWork = 4;
+
+// [triad]
+/// STREAM's triad on one thread, a = b + s·c: two arrays read, one written; the speed memory allows one core.
+void BM_Triad(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+  const float s = 3.0f;
+  const LoopTime time = loop_times(state, [&] {
+    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+    benchmark::ClobberMemory();
+  });
+  const double bytes = 3.0 * static_cast<double>(n) * sizeof(float);
+  attn::bench_record()["triad bytes/s"] = {
+      {kWall, bytes / time.wall}, {kBest, bytes / time.best}, {kCpu, bytes / time.cpu}};
+  state.counters["GB/s"] = bytes / time.wall / 1e9;
+  state.counters["GB/s_best"] = bytes / time.best / 1e9;
+  state.counters["GB/s_cpu"] = bytes / time.cpu / 1e9;
+}
+// [triad]
+BENCHMARK(BM_Triad)->Arg(1 << 24)->ArgName("floats")->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+
+constexpr std::size_t kScanN = 65536, kScanD = 64, kScanState = 16;
+
+const ScanInputs& bench_scan_inputs() {
+  static const ScanInputs in = [] {
+    attn::Rng rng(14);
+    return scan_inputs(rng, kScanN, kScanD, kScanState);
+  }();
+  return in;
+}
+
+// [bench_scan]
+/// The selective scan at n = 65,536, d = 64, N = 16: sequential (1 thread), in time chunks or split by channels
+/// (2 threads). Bytes: x, Δ, B, C read and y written once; "%triad" against the one-thread triad of this run.
+void BM_SelectiveScan(benchmark::State& state) {
+  attn::set_blas_threads(1);
+  const int threads = static_cast<int>(state.range(0));
+  const auto split = state.range(1) == 0 ? ch14::ScanSplit::time : ch14::ScanSplit::channels;
+  const ScanInputs& in = bench_scan_inputs();
+  double path = 0, work = 0;  // CPU seconds summed over the iterations
+  const LoopTime time = loop_times(state, [&] {
+    ch14::ScanCpuTime cpu;
+    const ch14::SelectiveScanOutput out = ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, threads, split, &cpu);
+    benchmark::DoNotOptimize(out.y.data());
+    path += cpu.critical_path;
+    work += cpu.total;
+  });
+  const double iterations = static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+  path /= iterations;
+  work /= iterations;
+  const double bytes = ch14::selective_scan_bytes(kScanN, kScanD, kScanState);
+  const std::string name = threads == 1 ? "sequential" : split == ch14::ScanSplit::time ? "time" : "channels";
+  auto& record = attn::bench_record();
+  record["scan " + name] = {{kWall, time.wall}, {kBest, time.best}, {kPath, path}, {kWork, work}};
+  // Against the triad on the same clock: mean wall time, best iteration, and (one thread) CPU time.
+  const auto& triad = record["triad bytes/s"];
+  state.counters["GB/s"] = bytes / time.wall / 1e9;
+  if (!triad.empty()) {
+    state.counters["%triad"] = 100.0 * bytes / time.wall / triad.at(kWall);
+    state.counters["%triad_best"] = 100.0 * bytes / time.best / triad.at(kBest);
+    if (threads == 1) state.counters["%triad_cpu"] = 100.0 * bytes / time.cpu / triad.at(kCpu);
+  }
+  state.counters["Gupdates/s"] = static_cast<double>(kScanN * kScanD * kScanState) / time.wall / 1e9;
+  const auto& sequential = record["scan sequential"];
+  if (threads > 1 && !sequential.empty()) {
+    state.counters["speedup"] = sequential.at(kWall) / time.wall;
+    state.counters["speedup_best"] = sequential.at(kBest) / time.best;
+    // In CPU time, which the other jobs on the machine do not inflate: the longest thread of every phase (what an
+    // idle core per thread would take) and the work of all threads, both against the sequential scan.
+    state.counters["speedup_cpu_path"] = sequential.at(kPath) / path;
+    state.counters["work_vs_seq"] = work / sequential.at(kWork);
+  }
+}
+// [bench_scan]
+BENCHMARK(BM_SelectiveScan)
+    ->Args({1, 0})
+    ->Args({2, 0})
+    ->Args({2, 1})
+    ->ArgNames({"threads", "channels"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+
+/// The exponent e of t ≈ c·n^e over n in [n_min, n_max], by chapter 04's least-squares fit.
+double exponent_over(const std::map<std::size_t, double>& t, std::size_t n_min, std::size_t n_max) {
+  std::vector<double> n, seconds;
+  for (const auto& [size, s] : t)
+    if (size >= n_min && size <= n_max) {
+      n.push_back(static_cast<double>(size));
+      seconds.push_back(s);
+    }
+  return n.size() < 2 ? 0.0 : attn::fit_power_law(n, seconds).exponent;
+}
+
+// [bench_conv]
+/// Causal convolution of an S4D kernel of length n with an input of length n: direct O(n²) against FFTW's O(n log n)
+/// (plans made once per length, outside the timing; both transforms of K and u and the inverse timed).
+void BM_Convolution(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  const bool fft = state.range(1) == 1;
+  if (fft && !ch14::fft_available()) {
+    state.SkipWithError("built without FFTW3 (libfftw3-dev)");
+    return;
+  }
+  attn::Rng rng(n);
+  const Vector K = ch14::ssm_kernel(attn::zoh_discretize(s4d_lin(16, rng), 0.05f), n);  // (n)
+  const Vector u = random_vector(rng, n);                                               // (n)
+  if (fft) benchmark::DoNotOptimize(ch14::causal_convolution_fft(K, u).data());         // makes the plans
+  const double seconds = loop_times(state, [&] {
+                           const Vector y =
+                               fft ? ch14::causal_convolution_fft(K, u) : ch14::causal_convolution_direct(K, u);
+                           benchmark::DoNotOptimize(y.data());
+                         }).cpu;
+  attn::bench_record()[fft ? "fft" : "direct"][n] = seconds;
+}
+// [bench_conv]
+BENCHMARK(BM_Convolution)
+    ->ArgsProduct({{256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536}, {0, 1}})
+    ->ArgNames({"n", "fft"})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.1);
+
+void BM_ConvolutionSummary(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(state.iterations());
+  const auto& direct = attn::bench_record()["direct"];
+  const auto& fft = attn::bench_record()["fft"];
+  if (direct.size() < 2 || fft.size() < 2) {
+    state.SkipWithError("run the Convolution benchmarks first (no --benchmark_filter)");
+    return;
+  }
+  // The crossover: the smallest n from which the FFT wins at every larger n measured.
+  std::size_t crossover = 0;
+  for (auto it = direct.rbegin(); it != direct.rend(); ++it) {
+    if (!fft.count(it->first) || fft.at(it->first) >= it->second) break;
+    crossover = it->first;
+  }
+  state.counters["fft_wins_from_n"] = static_cast<double>(crossover);
+  state.counters["exp_direct"] = exponent_over(direct, 1024, 65536);
+  state.counters["exp_fft"] = exponent_over(fft, 1024, 65536);
+  state.counters["speedup_65536"] = direct.count(65536) && fft.count(65536) ? direct.at(65536) / fft.at(65536) : 0.0;
+}
+BENCHMARK(BM_ConvolutionSummary)->Iterations(1);
+
+// [bench_decode]
+/// One decode step after n tokens. SSM: the contract's selective_step on a (256, 16) state that has read n tokens.
+/// Attention: chapter 09's decode_step over a KV cache of n tokens (h = g = 4, d_k = 64), the same width.
+void BM_Decode(benchmark::State& state) {
+  attn::set_blas_threads(1);
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  const bool ssm = state.range(1) == 0;
+  // The context is made of a block of kBlock random tokens, repeated: a step's time does not depend on the
+  // values, and drawing millions of normal numbers would take longer than the benchmark.
+  constexpr std::size_t kBlock = 1024;
+  attn::Rng rng(n);
+  double seconds = 0;
+  if (ssm) {
+    Matrix A = xt::zeros<float>({kDecodeD, kDecodeN});  // (d, N) S4D-Real
+    for (std::size_t c = 0; c < kDecodeD; ++c)
+      for (std::size_t k = 0; k < kDecodeN; ++k) A(c, k) = -static_cast<float>(k + 1);
+    const Matrix X = rng.normal(kBlock, kDecodeD), Bs = rng.normal(kBlock, kDecodeN);  // (block, d), (block, N)
+    const Vector delta = xt::ones<float>({kDecodeD}) * 0.01f;                          // (d)
+    const Vector C = xt::row(rng.normal(1, kDecodeN), 0);                              // (N)
+    Matrix h = xt::zeros<float>({kDecodeD, kDecodeN});                                 // (d, N)
+    for (std::size_t t = 0; t + 1 < n; ++t)  // read n − 1 tokens: the state of a context of n − 1
+      attn::selective_step(h, xt::row(X, t % kBlock), delta, A, xt::row(Bs, t % kBlock), C);
+    const Vector x = xt::row(X, (n - 1) % kBlock), B = xt::row(Bs, (n - 1) % kBlock);  // (d), (N) token n
+    const Matrix h_n = h;  // every timed step starts from the same state: token n, again and again
+    seconds = loop_times(state, [&] {
+                h = h_n;
+                const Vector y = attn::selective_step(h, x, delta, A, B, C);  // (d)
+                benchmark::DoNotOptimize(y.data());
+              }).cpu;
+  } else {
+    attn::KVCache cache(kDecodeH, n, kDecodeDk, kDecodeDk);
+    const Matrix Ks = rng.normal(kBlock * kDecodeH, kDecodeDk), Vs = rng.normal(kBlock * kDecodeH, kDecodeDk);
+    auto token = [&](const Matrix& M, std::size_t t) {  // (g, d) rows of token t of the block
+      const std::size_t row = (t % kBlock) * kDecodeH;
+      return Matrix(xt::view(M, xt::range(row, row + kDecodeH), xt::all()));
+    };
+    for (std::size_t t = 0; t + 1 < n; ++t) cache.append(token(Ks, t), token(Vs, t));
+    const Matrix q = rng.normal(kDecodeH, kDecodeDk), k = token(Ks, n - 1), v = token(Vs, n - 1);  // (h, d_k) ...
+    seconds = loop_times(state, [&] {
+                cache.truncate(n - 1);
+                const Matrix O = attn::decode_step(cache, q, k, v);  // (h, d_v)
+                benchmark::DoNotOptimize(O.data());
+              }).cpu;
+  }
+  attn::bench_record()[ssm ? "ssm_step" : "kv_step"][n] = seconds;
+}
+// [bench_decode]
+BENCHMARK(BM_Decode)
+    ->ArgsProduct({{1024, 2048, 4096, 8192, 16384, 32768, 65536}, {0, 1}})
+    ->ArgNames({"n", "kv_cache"})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.1);
+
+void BM_DecodeSummary(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(state.iterations());
+  const auto& ssm = attn::bench_record()["ssm_step"];
+  const auto& kv = attn::bench_record()["kv_step"];
+  if (ssm.size() < 2 || kv.size() < 2) {
+    state.SkipWithError("run the Decode benchmarks first (no --benchmark_filter)");
+    return;
+  }
+  state.counters["exp_ssm_step"] = exponent_over(ssm, 1024, 65536);
+  state.counters["exp_kv_step"] = exponent_over(kv, 1024, 65536);
+  // From 16K tokens on the cache (2 KiB per token) no longer fits a 32 MiB L3: the exponent of that range alone.
+  state.counters["exp_kv_step_16K_64K"] = exponent_over(kv, 16384, 65536);
+  if (ssm.count(65536) && kv.count(65536)) state.counters["kv/ssm_65536"] = kv.at(65536) / ssm.at(65536);
+}
+BENCHMARK(BM_DecodeSummary)->Iterations(1);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  attn::Chapter chapter("ch14_state_space", "Chapter 14: state-space models and their duality with attention");
+  std::uint64_t seed = 14;
+  std::size_t n = 2048;
+  chapter.cli().add_option("--seed", seed, "Seed of the random examples");
+  chapter.cli()
+      .add_option("--n", n, "Sequence length of the recurrence-vs-convolution comparison (default 2048)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
+  return chapter.run(argc, argv, [&] { tell_the_story(chapter, seed, n); });
+}

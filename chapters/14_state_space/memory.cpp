@@ -1,0 +1,50 @@
+// Chapter 14's recall task (see memory.hpp). Book page: book/14_state_space.md, "Attention vs memory".
+#include "14_state_space/memory.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace attn::ch14 {
+
+Matrix orthonormal_rows(Rng& rng, std::size_t m, std::size_t d) {
+  require(m <= d, fmt::format("orthonormal_rows: m = {} rows cannot be orthogonal in d = {} dimensions", m, d));
+  Matrix Q = rng.normal(m, d);  // (m, d)
+  for (std::size_t i = 0; i < m; ++i) {
+    // Subtract the parts along the rows before, twice (one pass of Gram–Schmidt loses orthogonality in float).
+    for (int pass = 0; pass < 2; ++pass)
+      for (std::size_t j = 0; j < i; ++j) {
+        float dot = 0.0f;
+        for (std::size_t c = 0; c < d; ++c) dot += Q(i, c) * Q(j, c);
+        for (std::size_t c = 0; c < d; ++c) Q(i, c) -= dot * Q(j, c);
+      }
+    float norm = 0.0f;
+    for (std::size_t c = 0; c < d; ++c) norm += Q(i, c) * Q(i, c);
+    norm = std::sqrt(norm);
+    for (std::size_t c = 0; c < d; ++c) Q(i, c) /= norm;
+  }
+  return Q;
+}
+
+RecallTask recall_task(const Matrix& K, const Matrix& V) {
+  require(K.shape(0) == V.shape(0),
+          fmt::format("recall_task: K is {} and V is {}; one value per key is needed", shape_str(K), shape_str(V)));
+  const std::size_t m = K.shape(0), d_k = K.shape(1), d_v = V.shape(1);
+  RecallTask task{xt::zeros<float>({2 * m, d_k}), xt::zeros<float>({2 * m, d_k}), xt::zeros<float>({2 * m, d_v})};
+  xt::view(task.B, xt::range(0, m), xt::all()) = K;      // write: the key is the input matrix
+  xt::view(task.X, xt::range(0, m), xt::all()) = V;      // ... and the value is the input
+  xt::view(task.C, xt::range(m, 2 * m), xt::all()) = K;  // read: the key is the output matrix
+  return task;
+}
+
+double relative_error(const Matrix& recalled, const Matrix& V) {
+  double num = 0.0, den = 0.0;
+  for (std::size_t i = 0; i < V.size(); ++i) {
+    const double e = static_cast<double>(recalled.data()[i]) - V.data()[i];
+    num += e * e;
+    den += static_cast<double>(V.data()[i]) * V.data()[i];
+  }
+  return den > 0.0 ? std::sqrt(num / den) : 0.0;
+}
+
+}  // namespace attn::ch14

@@ -1,0 +1,57 @@
+/// \file
+/// Chapter 14's selective scan over a whole sequence, sequential and on several threads: chapter code the
+/// book presents and benchmarks, not an exercise. Token by token it is the contract's attn::selective_step();
+/// here the same update runs vectorised over the channels, with chapter 05's vectorised exponential.
+#pragma once
+
+#include <cstddef>
+
+#include "attn/tensor.hpp"
+
+namespace attn::ch14 {
+
+/// How selective_scan() shares the work between threads.
+enum class ScanSplit {
+  time,     ///< the parallel associative scan: cut the sequence into one chunk per thread, scan each chunk from a
+            ///< zero state, carry the chunk-end states across (the scan operator on whole blocks), then correct
+  channels  ///< give each thread its own channels: they never interact, so there is nothing to carry
+};
+
+/// What a selective scan returns.
+struct SelectiveScanOutput {
+  Matrix y;  ///< (n, d) the output of every token and channel
+  Matrix h;  ///< (d, N) the state after the last token (what decoding continues from)
+};
+
+/// Where a selective_scan()'s threads spent their CPU time. On a machine shared with other jobs the wall clock of a
+/// threaded run mostly measures waiting for cores; CPU time does not.
+struct ScanCpuTime {
+  double critical_path = 0;  ///< seconds: Σ over the parallel phases of the busiest thread's CPU time, plus the
+                             ///< serial parts: the wall time the scan would take with one idle core per thread
+  double total = 0;          ///< seconds: every thread's CPU time added up, the work done
+};
+
+/// Mamba's selective scan over n tokens: for t = 0 … n−1 and every channel c and state entry k,
+/// `h(c, k) ← exp(Δ(t, c) A(c, k)) h(c, k) + Δ(t, c) B(t, k) x(t, c)`, `y(t, c) = Σ_k C(t, k) h(c, k)`, from
+/// h = 0. With threads > 1 the result equals the sequential one up to float32 rounding (split = time groups the
+/// decays differently; both vectorise the exponentials over differently sized blocks).
+/// \param x (n, d) inputs.
+/// \param delta (n, d) steps, each > 0.
+/// \param A (d, N) the diagonal state matrices, each entry < 0.
+/// \param B (n, N) input matrices, one per token.
+/// \param C (n, N) output matrices, one per token.
+/// \param threads ≥ 1; more threads than tokens (time) or channels (channels) leave the extra ones idle.
+/// \param split how the threads share the work.
+/// \param cpu_time when not null, receives the CPU time the call's threads spent (see ScanCpuTime).
+/// \return y (n, d) and the final state h (d, N).
+/// \throws std::invalid_argument naming the shapes when they do not fit, an entry when some Δ ≤ 0, A ≥ 0 or a
+///         value is not finite, and when threads < 1. An exception in a worker thread reaches the caller.
+SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B,
+                                   const Matrix& C, int threads = 1, ScanSplit split = ScanSplit::time,
+                                   ScanCpuTime* cpu_time = nullptr);
+
+/// Bytes a selective scan must move at least: x, Δ, B, C read once and y written once, float32:
+/// `4 · n · (3d + 2N)`. The state (d·N floats) stays in the core's cache.
+double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N);
+
+}  // namespace attn::ch14

@@ -1,0 +1,129 @@
+// Chapter 14, reference solutions. Book page: book/14_state_space.md.
+// Plain loops over the state: each function is the formula of its doc comment, checked first, then computed.
+// The fast scans the chapter benchmarks are chapter code (chapters/14_state_space/scan.cpp), not these.
+// Checks format their message only when they fail (`if (!ok) throw`): attn::require() takes a ready-made string,
+// and formatting one per entry of A cost more than the decode step itself.
+#include "14_state_space/state_space.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace attn {
+
+namespace {
+
+bool finite(Complex z) { return std::isfinite(z.real()) && std::isfinite(z.imag()); }
+
+std::string complex_str(Complex z) {
+  return fmt::format("{} {} {}i", z.real(), z.imag() < 0 ? '-' : '+', std::fabs(z.imag()));
+}
+
+}  // namespace
+
+// [zoh_discretize]
+DiscreteSSM zoh_discretize(const DiagonalSSM& ssm, float delta) {
+  const std::size_t N = ssm.A.size();
+  if (!(ssm.B.size() == N && ssm.C.size() == N))
+    throw std::invalid_argument(
+        fmt::format("zoh_discretize: A is ({}), B is ({}) and C is ({}); all three need the same N", N, ssm.B.size(),
+                    ssm.C.size()));
+  if (!(std::isfinite(delta) && delta > 0.0f))
+    throw std::invalid_argument(
+        fmt::format("zoh_discretize: the step delta is {}; it must be a finite number > 0", delta));
+  for (std::size_t k = 0; k < N; ++k) {
+    if (!(finite(ssm.A[k]) && finite(ssm.B[k]) && finite(ssm.C[k])))
+      throw std::invalid_argument(
+          fmt::format("zoh_discretize: entry {} of A, B or C is not finite (A[{}] = {})", k, k, complex_str(ssm.A[k])));
+    // Re(A) ≥ 0 would make |exp(ΔA)| ≥ 1: the state would never forget (or blow up), and (Ā − 1)/A is 0/0 at A = 0.
+    if (!(ssm.A[k].real() < 0.0f))
+      throw std::invalid_argument(fmt::format(
+          "zoh_discretize: A[{}] = {} has a real part ≥ 0; a stable SSM needs Re(A) < 0", k, complex_str(ssm.A[k])));
+  }
+  DiscreteSSM out{ComplexVector(N), ComplexVector(N), ssm.C};
+  for (std::size_t k = 0; k < N; ++k) {
+    // u held constant over [t, t + Δ]: x(t+Δ) = e^{ΔA} x(t) + ∫₀^Δ e^{sA} ds · B u = e^{ΔA} x(t) + (e^{ΔA} − 1)/A · B
+    // u.
+    out.A_bar[k] = std::exp(delta * ssm.A[k]);
+    out.B_bar[k] = (out.A_bar[k] - 1.0f) / ssm.A[k] * ssm.B[k];
+  }
+  return out;
+}
+// [zoh_discretize]
+
+// [selective_step]
+Vector selective_step(Matrix& h, const Vector& x, const Vector& delta, const Matrix& A, const Vector& B,
+                      const Vector& C) {
+  const std::size_t d = h.shape(0), N = h.shape(1);
+  if (!(x.size() == d && delta.size() == d && A.shape(0) == d && A.shape(1) == N && B.size() == N && C.size() == N))
+    throw std::invalid_argument(
+        fmt::format("selective_step: h is {}, x {}, delta {}, A {}, B {} and C {}; they must be (d, N), (d), (d), "
+                    "(d, N), (N) and (N)",
+                    shape_str(h), shape_str(x), shape_str(delta), shape_str(A), shape_str(B), shape_str(C)));
+  require_finite("selective_step", "x", x.data(), d);
+  require_finite("selective_step", "delta", delta.data(), d);
+  require_finite("selective_step", "A", A.data(), A.size());
+  require_finite("selective_step", "B", B.data(), N);
+  require_finite("selective_step", "C", C.data(), N);
+  for (std::size_t c = 0; c < d; ++c)
+    if (!(delta(c) > 0.0f))
+      throw std::invalid_argument(fmt::format("selective_step: delta[{}] = {}; every step must be > 0", c, delta(c)));
+  for (std::size_t i = 0; i < A.size(); ++i)
+    if (!(A.data()[i] < 0.0f))
+      throw std::invalid_argument(fmt::format(
+          "selective_step: A(c, k) = {} at c = {}, k = {}; a stable state needs A < 0", A.data()[i], i / N, i % N));
+  Vector y = xt::zeros<float>({d});  // (d)
+  for (std::size_t c = 0; c < d; ++c) {
+    const float dx = delta(c) * x(c);  // Mamba's B̄ = Δ·B: the first-order form of the ZOH input
+    float acc = 0.0f;
+    for (std::size_t k = 0; k < N; ++k) {
+      // The decay is chosen by the token: a large Δ forgets the state and takes in x, a small Δ keeps it.
+      h(c, k) = std::exp(delta(c) * A(c, k)) * h(c, k) + dx * B(k);
+      acc += C(k) * h(c, k);
+    }
+    y(c) = acc;
+  }
+  return y;
+}
+// [selective_step]
+
+// [scan_combine]
+ScanPair scan_combine(ScanPair earlier, ScanPair later) {
+  // later(earlier(h)) = later.a · (earlier.a · h + earlier.b) + later.b: decays multiply, the earlier input decays.
+  return {later.a * earlier.a, later.a * earlier.b + later.b};
+}
+// [scan_combine]
+
+// [semiseparable_mask]
+Matrix semiseparable_mask(const Vector& a) {
+  const std::size_t n = a.size();
+  for (std::size_t t = 0; t < n; ++t)
+    if (!(std::isfinite(a(t)) && a(t) >= 0.0f && a(t) <= 1.0f))
+      throw std::invalid_argument(
+          fmt::format("semiseparable_mask: a[{}] = {}; every decay must be in [0, 1]", t, a(t)));
+  Matrix L = xt::zeros<float>({n, n});  // (n, n), zero above the diagonal: a token never sees the future
+  for (std::size_t i = 0; i < n; ++i) {
+    // Walk left from the diagonal: L(i, j) = L(i, j+1) · a_{j+1}, one multiplication per entry.
+    L(i, i) = 1.0f;
+    for (std::size_t j = i; j-- > 0;) L(i, j) = L(i, j + 1) * a(j + 1);
+  }
+  return L;
+}
+// [semiseparable_mask]
+
+// [masked_attention_form]
+Matrix masked_attention_form(const Matrix& L, const Matrix& C, const Matrix& B, const Matrix& X) {
+  const std::size_t n = C.shape(0);
+  if (!(L.shape(0) == n && L.shape(1) == n && B.shape(0) == n && X.shape(0) == n && B.shape(1) == C.shape(1)))
+    throw std::invalid_argument(
+        fmt::format("masked_attention_form: L is {}, C {}, B {} and X {}; they must be (n, n), (n, N), (n, N) and "
+                    "(n, p)",
+                    shape_str(L), shape_str(C), shape_str(B), shape_str(X)));
+  Matrix M = matmul(C, B, /*transpose_b=*/true);  // (n, n)  C Bᵀ: every query against every key, as in attention
+  M *= L;                                         // (n, n)  the decay mask replaces softmax (and hides the future)
+  return matmul(M, X);                            // (n, p)
+}
+// [masked_attention_form]
+
+}  // namespace attn
