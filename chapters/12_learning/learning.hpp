@@ -52,6 +52,7 @@ struct AdamW {
 /// \param m (rows, cols) first moment, updated.
 /// \param v (rows, cols) second moment, updated.
 /// \param t the step number, 1 for the first step (it sets the bias corrections).
+/// \param settings learning rate, β1, β2, ε and weight decay.
 /// \throws std::invalid_argument naming the shapes when they differ, or when t is 0 (nothing is changed then).
 void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::size_t t, const AdamW& settings);
 
