@@ -300,4 +300,32 @@ TEST_SUITE("12_learning") {
     s.seed += 1;
     CHECK(ch12::train_induction(c, s).loss != a.loss);  // and the seed does matter
   }
+
+  TEST_CASE(
+      "cross_entropy of a model with every head ablated is that of embed·unembed, and ablated heads learn nothing") {
+    const ch12::Config c = tiny_config();
+    const ch12::Model model = ch12::init_model(c, 9);
+    const std::vector<std::size_t> tokens{2, 0, 4, 1}, targets{0, 4, 1, kSkip};
+    // With no head running, the residual stream carries the embeddings unchanged to the unembedding.
+    const ch12::HeadMask none(c.layers, std::vector<bool>(c.heads, false));
+    oracle::Mat X(tokens.size(), c.d_model);
+    for (std::size_t t = 0; t < tokens.size(); ++t)
+      for (std::size_t j = 0; j < c.d_model; ++j) X(t, j) = static_cast<double>(model.embed(tokens[t], j));
+    const oracle::Mat bigram = oracle::matmul(X, to_oracle(model.unembed));
+    const ch12::Trace tr = ch12::forward(model, tokens, none);
+    CHECK_ALLCLOSE(tr.logits, bigram, 1e-5, 1e-5);  // one float32 product of width 4: a few ulps
+    CHECK(attn::cross_entropy(tr.logits, targets).loss ==
+          doctest::Approx(oracle::cross_entropy(bigram, targets)).epsilon(1e-5));
+    // Head 1 of layer 1 switched off: its columns of W_Q, W_K, W_V get exactly zero gradient, head 0's do not.
+    ch12::HeadMask keep(c.layers, std::vector<bool>(c.heads, true));
+    keep[0][1] = false;
+    const ch12::Trace tk = ch12::forward(model, tokens, keep);
+    ch12::Model grads = ch12::zeros_like(model);
+    ch12::backward(model, tk, attn::cross_entropy(tk.logits, targets).dlogits, tokens, grads, keep);
+    const std::size_t d_k = c.d_model / c.heads;
+    const Matrix off = xt::view(grads.layers[0].W_Q, xt::all(), xt::range(d_k, 2 * d_k));  // (d, d_k)
+    const Matrix on = xt::view(grads.layers[0].W_Q, xt::all(), xt::range(0, d_k));         // (d, d_k)
+    CHECK(static_cast<double>(xt::amax(xt::abs(off))()) == 0.0);
+    CHECK(static_cast<double>(xt::amax(xt::abs(on))()) > 0.0);
+  }
 }
