@@ -328,4 +328,35 @@ TEST_SUITE("12_learning") {
     CHECK(static_cast<double>(xt::amax(xt::abs(off))()) == 0.0);
     CHECK(static_cast<double>(xt::amax(xt::abs(on))()) > 0.0);
   }
+
+  TEST_CASE(
+      "cross_entropy's logits explained: with every head ablated, gradient × input and integrated gradients "
+      "credit only the current token") {
+    // Without heads, logit(i, y) = X0_i · unembed[:, y]: a linear function of row i alone. Gradient × input is
+    // that logit at j = i and 0 elsewhere; integrated gradients equals it exactly (the path integral of a
+    // constant gradient), whatever the number of steps.
+    const ch12::Config c = tiny_config();
+    const ch12::Model model = ch12::init_model(c, 21);
+    const std::vector<std::size_t> tokens{3, 1, 4, 0, 2};
+    const ch12::HeadMask none(c.layers, std::vector<bool>(c.heads, false));
+    const std::size_t row = 3, target = 2;
+    double logit = 0.0;
+    for (std::size_t d = 0; d < c.d_model; ++d)
+      logit += static_cast<double>(model.embed(tokens[row], d)) * static_cast<double>(model.unembed(d, target));
+    std::vector<double> expected(tokens.size(), 0.0);
+    expected[row] = logit;
+    // Sums of 4 products of numbers ~1 in float32 (and 3 midpoints averaged): a few ulps of 1.
+    CHECK_ALLCLOSE(ch12::gradient_times_input(model, tokens, row, target, none), expected, 1e-6, 1e-5);
+    CHECK_ALLCLOSE(ch12::integrated_gradients(model, tokens, row, target, 3, none), expected, 1e-6, 1e-5);
+    // With the heads on, integrated gradients still sums to logit(x) − logit(0) (completeness); logit(0) = 0
+    // for this bias-free model. 256 midpoints leave a quadrature error well under the 1e-2 allowed here.
+    const ch12::Trace tr = ch12::forward(model, tokens);
+    const attn::Vector ig = ch12::integrated_gradients(model, tokens, row, target, 256);
+    CHECK(static_cast<double>(xt::sum(ig)()) ==
+          doctest::Approx(static_cast<double>(tr.logits(row, target))).epsilon(1e-2));
+    CHECK_THROWS_AS(ch12::integrated_gradients(model, tokens, row, target, 0), std::invalid_argument);
+    CHECK_THROWS_AS(ch12::gradient_times_input(model, tokens, 5, target), std::invalid_argument);
+    // The loss itself, for the case name's sake and as a sanity check of the ablated model's logits.
+    CHECK(std::isfinite(attn::cross_entropy(tr.logits, {1, 4, 0, 2, kSkip}).loss));
+  }
 }

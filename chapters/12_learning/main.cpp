@@ -268,18 +268,6 @@ std::size_t argmax_upto(const attn::Vector& v, std::size_t last) {
   return best;
 }
 
-/// ∂(logit of \p target at row \p i)/∂X0 (n, d_model), for the embedded input \p X0.
-Matrix input_gradient(const ch12::Model& model, const Matrix& X0, std::size_t i, std::size_t target) {
-  const ch12::Trace tr = ch12::forward_embedded(model, X0);
-  Matrix seed = xt::zeros<float>(tr.logits.shape());  // (n, vocab): only the answer's logit
-  seed(i, target) = 1.0f;
-  ch12::Model unused = ch12::zeros_like(model);
-  return ch12::backward(model, tr, seed, {}, unused);
-}
-
-/// Per position j, Σ_d X0(j, d)·G(j, d): (n), how much position j's input pushes the logit.
-attn::Vector per_position(const Matrix& X0, const Matrix& G) { return xt::sum(X0 * G, {1}); }
-
 // [attribution]
 void attribution(const ch12::Model& model, std::size_t length) {
   attn::heading("C16: do attention weights say where the answer came from?");
@@ -290,21 +278,15 @@ void attribution(const ch12::Model& model, std::size_t length) {
   attn::Rng rng(kEvalSeed + 2);
   for (std::size_t q = 0; q < sequences; ++q) {
     const ch12::InductionSequence s = ch12::make_induction(length, model.config.vocab, rng);
-    const Matrix X0 = ch12::embed_tokens(model, s.tokens);  // (n, d)
-    const ch12::Trace tr = ch12::forward_embedded(model, X0);
+    const ch12::Trace tr = ch12::forward(model, s.tokens);
     std::vector<Matrix> means;
     for (std::size_t l = 0; l < model.config.layers; ++l) means.push_back(mean_over_heads(tr, l));
     const Matrix rollout = attn::attention_rollout(means);  // (n, n)
     for (std::size_t i = length - s.period; i + 1 < length; ++i) {
       const std::size_t source = i - s.period + 1;  // the answer tokens[i + 1] sits here, and nowhere else before i
       const std::size_t target = s.targets[i];
-      const attn::Vector gxi = per_position(X0, input_gradient(model, X0, i, target));  // (n)
-      Matrix ig_grad = xt::zeros<float>(X0.shape());                                    // (n, d)
-      for (std::size_t k = 0; k < ig_steps; ++k) {
-        const float alpha = (static_cast<float>(k) + 0.5f) / static_cast<float>(ig_steps);  // midpoint rule
-        ig_grad += input_gradient(model, alpha * X0, i, target) / static_cast<float>(ig_steps);
-      }
-      const attn::Vector ig = per_position(X0, ig_grad);                                           // (n)
+      const attn::Vector gxi = ch12::gradient_times_input(model, s.tokens, i, target);             // (n)
+      const attn::Vector ig = ch12::integrated_gradients(model, s.tokens, i, target, ig_steps);    // (n)
       const attn::Vector last_attention = xt::row(means.back(), i), rolled = xt::row(rollout, i);  // (n) each
       hits[0] += argmax_upto(last_attention, i) == source ? 1 : 0;
       hits[1] += argmax_upto(rolled, i) == source ? 1 : 0;

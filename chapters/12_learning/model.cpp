@@ -212,6 +212,48 @@ InductionSequence make_induction(std::size_t n, std::size_t vocab, Rng& rng) {
 }
 // [induction_task]
 
+namespace {
+
+/// ∂logit(row, target)/∂X0 at the embedded input \p X0: (n, d_model).
+Matrix logit_input_gradient(const Model& model, const Matrix& X0, std::size_t row, std::size_t target,
+                            const HeadMask& keep) {
+  const Trace tr = forward_embedded(model, X0, keep);
+  Matrix seed = xt::zeros<float>(tr.logits.shape());  // (n, vocab): only the answer's logit
+  seed(row, target) = 1.0f;
+  Model unused = zeros_like(model);
+  return backward(model, tr, seed, {}, unused, keep);
+}
+
+void require_answer(const Model& model, std::size_t n, std::size_t row, std::size_t target) {
+  require(row < n && target < model.config.vocab,
+          fmt::format("attribution: row {} of {} positions, target {} of a vocabulary of {}", row, n, target,
+                      model.config.vocab));
+}
+
+}  // namespace
+
+// [attribution_methods]
+Vector gradient_times_input(const Model& model, const std::vector<std::size_t>& tokens, std::size_t row,
+                            std::size_t target, const HeadMask& keep) {
+  const Matrix X0 = embed_tokens(model, tokens);  // (n, d)
+  require_answer(model, tokens.size(), row, target);
+  return xt::sum(X0 * logit_input_gradient(model, X0, row, target, keep), {1});  // (n)
+}
+
+Vector integrated_gradients(const Model& model, const std::vector<std::size_t>& tokens, std::size_t row,
+                            std::size_t target, std::size_t steps, const HeadMask& keep) {
+  require(steps > 0, "integrated_gradients: steps = 0; the path integral needs at least one point");
+  const Matrix X0 = embed_tokens(model, tokens);  // (n, d)
+  require_answer(model, tokens.size(), row, target);
+  Matrix mean_grad = xt::zeros<float>(X0.shape());  // (n, d)
+  for (std::size_t k = 0; k < steps; ++k) {
+    const float alpha = (static_cast<float>(k) + 0.5f) / static_cast<float>(steps);  // midpoint rule
+    mean_grad += logit_input_gradient(model, alpha * X0, row, target, keep) / static_cast<float>(steps);
+  }
+  return xt::sum(X0 * mean_grad, {1});  // (n)
+}
+// [attribution_methods]
+
 double previous_token_score(const Matrix& A) {
   const std::size_t n = A.shape(0);
   if (n < 2) return 0.0;

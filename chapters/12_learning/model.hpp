@@ -114,6 +114,19 @@ InductionSequence make_induction(std::size_t n, std::size_t vocab, Rng& rng);
 /// \param A (n, n) one head's attention.
 double previous_token_score(const Matrix& A);
 
+/// Gradient × input (Shrikumar et al. 2016) for the logit of \p target at position \p row: per position j,
+/// Σ_d X0(j, d)·∂logit/∂X0(j, d), X0 the embedded \p tokens. Returns (n).
+/// \throws std::invalid_argument when row ≥ n or target ≥ vocab (and as forward() does).
+Vector gradient_times_input(const Model& model, const std::vector<std::size_t>& tokens, std::size_t row,
+                            std::size_t target, const HeadMask& keep = HeadMask());
+
+/// Integrated gradients (Sundararajan et al. 2017) from the all-zero input: per position j,
+/// Σ_d X0(j, d)·mean over α of ∂logit/∂X0(j, d) at α·X0, α at the midpoints of \p steps equal intervals of
+/// (0, 1]. For a model linear in X0 it equals gradient × input. Returns (n).
+/// \throws std::invalid_argument when steps is 0, row ≥ n or target ≥ vocab.
+Vector integrated_gradients(const Model& model, const std::vector<std::size_t>& tokens, std::size_t row,
+                            std::size_t target, std::size_t steps, const HeadMask& keep = HeadMask());
+
 /// Fraction of predictable positions (target ≠ kIgnore) whose largest logit is the target.
 double accuracy(const Matrix& logits, const std::vector<std::size_t>& targets);
 
