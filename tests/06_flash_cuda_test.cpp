@@ -116,6 +116,14 @@ TEST_SUITE("06_flash_cuda") {
     CHECK(attn::flash_smem_bytes(128, 32, 72, 2) == (128 + 64) * 72 * 2 + 128 * 32 * 4);
   }
 
+  TEST_CASE("flash_smem_bytes refuses a byte count past 64 bits instead of wrapping around") {
+    // 2^40 · 2^40 · 4 bytes of S_ij alone is 2^82: a wrapped count would be 0 and "fit" any device.
+    const std::size_t huge = std::size_t{1} << 40;
+    CHECK_THROWS_WITH_AS(attn::flash_smem_bytes(huge, huge, 1, 4), doctest::Contains("flash_smem_bytes"),
+                         std::invalid_argument);
+    CHECK_THROWS_AS(attn::flash_smem_bytes(1, std::size_t{1} << 63, 1, 2), std::invalid_argument);  // 2·B_c wraps
+  }
+
   TEST_CASE("flash_smem_bytes rejects a zero size, naming it") {
     CHECK_THROWS_WITH_AS(attn::flash_smem_bytes(64, 0, 128, 2), doctest::Contains("B_c = 0"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(attn::flash_smem_bytes(64, 64, 0, 2), doctest::Contains("d = 0"), std::invalid_argument);

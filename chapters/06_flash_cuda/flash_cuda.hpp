@@ -22,7 +22,8 @@ namespace attn {
 /// in fp32: `(B_r + 2·B_c)·d·element_bytes + 4·B_r·B_c` bytes (real kernels add a little padding).
 /// \param B_r query rows per tile. \param B_c key columns per tile. \param d head size.
 /// \param element_bytes 4 for fp32, 2 for bf16 or fp16.
-/// \throws std::invalid_argument naming the values when any of them is 0.
+/// \throws std::invalid_argument naming the values when any of them is 0, or when the count does not fit
+/// in std::size_t (it is refused, never wrapped around to a small number).
 std::size_t flash_smem_bytes(std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t element_bytes);
 
 /// CUDA's dim3, without CUDA's headers.

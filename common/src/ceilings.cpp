@@ -136,11 +136,15 @@ const Ceilings& ceilings(int threads) {
   c.threads = threads;
   c.fma_peak = fma_peak_gflops(threads, &c.fma_isa);
   c.square_sgemm = square_sgemm_gflops(threads);
-  const FmaLoop loop = widest_fma_loop();  // one thread, timed by the CPU time it gets
-  const std::clock_t cpu_start = std::clock();
-  benchmark::DoNotOptimize(loop.run(kIterations));
-  const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
-  c.fma_peak_per_core = 2.0 * kChains * loop.lanes * static_cast<double>(kIterations) / cpu / 1e9;
+  if (threads == 1) {
+    const FmaLoop loop = widest_fma_loop();  // one thread, timed by the CPU time it gets
+    const std::clock_t cpu_start = std::clock();
+    benchmark::DoNotOptimize(loop.run(kIterations));
+    const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+    c.fma_peak_per_core = 2.0 * kChains * loop.lanes * static_cast<double>(kIterations) / cpu / 1e9;
+  } else {
+    c.fma_peak_per_core = ceilings(1).fma_peak_per_core;  // one core's peak, whatever the thread count
+  }
   return measured.emplace(threads, c).first->second;
 }
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
 #include "attn/errors.hpp"
 #include "attn/tensor.hpp"
 
@@ -19,7 +20,8 @@ constexpr const char* kChapter = "06_flash_cuda";
 
 std::size_t flash_smem_bytes(std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t element_bytes) {
   // TODO(learner): bytes of Q_i (B_r, d), K_j and V_j (B_c, d) in the element type, plus S_ij (B_r, B_c) in
-  //   fp32. Any argument 0 is std::invalid_argument naming the values.
+  //   fp32. Any argument 0 is std::invalid_argument naming the values; so is a count that does not fit in
+  //   std::size_t (attn::checked_product and attn::checked_sum from attn/checks.hpp refuse it for you).
   throw not_implemented("flash_smem_bytes", kChapter, "three tiles of d columns in the element type, one fp32 tile.");
 }
 

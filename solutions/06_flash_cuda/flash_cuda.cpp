@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn {
@@ -22,7 +23,11 @@ std::size_t flash_smem_bytes(std::size_t B_r, std::size_t B_c, std::size_t d, st
           fmt::format("flash_smem_bytes: B_r = {}, B_c = {}, d = {}, element_bytes = {}: all must be positive", B_r,
                       B_c, d, element_bytes));
   // Q_i (B_r, d), K_j and V_j (B_c, d) in the element type; S_ij (B_r, B_c) always fp32 (it is a sum).
-  return (B_r + 2 * B_c) * d * element_bytes + B_r * B_c * sizeof(float);
+  // Checked arithmetic: absurd tile sizes are refused with their numbers rather than wrapping to a small count.
+  const char* what = "flash_smem_bytes";
+  const std::size_t rows = checked_sum(what, {B_r, checked_product(what, {2, B_c})});
+  return checked_sum(
+      what, {checked_product(what, {rows, d, element_bytes}), checked_product(what, {B_r, B_c, sizeof(float)})});
 }
 // [smem_bytes]
 
