@@ -1,0 +1,133 @@
+/// \file
+/// Chapter 12's model: a 2-layer attention-only transformer (Olsson et al. 2022, "In-context learning and
+/// induction heads") with every forward and backward written out: token embedding, RoPE (chapter 11),
+/// causal multi-head attention (chapter 02's forward, chapter 10's backward) added into a residual stream,
+/// and an unembedding. No LayerNorm and no MLP: the induction task needs neither (the circuit is two
+/// attention heads composing through the residual stream), and without them every head's contribution
+/// is a plain sum the chapter can ablate and attribute. Book page: book/12_learning.md.
+///
+/// The loss and the optimiser are the chapter's exercises (learning.hpp); train.hpp joins them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "attn/rng.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn::ch12 {
+
+/// The model's sizes.
+struct Config {
+  std::size_t vocab = 24;      ///< tokens 0 … vocab − 1
+  std::size_t d_model = 32;    ///< width of the residual stream
+  std::size_t heads = 2;       ///< heads per layer; d_model / heads columns each
+  std::size_t layers = 2;      ///< attention layers
+  std::size_t context = 32;    ///< longest sequence the model accepts
+  float rope_base = 10000.0f;  ///< RoPE's base (chapter 11)
+};
+
+/// One attention layer: per-head projections are column blocks of W_Q, W_K, W_V (head h owns columns
+/// h·d_k … (h + 1)·d_k − 1, chapter 03's layout), and W_O maps the concatenated heads back.
+struct Layer {
+  Matrix W_Q;  ///< (d_model, d_model)
+  Matrix W_K;  ///< (d_model, d_model)
+  Matrix W_V;  ///< (d_model, d_model)
+  Matrix W_O;  ///< (d_model, d_model)
+};
+
+/// The parameters (and, with the same shapes, their gradients or an optimiser's moments).
+struct Model {
+  Config config;
+  Matrix embed;               ///< (vocab, d_model) token embeddings
+  std::vector<Layer> layers;  ///< (layers)
+  Matrix unembed;             ///< (d_model, vocab) residual stream → logits
+};
+
+/// Which heads run: keep[l][h] false zeroes head h of layer l (an ablation). Empty = all heads.
+using HeadMask = std::vector<std::vector<bool>>;
+
+/// Everything the forward computed that the backward needs, and the attention maps the chapter shows.
+struct Trace {
+  std::vector<Matrix> residual;                ///< (layers + 1) × (n, d_model): stream before each layer, then final
+  std::vector<std::vector<Matrix>> q, k, v;    ///< [layer][head] (n, d_k): q and k after RoPE
+  std::vector<std::vector<Matrix>> attention;  ///< [layer][head] (n, n) causal softmax weights
+  std::vector<Matrix> heads_out;               ///< [layer] (n, d_model): heads concatenated, before W_O
+  Matrix logits;                               ///< (n, vocab)
+};
+
+/// A model with the given sizes and small Gaussian weights (seeded).
+/// \throws std::invalid_argument when vocab, d_model, heads, layers or context is 0, or d_model is not a
+///         multiple of heads, or the head width d_model / heads is odd (RoPE rotates pairs).
+Model init_model(const Config& config, std::uint64_t seed);
+
+/// A model of zeros with the shapes of \p like (for gradients and optimiser moments).
+Model zeros_like(const Model& like);
+
+/// Every parameter matrix of \p model, in a fixed order (embed, each layer's W_Q W_K W_V W_O, unembed).
+std::vector<Matrix*> parameters(Model& model);
+/// The same, read-only.
+std::vector<const Matrix*> parameters(const Model& model);
+
+/// The rows of the embedding for \p tokens: (n, d_model).
+/// \throws std::invalid_argument naming the token when one is ≥ vocab, or when n is 0 or above the context.
+Matrix embed_tokens(const Model& model, const std::vector<std::size_t>& tokens);
+
+/// The forward pass from an embedded sequence X0 (n, d_model) (forward() embeds tokens first; integrated
+/// gradients scales X0). \p keep ablates heads.
+/// \throws std::invalid_argument naming the shapes when X0 does not fit the model or n exceeds the context.
+Trace forward_embedded(const Model& model, const Matrix& X0, const HeadMask& keep = HeadMask());
+
+/// The forward pass of \p tokens: logits (n, vocab) for the next token at every position, and the trace.
+Trace forward(const Model& model, const std::vector<std::size_t>& tokens, const HeadMask& keep = HeadMask());
+
+/// The backward pass: given dlogits = ∂L/∂logits (n, vocab), adds ∂L/∂θ into \p grads (same shapes as the
+/// model) and returns ∂L/∂X0 (n, d_model), the gradient at the embedded input. \p tokens says which rows
+/// of the embedding receive ∂L/∂X0 (none when empty: the input was not a token sequence).
+Matrix backward(const Model& model, const Trace& trace, const Matrix& dlogits, const std::vector<std::size_t>& tokens,
+                Model& grads, const HeadMask& keep = HeadMask());
+
+/// RoPE's backward: RoPE turns each pair by an angle, so its vector–Jacobian product turns the gradient
+/// back by the same angle. \p G (n, d) is rotated in place.
+void rope_backward(Matrix& G, float base);
+
+/// The induction task: a stretch of distinct random tokens, then its last `period` tokens once more.
+struct InductionSequence {
+  std::vector<std::size_t> tokens;   ///< (n) prefix, segment, segment again: n = prefix + 2·period
+  std::vector<std::size_t> targets;  ///< (n) the next token where it is predictable, kIgnore elsewhere
+  std::size_t period = 0;            ///< length of the repeated segment
+};
+
+/// The target of a position whose next token cannot be predicted (the loss skips it).
+inline constexpr std::size_t kIgnore = static_cast<std::size_t>(-1);
+
+/// One induction sequence of \p n tokens: a period L drawn uniformly from max(2, n/4) … n/2, then n − L
+/// distinct random tokens (a prefix of n − 2L, and a segment of L), then the segment again. Position i of
+/// the repeat (i = n − L … n − 2) predicts tokens[i + 1] = tokens[i + 1 − L]: find the earlier occurrence of
+/// the current token, copy the token after it. The period varies, so no fixed offset (which RoPE would make
+/// easy) solves the task: the model must match content. Everything else is kIgnore.
+/// \throws std::invalid_argument when n < 4 or n − n/4 > vocab (not enough distinct tokens).
+InductionSequence make_induction(std::size_t n, std::size_t vocab, Rng& rng);
+
+/// Mean attention from each query i ≥ 1 to key i − 1: 1 for a perfect previous-token head.
+/// \param A (n, n) one head's attention.
+double previous_token_score(const Matrix& A);
+
+/// Gradient × input (Shrikumar et al. 2016) for the logit of \p target at position \p row: per position j,
+/// Σ_d X0(j, d)·∂logit/∂X0(j, d), X0 the embedded \p tokens. Returns (n).
+/// \throws std::invalid_argument when row ≥ n or target ≥ vocab (and as forward() does).
+Vector gradient_times_input(const Model& model, const std::vector<std::size_t>& tokens, std::size_t row,
+                            std::size_t target, const HeadMask& keep = HeadMask());
+
+/// Integrated gradients (Sundararajan et al. 2017) from the all-zero input: per position j,
+/// Σ_d X0(j, d)·mean over α of ∂logit/∂X0(j, d) at α·X0, α at the midpoints of \p steps equal intervals of
+/// (0, 1]. For a model linear in X0 it equals gradient × input. Returns (n).
+/// \throws std::invalid_argument when steps is 0, row ≥ n or target ≥ vocab.
+Vector integrated_gradients(const Model& model, const std::vector<std::size_t>& tokens, std::size_t row,
+                            std::size_t target, std::size_t steps, const HeadMask& keep = HeadMask());
+
+/// Fraction of predictable positions (target ≠ kIgnore) whose largest logit is the target.
+double accuracy(const Matrix& logits, const std::vector<std::size_t>& targets);
+
+}  // namespace attn::ch12

@@ -1,0 +1,90 @@
+/// \file
+/// Chapter 12's training loop: the model (model.hpp) with the learner's loss and optimiser (learning.hpp).
+/// Header-only because it calls the contract, which each track supplies (chapter code in model.cpp may not).
+/// Single-threaded on purpose: the same seed gives the same loss curve bit for bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "12_learning/learning.hpp"
+#include "12_learning/model.hpp"
+#include "attn/rng.hpp"
+
+namespace attn::ch12 {
+
+/// What to train and how.
+struct TrainSettings {
+  std::size_t length = 20;  ///< tokens per sequence (make_induction draws the period)
+  std::size_t batch = 16;   ///< sequences per step
+  std::size_t steps = 800;  ///< optimiser steps
+  AdamW adamw{3e-3f, 0.9f, 0.98f, 1e-8f, 0.0f};
+  std::uint64_t seed = 12;  ///< model initialisation and data
+};
+
+/// A trained model and its loss at every step.
+struct TrainResult {
+  Model model;
+  std::vector<double> loss;  ///< (steps) the batch's mean cross-entropy on the predictable positions
+};
+
+/// One optimiser step on a batch of sequences; returns the batch's loss.
+// [train_step]
+inline double train_step(Model& model, Model& m, Model& v, std::size_t t, const std::vector<InductionSequence>& batch,
+                         const AdamW& settings) {
+  const std::size_t n = batch.front().tokens.size(), vocab = model.config.vocab;
+  std::vector<Trace> traces;
+  Matrix logits = Matrix::from_shape({batch.size() * n, vocab});  // (batch·n, vocab): all rows, one loss
+  std::vector<std::size_t> targets;
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    traces.push_back(forward(model, batch[b].tokens));
+    xt::view(logits, xt::range(b * n, (b + 1) * n), xt::all()) = traces.back().logits;
+    targets.insert(targets.end(), batch[b].targets.begin(), batch[b].targets.end());
+  }
+  const LossAndGrad lg = cross_entropy(logits, targets);
+  Model grads = zeros_like(model);
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    const Matrix dlogits = xt::view(lg.dlogits, xt::range(b * n, (b + 1) * n), xt::all());  // (n, vocab)
+    backward(model, traces[b], dlogits, batch[b].tokens, grads);
+  }
+  std::vector<Matrix*> P = parameters(model), G = parameters(grads), M = parameters(m), V = parameters(v);
+  for (std::size_t i = 0; i < P.size(); ++i) adamw_step(*P[i], *G[i], *M[i], *V[i], t, settings);
+  return lg.loss;
+}
+// [train_step]
+
+/// Trains a fresh model (seeded) on freshly generated induction batches; \p on_step (may be empty) sees the
+/// model after each step, for snapshots.
+template <class OnStep>
+TrainResult train_induction(const Config& config, const TrainSettings& s, OnStep&& on_step) {
+  TrainResult r{init_model(config, s.seed), {}};
+  Model m = zeros_like(r.model), v = zeros_like(r.model);
+  Rng data(s.seed + 1);
+  for (std::size_t t = 1; t <= s.steps; ++t) {
+    std::vector<InductionSequence> batch;
+    for (std::size_t b = 0; b < s.batch; ++b) batch.push_back(make_induction(s.length, config.vocab, data));
+    r.loss.push_back(train_step(r.model, m, v, t, batch, s.adamw));
+    on_step(t, r.model);
+  }
+  return r;
+}
+
+/// train_induction() without a per-step callback.
+inline TrainResult train_induction(const Config& config, const TrainSettings& s) {
+  return train_induction(config, s, [](std::size_t, const Model&) {});
+}
+
+/// Accuracy on the predictable part of \p count fresh sequences (their own seed, unseen in training).
+inline double induction_accuracy(const Model& model, std::size_t length, std::size_t count, std::uint64_t seed,
+                                 const HeadMask& keep = HeadMask()) {
+  Rng rng(seed);
+  double sum = 0.0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const InductionSequence s = make_induction(length, model.config.vocab, rng);
+    sum += accuracy(forward(model, s.tokens, keep).logits, s.targets);
+  }
+  return sum / static_cast<double>(count);
+}
+
+}  // namespace attn::ch12

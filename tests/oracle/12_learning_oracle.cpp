@@ -1,0 +1,81 @@
+// Chapter 12's float64 oracle: a tiny transformer and cross-entropy, loops only.
+#include "oracle/12_learning_oracle.hpp"
+
+#include <cmath>
+
+namespace attn::oracle {
+
+namespace {
+
+/// Columns c0 … c0 + w − 1 of \p m.
+Mat columns(const Mat& m, std::size_t c0, std::size_t w) {
+  Mat out(m.rows, w);
+  for (std::size_t i = 0; i < m.rows; ++i)
+    for (std::size_t j = 0; j < w; ++j) out(i, j) = m(i, c0 + j);
+  return out;
+}
+
+void rope(Mat& x, double base) {
+  for (std::size_t p = 0; p < x.rows; ++p)
+    for (std::size_t i = 0; i < x.cols / 2; ++i) {
+      const double a =
+          static_cast<double>(p) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(x.cols));
+      const double x0 = x(p, 2 * i), x1 = x(p, 2 * i + 1);
+      x(p, 2 * i) = std::cos(a) * x0 - std::sin(a) * x1;
+      x(p, 2 * i + 1) = std::sin(a) * x0 + std::cos(a) * x1;
+    }
+}
+
+}  // namespace
+
+Mat transformer_logits(const Transformer& model, const std::vector<std::size_t>& tokens) {
+  const std::size_t n = tokens.size(), d = model.embed.cols, dk = d / model.heads;
+  Mat x(n, d);
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t j = 0; j < d; ++j) x(t, j) = model.embed(tokens[t], j);
+  std::vector<bool> causal(n * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) causal[i * n + j] = j <= i;
+  for (const auto& W : model.layers) {
+    const Mat Q = matmul(x, W[0]), K = matmul(x, W[1]), V = matmul(x, W[2]);
+    Mat heads(n, d);
+    for (std::size_t h = 0; h < model.heads; ++h) {
+      Mat q = columns(Q, h * dk, dk), k = columns(K, h * dk, dk);
+      rope(q, model.rope_base);
+      rope(k, model.rope_base);
+      const Mat o = attention(q, k, columns(V, h * dk, dk), &causal);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < dk; ++j) heads(i, h * dk + j) = o(i, j);
+    }
+    const Mat added = matmul(heads, W[3]);
+    for (std::size_t i = 0; i < x.v.size(); ++i) x.v[i] += added.v[i];
+  }
+  return matmul(x, model.unembed);
+}
+
+double cross_entropy(const Mat& logits, const std::vector<std::size_t>& targets) {
+  double sum = 0.0;
+  std::size_t counted = 0;
+  for (std::size_t r = 0; r < logits.rows; ++r) {
+    if (targets[r] >= logits.cols) continue;
+    const std::vector<double> p = softmax(logits.row(r));
+    sum -= std::log(p[targets[r]]);
+    ++counted;
+  }
+  return counted == 0 ? 0.0 : sum / static_cast<double>(counted);
+}
+
+Mat cross_entropy_grad(const Mat& logits, const std::vector<std::size_t>& targets) {
+  Mat g(logits.rows, logits.cols);
+  std::size_t counted = 0;
+  for (std::size_t t : targets) counted += t < logits.cols ? 1 : 0;
+  for (std::size_t r = 0; r < logits.rows; ++r) {
+    if (targets[r] >= logits.cols) continue;
+    const std::vector<double> p = softmax(logits.row(r));
+    for (std::size_t j = 0; j < logits.cols; ++j)
+      g(r, j) = (p[j] - (j == targets[r] ? 1.0 : 0.0)) / static_cast<double>(counted);
+  }
+  return g;
+}
+
+}  // namespace attn::oracle
