@@ -5,10 +5,12 @@
 
 #include <cstddef>
 
-// The index functions below run in the kernels and in the host's tests (no GPU needed to check them).
 #ifdef __CUDACC__
 #define ATTN_HOST_DEVICE __host__ __device__
 #else
+/// Marks the index functions below as callable from both sides: they run in the kernels and in the
+/// host's tests (no GPU needed to check them). nvcc reads it as `__host__ __device__`; a C++ compiler as
+/// nothing.
 #define ATTN_HOST_DEVICE
 #endif
 

@@ -46,9 +46,9 @@ set(name "solution:ch13_ring_mpi a rank's bad option stops the whole job with st
 add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh 2 "--n"
                               ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 2 $<TARGET_FILE:ch13_ring_mpi_solution>
                               --n 0)
-set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120)
+set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
 set(name "solution:ch13_ring_mpi a rank that fails mid-ring stops the whole job with its message, no hang")
 add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh 1 "rank 1 of 3 failed: injected"
                               ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 3 $<TARGET_FILE:ch13_ring_mpi_solution>
                               --check --fail-on-rank 1)
-set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120)
+set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
