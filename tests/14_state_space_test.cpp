@@ -28,6 +28,8 @@ using attn::Matrix;
 using attn::Vector;
 using attn::test::to_oracle;
 namespace oracle = attn::oracle;
+using attn::ch14::scan_inputs;
+using attn::ch14::ScanInputs;
 
 constexpr double kEps = 1.0 / (1 << 24);  // float32's unit roundoff, 2^-24
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -72,20 +74,6 @@ double recurrence_atol(const Magnitude& m, std::size_t N, double max_u) {
 
 double max_abs(const Vector& v) { return v.size() ? static_cast<double>(xt::amax(xt::abs(v))()) : 0.0; }
 double max_abs(const Matrix& m) { return m.size() ? static_cast<double>(xt::amax(xt::abs(m))()) : 0.0; }
-
-/// The inputs of a selective scan, Mamba-like: Δ log-uniform in [0.001, 0.1] (Mamba's initial range),
-/// A(c, k) = −(k + 1) (S4D-Real), x, B, C ~ N(0, 1).
-struct ScanInputs {
-  Matrix x, delta, A, B, C;
-};
-ScanInputs scan_inputs(attn::Rng& rng, std::size_t n, std::size_t d, std::size_t N) {
-  ScanInputs in{rng.normal(n, d), rng.uniform(n, d, std::log(0.001f), std::log(0.1f)), xt::zeros<float>({d, N}),
-                rng.normal(n, N), rng.normal(n, N)};
-  in.delta = xt::exp(in.delta);
-  for (std::size_t c = 0; c < d; ++c)
-    for (std::size_t k = 0; k < N; ++k) in.A(c, k) = -static_cast<float>(k + 1);
-  return in;
-}
 
 /// Error bound of the selective scan against float64: each token's update rounds a state entry by ≤ 3ε of its
 /// size (the exponential ≤ 2 ulp, one multiply-add), at most n tokens of such errors survive, and the read sums N

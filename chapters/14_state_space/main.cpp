@@ -58,6 +58,8 @@ using attn::Complex;
 using attn::Matrix;
 using attn::Vector;
 namespace ch14 = attn::ch14;
+using ch14::scan_inputs;  // chapters/14_state_space/scan.hpp
+using ch14::ScanInputs;
 
 std::string complex_str(Complex z) { return fmt::format("{:+.4f} {:+.4f}i", z.real(), z.imag()); }
 
@@ -167,20 +169,6 @@ void print_two_computations(const attn::Chapter& chapter, attn::Rng& rng, std::s
 // [two_computations]
 
 // --- 3. the selective scan ---------------------------------------------------------------------------------------
-
-/// Mamba-like inputs: Δ log-uniform in [0.001, 0.1] (Mamba's initial range), A(c, k) = −(k + 1) (S4D-Real), x, B,
-/// C ~ N(0, 1).
-struct ScanInputs {
-  Matrix x, delta, A, B, C;  // (n, d), (n, d), (d, N), (n, N), (n, N)
-};
-ScanInputs scan_inputs(attn::Rng& rng, std::size_t n, std::size_t d, std::size_t N) {
-  ScanInputs in{rng.normal(n, d), rng.uniform(n, d, std::log(0.001f), std::log(0.1f)), xt::zeros<float>({d, N}),
-                rng.normal(n, N), rng.normal(n, N)};
-  in.delta = xt::exp(in.delta);
-  for (std::size_t c = 0; c < d; ++c)
-    for (std::size_t k = 0; k < N; ++k) in.A(c, k) = -static_cast<float>(k + 1);
-  return in;
-}
 
 // [no_kernel]
 /// The response of a selective SSM (one channel) to an impulse at token \p at: with Δ depending on the token,

@@ -309,4 +309,13 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
 }
 // [selective_scan]
 
+ScanInputs scan_inputs(Rng& rng, std::size_t n, std::size_t d, std::size_t N) {
+  ScanInputs in{rng.normal(n, d), rng.uniform(n, d, std::log(0.001f), std::log(0.1f)), xt::zeros<float>({d, N}),
+                rng.normal(n, N), rng.normal(n, N)};
+  in.delta = xt::exp(in.delta);  // log-uniform
+  for (std::size_t c = 0; c < d; ++c)
+    for (std::size_t k = 0; k < N; ++k) in.A(c, k) = -static_cast<float>(k + 1);
+  return in;
+}
+
 }  // namespace attn::ch14

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "attn/rng.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn::ch14 {
@@ -53,5 +54,15 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
 /// Bytes a selective scan must move at least: x, Δ, B, C read once and y written once, float32:
 /// `4 · n · (3d + 2N)`. The state (d·N floats) stays in the core's cache.
 double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N);
+
+/// The inputs of a selective scan, Mamba-like: Δ log-uniform in [0.001, 0.1] (Mamba's initial range),
+/// A(c, k) = −(k + 1) (S4D-Real), x, B, C ~ N(0, 1). The chapter's program, its benchmark and its tests
+/// all draw them here.
+struct ScanInputs {
+  Matrix x, delta, A, B, C;  // (n, d), (n, d), (d, N), (n, N), (n, N)
+};
+
+/// Seeded ScanInputs of n tokens, d channels and N state entries per channel.
+ScanInputs scan_inputs(Rng& rng, std::size_t n, std::size_t d, std::size_t N);
 
 }  // namespace attn::ch14
