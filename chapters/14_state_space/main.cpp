@@ -481,7 +481,7 @@ void BM_SelectiveScan(benchmark::State& state) {
   const ScanInputs& in = bench_scan_inputs();
   double path = 0, work = 0;  // CPU seconds summed over the iterations
   const LoopTime time = loop_times(state, [&] {
-    ch14::ScanCpuTime cpu;
+    ch14::ScanStats cpu;
     const ch14::SelectiveScanOutput out = ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, threads, split, &cpu);
     benchmark::DoNotOptimize(out.y.data());
     path += cpu.critical_path;
