@@ -77,8 +77,8 @@ ScanKernels choose_kernels(const std::string& wanted) {
   if ((any || wanted == "AVX2+FMA") && narrow) return scan_kernels_avx2();
 #endif
   if (any || wanted == "portable")
-    return {"portable",     portable::Isa::W, "chapter 05's exp_shift_sum", portable::exp_in_place,
-            portable::scan, portable::correct};
+    return {"portable",       portable::Isa::W, "chapter 05's exp_shift_sum",
+            portable::exp_to, portable::scan,   portable::correct};
   return {};
 }
 // [choose_kernels]
@@ -202,7 +202,7 @@ bool use_scan_kernels(const std::string& isa) {
   return true;
 }
 
-void vector_exp(float* p, std::size_t n) { kernels().exp_in_place(p, n); }
+void vector_exp(const float* from, float* to, std::size_t n) { kernels().exp_to(from, to, n); }
 
 double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N) {
   return 4.0 * static_cast<double>(n) * static_cast<double>(3 * d + 2 * N);

@@ -69,9 +69,9 @@ const char* scan_kernel_exp();
 /// thread-safe: call it while no scan runs.
 bool use_scan_kernels(const std::string& isa);
 
-/// p[0, n) ← e^p with the active kernels' exponential, n a multiple of 16, every value ≤ 0: the operation the scan
-/// spends most of its time in (d·N of them per token), for the benchmark's ceiling.
-void vector_exp(float* p, std::size_t n);
+/// to[0, n) ← e^from with the active kernels' exponential, n a multiple of 16, every value ≤ 0: the operation the
+/// scan spends most of its time in (d·N of them per token), for the benchmark's ceiling.
+void vector_exp(const float* from, float* to, std::size_t n);
 
 /// Bytes a selective scan must move at least: x, Δ, B, C read once and y written once, float32:
 /// `4 · n · (3d + 2N)`. The state (d·N floats) stays in the core's cache.

@@ -38,8 +38,8 @@ struct ScanKernels {
   std::size_t lanes = 0;  ///< floats per vector: the multiple ScanSlice::wp is rounded to
   const char* exp = "";   ///< which exponential the kernels call
 
-  /// p[0, n) ← e^p, n a multiple of lanes, every value ≤ 0 (the decays): the kernels' exponential.
-  void (*exp_in_place)(float* p, std::size_t n) = nullptr;
+  /// to[0, n) ← e^from, n a multiple of lanes, every value ≤ 0 (the decays): the kernels' exponential.
+  void (*exp_to)(const float* from, float* to, std::size_t n) = nullptr;
 
   /// The scan of the slice: for every token, E = exp(Δ·A) for all N·w state entries (one vectorised call), then
   /// h ← E ∘ h + Δ·x·B, y = C·h, one vector of channels at a time down the N state entries.

@@ -33,9 +33,9 @@ inline void decays(const float* AT, const float* s, std::size_t N, std::size_t w
       Isa::store(E + k * wp + c, Isa::exp(Isa::mul(Isa::load(AT + k * wp + c), Isa::load(s + c))));
 }
 
-/// p[0, n) ← e^p, n a multiple of W (ScanKernels::exp_in_place: the exponential alone, for the benchmark).
-void exp_in_place(float* p, std::size_t n) {
-  for (std::size_t i = 0; i < n; i += Isa::W) Isa::store(p + i, Isa::exp(Isa::load(p + i)));
+/// to[0, n) ← e^from, n a multiple of W (ScanKernels::exp: the exponential alone, for the benchmark).
+void exp_to(const float* from, float* to, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += Isa::W) Isa::store(to + i, Isa::exp(Isa::load(from + i)));
 }
 
 /// true when every lane of v is 0 (all the values folded into a "finiteness" sum by add(sum, 0·v) were finite).

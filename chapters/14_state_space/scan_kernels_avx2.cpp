@@ -32,7 +32,7 @@ struct Isa {
 }  // namespace avx2
 
 ScanKernels scan_kernels_avx2() {
-  return {"AVX2+FMA", avx2::Isa::W, "SLEEF Sleef_expf8_u10avx2", avx2::exp_in_place, avx2::scan, avx2::correct};
+  return {"AVX2+FMA", avx2::Isa::W, "SLEEF Sleef_expf8_u10avx2", avx2::exp_to, avx2::scan, avx2::correct};
 }
 
 }  // namespace attn::ch14

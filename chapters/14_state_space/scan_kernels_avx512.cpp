@@ -32,8 +32,7 @@ struct Isa {
 }  // namespace avx512
 
 ScanKernels scan_kernels_avx512() {
-  return {"AVX-512",    avx512::Isa::W, "SLEEF Sleef_expf16_u10avx512f", avx512::exp_in_place,
-          avx512::scan, avx512::correct};
+  return {"AVX-512", avx512::Isa::W, "SLEEF Sleef_expf16_u10avx512f", avx512::exp_to, avx512::scan, avx512::correct};
 }
 
 }  // namespace attn::ch14
