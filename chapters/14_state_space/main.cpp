@@ -579,6 +579,33 @@ BENCHMARK(BM_SelectiveScan)
     ->UseRealTime()
     ->MinTime(2.0);
 
+// [bench_kernels]
+/// The sequential scan with each kernel this CPU runs: portable (GCC's vectors and chapter 05's exponential), then
+/// AVX2+FMA and AVX-512 with SLEEF's exponential. CPU time, against the triad's.
+void BM_ScanKernel(benchmark::State& state) {
+  static const char* const isas[] = {"portable", "AVX2+FMA", "AVX-512"};
+  const char* isa = isas[state.range(0)];
+  if (!ch14::use_scan_kernels(isa)) {
+    state.SkipWithError(fmt::format("the {} kernels do not run on this CPU or build", isa).c_str());
+    return;
+  }
+  attn::set_blas_threads(1);
+  const ScanInputs& in = bench_scan_inputs();
+  const LoopTime time = loop_times(state, [&] {
+    const ch14::SelectiveScanOutput out = ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, 1);
+    benchmark::DoNotOptimize(out.y.data());
+  });
+  state.SetLabel(fmt::format("{}, {}", isa, ch14::scan_kernel_exp()));
+  ch14::use_scan_kernels("auto");
+  state.counters["ms_cpu"] = time.cpu * 1e3;
+  const auto& triad = attn::bench_record()["triad bytes/s"];
+  if (!triad.empty())
+    state.counters["%triad_cpu"] =
+        100.0 * ch14::selective_scan_bytes(kScanN, kScanD, kScanState) / time.cpu / triad.at(kCpu);
+}
+// [bench_kernels]
+BENCHMARK(BM_ScanKernel)->DenseRange(0, 2)->ArgName("isa")->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+
 /// The exponent e of t ≈ c·n^e over n in [n_min, n_max], by chapter 04's least-squares fit.
 double exponent_over(const std::map<std::size_t, double>& t, std::size_t n_min, std::size_t n_max) {
   std::vector<double> n, seconds;

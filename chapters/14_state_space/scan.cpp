@@ -57,10 +57,8 @@ struct Isa {
     for (std::size_t i = 0; i < W; ++i) less = less && a[i] < b[i];
     return less;
   }
-  static V exp(V x) {
-    ch05::exp_shift_sum(reinterpret_cast<float*>(&x), W, 0.0f);
-    return x;
-  }
+  static constexpr bool kExpOnBlocks = true;  // one call of chapter 05's exponential per block of decays
+  static void exp_block(float* p, std::size_t n) { ch05::exp_shift_sum(p, n, 0.0f); }
 };
 // [isa_portable]
 #include "14_state_space/scan_kernels.inl"
@@ -77,8 +75,8 @@ ScanKernels choose_kernels(const std::string& wanted) {
   if ((any || wanted == "AVX2+FMA") && narrow) return scan_kernels_avx2();
 #endif
   if (any || wanted == "portable")
-    return {"portable",       portable::Isa::W, "chapter 05's exp_shift_sum",
-            portable::exp_to, portable::scan,   portable::correct};
+    return {"portable",         portable::Isa::W, "chapter 05's exp_shift_sum",
+            portable::exp_to<>, portable::scan,   portable::correct};
   return {};
 }
 // [choose_kernels]

@@ -26,16 +26,30 @@ inline void stage(const float* from, std::size_t w, float* to) {
 
 /// E (N, wp) ← exp(A(c, k) · s(c)) for every state entry k and lane c: the decay of a step (s = Δ) or of many
 /// (s = ΣΔ). A loop of its own, apart from the update that uses E: SLEEF's exponential is a function call, all
-/// vector registers are the caller's to save across one, and here nothing else is live.
-inline void decays(const float* AT, const float* s, std::size_t N, std::size_t wp, float* E) {
+/// vector registers are the caller's to save across one, and here nothing else is live. An exponential that works
+/// on whole blocks (Isa::kExpOnBlocks, the portable kernels') gets the products first, then one call.
+template <class I = Isa>  // a template, so that only the branch for I is compiled
+void decays(const float* AT, const float* s, std::size_t N, std::size_t wp, float* E) {
   for (std::size_t k = 0; k < N; ++k)
-    for (std::size_t c = 0; c < wp; c += Isa::W)
-      Isa::store(E + k * wp + c, Isa::exp(Isa::mul(Isa::load(AT + k * wp + c), Isa::load(s + c))));
+    for (std::size_t c = 0; c < wp; c += I::W) {
+      const typename I::V product = I::mul(I::load(AT + k * wp + c), I::load(s + c));
+      if constexpr (I::kExpOnBlocks)
+        I::store(E + k * wp + c, product);
+      else
+        I::store(E + k * wp + c, I::exp(product));
+    }
+  if constexpr (I::kExpOnBlocks) I::exp_block(E, N * wp);
 }
 
 /// to[0, n) ← e^from, n a multiple of W (ScanKernels::exp: the exponential alone, for the benchmark).
+template <class I = Isa>
 void exp_to(const float* from, float* to, std::size_t n) {
-  for (std::size_t i = 0; i < n; i += Isa::W) Isa::store(to + i, Isa::exp(Isa::load(from + i)));
+  if constexpr (I::kExpOnBlocks) {
+    for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
+    I::exp_block(to, n);
+  } else {
+    for (std::size_t i = 0; i < n; i += I::W) I::store(to + i, I::exp(I::load(from + i)));
+  }
 }
 
 /// true when every lane of v is 0 (all the values folded into a "finiteness" sum by add(sum, 0·v) were finite).
@@ -59,7 +73,7 @@ bool scan(const ScanSlice& s, const float* AT, float* hT, float* sum_delta, floa
   pad_lanes(delta_row, x_row, w, wp);
   const V zero = Isa::broadcast(0.0f);
   V finite = zero, smallest = Isa::broadcast(1.0f);  // Σ 0·v over the x and Δ read (0 unless one is NaN or ±inf), min Δ
-  float finite_BC = 0.0f;                             // the same for B and C
+  float finite_BC = 0.0f;                            // the same for B and C
   for (std::size_t t = s.t0; t < s.t1; ++t) {
     const float* delta = s.delta + t * s.d + s.c0;  // (w) this token's row, or its padded copy
     const float* x = s.x + t * s.d + s.c0;
@@ -118,8 +132,8 @@ std::size_t correct(const ScanSlice& s, const float* AT, const float* H, float* 
   float* delta_row = E + N * wp;  // (wp) the token's Δ and y, padded (only when w is not whole vectors)
   float* x_row = delta_row + wp;  // (wp) unused but padded, as the scan's
   float* y_row = x_row + wp;
-  float* sum = y_row + wp;      // (wp) S = Σ Δ since the chunk began
-  float* slowest = sum + wp;    // (wp) max_k A(c, k): the slowest decay of each channel
+  float* sum = y_row + wp;    // (wp) S = Σ Δ since the chunk began
+  float* slowest = sum + wp;  // (wp) max_k A(c, k): the slowest decay of each channel
   const V zero = Isa::broadcast(0.0f);
   const V underflow = Isa::broadcast(-104.0f);  // e^−104 < 2^−150: rounds to 0 in float32
   const bool ragged = w != wp;

@@ -23,6 +23,7 @@ struct Isa {
   static V min(V a, V b) { return _mm256_min_ps(a, b); }
   static V max(V a, V b) { return _mm256_max_ps(a, b); }
   static bool all_less(V a, V b) { return _mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ)) == 0xFF; }
+  static constexpr bool kExpOnBlocks = false;           // one vector at a time, straight from the product
   static V exp(V x) { return Sleef_expf8_u10avx2(x); }  // SLEEF's exponential, within 1 ulp (u10)
 };
 // [isa_avx2]
@@ -32,7 +33,7 @@ struct Isa {
 }  // namespace avx2
 
 ScanKernels scan_kernels_avx2() {
-  return {"AVX2+FMA", avx2::Isa::W, "SLEEF Sleef_expf8_u10avx2", avx2::exp_to, avx2::scan, avx2::correct};
+  return {"AVX2+FMA", avx2::Isa::W, "SLEEF Sleef_expf8_u10avx2", avx2::exp_to<>, avx2::scan, avx2::correct};
 }
 
 }  // namespace attn::ch14

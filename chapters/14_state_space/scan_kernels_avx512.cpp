@@ -23,6 +23,7 @@ struct Isa {
   static V min(V a, V b) { return _mm512_min_ps(a, b); }
   static V max(V a, V b) { return _mm512_max_ps(a, b); }
   static bool all_less(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ) == 0xFFFF; }
+  static constexpr bool kExpOnBlocks = false;               // one vector at a time, straight from the product
   static V exp(V x) { return Sleef_expf16_u10avx512f(x); }  // SLEEF's exponential, within 1 ulp (u10)
 };
 // [isa_avx512]
@@ -32,7 +33,7 @@ struct Isa {
 }  // namespace avx512
 
 ScanKernels scan_kernels_avx512() {
-  return {"AVX-512", avx512::Isa::W, "SLEEF Sleef_expf16_u10avx512f", avx512::exp_to, avx512::scan, avx512::correct};
+  return {"AVX-512", avx512::Isa::W, "SLEEF Sleef_expf16_u10avx512f", avx512::exp_to<>, avx512::scan, avx512::correct};
 }
 
 }  // namespace attn::ch14
