@@ -39,6 +39,10 @@ std::size_t key_panels(std::size_t n_kv);
 class PackedKeys {
  public:
   /// \param K (h, n_kv, d_k) keys, read (not copied) at the first head() of each head.
+  /// \param h heads.
+  /// \param n_kv keys per head.
+  /// \param d_k features per key.
+  /// \param use whether to pack at all: false where the caller's tiles are not whole panels.
   PackedKeys(const float* K, std::size_t h, std::size_t n_kv, std::size_t d_k, bool use);
   /// Whether the keys are packed at all (the \p use of the constructor).
   bool used() const { return !panels_.empty(); }
