@@ -97,7 +97,7 @@ void print_bytes(std::size_t P, std::size_t n, std::size_t d, std::size_t h) {
     for (std::size_t r = 0; r < p; ++r) rows.push_back(ch13::rows_of(ch13::rank_chunks(r, p, n, Split::zigzag)));
     const double ring = static_cast<double>(ch13::ring_bytes_sent(0, rows, d, d) * h);
     // Ulysses: all-to-all of Q, K, V before attention and of O after (chapters/13_ring/ulysses.cpp counts it).
-    if (h % p != 0) {  // Ulysses splits the heads: no more ranks than heads
+    if (p > h) {  // Ulysses splits the heads: no more ranks than heads
       t.add_row({fmt::format("{}", p), fmt::format("{:.1f} MiB", ring / 1048576.0), "— (P > h)", "—"});
       continue;
     }
