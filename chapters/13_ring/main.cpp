@@ -8,8 +8,8 @@
 // The same ranks as real processes: ch13_ring_mpi, launched by `./course run 13` with
 // `mpirun -np 4 --oversubscribe` (chapters/13_ring/ring_mpi.cpp): non-blocking sends overlap the flash work,
 // each rank's compute time per step is measured, and the result is checked against single-process flash.
-// What it leaves out: DeepSpeed-Ulysses across processes (it runs in one process: ulysses.cpp), the backward pass,
-// several heads and layers, GPUs and their interconnects.
+// DeepSpeed-Ulysses runs here in one process (ulysses.cpp, its bytes counted); ch13_ring_mpi runs it across processes.
+// What it leaves out: the backward pass, several layers, GPUs and their interconnects.
 // Run it: ./course run 13      Your code: ./course run 13 --track exercise      Book page: book/13_ring.md
 #include <algorithm>
 #include <cmath>
@@ -29,9 +29,10 @@
 
 namespace {
 
-// Measured on the course's machine, recorded in book/recorded/ch13_ring_mpi.txt: the rate is one rank's share of the
-// non-causal ring at n = 16384, P = 2 (34.4 GFLOP in 2.207 s); α the 8-byte and the bandwidth the 16 MiB ping-pong.
-constexpr double kMeasuredGflops = 15.6, kMeasuredAlphaUs = 0.41, kMeasuredLinkGBs = 0.98;
+// Measured on the course's machine, recorded in book/recorded/ch13_ring_mpi.txt: the rate is one rank's per
+// CPU-second in the non-causal zigzag ring at n = 16384, P = 2 (4·n²·d = 68.7 GFLOP in 0.972 CPU-s of both ranks:
+// the rate of a rank that has its core to itself); α the 8-byte and the bandwidth the 16 MiB ping-pong.
+constexpr double kMeasuredGflops = 70.7, kMeasuredAlphaUs = 0.37, kMeasuredLinkGBs = 0.98;
 
 namespace ch13 = attn::ch13;
 using attn::Matrix;

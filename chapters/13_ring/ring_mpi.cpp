@@ -1,13 +1,17 @@
 // Chapter 13 — ring attention across processes with MPI: the same ring_attention_rank() as the chapter's
-// tests, one rank per process, the blocks moving by MPI_Isend/MPI_Irecv while each rank computes.
+// tests, one rank per process, the blocks moving by MPI_Isend/MPI_Irecv while each rank computes; and
+// DeepSpeed-Ulysses, the second scheme, with two MPI_Alltoallv around ordinary (chapter 05) attention.
 //
 // What it shows: (1) --check: for several ragged n, causal and not, both splits, the gathered (O, lse)
-// equals chapter 05's single-process flash on rank 0, and every rank's counted bytes equal the formula; a
-// mismatch makes every rank exit with status 1. (2) the default run: the ring at --n, each rank's compute
-// time and its exposed wait, for the contiguous and the zigzag split, and the ring's wall time against
-// single-process flash with as many threads as ranks (the other ranks sleep meanwhile).
-// What it leaves out: several heads or layers, GPUs, any transport but the MPI library's own.
-// Run it: ./course run 13 (mpirun -np 4 --oversubscribe), or chapters/13_ring/mpirun.sh NP ch13_ring_mpi ARGS.
+// equals chapter 05's single-process flash on rank 0, and every rank's counted bytes equal the formula;
+// Ulysses likewise (h = P and P + 1 heads, so heads need not be a multiple of P); a mismatch makes every rank
+// exit with status 1. (2) the default run: the ring at --n, each rank's compute time and its exposed wait,
+// for the contiguous and the zigzag split, against single-process flash with as many threads as ranks (the
+// other ranks sleep meanwhile; it may use every core, whatever core mpirun bound rank 0 to), in wall time and
+// in CPU-seconds of all ranks; then Ulysses beside the ring on --heads heads, with the bytes each sent.
+// What it leaves out: layers, GPUs, any transport but the MPI library's own.
+// Run it: ./course run 13 (mpirun -np 4 --oversubscribe), or chapters/13_ring/mpirun.sh NP ch13_ring_mpi ARGS;
+// chapters/13_ring/record.sh re-takes the book's recording.
 // Book page: book/13_ring.md. A rank that throws prints its message and aborts the whole job (MPI_Abort):
 // no rank waits forever for a block that will never come.
 #include <mpi.h>
@@ -48,6 +52,9 @@ int as_count(std::size_t floats) {
   return static_cast<int>(floats);
 }
 
+/// CPU seconds this process has used so far, every thread's (std::clock is process CPU time on Linux).
+double process_cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+
 // [mpi_link]
 /// The ring's transport over MPI: non-blocking, so the rank's flash work runs while the block moves.
 class MpiLink : public ch13::RingLink {
@@ -66,20 +73,23 @@ class MpiLink : public ch13::RingLink {
 
   ch13::KVBlock finish() override {
     const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = process_cpu_seconds();
     MPI_Waitall(4, requests_, MPI_STATUSES_IGNORE);  // what the computation did not hide
     wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    wait_cpu_s_ += process_cpu_seconds() - cpu0;  // Open MPI polls while it waits: a core kept busy
     return std::move(incoming_);
   }
 
   std::size_t bytes_sent() const { return bytes_sent_; }
   double wait_seconds() const { return wait_s_; }
+  double wait_cpu_seconds() const { return wait_cpu_s_; }
 
  private:
   int next_, prev_;
   MPI_Request requests_[4] = {};
   ch13::KVBlock incoming_;
   std::size_t bytes_sent_ = 0;
-  double wait_s_ = 0;
+  double wait_s_ = 0, wait_cpu_s_ = 0;
 };
 // [mpi_link]
 
@@ -150,11 +160,9 @@ struct RankRun {
   FlashOutput out;
   std::size_t bytes_sent = 0;
   double seconds = 0, wait_seconds = 0;
-  double cpu_seconds = 0;  // this process's CPU time: computing, and MPI's polling while it waits
+  double cpu_seconds = 0;       // this process's CPU time: computing, and MPI's polling while it waits
+  double wait_cpu_seconds = 0;  // the part of it spent in MPI_Waitall
 };
-
-/// CPU seconds this process has used so far, every thread's (std::clock is process CPU time on Linux).
-double process_cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
 
 int g_fail_on_rank = -1;  // --fail-on-rank: the test that a failing rank stops the job instead of hanging it
 
@@ -171,6 +179,7 @@ RankRun run_rank(const World& w, const Inputs& in, Split split, bool causal, con
   run.cpu_seconds = process_cpu_seconds() - cpu0;
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   run.wait_seconds = link.wait_seconds();
+  run.wait_cpu_seconds = link.wait_cpu_seconds();
   return run;
 }
 
@@ -490,22 +499,27 @@ void timed_run(const World& w, std::size_t n, std::size_t d, bool causal, int re
     if (memory && split == Split::contiguous) continue;
     const Inputs in = make_inputs(
         ch13::rank_chunks(static_cast<std::size_t>(w.rank), static_cast<std::size_t>(w.P), n, split), n, d, 13);
-    std::vector<double> times, waits, busy, cpus;
+    std::vector<double> times, waits, busy, cpus, polls;
     for (int k = 0; k < repeats + (memory ? 0 : 1); ++k) {  // an extra first run warms caches and connections
       const RankRun run = run_rank(w, in, split, causal, {128, 512, 1});
       double wall = 0, cpu = 0;
       MPI_Allreduce(&run.seconds, &wall, 1, MPI_DOUBLE, MPI_MAX,
                     MPI_COMM_WORLD);  // the ring ends with its slowest rank
+      double poll = 0;
       MPI_Allreduce(&run.cpu_seconds, &cpu, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      MPI_Allreduce(&run.wait_cpu_seconds, &poll, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
       if (k == 0 && !memory) continue;
       times.push_back(wall);
       cpus.push_back(cpu);
+      polls.push_back(poll);
       waits.push_back(run.wait_seconds);
       busy.push_back(run.seconds - run.wait_seconds);  // computing (and copying), not waiting for a block
     }
     std::sort(times.begin(), times.end());
     std::sort(cpus.begin(), cpus.end());
-    const double median = times[times.size() / 2], median_cpu = cpus[cpus.size() / 2];
+    std::sort(polls.begin(), polls.end());
+    const double median = times[times.size() / 2], median_cpu = cpus[cpus.size() / 2],
+                 median_poll = polls[polls.size() / 2];
     // Every rank's busy time and exposed wait (medians) to rank 0, in rank order.
     std::sort(waits.begin(), waits.end());
     std::sort(busy.begin(), busy.end());
@@ -515,13 +529,14 @@ void timed_run(const World& w, std::size_t n, std::size_t d, bool causal, int re
     if (w.rank == 0) {
       std::printf("ring, %-10s: %.3f s", name_of(split), median);
       if (!memory) std::printf(" = %.2f x single-process", median / single.wall);
-      std::printf(", %.3f CPU-s", median_cpu);
+      std::printf("; %.3f CPU-s", median_cpu);
       if (!memory) std::printf(" = %.2f x", median_cpu / single.cpu);
+
       std::printf("\n  computing per rank (s):");
       for (int r = 0; r < w.P; ++r) std::printf(" %.3f", all[2 * static_cast<std::size_t>(r)]);
       std::printf("\n  waiting for a block per rank (s):");
       for (int r = 0; r < w.P; ++r) std::printf(" %.3f", all[2 * static_cast<std::size_t>(r) + 1]);
-      std::printf("\n");
+      std::printf(" (all ranks: %.3f CPU-s polling)\n", median_poll);
     }
   }
 }
