@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # record.sh: re-takes book/recorded/ch13_ring_mpi.txt, the MPI runs the book page reads (ping-pong, the ring at
-# P = 2 beside single-process flash, causal and not, with Open MPI's polling and binding varied; Ulysses beside
-# the ring; the imbalance at P = 4; memory per rank at n = 131072). Run from the checkout after a build:
+# P = 2 beside single-process flash, causal and not, with Open MPI's polling and binding varied; the same at
+# P = 1, where the ring is one flash call like the reference; Ulysses beside the ring; the imbalance at P = 4;
+# memory per rank at n = 131072). Run from the checkout after a build:
 #   chapters/13_ring/record.sh        (about 5 minutes on 2 cores; the quieter the machine, the better)
 # Each command is shown as a $ line with the load average before and after it, as in the recording.
 set -euo pipefail
@@ -26,6 +27,7 @@ mpi=(chapters/13_ring/mpirun.sh)
   step "${mpi[@]}" 2 $bin/ch13_ring_mpi --n 16384 --repeats 5 --heads 4
   step env OMPI_MCA_mpi_yield_when_idle=1 "${mpi[@]}" 2 $bin/ch13_ring_mpi --n 16384 --repeats 5 --heads 0
   step env OMPI_MCA_hwloc_base_binding_policy=none "${mpi[@]}" 2 $bin/ch13_ring_mpi --n 16384 --repeats 5 --heads 0
+  step "${mpi[@]}" 1 $bin/ch13_ring_mpi --n 16384 --repeats 5 --heads 0
   step "${mpi[@]}" 4 $bin/ch13_ring_mpi --n 8192 --repeats 3 --heads 4
   step "${mpi[@]}" 4 $bin/ch13_ring_mpi --n 131072 --memory --repeats 1
   step "${mpi[@]}" 1 $bin/ch13_ring_mpi --n 131072 --memory --repeats 1
