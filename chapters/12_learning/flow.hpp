@@ -23,6 +23,7 @@ bool attention_flow_available();
 /// pass from token j to the position when no edge carries more than its weight. Where rollout multiplies weights along
 /// paths and adds the paths up, flow is limited by each path's narrowest edge and by edges the paths share.
 /// \param layers (L) per layer its head-averaged attention, (n, n) each, first layer first.
+/// \param position the output position i the flow goes to, 0 … n − 1.
 /// \return (n): flow from each input token; with causal layers 0 for tokens after \p position (no path).
 /// \throws std::invalid_argument when \p layers is empty, a matrix is not (n, n) with the first's n, an
 ///         entry is negative or not finite, or position ≥ n.
