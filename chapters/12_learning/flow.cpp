@@ -40,6 +40,16 @@ void require_layers(const std::vector<Matrix>& layers, std::size_t position) {
 
 #if ATTN_HAVE_BOOST_GRAPH
 
+namespace {
+
+/// The capacity of the edge from j to i across layer \p A: Ã(i, j) = ½·A(i, j) + ½·[i = j]. Position i after
+/// the layer holds half of its own stream (the residual) and half of the attention's mix.
+double capacity_of(const Matrix& A, std::size_t i, std::size_t j) {
+  return 0.5 * static_cast<double>(A(i, j)) + (i == j ? 0.5 : 0.0);
+}
+
+}  // namespace
+
 // [attention_flow]
 Vector attention_flow(const std::vector<Matrix>& layers, std::size_t position) {
   require_layers(layers, position);
@@ -61,17 +71,23 @@ Vector attention_flow(const std::vector<Matrix>& layers, std::size_t position) {
     reverse[e] = back;
     reverse[back] = e;
   };
+  // Only nodes with a path to the sink can carry flow to it: the graph keeps those (with causal layers,
+  // positions ≤ position), which makes each max-flow smaller without changing its value.
+  std::vector<bool> reaches((L + 1) * n, false);  // node l·n + i has a path to the sink
+  reaches[L * n + position] = true;
+  for (std::size_t l = L; l-- > 0;)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        if (reaches[(l + 1) * n + i] && capacity_of(layers[l], i, j) > 0.0) reaches[l * n + j] = true;
   for (std::size_t l = 0; l < L; ++l)
     for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t j = 0; j < n; ++j) {
-        // Ã = ½·A + ½·I: position i after layer l + 1 holds half of its own stream and half of the mix.
-        const double c = 0.5 * static_cast<double>(layers[l](i, j)) + (i == j ? 0.5 : 0.0);
-        if (c > 0.0) add_edge(l * n + j, (l + 1) * n + i, c);
-      }
+      for (std::size_t j = 0; j < n; ++j)
+        if (reaches[(l + 1) * n + i] && capacity_of(layers[l], i, j) > 0.0)
+          add_edge(l * n + j, (l + 1) * n + i, capacity_of(layers[l], i, j));
   Vector flow = xt::zeros<float>({n});  // (n)
   const std::size_t sink = L * n + position;
   for (std::size_t j = 0; j < n; ++j)  // one max-flow per input token; the algorithm resets the residuals
-    flow(j) = static_cast<float>(boost::edmonds_karp_max_flow(g, j, sink));
+    if (reaches[j]) flow(j) = static_cast<float>(boost::edmonds_karp_max_flow(g, j, sink));
   return flow;
 }
 // [attention_flow]
