@@ -167,7 +167,6 @@ TEST_SUITE("11_positions") {
         xt::view(V, k) = rng.normal(n_kv, d);
       }
       const std::size_t offset = n_kv - n_q;
-      const ch11::FlexConfig config{16, 24, 2};  // n is a multiple of neither tile
       const Vector slopes = attn::alibi_slopes(h);
       const attn::DocumentMask docs{[&] {
                                       std::vector<std::size_t> doc(n_kv);
@@ -176,50 +175,55 @@ TEST_SUITE("11_positions") {
                                     }(),
                                     true};
       const double tol = attention_tolerance(n_kv, d);
-      for (std::size_t k = 0; k < h; ++k) {
-        const oracle::Mat q = to_oracle(Matrix(xt::view(Q, k))), kk = to_oracle(Matrix(xt::view(K, k))),
-                          v = to_oracle(Matrix(xt::view(V, k)));
-        const auto identity = [](double s, std::size_t, std::size_t) { return s; };
-        const auto all = [](std::size_t, std::size_t) { return true; };
-        const auto check = [&](const attn::ch05::FlashHeadsOutput& out, const oracle::Mat& expected, const char* what) {
-          INFO(what);
-          CHECK_ALLCLOSE(Matrix(xt::view(out.O, k)), expected, tol, 0.0);
-        };
-        check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::NoMask{}, nullptr, config),
-              oracle::modified_attention(q, kk, v, identity, all), "no modifier");
-        check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::Causal{offset}, nullptr, config),
-              oracle::modified_attention(q, kk, v, identity,
-                                         [&](std::size_t i, std::size_t j) { return j <= i + offset; }),
-              "causal");
-        check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::SlidingWindow{10, offset}, nullptr, config),
-              oracle::modified_attention(
-                  q, kk, v, identity,
-                  [&](std::size_t i, std::size_t j) { return j <= i + offset && i + offset < j + 10; }),
-              "sliding window of 10");
-        check(ch11::flex_attention(Q, K, V, ch11::Alibi{slopes, offset}, ch11::Causal{offset}, nullptr, config),
-              oracle::modified_attention(
-                  q, kk, v,
-                  [&](double s, std::size_t i, std::size_t j) {
-                    return s - std::exp2(-8.0 * static_cast<double>(k + 1) / static_cast<double>(h)) *
-                                   std::fabs(static_cast<double>(i + offset) - static_cast<double>(j));
-                  },
-                  [&](std::size_t i, std::size_t j) { return j <= i + offset; }),
-              "ALiBi with your alibi_slopes, causal");
-        check(ch11::flex_attention(Q, K, V, ch11::SoftCap{1.5f}, ch11::NoMask{}, nullptr, config),
-              oracle::modified_attention(
-                  q, kk, v, [](double s, std::size_t, std::size_t) { return 1.5 * std::tanh(s / 1.5); }, all),
-              "soft-capping at 1.5");
-        if (n_q == n_kv) {
-          check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::PrefixLM{9}, nullptr, config),
+      // n is a multiple of neither tile. B_c = 24 is not a whole number of chapter 05's key panels (16 or 32
+      // keys), so both products are OpenBLAS calls; B_c = 64 is, so they run on its micro-kernels.
+      for (const ch11::FlexConfig config : {ch11::FlexConfig{16, 24, 2}, ch11::FlexConfig{16, 64, 2}})
+        for (std::size_t k = 0; k < h; ++k) {
+          CAPTURE(config.B_c);
+          const oracle::Mat q = to_oracle(Matrix(xt::view(Q, k))), kk = to_oracle(Matrix(xt::view(K, k))),
+                            v = to_oracle(Matrix(xt::view(V, k)));
+          const auto identity = [](double s, std::size_t, std::size_t) { return s; };
+          const auto all = [](std::size_t, std::size_t) { return true; };
+          const auto check = [&](const attn::ch05::FlashHeadsOutput& out, const oracle::Mat& expected,
+                                 const char* what) {
+            INFO(what);
+            CHECK_ALLCLOSE(Matrix(xt::view(out.O, k)), expected, tol, 0.0);
+          };
+          check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::NoMask{}, nullptr, config),
+                oracle::modified_attention(q, kk, v, identity, all), "no modifier");
+          check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::Causal{offset}, nullptr, config),
                 oracle::modified_attention(q, kk, v, identity,
-                                           [](std::size_t i, std::size_t j) { return j < 9 || j <= i; }),
-                "prefix-LM with a prefix of 9");
-          check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, docs, nullptr, config),
-                oracle::modified_attention(q, kk, v, identity,
-                                           [&](std::size_t i, std::size_t j) { return i / 29 == j / 29 && j <= i; }),
-                "your DocumentMask, documents of 29 tokens");
+                                           [&](std::size_t i, std::size_t j) { return j <= i + offset; }),
+                "causal");
+          check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::SlidingWindow{10, offset}, nullptr, config),
+                oracle::modified_attention(
+                    q, kk, v, identity,
+                    [&](std::size_t i, std::size_t j) { return j <= i + offset && i + offset < j + 10; }),
+                "sliding window of 10");
+          check(ch11::flex_attention(Q, K, V, ch11::Alibi{slopes, offset}, ch11::Causal{offset}, nullptr, config),
+                oracle::modified_attention(
+                    q, kk, v,
+                    [&](double s, std::size_t i, std::size_t j) {
+                      return s - std::exp2(-8.0 * static_cast<double>(k + 1) / static_cast<double>(h)) *
+                                     std::fabs(static_cast<double>(i + offset) - static_cast<double>(j));
+                    },
+                    [&](std::size_t i, std::size_t j) { return j <= i + offset; }),
+                "ALiBi with your alibi_slopes, causal");
+          check(ch11::flex_attention(Q, K, V, ch11::SoftCap{1.5f}, ch11::NoMask{}, nullptr, config),
+                oracle::modified_attention(
+                    q, kk, v, [](double s, std::size_t, std::size_t) { return 1.5 * std::tanh(s / 1.5); }, all),
+                "soft-capping at 1.5");
+          if (n_q == n_kv) {
+            check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::PrefixLM{9}, nullptr, config),
+                  oracle::modified_attention(q, kk, v, identity,
+                                             [](std::size_t i, std::size_t j) { return j < 9 || j <= i; }),
+                  "prefix-LM with a prefix of 9");
+            check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, docs, nullptr, config),
+                  oracle::modified_attention(q, kk, v, identity,
+                                             [&](std::size_t i, std::size_t j) { return i / 29 == j / 29 && j <= i; }),
+                  "your DocumentMask, documents of 29 tokens");
+          }
         }
-      }
     }
   }
 
@@ -241,5 +245,47 @@ TEST_SUITE("11_positions") {
                          doctest::Contains("block mask"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(ch11::flex_attention(Q, one_head(rng.normal(12, 7)), V), doctest::Contains("(1, 12, 7)"),
                          std::invalid_argument);
+  }
+
+  TEST_CASE(
+      "flex_attention with alibi_slopes gives bit-identical results on 1, 2 and 3 threads, on every instruction set "
+      "of chapter 05's micro-kernels") {
+    attn::Rng rng(114);
+    const std::size_t h = 3, n = 150, d = 32;
+    Tensor3 Q = xt::zeros<float>({h, n, d}), K = Q, V = Q;  // (h, n, d)
+    for (std::size_t k = 0; k < h; ++k) {
+      xt::view(Q, k) = rng.normal(n, d);
+      xt::view(K, k) = rng.normal(n, d);
+      xt::view(V, k) = rng.normal(n, d);
+    }
+    const ch11::Alibi alibi{attn::alibi_slopes(h)};
+    for (const char* isa : {"AVX-512", "AVX2+FMA", "none"}) {
+      if (!attn::ch05::use_tile_kernels(isa)) continue;  // this CPU cannot run it
+      CAPTURE(isa);
+      const attn::ch05::FlashHeadsOutput one =
+          ch11::flex_attention(Q, K, V, alibi, ch11::Causal{}, nullptr, ch11::FlexConfig{32, 64, 1});
+      for (std::size_t k = 0; k < h; ++k) {
+        const oracle::Mat q = to_oracle(Matrix(xt::view(Q, k))), kk = to_oracle(Matrix(xt::view(K, k))),
+                          v = to_oracle(Matrix(xt::view(V, k)));
+        const double slope = std::exp2(-8.0 * static_cast<double>(k + 1) / static_cast<double>(h));
+        CHECK_ALLCLOSE(Matrix(xt::view(one.O, k)),
+                       oracle::modified_attention(
+                           q, kk, v,
+                           [&](double s, std::size_t i, std::size_t j) {
+                             return s - slope * std::fabs(static_cast<double>(i) - static_cast<double>(j));
+                           },
+                           [](std::size_t i, std::size_t j) { return j <= i; }),
+                       attention_tolerance(n, d), 0.0);
+      }
+      for (const int threads : {2, 3}) {
+        CAPTURE(threads);
+        // Each (head, query block) is computed by one thread, in the same order whichever thread it is.
+        const attn::ch05::FlashHeadsOutput many =
+            ch11::flex_attention(Q, K, V, alibi, ch11::Causal{}, nullptr, ch11::FlexConfig{32, 64, threads});
+        CHECK(many.O == one.O);
+        CHECK(many.lse == one.lse);
+      }
+    }
+    attn::ch05::use_tile_kernels("auto");
   }
 }

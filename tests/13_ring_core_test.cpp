@@ -34,7 +34,7 @@ TEST_SUITE("13_ring") {
       std::copy(flat.begin(), flat.end(), T->begin());
     }
     for (bool causal : {false, true})
-      for (std::size_t P : {1ul, 2ul, 4ul}) {
+      for (std::size_t P : {1ul, 2ul, 3ul, 4ul}) {  // P = 3: heads 1, 1, 2 per rank (h = 4 is not a multiple)
         const ch13::UlyssesRun run = ch13::ulysses_in_one_process(Q, K, V, P, causal);
         for (std::size_t head = 0; head < h; ++head) {
           const Matrix Qh = xt::view(Q, head, xt::all(), xt::all()), Kh = xt::view(K, head, xt::all(), xt::all());
@@ -48,7 +48,9 @@ TEST_SUITE("13_ring") {
           CHECK_MESSAGE(run.bytes_sent[r] == ch13::ulysses_bytes_sent(r, P, n, h, d_k, d_v),
                         "P = " << P << ", rank " << r);
       }
-    CHECK_THROWS_WITH_AS(ch13::ulysses_in_one_process(Q, K, V, 3, false), doctest::Contains("h = 4"),
+    // More ranks than heads: a rank would own no head. Refused, naming both sizes.
+    CHECK_THROWS_WITH_AS(ch13::ulysses_in_one_process(Q, K, V, 5, false), doctest::Contains("P = 5 ranks, h = 4"),
                          std::invalid_argument);
+    CHECK_THROWS_AS(ch13::ulysses_bytes_sent(0, 5, n, h, d_k, d_v), std::invalid_argument);
   }
 }

@@ -8,7 +8,10 @@
 #include <cmath>
 #include <complex>
 #include <limits>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "08_linear/linear.hpp"
 #include "14_state_space/lti.hpp"
@@ -502,5 +505,78 @@ TEST_SUITE("14_state_space") {
         attn::masked_attention_form(attn::semiseparable_mask(xt::ones<float>({2 * m})), task.C, task.B, task.X);
     const Matrix recalled = xt::view(Y, xt::range(m, 2 * m), xt::all());
     CHECK(attn::ch14::relative_error(recalled, V) > 0.5);
+  }
+}
+
+// The chapter's own kernels (scan_kernels.inl), not the learner's: run on the solution track only.
+TEST_SUITE("14_state_space: chapter code") {
+  TEST_CASE(
+      "every scan kernel this CPU runs equals float64, on whole and ragged vectors of channels, and finds bad "
+      "input") {
+    attn::Rng rng(146);
+    int ran = 0;
+    for (const char* isa : {"AVX-512", "AVX2+FMA", "portable"}) {
+      if (!attn::ch14::use_scan_kernels(isa)) {
+        MESSAGE(isa << " kernels: not run on this CPU or build");
+        continue;
+      }
+      ++ran;
+      CAPTURE(isa);
+      // d = 64: whole vectors of every width; 19 and 1: ragged (padding lanes); N = 16 and 3 (not a multiple of 4).
+      for (const auto& [n, d, N] : {std::array<std::size_t, 3>{300, 64, 16}, {37, 19, 3}, {5, 1, 16}}) {
+        const ScanInputs in = scan_inputs(rng, n, d, N);
+        const oracle::Mat expected = oracle::selective_scan(to_oracle(in.x), to_oracle(in.delta), to_oracle(in.A),
+                                                            to_oracle(in.B), to_oracle(in.C));
+        for (const auto split : {attn::ch14::ScanSplit::time, attn::ch14::ScanSplit::channels})
+          for (const int threads : {1, 2, 3}) {
+            CAPTURE(d);
+            CAPTURE(threads);
+            CHECK_ALLCLOSE(attn::ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, threads, split).y, expected,
+                           scan_atol(in), 0.0);
+          }
+        // The kernels check what they read: a bad value in the last channel (a padded vector when d is ragged)
+        // and in the last token's C, on either split.
+        Matrix bad_delta = in.delta, bad_C = in.C;
+        bad_delta(n - 1, d - 1) = 0.0f;
+        bad_C(n - 1, N - 1) = std::numeric_limits<float>::infinity();
+        const std::string delta_entry = fmt::format("delta({}, {})", n - 1, d - 1);
+        const std::string C_entry = fmt::format("C({}, {})", n - 1, N - 1);
+        for (const auto split : {attn::ch14::ScanSplit::time, attn::ch14::ScanSplit::channels}) {
+          CHECK_THROWS_WITH_AS(attn::ch14::selective_scan(in.x, bad_delta, in.A, in.B, in.C, 2, split),
+                               doctest::Contains(delta_entry.c_str()), std::invalid_argument);
+          CHECK_THROWS_WITH_AS(attn::ch14::selective_scan(in.x, in.delta, in.A, in.B, bad_C, 2, split),
+                               doctest::Contains(C_entry.c_str()), std::invalid_argument);
+        }
+      }
+    }
+    CHECK(attn::ch14::use_scan_kernels("auto"));
+    CHECK_MESSAGE(ran >= 1, "the portable kernels run everywhere");
+    CHECK_FALSE(attn::ch14::use_scan_kernels("SSE9"));
+  }
+
+  TEST_CASE(
+      "the time-parallel scan's fix-up stops where the carry has decayed below float32, and still equals "
+      "float64") {
+    attn::Rng rng(147);
+    const std::size_t n = 2000, d = 24, N = 8;
+    ScanInputs in = scan_inputs(rng, n, d, N);  // A(c, k) = −(k + 1): the slowest decay is e^{−Δ}
+    for (const auto& [low, high] : {std::array<float, 2>{1.0f, 2.0f}, {1e-5f, 2e-5f}}) {
+      CAPTURE(low);
+      in.delta = rng.uniform(n, d, low, high);
+      const oracle::Mat expected = oracle::selective_scan(to_oracle(in.x), to_oracle(in.delta), to_oracle(in.A),
+                                                          to_oracle(in.B), to_oracle(in.C));
+      attn::ch14::ScanStats stats;
+      const Matrix y =
+          attn::ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, 2, attn::ch14::ScanSplit::time, &stats).y;
+      CHECK_ALLCLOSE(y, expected, scan_atol(in), 0.0);
+      if (low >= 1.0f) {
+        // Δ ≥ 1: after at most 104 tokens of the second chunk every carry is below e^−104 < 2^−150.
+        CHECK(stats.fixup_tokens > 0);
+        CHECK_MESSAGE(stats.fixup_tokens <= 104, "the fix-up must stop once e^{A·ΣΔ} underflows float32");
+      } else {
+        // Δ ≈ 1e−5: the carry lasts the whole second chunk (e^{−0.02} is far from 0).
+        CHECK(stats.fixup_tokens == n / 2);
+      }
+    }
   }
 }

@@ -34,7 +34,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <vector>
 
 #include <fmt/format.h>
@@ -51,21 +50,6 @@ struct Problem {
   float *O, *lse;
   std::size_t h, n_q, n_kv, d_k, d_v;
   bool causal;
-};
-
-/// K of every head packed once for the tile micro-kernels (tile_kernels.hpp), by whichever thread needs a
-/// head first; empty when the micro-kernels are not used (no AVX2 on this CPU, or B_c not a whole number
-/// of panels): then both products are OpenBLAS sgemm calls.
-struct PackedKeys {
-  std::vector<float> panels;           // (h, key_panels(n_kv), d_k, panel width)
-  std::vector<std::once_flag> packed;  // (h): head packed yet?
-  std::size_t per_head = 0;            // floats per head
-
-  const float* head(const Problem& p, std::size_t h) {
-    std::call_once(packed[h],
-                   [&] { pack_keys(p.K + h * p.n_kv * p.d_k, p.n_kv, p.d_k, panels.data() + h * per_head); });
-    return panels.data() + h * per_head;
-  }
 };
 
 /// What one thread owns: its score tile and the block's running max and sum.
@@ -85,8 +69,8 @@ void attend_block(const Problem& p, const FastConfig& cfg, std::size_t head, std
   const float* V = p.V + head * p.n_kv * p.d_v;          // (n_kv, d_v)
   float* O_i = p.O + (head * p.n_q + r0) * p.d_v;        // (rows, d_v): the accumulator, then the output
   const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(p.d_k, 1)));
-  const bool own_kernels = !keys.panels.empty();
-  const float* K_panels = own_kernels ? keys.head(p, head) : nullptr;  // (panels, d_k, width)
+  const bool own_kernels = keys.used();
+  const float* K_panels = own_kernels ? keys.head(head) : nullptr;  // (panels, d_k, width)
   const std::size_t width = key_panel_width();
   std::fill(w.m.begin(), w.m.end(), kMinusInf);
   std::fill(w.l.begin(), w.l.end(), 0.0f);
@@ -137,11 +121,8 @@ void attend_block(const Problem& p, const FastConfig& cfg, std::size_t head, std
 // [fast_threads]
 void run(const Problem& p, const FastConfig& cfg) {
   const std::size_t T_r = (p.n_q + cfg.B_r - 1) / cfg.B_r, items = p.h * T_r;
-  PackedKeys keys{{}, std::vector<std::once_flag>(p.h), 0};
-  if (key_panel_width() > 0 && cfg.B_c % key_panel_width() == 0) {
-    keys.per_head = key_panels(p.n_kv) * p.d_k * key_panel_width();
-    keys.panels.resize(p.h * keys.per_head);
-  }
+  // The micro-kernels need whole panels per tile; else both products are OpenBLAS calls.
+  PackedKeys keys(p.K, p.h, p.n_kv, p.d_k, key_panel_width() > 0 && cfg.B_c % key_panel_width() == 0);
   std::atomic<std::size_t> next{0};
   const auto worker = [&] {
     // Inside the worker, so that a failed allocation is an exception the caller sees (run_on_threads).

@@ -9,15 +9,7 @@
 namespace attn::ch05 {
 namespace {
 
-// GCC on x86-64 compiles each loop below three times (AVX-512, AVX2, baseline) and picks one at load time
-// for the CPU it runs on; elsewhere the loops are compiled once, for the baseline.
-// Not under ThreadSanitizer: the load-time resolvers (ifuncs) would run instrumented before TSan's runtime
-// is ready and crash before main; a TSan build tests the threads, not the speed.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define ATTN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ATTN_VECTOR_CLONES
-#endif
+// Each loop below is compiled three times (AVX-512, AVX2, baseline): ATTN_VECTOR_CLONES, row_ops.hpp.
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 constexpr std::size_t kLanes = 16;  // independent partial results, so the loops vectorise without fast-math

@@ -7,6 +7,17 @@
 
 #include <cstddef>
 
+/// Put before a function: GCC on x86-64 compiles it three times (AVX-512, AVX2, baseline) and picks one at
+/// load time for the CPU it runs on; elsewhere it is compiled once, for the baseline. Works on templates too
+/// (chapter 11 compiles its score_mod loop so). Not under ThreadSanitizer: the load-time resolvers (ifuncs)
+/// would run instrumented before TSan's runtime is ready and crash before main; a TSan build tests the
+/// threads, not the speed.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define ATTN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ATTN_VECTOR_CLONES
+#endif
+
 namespace attn::ch05 {
 
 /// The largest of s[0, n) (-inf when n = 0).

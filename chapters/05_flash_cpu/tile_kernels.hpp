@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace attn::ch05 {
 
@@ -30,6 +32,29 @@ void pack_keys(const float* K, std::size_t n_kv, std::size_t d_k, float* packed)
 
 /// Number of panels pack_keys() makes for \p n_kv keys.
 std::size_t key_panels(std::size_t n_kv);
+
+/// K of every head packed once for scores_tile(), head by head, by whichever thread needs a head first
+/// (flash_attention_fast() and chapter 11's flex_attention() share it). Nothing is allocated when \p use is
+/// false (the caller runs OpenBLAS instead: no micro-kernels on this CPU, or tiles not a whole number of panels).
+class PackedKeys {
+ public:
+  /// \param K (h, n_kv, d_k) keys, read (not copied) at the first head() of each head.
+  /// \param h heads.
+  /// \param n_kv keys per head.
+  /// \param d_k features per key.
+  /// \param use whether to pack at all: false where the caller's tiles are not whole panels.
+  PackedKeys(const float* K, std::size_t h, std::size_t n_kv, std::size_t d_k, bool use);
+  /// Whether the keys are packed at all (the \p use of the constructor).
+  bool used() const { return !panels_.empty(); }
+  /// Head \p h's panels (key_panels(n_kv), d_k, key_panel_width()), packed at its first call. Thread-safe.
+  const float* head(std::size_t h);
+
+ private:
+  const float* K_;
+  std::size_t n_kv_, d_k_, per_head_ = 0;  // per_head_: floats per head
+  std::vector<float> panels_;              // (h, key_panels(n_kv), d_k, key_panel_width())
+  std::vector<std::once_flag> packed_;     // (h): head packed yet?
+};
 
 /// S (rows, panels·w), leading dimension ld_s ← scale · Q_i · K_jᵀ, where Q_i is (rows, d_k) with leading
 /// dimension ld_q and K_j is \p panels consecutive panels of pack_keys()'s output. Columns past the real

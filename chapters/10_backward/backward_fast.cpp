@@ -38,15 +38,6 @@ namespace {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-// As in chapter 05's row_ops.cpp: GCC compiles the loop for AVX-512, AVX2 and the baseline and picks one
-// at load time. Not under ThreadSanitizer: the choice is made by a resolver that runs before the sanitizer's
-// runtime is set up, and the instrumented resolver crashes the program at startup.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define ATTN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ATTN_VECTOR_CLONES
-#endif
-
 /// dp[0, n) ← p ∘ (dp − D): the softmax's backward with D standing in for rowsum(dP ∘ P).
 ATTN_VECTOR_CLONES void softmax_grad_row(const float* p, float* dp, std::size_t n, float D) {
   for (std::size_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - D);

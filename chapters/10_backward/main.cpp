@@ -338,6 +338,7 @@ attn::CallSeconds time_and_record(benchmark::State& state, const char* what, std
   attn::bench_record()[key(what, causal, "wall")][n] = s.wall;
   attn::bench_record()[key(what, causal, "cpu")][n] = s.cpu;
   state.counters["GFLOPS"] = flops / s.wall / 1e9;
+  state.counters["GFLOPS_per_core"] = flops / s.cpu / 1e9;  // per CPU-second (as chapter 05): the PyTorch side by side
   attn::report_against_ceilings(state, flops / s.wall / 1e9, threads);
   return s;
 }

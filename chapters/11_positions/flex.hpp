@@ -5,7 +5,9 @@
 /// Both are compile-time callables: the compiler inlines them into the tile loop, and when they are absent
 /// (NoScoreMod, NoMask) the loops that would call them are not compiled at all. A BlockMask, computed once
 /// from mask_mod, says which tiles are empty (skipped, never loaded), partial (mask_mod evaluated per pair)
-/// or full (no mask work). Chapter code, not an exercise; chapter 12 builds its model on it.
+/// or full (no mask work). The two products of a tile are chapter 05's register-blocked micro-kernels
+/// (tile_kernels.hpp), on keys packed once per head, so with no modifier the kernel does flash_fast's work.
+/// Chapter code, not an exercise; chapter 12 builds its model on it.
 #pragma once
 
 #include <algorithm>
@@ -13,10 +15,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <limits>
-#include <mutex>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -24,6 +23,8 @@
 
 #include "05_flash_cpu/flash_fast.hpp"
 #include "05_flash_cpu/row_ops.hpp"
+#include "05_flash_cpu/tile_kernels.hpp"
+#include "attn/checks.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn::ch11 {
@@ -80,7 +81,8 @@ BlockMask make_block_mask(const MaskMod& mask_mod, std::size_t heads, std::size_
 /// How the kernel cuts the work: chapter 05's defaults.
 struct FlexConfig {
   std::size_t B_r = 128;  ///< query rows per block: one work item is (head, query block)
-  std::size_t B_c = 512;  ///< keys per tile
+  std::size_t B_c = 512;  ///< keys per tile; chapter 05's micro-kernels need a multiple of ch05::key_panel_width()
+                          ///< (else OpenBLAS computes both products)
   int threads = 2;        ///< std::threads; OpenBLAS runs single-threaded inside them
 };
 
@@ -94,38 +96,61 @@ struct Problem {
   std::size_t h, n_q, n_kv, d_k, d_v;
 };
 
+/// What one thread owns: its score tile and the block's running max and sum.
+struct Scratch {
+  std::vector<float> S;  // (B_r, B_c)
+  std::vector<float> m;  // (B_r)
+  std::vector<float> l;  // (B_r)
+};
+
 inline int blas_int(std::size_t v) { return static_cast<int>(v); }
 
+/// s[c] ← score_mod(s[c], head, q, c0 + c) for c in [0, cols): one row of the score tile (in L1), right after
+/// the product that made it. Compiled for AVX-512, AVX2 and the baseline like chapter 05's row passes, so an
+/// inlined modifier such as ALiBi runs 16 scores per instruction (an add and a multiply-add each) where the
+/// CPU allows.
+template <class ScoreMod>
+ATTN_VECTOR_CLONES void modify_row(float* s, std::size_t cols, const ScoreMod& score_mod, std::size_t head,
+                                   std::size_t q, std::size_t c0) {
+  float* __restrict__ row = s;  // no other pointer reaches the tile: the modifier's own data stays in registers
+  for (std::size_t c = 0; c < cols; ++c) row[c] = score_mod(row[c], head, q, c0 + c);
+}
+
 // [flex_block]
-/// One work item: query rows [r0, r0 + rows) of head \p head against every tile the block mask keeps.
+/// One work item: query rows [r0, r0 + rows) of head \p head against every tile the block mask keeps. The
+/// two products are chapter 05's (its micro-kernels on K packed once per head, or OpenBLAS where they do not
+/// run); the modifiers act on each row of the score tile while it is in L1, between the two products.
 template <class ScoreMod, class MaskMod>
 void flex_block(const Problem& p, const FlexConfig& cfg, const ScoreMod& score_mod, const MaskMod& mask_mod,
-                const BlockMask* bm, std::size_t head, std::size_t r0, std::vector<float>& S, std::vector<float>& m,
-                std::vector<float>& l) {
+                const BlockMask* bm, std::size_t head, std::size_t r0, Scratch& w, ch05::PackedKeys& keys) {
   constexpr bool has_score_mod = !std::is_same_v<ScoreMod, NoScoreMod>, has_mask = !std::is_same_v<MaskMod, NoMask>;
   const std::size_t rows = std::min(cfg.B_r, p.n_q - r0), ld = cfg.B_c;
   const float* Q_i = p.Q + (head * p.n_q + r0) * p.d_k;  // (rows, d_k)
   float* O_i = p.O + (head * p.n_q + r0) * p.d_v;        // (rows, d_v): the accumulator, then the output
   const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(p.d_k, 1)));
-  std::fill(m.begin(), m.end(), kMinusInf);
-  std::fill(l.begin(), l.end(), 0.0f);
+  const bool own_kernels = keys.used();
+  const float* K_panels = own_kernels ? keys.head(head) : nullptr;  // (panels, d_k, width)
+  const std::size_t width = ch05::key_panel_width();
+  std::fill(w.m.begin(), w.m.end(), kMinusInf);
+  std::fill(w.l.begin(), w.l.end(), 0.0f);
   std::fill(O_i, O_i + rows * p.d_v, 0.0f);
   for (std::size_t c0 = 0, j = 0; c0 < p.n_kv; c0 += cfg.B_c, ++j) {
     Tile tile = Tile::full;
     if constexpr (has_mask) tile = bm->at(bm->heads == 1 ? 0 : head, r0 / cfg.B_r, j);
     if (tile == Tile::empty) continue;  // never loaded
     const std::size_t cols = std::min(cfg.B_c, p.n_kv - c0);
-    const float* K_j = p.K + (head * p.n_kv + c0) * p.d_k;  // (cols, d_k)
     const float* V_j = p.V + (head * p.n_kv + c0) * p.d_v;  // (cols, d_v)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(cols), blas_int(p.d_k), scale, Q_i,
-                blas_int(p.d_k), K_j, blas_int(p.d_k), 0.0f, S.data(), blas_int(ld));
+    // S = scale · Q_i K_jᵀ  (rows, cols), leading dimension B_c
+    if (own_kernels)
+      ch05::scores_tile(Q_i, rows, p.d_k, p.d_k, K_panels + (c0 / width) * p.d_k * width, (cols + width - 1) / width,
+                        scale, w.S.data(), ld);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(cols), blas_int(p.d_k), scale, Q_i,
+                  blas_int(p.d_k), p.K + (head * p.n_kv + c0) * p.d_k, blas_int(p.d_k), 0.0f, w.S.data(), blas_int(ld));
     for (std::size_t r = 0; r < rows; ++r) {
-      float* s = S.data() + r * ld;
+      float* s = w.S.data() + r * ld;
       const std::size_t q = r0 + r;
-      if constexpr (has_score_mod) {
-        float* __restrict__ row = s;  // no other pointer reaches the tile: the modifier's own data stays in registers
-        for (std::size_t c = 0; c < cols; ++c) row[c] = score_mod(row[c], head, q, c0 + c);
-      }
+      if constexpr (has_score_mod) modify_row(s, cols, score_mod, head, q, c0);
       if (tile == Tile::partial)
         for (std::size_t c = 0; c < cols; ++c)
           if (!mask_mod(head, q, c0 + c)) s[c] = kMinusInf;
@@ -134,30 +159,33 @@ void flex_block(const Problem& p, const FlexConfig& cfg, const ScoreMod& score_m
         std::fill(s, s + cols, 0.0f);
         continue;
       }
-      const float m_new = std::max(m[r], m_tile);
-      const float alpha = m[r] == kMinusInf ? 0.0f : std::exp(m[r] - m_new);
+      const float m_new = std::max(w.m[r], m_tile);
+      const float alpha = w.m[r] == kMinusInf ? 0.0f : std::exp(w.m[r] - m_new);
       float sum = 0.0f;
       if (tile == Tile::full) {
         sum = ch05::exp_shift_sum(s, cols, m_new);  // vectorised
       } else {
         for (std::size_t c = 0; c < cols; ++c) sum += (s[c] = s[c] == kMinusInf ? 0.0f : std::exp(s[c] - m_new));
       }
-      l[r] = alpha * l[r] + sum;
-      m[r] = m_new;
+      w.l[r] = alpha * w.l[r] + sum;
+      w.m[r] = m_new;
       if (alpha != 1.0f) ch05::scale_row(O_i + r * p.d_v, p.d_v, alpha);
     }
     // O_i += P V_j  (rows, d_v)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(p.d_v), blas_int(cols), 1.0f,
-                S.data(), blas_int(ld), V_j, blas_int(p.d_v), 1.0f, O_i, blas_int(p.d_v));
+    if (own_kernels)
+      ch05::accumulate_pv(w.S.data(), rows, cols, ld, V_j, p.d_v, p.d_v, O_i, p.d_v);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(p.d_v), blas_int(cols), 1.0f,
+                  w.S.data(), blas_int(ld), V_j, blas_int(p.d_v), 1.0f, O_i, blas_int(p.d_v));
   }
   float* lse = p.lse + head * p.n_q + r0;
   for (std::size_t r = 0; r < rows; ++r) {
-    if (l[r] == 0.0f) {  // saw no key: zeros, never NaN
+    if (w.l[r] == 0.0f) {  // saw no key: zeros, never NaN
       lse[r] = kMinusInf;
       continue;
     }
-    ch05::scale_row(O_i + r * p.d_v, p.d_v, 1.0f / l[r]);
-    lse[r] = m[r] + std::log(l[r]);
+    ch05::scale_row(O_i + r * p.d_v, p.d_v, 1.0f / w.l[r]);
+    lse[r] = w.m[r] + std::log(w.l[r]);
   }
 }
 // [flex_block]
@@ -177,7 +205,9 @@ void flex_block(const Problem& p, const FlexConfig& cfg, const ScoreMod& score_m
 /// \param config tiles and threads.
 /// \return O (h, n_q, d_v) and lse (h, n_q).
 /// \throws std::invalid_argument naming the shapes when they do not fit (inputs, or a block mask made for
-///         other shapes or tiles), when a tile size or the thread count is 0, or naming the first NaN/Inf.
+///         other shapes or tiles), when a tile size or the thread count is 0, naming the first NaN/Inf, or when
+///         a score could overflow (the course's overflow policy: attn/checks.hpp). An exception in a worker
+///         thread reaches the caller; OpenBLAS's thread count is restored either way.
 template <class ScoreMod = NoScoreMod, class MaskMod = NoMask>
 ch05::FlashHeadsOutput flex_attention(const Tensor3& Q, const Tensor3& K, const Tensor3& V,
                                       const ScoreMod& score_mod = {}, const MaskMod& mask_mod = {},
@@ -191,9 +221,7 @@ ch05::FlashHeadsOutput flex_attention(const Tensor3& Q, const Tensor3& K, const 
   require(config.B_r > 0 && config.B_c > 0 && config.threads > 0,
           fmt::format("{}: B_r = {}, B_c = {}, threads = {}; all must be positive", where, config.B_r, config.B_c,
                       config.threads));
-  require_finite(where, "Q", Q.data(), Q.size());
-  require_finite(where, "K", K.data(), K.size());
-  require_finite(where, "V", V.data(), V.size());
+  require_attention_inputs(where, Q, K, V);  // every element finite, and no score can overflow
   BlockMask own;
   if constexpr (!std::is_same_v<MaskMod, NoMask>) {
     if (block_mask == nullptr) {
@@ -210,25 +238,20 @@ ch05::FlashHeadsOutput flex_attention(const Tensor3& Q, const Tensor3& K, const 
   ch05::FlashHeadsOutput out{Tensor3(Tensor3::shape_type{h, n_q, d_v}), Matrix(Matrix::shape_type{h, n_q})};
   const detail::Problem p{Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), h, n_q, n_kv, d_k, d_v};
   const std::size_t T_r = (n_q + config.B_r - 1) / config.B_r, items = h * T_r;
+  // Chapter 05's micro-kernels need whole panels per tile; else both products are OpenBLAS calls.
+  const std::size_t width = ch05::key_panel_width();
+  ch05::PackedKeys keys(K.data(), h, n_kv, d_k, width > 0 && config.B_c % width == 0);
   std::atomic<std::size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
   const auto worker = [&] {
-    try {
-      std::vector<float> S(config.B_r * config.B_c), m(config.B_r), l(config.B_r);  // this thread's tile and m, ℓ
-      for (std::size_t t = next++; t < items; t = next++)
-        detail::flex_block(p, config, score_mod, mask_mod, block_mask, t % h, (T_r - 1 - t / h) * config.B_r, S, m, l);
-    } catch (...) {
-      const std::lock_guard<std::mutex> lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
-    }
+    // Inside the worker, so that a failed allocation is an exception the caller sees (run_on_threads).
+    detail::Scratch w{std::vector<float>(config.B_r * config.B_c), std::vector<float>(config.B_r),
+                      std::vector<float>(config.B_r)};
+    // Item t: the query block T_r - 1 - t / h, counted from the end, as chapter 05 orders them.
+    for (std::size_t t = next++; t < items; t = next++)
+      detail::flex_block(p, config, score_mod, mask_mod, block_mask, t % h, (T_r - 1 - t / h) * config.B_r, w, keys);
   };
-  set_blas_threads(1);  // our threads are the parallelism
-  std::vector<std::thread> pool;
-  for (int t = 1; t < config.threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
-  if (failure) std::rethrow_exception(failure);
+  const SingleThreadedBlas blas;  // our threads are the parallelism; OpenBLAS must not add its own on top
+  run_on_threads(static_cast<std::size_t>(config.threads), worker);
   return out;
 }
 

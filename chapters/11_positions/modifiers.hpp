@@ -40,7 +40,7 @@ struct Alibi {
   Vector slopes;  ///< (h) one slope per head (attn::alibi_slopes)
   std::size_t offset = 0;
   float operator()(float s, std::size_t head, std::size_t q, std::size_t kv) const {
-    // In int (positions < 2^31, as OpenBLAS's sizes): int → float converts 4 or 8 lanes at once.
+    // In int (positions < 2^31, as OpenBLAS's sizes): int → float converts a vector (16 lanes, AVX-512) at once.
     const int distance = std::abs(static_cast<int>(q + offset) - static_cast<int>(kv));
     return s - slopes(head) * static_cast<float>(distance);
   }

@@ -32,10 +32,10 @@ set_target_properties(ch13_ring_mpi_solution PROPERTIES OUTPUT_NAME ch13_ring_mp
 set_target_properties(ch13_ring_mpi_exercise PROPERTIES OUTPUT_NAME ch13_ring_mpi_exercise)
 add_dependencies(attn_solution_tests ch13_ring_mpi_solution)
 
-# Each np runs every check (ragged n, causal and not, both splits); a hang is killed by mpirun's --timeout and
+# Each np runs every check (ragged n, causal and not, both splits; Ulysses with h = P and P + 1 heads); a hang is killed by mpirun's --timeout and
 # by ctest's TIMEOUT, so it fails instead of stalling CI.
 foreach(np 1 2 3 4)
-  set(name "solution:ch13_ring_mpi on ${np} ranks equals single-process flash and sends the formula's bytes")
+  set(name "solution:ch13_ring_mpi on ${np} ranks equals single-process flash and sends the formula's bytes, ring and Ulysses")
   # detect_leaks=0: under the asan preset, LeakSanitizer would report Open MPI's own allocations at exit.
   add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E env ATTN_MPI_TIMEOUT=100 ASAN_OPTIONS=detect_leaks=0
                                 ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh ${np}
@@ -46,6 +46,11 @@ set(name "solution:ch13_ring_mpi a rank's bad option stops the whole job with st
 add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh 2 "--n"
                               ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 2 $<TARGET_FILE:ch13_ring_mpi_solution>
                               --n 0)
+set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+set(name "solution:ch13_ring_mpi refuses Ulysses with fewer heads than ranks, naming --heads, with status 2")
+add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh 2 "--heads 3: .*at least P = 4"
+                              ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 4 $<TARGET_FILE:ch13_ring_mpi_solution>
+                              --heads 3 --n 64)
 set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
 set(name "solution:ch13_ring_mpi a rank that fails mid-ring stops the whole job with its message, no hang")
 add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh 1 "rank 1 of 3 failed: injected"

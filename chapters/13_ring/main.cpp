@@ -8,8 +8,8 @@
 // The same ranks as real processes: ch13_ring_mpi, launched by `./course run 13` with
 // `mpirun -np 4 --oversubscribe` (chapters/13_ring/ring_mpi.cpp): non-blocking sends overlap the flash work,
 // each rank's compute time per step is measured, and the result is checked against single-process flash.
-// What it leaves out: DeepSpeed-Ulysses across processes (it runs in one process: ulysses.cpp), the backward pass,
-// several heads and layers, GPUs and their interconnects.
+// DeepSpeed-Ulysses runs here in one process (ulysses.cpp, its bytes counted); ch13_ring_mpi runs it across processes.
+// What it leaves out: the backward pass, several layers, GPUs and their interconnects.
 // Run it: ./course run 13      Your code: ./course run 13 --track exercise      Book page: book/13_ring.md
 #include <algorithm>
 #include <cmath>
@@ -29,9 +29,10 @@
 
 namespace {
 
-// Measured on the course's machine, recorded in book/recorded/ch13_ring_mpi.txt: the rate is one rank's share of the
-// non-causal ring at n = 16384, P = 2 (34.4 GFLOP in 2.207 s); α the 8-byte and the bandwidth the 16 MiB ping-pong.
-constexpr double kMeasuredGflops = 15.6, kMeasuredAlphaUs = 0.41, kMeasuredLinkGBs = 0.98;
+// Measured on the course's machine, recorded in book/recorded/ch13_ring_mpi.txt: the rate is one rank's per
+// CPU-second in the non-causal zigzag ring at n = 16384, P = 2 (4·n²·d = 68.7 GFLOP in 1.015 CPU-s of both ranks:
+// the rate of a rank that has its core to itself); α the 8-byte and the bandwidth the 16 MiB ping-pong.
+constexpr double kMeasuredGflops = 67.7, kMeasuredAlphaUs = 0.39, kMeasuredLinkGBs = 1.15;
 
 namespace ch13 = attn::ch13;
 using attn::Matrix;
@@ -97,7 +98,7 @@ void print_bytes(std::size_t P, std::size_t n, std::size_t d, std::size_t h) {
     for (std::size_t r = 0; r < p; ++r) rows.push_back(ch13::rows_of(ch13::rank_chunks(r, p, n, Split::zigzag)));
     const double ring = static_cast<double>(ch13::ring_bytes_sent(0, rows, d, d) * h);
     // Ulysses: all-to-all of Q, K, V before attention and of O after (chapters/13_ring/ulysses.cpp counts it).
-    if (h % p != 0) {  // Ulysses splits the heads: no more ranks than heads
+    if (p > h) {  // Ulysses splits the heads: no more ranks than heads
       t.add_row({fmt::format("{}", p), fmt::format("{:.1f} MiB", ring / 1048576.0), "— (P > h)", "—"});
       continue;
     }

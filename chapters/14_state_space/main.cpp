@@ -225,14 +225,25 @@ void print_selective_scan(attn::Rng& rng) {
              attn::sci(attn::max_abs_diff(h, sequential.h), 1)});
   s.print();
   // [scan_equal]
-  fmt::print("{}",
-             attn::wrapped(
-                 "Chunks in time: each thread scans its chunk from a zero state; the chunk-end states are combined in "
-                 "order (scan_combine on whole chunks: the chunk's total decay and its end state); then every token "
-                 "after the first chunk adds its carry. Equal to rounding, but the carries cost a second pass over "
-                 "all chunks but the first: on 2 threads at most 2/(1 + 1/2) = 1.33× faster. Channels never interact, "
-                 "so splitting them needs no carry at all. `ch14_state_space bench` measures both.",
-                 100, ""));
+  ch14::ScanStats stats;  // the fix-up of the 2-thread time-parallel scan
+  ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, 2, ch14::ScanSplit::time, &stats);
+  // The carry is gone once e^{A·ΣΔ} < 2^−150 for A's slowest entry, −1 here: after about 104 / mean(Δ) tokens, with
+  // Δ log-uniform in [0.001, 0.1] as scan_inputs draws it.
+  const double mean_delta = (0.1 - 0.001) / std::log(100.0);
+  fmt::print(
+      "{}",
+      attn::wrapped(
+          fmt::format(
+              "Chunks in time: each thread scans its chunk from a zero state; the chunk-end states are combined in "
+              "order (scan_combine on whole chunks: the chunk's total decay and its end state); then the tokens after "
+              "the first chunk add their carry, C·(e^(A·ΣΔ) ∘ H), that extra work r capping 2 threads at 2/(1+r). "
+              "The carry fades: once A·ΣΔ < −104 for every state entry, e^(A·ΣΔ) is 0 in float32 and the fix-up "
+              "stops. With Mamba's initial steps (mean Δ = {:.4f}) and A's slowest entry −1 that is about {:.0f} "
+              "tokens, however long the chunk; here the second chunk has only {} tokens, and the fix-up corrected {}. "
+              "Channels never interact, so splitting them needs no carry at all. `ch14_state_space bench` measures "
+              "both at n = 65,536.",
+              mean_delta, 104.0 / mean_delta, n - n / 2, stats.fixup_tokens),
+          100, ""));
 }
 
 // --- 4. the duality ------------------------------------------------------------------------------------------------
@@ -471,6 +482,32 @@ const ScanInputs& bench_scan_inputs() {
   return in;
 }
 
+// [bench_exp]
+/// The scan's other ceiling: its kernels' exponential alone, on one thread, over one token's d·N = 1024 decays
+/// (4 KiB each way, in the L1 cache) as the scan computes them. Every token needs that many, so n·d·N divided by
+/// this rate is the least time the scan's exponentials take on one core, whatever the memory does. One iteration
+/// is 1,000 tokens' worth, so that reading the clock around it costs nothing beside it.
+void BM_VectorExp(benchmark::State& state) {
+  constexpr std::size_t count = kScanD * kScanState, tokens = 1000;
+  std::vector<float> exponents(count), decays(count);  // (d·N) Δ·A-like values in [−1.6, 0), and their exponentials
+  for (std::size_t i = 0; i < count; ++i)
+    exponents[i] = -0.001f * static_cast<float>((1 + i % 100) * (1 + i % kScanState));
+  const LoopTime time = loop_times(state, [&] {
+    for (std::size_t t = 0; t < tokens; ++t) {
+      ch14::vector_exp(exponents.data(), decays.data(), count);
+      benchmark::DoNotOptimize(decays.data());
+      benchmark::ClobberMemory();
+    }
+  });
+  const double exps = static_cast<double>(count * tokens);
+  attn::bench_record()["exp/s"] = {{kWall, exps / time.wall}, {kBest, exps / time.best}, {kCpu, exps / time.cpu}};
+  state.counters["Gexp/s"] = exps / time.wall / 1e9;
+  state.counters["Gexp/s_cpu"] = exps / time.cpu / 1e9;
+  state.SetLabel(fmt::format("{}, {}", ch14::scan_kernel_isa(), ch14::scan_kernel_exp()));
+}
+// [bench_exp]
+BENCHMARK(BM_VectorExp)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.3);
+
 // [bench_scan]
 /// The selective scan at n = 65,536, d = 64, N = 16: sequential (1 thread), in time chunks or split by channels
 /// (2 threads). Bytes: x, Δ, B, C read and y written once; "%triad" against the one-thread triad of this run.
@@ -479,17 +516,22 @@ void BM_SelectiveScan(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const auto split = state.range(1) == 0 ? ch14::ScanSplit::time : ch14::ScanSplit::channels;
   const ScanInputs& in = bench_scan_inputs();
-  double path = 0, work = 0;  // CPU seconds summed over the iterations
+  double path = 0, work = 0, fixup = 0;  // CPU seconds summed over the iterations
+  std::size_t fixup_tokens = 0;
   const LoopTime time = loop_times(state, [&] {
-    ch14::ScanCpuTime cpu;
-    const ch14::SelectiveScanOutput out = ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, threads, split, &cpu);
+    ch14::ScanStats stats;
+    const ch14::SelectiveScanOutput out =
+        ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, threads, split, &stats);
     benchmark::DoNotOptimize(out.y.data());
-    path += cpu.critical_path;
-    work += cpu.total;
+    path += stats.critical_path;
+    work += stats.total;
+    fixup += stats.fixup;
+    fixup_tokens = stats.fixup_tokens;  // the same every iteration: it depends on Δ and A only
   });
   const double iterations = static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
   path /= iterations;
   work /= iterations;
+  fixup /= iterations;
   const double bytes = ch14::selective_scan_bytes(kScanN, kScanD, kScanState);
   const std::string name = threads == 1 ? "sequential" : split == ch14::ScanSplit::time ? "time" : "channels";
   auto& record = attn::bench_record();
@@ -503,6 +545,12 @@ void BM_SelectiveScan(benchmark::State& state) {
     if (threads == 1) state.counters["%triad_cpu"] = 100.0 * bytes / time.cpu / triad.at(kCpu);
   }
   state.counters["Gupdates/s"] = static_cast<double>(kScanN * kScanD * kScanState) / time.wall / 1e9;
+  // Against the exponential's ceiling, in CPU time: the share of the scan's time (its critical path on T threads)
+  // that its n·d·N exponentials need at the rate BM_VectorExp measured, shared by the T threads.
+  const auto& exp_rate = record["exp/s"];
+  if (!exp_rate.empty())
+    state.counters["%exp_floor"] =
+        100.0 * static_cast<double>(kScanN * kScanD * kScanState) / exp_rate.at(kCpu) / threads / path;
   const auto& sequential = record["scan sequential"];
   if (threads > 1 && !sequential.empty()) {
     state.counters["speedup"] = sequential.at(kWall) / time.wall;
@@ -511,7 +559,15 @@ void BM_SelectiveScan(benchmark::State& state) {
     // idle core per thread would take) and the work of all threads, both against the sequential scan.
     state.counters["speedup_cpu_path"] = sequential.at(kPath) / path;
     state.counters["work_vs_seq"] = work / sequential.at(kWork);
+    // The extra work r = work/sequential − 1 caps T threads at T/(1 + r); the fix-up's own share of it, and how
+    // many tokens it corrected (time split only).
+    state.counters["cap_T/(1+r)"] = threads * sequential.at(kWork) / work;
+    if (split == ch14::ScanSplit::time) {
+      state.counters["r_fixup"] = fixup / sequential.at(kWork);
+      state.counters["fixup_tokens"] = static_cast<double>(fixup_tokens);
+    }
   }
+  state.SetLabel(ch14::scan_kernel_isa());
 }
 // [bench_scan]
 BENCHMARK(BM_SelectiveScan)
@@ -522,6 +578,33 @@ BENCHMARK(BM_SelectiveScan)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(2.0);
+
+// [bench_kernels]
+/// The sequential scan with each kernel this CPU runs: portable (GCC's vectors and chapter 05's exponential), then
+/// AVX2+FMA and AVX-512 with SLEEF's exponential. CPU time, against the triad's.
+void BM_ScanKernel(benchmark::State& state) {
+  static const char* const isas[] = {"portable", "AVX2+FMA", "AVX-512"};
+  const char* isa = isas[state.range(0)];
+  if (!ch14::use_scan_kernels(isa)) {
+    state.SkipWithError(fmt::format("the {} kernels do not run on this CPU or build", isa).c_str());
+    return;
+  }
+  attn::set_blas_threads(1);
+  const ScanInputs& in = bench_scan_inputs();
+  const LoopTime time = loop_times(state, [&] {
+    const ch14::SelectiveScanOutput out = ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, 1);
+    benchmark::DoNotOptimize(out.y.data());
+  });
+  state.SetLabel(fmt::format("{}, {}", isa, ch14::scan_kernel_exp()));
+  ch14::use_scan_kernels("auto");
+  state.counters["ms_cpu"] = time.cpu * 1e3;
+  const auto& triad = attn::bench_record()["triad bytes/s"];
+  if (!triad.empty())
+    state.counters["%triad_cpu"] =
+        100.0 * ch14::selective_scan_bytes(kScanN, kScanD, kScanState) / time.cpu / triad.at(kCpu);
+}
+// [bench_kernels]
+BENCHMARK(BM_ScanKernel)->DenseRange(0, 2)->ArgName("isa")->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
 /// The exponent e of t ≈ c·n^e over n in [n_min, n_max], by chapter 04's least-squares fit.
 double exponent_over(const std::map<std::size_t, double>& t, std::size_t n_min, std::size_t n_max) {

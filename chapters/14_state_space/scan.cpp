@@ -1,9 +1,20 @@
 // Chapter 14's selective scans (see scan.hpp). Book page: book/14_state_space.md, "The selective scan".
 //
-// The state is kept transposed, (N, d), so every inner loop runs over contiguous channels and vectorises:
-// one token is N rows of d multiply-adds, after one call of chapter 05's vectorised exponential on the
-// (N, d) block of Δ·A. The time-parallel scan does the work of the sequential one plus a correction pass
-// over every chunk after the first; that extra work is why it cannot reach T× on T threads (the book measures it).
+// The loops over tokens live in scan_kernels.inl, compiled per instruction set; this file shares the work between
+// threads. Sequential and channel-split scans give each thread its own channels: they never interact. The
+// time-parallel scan cuts the sequence into one chunk per thread, scans every chunk from a zero state, combines the
+// chunk-end states in order (scan_combine() on whole chunks), and fixes up each later chunk's outputs with its true
+// start state: y(t) += C(t)·(e^{A·ΣΔ} ∘ H). That fix-up is the extra work that keeps T threads below T×; it ends
+// where e^{A·ΣΔ} underflows float32, so its size is the model's memory, not the chunk's length (the book measures
+// both).
+//
+// The kernels, with the sequential scan's CPU time at n = 65,536, d = 64, N = 16 on the course's 2-core AMD EPYC
+// (`ch14_state_space bench`, BM_ScanKernel; version 0 from the chapter's earlier recording and one rerun):
+//   0. before scan_kernels.inl: 16-float GCC vectors and chapter 05's exponential, a separate pass checking the
+//      inputs, the 16 MiB output copied on return: 75–80 ms
+//   1. portable: 4-float GCC vectors and chapter 05's exponential, the checks in the kernel, the output moved: 58 ms
+//   2. AVX2+FMA with SLEEF's Sleef_expf8_u10avx2: 50 ms
+//   3. AVX-512 with SLEEF's Sleef_expf16_u10avx512f: 30 ms, about 2.5× version 0
 #include "14_state_space/scan.hpp"
 
 #include <algorithm>
@@ -13,136 +24,108 @@
 #include <limits>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "05_flash_cpu/row_ops.hpp"
+#include "14_state_space/scan_kernels.hpp"
 #include "attn/checks.hpp"
+#include "attn/machine.hpp"
 #include "attn/measure.hpp"
 
 namespace attn::ch14 {
 
 namespace {
 
-// As in chapter 05's row_ops.cpp: GCC compiles the hot loops for AVX-512, AVX2 and the baseline and picks one
-// at load time.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define ATTN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ATTN_VECTOR_CLONES
+// The portable kernels: GCC's vector extension (4 floats: one SSE register, which every x86-64 has; wider vectors
+// would be passed in memory without AVX) and chapter 05's exponential (its own polynomial, compiled by GCC for
+// AVX-512, AVX2 and the baseline and picked at load time). Its values below e^−87 become e^−87: a decay of 1.6e−38
+// instead of a smaller one, nothing beside the new input.
+namespace portable {
+// [isa_portable]
+struct Isa {
+  static constexpr std::size_t W = 4;
+  typedef float V __attribute__((vector_size(W * sizeof(float))));
+  static V load(const float* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
+  static V broadcast(float x) { return V{} + x; }
+  static V add(V a, V b) { return a + b; }
+  static V mul(V a, V b) { return a * b; }
+  static V fma(V a, V b, V c) { return a * b + c; }
+  static V min(V a, V b) { return a < b ? a : b; }
+  static V max(V a, V b) { return a > b ? a : b; }
+  static bool all_less(V a, V b) {
+    bool less = true;
+    for (std::size_t i = 0; i < W; ++i) less = less && a[i] < b[i];
+    return less;
+  }
+  static constexpr bool kExpOnBlocks = true;  // one call of chapter 05's exponential per block of decays
+  static void exp_block(float* p, std::size_t n) { ch05::exp_shift_sum(p, n, 0.0f); }
+};
+// [isa_portable]
+#include "14_state_space/scan_kernels.inl"
+}  // namespace portable
+
+// [choose_kernels]
+/// The kernels \p wanted names, if this CPU and build can run them ("auto": the fastest that can), else empty ones.
+ScanKernels choose_kernels(const std::string& wanted) {
+  const bool any = wanted == "auto";
+#if ATTN_HAVE_SLEEF
+  const std::string cpu = attn::vector_isa();  // from the CPU's feature flags, as for OpenBLAS's kernel
+  const bool wide = cpu == "AVX-512", narrow = wide || cpu == "AVX2+FMA";
+  if ((any || wanted == "AVX-512") && wide) return scan_kernels_avx512();
+  if ((any || wanted == "AVX2+FMA") && narrow) return scan_kernels_avx2();
 #endif
-
-/// The scan's inputs as raw rows, with the state matrix transposed to (N, d).
-struct Problem {
-  std::size_t n, d, N;
-  const float* x;         // (n, d)
-  const float* delta;     // (n, d)
-  const float* B;         // (n, N)
-  const float* C;         // (n, N)
-  std::vector<float> AT;  // (N, d) Aᵀ
-};
-
-/// Scratch of one thread working on channels [c0, c1): w = c1 − c0 columns.
-struct Scratch {
-  std::vector<float> E, dx;  // (N, w) the decays of one token, (w) a running sum
-  Scratch(std::size_t N, std::size_t w) : E(N * w), dx(w) {}
-};
-
-constexpr std::size_t kLanes = 16;  // channels per block: one AVX-512 register of floats
-/// 16 floats as one value: GCC's vector extension, compiled to whatever registers the target has.
-typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
-
-// [scan_tokens]
-/// Tokens [t0, t1) on channels [c0, c1): the state hT (N, d), row stride d, is updated in place; y (n, d) gets
-/// rows t0 … t1−1 of those channels when not null.
-ATTN_VECTOR_CLONES void scan_tokens(const Problem& p, std::size_t t0, std::size_t t1, std::size_t c0, std::size_t c1,
-                                    float* hT, float* y, Scratch& s) {
-  const std::size_t w = c1 - c0, d = p.d, N = p.N;
-  float* E = s.E.data();  // (N, w)
-  for (std::size_t t = t0; t < t1; ++t) {
-    const float* delta = p.delta + t * d + c0;
-    const float* x = p.x + t * d + c0;
-    const float* B = p.B + t * N;
-    const float* C = p.C + t * N;
-    for (std::size_t k = 0; k < N; ++k)  // E(k, c) = Δ_c · A(c, k) ≤ 0, then e^E: the decay of every state entry
-      for (std::size_t c = 0; c < w; ++c) E[k * w + c] = delta[c] * p.AT[k * d + c0 + c];
-    ch05::exp_shift_sum(E, N * w, 0.0f);
-    // kLanes channels at a time, down all N rows of the state: Δ·x and the output sum stay in one register each
-    // (a GCC vector of 16 floats: one AVX-512 register, or four SSE ones in the baseline build).
-    for (std::size_t cb = 0; cb < w; cb += kLanes) {
-      const std::size_t lanes = std::min(kLanes, w - cb);
-      if (lanes == kLanes) {
-        Lanes dx, delta_v, acc = {};
-        std::memcpy(&dx, x + cb, sizeof dx);
-        std::memcpy(&delta_v, delta + cb, sizeof delta_v);
-        dx *= delta_v;
-        for (std::size_t k = 0; k < N; ++k) {
-          Lanes e, h;
-          std::memcpy(&e, E + k * w + cb, sizeof e);
-          std::memcpy(&h, hT + k * d + c0 + cb, sizeof h);
-          h = e * h + B[k] * dx;
-          std::memcpy(hT + k * d + c0 + cb, &h, sizeof h);
-          acc += C[k] * h;
-        }
-        if (y) std::memcpy(y + t * d + c0 + cb, &acc, sizeof acc);
-        continue;
-      }
-      for (std::size_t l = 0; l < lanes; ++l) {  // the last few channels, one at a time
-        const float dx = delta[cb + l] * x[cb + l];
-        float acc = 0.0f;
-        for (std::size_t k = 0; k < N; ++k) {
-          float& h = hT[k * d + c0 + cb + l];
-          h = E[k * w + cb + l] * h + B[k] * dx;
-          acc += C[k] * h;
-        }
-        if (y) y[t * d + c0 + cb + l] = acc;
-      }
-    }
-  }
+  if (any || wanted == "portable")
+    return {"portable",         portable::Isa::W, "chapter 05's exp_shift_sum",
+            portable::exp_to<>, portable::scan,   portable::correct};
+  return {};
 }
-// [scan_tokens]
+// [choose_kernels]
 
-// [correct_tokens]
-/// The carry of a chunk that started from zero instead of its true state H (N, d): tokens [t0, t1) of a chunk
-/// that begins at token \p chunk_start get `y(t, c) += Σ_k C(t, k) · exp(A(c, k) · Σ_{s=chunk_start}^{t} Δ(s, c)) ·
-/// H(k, c)`: the true start state, decayed by every step since the chunk began. No recurrence: any token range can go
-/// to any thread.
-ATTN_VECTOR_CLONES void correct_tokens(const Problem& p, std::size_t chunk_start, std::size_t t0, std::size_t t1,
-                                       const float* H, float* y, Scratch& s) {
-  const std::size_t d = p.d, N = p.N;
-  float* cum = s.dx.data();  // (d) Σ Δ since the chunk began
-  float* E = s.E.data();     // (N, d)
-  std::fill(cum, cum + d, 0.0f);
-  for (std::size_t t = chunk_start; t < t0; ++t)
-    for (std::size_t c = 0; c < d; ++c) cum[c] += p.delta[t * d + c];
-  for (std::size_t t = t0; t < t1; ++t) {
-    for (std::size_t c = 0; c < d; ++c) cum[c] += p.delta[t * d + c];
+ScanKernels& kernels() {
+  static ScanKernels chosen = choose_kernels("auto");  // thread-safe initialisation (C++11 statics)
+  return chosen;
+}
+
+/// One thread's share of a scan: channels [c0, c0 + w) in rows of wp floats (w rounded up to whole vectors).
+struct Lanes {
+  std::size_t c0, w, wp, N;
+  std::vector<float> AT;       // (N, wp) Aᵀ of these channels, padding −1
+  std::vector<float> hT;       // (N, wp) the state, transposed
+  std::vector<float> sum;      // (wp) Σ Δ over the tokens scanned
+  std::vector<float> scratch;  // (N + kScanScratchRows, wp)
+  Lanes(const Matrix& A, std::size_t first, std::size_t count, std::size_t lanes)
+      : c0(first),
+        w(count),
+        wp((count + lanes - 1) / lanes * lanes),
+        N(A.shape(1)),
+        AT(N * wp, -1.0f),
+        hT(N * wp, 0.0f),
+        sum(wp, 0.0f),
+        scratch((N + kScanScratchRows) * wp, 0.0f) {
     for (std::size_t k = 0; k < N; ++k)
-      for (std::size_t c = 0; c < d; ++c) E[k * d + c] = cum[c] * p.AT[k * d + c];
-    ch05::exp_shift_sum(E, N * d, 0.0f);
-    for (std::size_t cb = 0; cb < d; cb += kLanes) {
-      const std::size_t lanes = std::min(kLanes, d - cb);
-      if (lanes == kLanes) {
-        Lanes acc, e, h;
-        std::memcpy(&acc, y + t * d + cb, sizeof acc);
-        for (std::size_t k = 0; k < N; ++k) {
-          std::memcpy(&e, E + k * d + cb, sizeof e);
-          std::memcpy(&h, H + k * d + cb, sizeof h);
-          acc += p.C[t * N + k] * (e * h);
-        }
-        std::memcpy(y + t * d + cb, &acc, sizeof acc);
-        continue;
-      }
-      for (std::size_t l = 0; l < lanes; ++l) {
-        float acc = 0.0f;
-        for (std::size_t k = 0; k < N; ++k) acc += p.C[t * N + k] * (E[k * d + cb + l] * H[k * d + cb + l]);
-        y[t * d + cb + l] += acc;
-      }
-    }
+      for (std::size_t c = 0; c < w; ++c) AT[k * wp + c] = A(c0 + c, k);
   }
-}
-// [correct_tokens]
+  /// The part of a (d, N) matrix M these lanes hold, transposed into a padded (N, wp) one.
+  std::vector<float> slice(const Matrix& M) const {
+    std::vector<float> out(N * wp, 0.0f);
+    for (std::size_t k = 0; k < N; ++k)
+      for (std::size_t c = 0; c < w; ++c) out[k * wp + c] = M(c0 + c, k);
+    return out;
+  }
+  /// Writes the state into rows c0 … c0 + w − 1 of h (d, N).
+  void state_to(Matrix& h) const {
+    for (std::size_t c = 0; c < w; ++c)
+      for (std::size_t k = 0; k < N; ++k) h(c0 + c, k) = hT[k * wp + c];
+  }
+};
 
 /// CPU time of the parallel phases so far: the busiest thread's, everyone's, and the calling thread's.
 struct PhaseClock {
@@ -169,27 +152,34 @@ void run_on_threads(std::size_t T, const Work& work, PhaseClock& clock) {
   clock.caller += caller_spent;
 }
 
-/// Rows [t0, t1) of \p M finite (and > 0 when \p positive), else std::invalid_argument naming the entry. The test
-/// is a branch-free pass that vectorises (NaN fails every comparison); only a failure looks for the entry.
+/// Rows [t0, t1) of \p M finite (and > 0 when \p positive), else std::invalid_argument naming the first bad entry.
 void check_rows(const Matrix& M, const char* what, std::size_t t0, std::size_t t1, bool positive) {
   constexpr float kMax = std::numeric_limits<float>::max();
   const std::size_t cols = M.shape(1);
   const float* p = M.data();
-  int bad = 0;
-  for (std::size_t i = t0 * cols; i < t1 * cols; ++i)
-    bad |= positive ? !(p[i] > 0.0f && p[i] <= kMax) : !(std::fabs(p[i]) <= kMax);
-  if (!bad) return;
   for (std::size_t i = t0 * cols; i < t1 * cols; ++i)
     if (positive ? !(p[i] > 0.0f && p[i] <= kMax) : !(std::fabs(p[i]) <= kMax))
       throw std::invalid_argument(fmt::format("selective_scan: {}({}, {}) = {}; {}", what, i / cols, i % cols, p[i],
                                               positive ? "every step must be finite and > 0" : "it must be finite"));
 }
 
-/// The input checks. Shapes, threads and A here; the (n, ·) inputs row range by row range on the scan's threads
-/// (a serial check of 10 million numbers would be a fifth of the scan's time, and Amdahl's law would take it off
-/// every speed-up). Each message is formatted only when its check fails.
-void check(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B, const Matrix& C, int threads,
-           PhaseClock& clock) {
+/// Called when a kernel found a bad value in tokens [t0, t1): throws std::invalid_argument naming the entry.
+[[noreturn]] void name_bad_entry(const Matrix& x, const Matrix& delta, const Matrix& B, const Matrix& C, std::size_t t0,
+                                 std::size_t t1) {
+  check_rows(x, "x", t0, t1, false);
+  check_rows(delta, "delta", t0, t1, true);
+  check_rows(B, "B", t0, t1, false);
+  check_rows(C, "C", t0, t1, false);
+  throw std::logic_error(
+      fmt::format("selective_scan: a kernel reported a bad value in tokens [{}, {}) that the "
+                  "check cannot find",
+                  t0, t1));
+}
+
+/// The checks made before the scan: shapes, threads and A. The (n, ·) inputs are checked by the kernels as they
+/// read them (a separate pass would read 4·n·(2d + 2N) bytes more, and serially it would cost every speed-up by
+/// Amdahl's law); a kernel that finds a bad value makes its thread throw, naming the entry.
+void check(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B, const Matrix& C, int threads) {
   const std::size_t n = x.shape(0), d = x.shape(1), N = A.shape(1);
   if (!(delta.shape(0) == n && delta.shape(1) == d && A.shape(0) == d && B.shape(0) == n && B.shape(1) == N &&
         C.shape(0) == n && C.shape(1) == N))
@@ -203,20 +193,22 @@ void check(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& 
     if (!(A.data()[i] < 0.0f && A.data()[i] >= -std::numeric_limits<float>::max()))
       throw std::invalid_argument(fmt::format("selective_scan: A({}, {}) = {}; a stable state needs a finite A < 0",
                                               i / N, i % N, A.data()[i]));
-  const std::size_t T = std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(threads), n));
-  run_on_threads(
-      T,
-      [&](std::size_t i) {
-        const std::size_t t0 = n * i / T, t1 = n * (i + 1) / T;
-        check_rows(x, "x", t0, t1, false);
-        check_rows(delta, "delta", t0, t1, true);
-        check_rows(B, "B", t0, t1, false);
-        check_rows(C, "C", t0, t1, false);
-      },
-      clock);
 }
 
 }  // namespace
+
+const char* scan_kernel_isa() { return kernels().isa; }
+
+const char* scan_kernel_exp() { return kernels().exp; }
+
+bool use_scan_kernels(const std::string& isa) {
+  const ScanKernels wanted = choose_kernels(isa);
+  if (wanted.scan == nullptr) return false;
+  kernels() = wanted;
+  return true;
+}
+
+void vector_exp(const float* from, float* to, std::size_t n) { kernels().exp_to(from, to, n); }
 
 double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N) {
   return 4.0 * static_cast<double>(n) * static_cast<double>(3 * d + 2 * N);
@@ -224,88 +216,80 @@ double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N) {
 
 // [selective_scan]
 SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B,
-                                   const Matrix& C, int threads, ScanSplit split, ScanCpuTime* cpu_time) {
+                                   const Matrix& C, int threads, ScanSplit split, ScanStats* stats) {
   const double start_cpu = attn::thread_cpu_seconds();
-  PhaseClock clock;
-  check(x, delta, A, B, C, threads, clock);
-  const std::size_t n = x.shape(0), d = x.shape(1), N = A.shape(1);
-  Problem p{n, d, N, x.data(), delta.data(), B.data(), C.data(), std::vector<float>(N * d)};
-  for (std::size_t c = 0; c < d; ++c)
-    for (std::size_t k = 0; k < N; ++k) p.AT[k * d + c] = A(c, k);
+  check(x, delta, A, B, C, threads);
+  const ScanKernels& kernel = kernels();
+  const std::size_t n = x.shape(0), d = x.shape(1), N = A.shape(1), T = static_cast<std::size_t>(threads);
   // (n, d), not zero-filled: every entry is written by the scan (a serial fill of 16 MiB would be Amdahl's again).
   Matrix y(Matrix::shape_type{n, d});
-  std::vector<float> hT(N * d, 0.0f);  // (N, d) the state, transposed
-
-  const std::size_t T = static_cast<std::size_t>(threads);
+  Matrix h = xt::zeros<float>({d, N});  // (d, N) the final state
+  // Channels [c0, c0 + w), tokens [t0, t1) as the kernels see them.
+  const auto slice = [&](const Lanes& lanes, std::size_t t0, std::size_t t1) {
+    return ScanSlice{x.data(), delta.data(), B.data(), C.data(), y.data(), d, N, lanes.c0, lanes.w, lanes.wp, t0, t1};
+  };
+  const auto scan = [&](Lanes& lanes, std::size_t t0, std::size_t t1) {
+    if (!kernel.scan(slice(lanes, t0, t1), lanes.AT.data(), lanes.hT.data(), lanes.sum.data(), lanes.scratch.data()))
+      name_bad_entry(x, delta, B, C, t0, t1);
+  };
+  PhaseClock clock;
+  double fixup = 0;
+  std::size_t fixup_tokens = 0;
   if (split == ScanSplit::channels || T == 1) {
     const std::size_t workers = std::max<std::size_t>(1, std::min(T, d));
     run_on_threads(
         workers,
         [&](std::size_t i) {
-          const std::size_t c0 = d * i / workers, c1 = d * (i + 1) / workers;
-          Scratch s(N, c1 - c0);
-          scan_tokens(p, 0, n, c0, c1, hT.data(), y.data(), s);
+          Lanes lanes(A, d * i / workers, d * (i + 1) / workers - d * i / workers, kernel.lanes);
+          scan(lanes, 0, n);
+          lanes.state_to(h);
         },
         clock);
   } else {
-    // 1. Every chunk from a zero state, in parallel: chunk 0's result is final, the others miss their carry.
+    // 1. Every chunk from a zero state, in parallel: chunk 0's outputs are final, the others miss their carry.
     const std::size_t chunks = std::max<std::size_t>(1, std::min(T, n));
-    std::vector<std::vector<float>> local(chunks, std::vector<float>(N * d, 0.0f));  // (N, d) each chunk's end state
-    auto start = [&](std::size_t i) { return n * i / chunks; };
+    const auto start = [&](std::size_t i) { return n * i / chunks; };
+    std::vector<Lanes> local(chunks, Lanes(A, 0, d, kernel.lanes));  // each chunk's end state from zero, and ΣΔ
     run_on_threads(
-        chunks,
-        [&](std::size_t i) {
-          Scratch s(N, d);
-          scan_tokens(p, start(i), start(i + 1), 0, d, local[i].data(), y.data(), s);
-        },
-        clock);
-    // 2. The carries, in order: H_i = exp(A·ΣΔ over chunk i) ∘ H_{i−1} + local_i, entry by entry. This is
+        chunks, [&](std::size_t i) { scan(local[i], start(i), start(i + 1)); }, clock);
+    // 2. The carries, in order: H_i = exp(A·ΣΔ over chunk i−1) ∘ H_{i−1} + local_{i−1}, entry by entry. This is
     //    scan_combine() applied to whole chunks: (a, b) = (the chunk's total decay, its end state from zero).
-    std::vector<std::vector<float>> carry(chunks, std::vector<float>(N * d, 0.0f));  // (N, d) state before chunk i
-    for (std::size_t i = 1; i < chunks; ++i) {
-      std::vector<float> sum(d, 0.0f);  // (d) ΣΔ over chunk i−1
-      for (std::size_t t = start(i - 1); t < start(i); ++t)
-        for (std::size_t c = 0; c < d; ++c) sum[c] += p.delta[t * d + c];
-      for (std::size_t k = 0; k < N; ++k)
-        for (std::size_t c = 0; c < d; ++c)
-          carry[i][k * d + c] = std::exp(p.AT[k * d + c] * sum[c]) * carry[i - 1][k * d + c] + local[i - 1][k * d + c];
+    std::vector<Matrix> carry(chunks + 1, Matrix(xt::zeros<float>({d, N})));  // (d, N) the state before chunk i
+    for (std::size_t i = 1; i <= chunks; ++i) {
+      const Lanes& before = local[i - 1];
+      for (std::size_t c = 0; c < d; ++c)
+        for (std::size_t k = 0; k < N; ++k)
+          carry[i](c, k) = std::exp(A(c, k) * before.sum[c]) * carry[i - 1](c, k) + before.hT[k * before.wp + c];
     }
-    {  // the final state: the last chunk's local state plus its decayed carry
-      std::vector<float> sum(d, 0.0f);
-      for (std::size_t t = start(chunks - 1); t < n; ++t)
-        for (std::size_t c = 0; c < d; ++c) sum[c] += p.delta[t * d + c];
-      for (std::size_t k = 0; k < N; ++k)
-        for (std::size_t c = 0; c < d; ++c)
-          hT[k * d + c] =
-              std::exp(p.AT[k * d + c] * sum[c]) * carry[chunks - 1][k * d + c] + local[chunks - 1][k * d + c];
-    }
-    // 3. Correct every chunk after the first with its carry. The tokens are independent now, so all threads
-    //    share them evenly, whatever chunk they are in.
-    const std::size_t first = start(1), rest = n - first;
+    h = carry[chunks];  // the state after the last chunk
+    // 3. Fix up every chunk after the first with its carry, channels split between the threads (they are
+    //    independent); each slice stops where its carry has decayed to nothing.
+    const double before_fixup = clock.total;
+    const std::size_t workers = std::max<std::size_t>(1, std::min(T, d));
+    std::vector<std::size_t> corrected(workers * chunks, 0);  // (workers, chunks) tokens each slice corrected
     run_on_threads(
-        T,
+        workers,
         [&](std::size_t i) {
-          Scratch s(N, d);
-          std::size_t t = first + rest * i / T;
-          const std::size_t end = first + rest * (i + 1) / T;
-          while (t < end) {
-            std::size_t chunk = 1;
-            while (start(chunk + 1) <= t) ++chunk;
-            const std::size_t stop = std::min(end, start(chunk + 1));
-            correct_tokens(p, start(chunk), t, stop, carry[chunk].data(), y.data(), s);
-            t = stop;
+          Lanes lanes(A, d * i / workers, d * (i + 1) / workers - d * i / workers, kernel.lanes);
+          for (std::size_t chunk = 1; chunk < chunks; ++chunk) {
+            const std::vector<float> H = lanes.slice(carry[chunk]);  // (N, wp)
+            corrected[i * chunks + chunk] = kernel.correct(slice(lanes, start(chunk), start(chunk + 1)),
+                                                           lanes.AT.data(), H.data(), lanes.scratch.data());
           }
         },
         clock);
+    fixup = clock.total - before_fixup;
+    for (std::size_t chunk = 1; chunk < chunks; ++chunk) {  // per chunk, the slice whose carry lasted longest
+      std::size_t longest = 0;
+      for (std::size_t i = 0; i < workers; ++i) longest = std::max(longest, corrected[i * chunks + chunk]);
+      fixup_tokens += longest;
+    }
   }
-  Matrix h = xt::zeros<float>({d, N});  // (d, N)
-  for (std::size_t c = 0; c < d; ++c)
-    for (std::size_t k = 0; k < N; ++k) h(c, k) = hT[k * d + c];
-  if (cpu_time) {  // the caller's time outside the parallel phases is serial: on the critical path and in the work
+  if (stats) {  // the caller's time outside the parallel phases is serial: on the critical path and in the work
     const double serial = attn::thread_cpu_seconds() - start_cpu - clock.caller;
-    *cpu_time = {clock.critical + serial, clock.total + serial};
+    *stats = {clock.critical + serial, clock.total + serial, fixup, fixup_tokens};
   }
-  return {y, h};
+  return {std::move(y), std::move(h)};  // not a copy: y is 4·n·d bytes
 }
 // [selective_scan]
 

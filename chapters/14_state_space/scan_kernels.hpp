@@ -1,0 +1,67 @@
+/// \file
+/// The inner loops of chapter 14's selective scan, which scan.cpp runs on its threads: the scan of a slice of
+/// channels over a range of tokens, and the time-parallel scan's fix-up. Written once (scan_kernels.inl) and
+/// compiled three times: for AVX-512 and for AVX2+FMA with SLEEF's vectorised exponential (Debian's libsleef-dev),
+/// and portably with chapter 05's exponential; scan.cpp picks one at run time from the CPU's features.
+/// Chapter code, not an exercise.
+///
+/// This header is included by files compiled with -mavx512f or -mavx2: it declares plain structs and functions
+/// only, no inline function and no standard-library header, so that nothing compiled for a wide instruction set
+/// can be picked by the linker for the rest of the program.
+#pragma once
+
+#include <cstddef>
+
+namespace attn::ch14 {
+
+/// What one kernel call works on: channels [c0, c0 + w) of tokens [t0, t1) of a selective scan whose inputs are
+/// whole row-major arrays. The kernels keep their channels' numbers in rows of wp floats: w rounded up to whole
+/// vectors (ScanKernels::lanes); the extra lanes are padding, a unit step with no input, that never reaches y.
+struct ScanSlice {
+  const float* x;      ///< (n, d) inputs
+  const float* delta;  ///< (n, d) steps
+  const float* B;      ///< (n, N) input matrices
+  const float* C;      ///< (n, N) output matrices
+  float* y;            ///< (n, d) outputs: the scan writes rows t0 … t1−1 of its channels, the fix-up adds to them
+  std::size_t d, N;    ///< channels and state entries of the whole problem
+  std::size_t c0, w;   ///< the slice's first channel and its number of channels
+  std::size_t wp;      ///< w rounded up to a multiple of ScanKernels::lanes
+  std::size_t t0, t1;  ///< the slice's tokens
+};
+
+/// Floats of scratch a kernel call needs beyond its state: (N + kScanScratchRows) · wp.
+constexpr std::size_t kScanScratchRows = 5;
+
+/// The kernels of one instruction set.
+struct ScanKernels {
+  const char* isa = "";   ///< "AVX-512", "AVX2+FMA" or "portable"
+  std::size_t lanes = 0;  ///< floats per vector: the multiple ScanSlice::wp is rounded to
+  const char* exp = "";   ///< which exponential the kernels call
+
+  /// to[0, n) ← e^from, n a multiple of lanes, every value ≤ 0 (the decays): the kernels' exponential.
+  void (*exp_to)(const float* from, float* to, std::size_t n) = nullptr;
+
+  /// The scan of the slice: for every token, E = exp(Δ·A) for all N·w state entries (one vectorised call), then
+  /// h ← E ∘ h + Δ·x·B, y = C·h, one vector of channels at a time down the N state entries.
+  /// AT (N, wp): Aᵀ of the slice's channels, padding −1. hT (N, wp): the state, updated in place. sum_delta (wp):
+  /// gets Σ_t Δ(t, c) added (the decay of the whole range, for the time-parallel scan's carries). work:
+  /// (N + kScanScratchRows)·wp floats. Returns false when some x, Δ, B or C read is not finite or some Δ ≤ 0 (what
+  /// it wrote is then meaningless: the caller names the entry and throws).
+  bool (*scan)(const ScanSlice& s, const float* AT, float* hT, float* sum_delta, float* work) = nullptr;
+
+  /// The fix-up of a chunk that was scanned from a zero state instead of its true start state H (N, wp): from the
+  /// chunk's first token t0 on, `y(t, c) += Σ_k C(t, k) · exp(A(c, k) · S(t, c)) · H(k, c)`, S(t, c) = Σ Δ(t0 … t,
+  /// c). It stops at the first token where every channel's slowest decay is below e^−104 < 2^−150, half the
+  /// smallest float32: from there on every factor is 0 in float32 (S only grows), and so is every correction.
+  /// Returns the number of tokens it corrected.
+  std::size_t (*correct)(const ScanSlice& s, const float* AT, const float* H, float* work) = nullptr;
+};
+
+/// The AVX-512 kernels with SLEEF's Sleef_expf16_u10avx512f (scan_kernels_avx512.cpp; only when built with SLEEF
+/// on x86-64, and only to be run where the CPU has AVX-512).
+ScanKernels scan_kernels_avx512();
+
+/// The AVX2+FMA kernels with SLEEF's Sleef_expf8_u10avx2 (scan_kernels_avx2.cpp; the same conditions, AVX2 and FMA).
+ScanKernels scan_kernels_avx2();
+
+}  // namespace attn::ch14
