@@ -10,8 +10,10 @@
 #                             solutions/NN_name/ (a kernel the learner writes); built only with CUDA
 #     [GPU_TESTS]             some test cases need a GPU: where there is none they print
 #                             "skipped: no CUDA device" and ctest reports them as skipped, not passed
-#     [THREADED])             the chapter runs threads of its own: its solution tests also carry the label
+#     [THREADED]              the chapter runs threads of its own: its solution tests also carry the label
 #                             "threads" and build with attn_threaded_tests (the tsan preset runs them)
+#     [SANITIZER_RUN_ARGS arg...])  under ATTN_SANITIZE, the "runs with its defaults" test runs with these
+#                             options instead (a chapter that trains for seconds would take minutes there)
 #
 # For chapter 01 intuition it makes:
 #   ch01_intuition_core        the chapter's own sources (or an interface target when there are none)
@@ -27,7 +29,7 @@
 # A chapter's exercise library builds on the solutions of the chapters before it, so a learner's
 # chapter N depends only on their own chapter N.
 function(attn_add_chapter NN name)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "GPU_TESTS;THREADED" "" "SOURCES;CUDA_SOURCES;DEPENDS;LIBS;TRACK_CUDA_SOURCES")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "GPU_TESTS;THREADED" "" "SOURCES;CUDA_SOURCES;DEPENDS;LIBS;TRACK_CUDA_SOURCES;SANITIZER_RUN_ARGS")
   set(stem ${NN}_${name})
   set(ch ch${NN}_${name})
   set(root ${PROJECT_SOURCE_DIR})
@@ -120,7 +122,13 @@ function(attn_add_chapter NN name)
   add_dependencies(attn_solution_tests ${ch}_solution_test ${ch}) # the CLI tests run the executable
 
   # --- the executable's own behaviour: runs with its defaults, refuses a bad option with status 2 ---
-  attn_cli_test(${ch} "runs with its defaults" STATUS 0 ARGS --no-color)
+  if(ATTN_SANITIZE AND ARG_SANITIZER_RUN_ARGS)
+    string(JOIN " " shorter ${ARG_SANITIZER_RUN_ARGS})
+    attn_cli_test(${ch} "runs with ${shorter} (its defaults, shortened for the sanitizers)" STATUS 0
+                  ARGS --no-color ${ARG_SANITIZER_RUN_ARGS})
+  else()
+    attn_cli_test(${ch} "runs with its defaults" STATUS 0 ARGS --no-color)
+  endif()
   attn_cli_test(${ch} "rejects an unknown option with usage and status 2" STATUS 2 MATCHES "--no-such-option"
                 ARGS --no-such-option)
   set(width_test "solution:${ch} prints no line wider than 100 columns, with its defaults and for the book")

@@ -3,15 +3,18 @@
 // What it shows: the model (embedding, RoPE, causal multi-head attention, residual stream, unembedding)
 // trained with cross-entropy and AdamW on the induction task, with every backward written by hand; the loss
 // curve and its phase change; which heads became the previous-token head and the induction head, found by
-// measurement; ablating each head (which can be pruned); and how often raw attention, attention rollout,
-// gradient × input and integrated gradients point at the token the answer was copied from.
-// What it leaves out: LayerNorm and MLPs (the task does not need them), the pronoun task, attention flow
-// (max-flow), checkpoints on disk (training takes seconds, so the book trains at build time).
+// measurement; ablating each head (which can be pruned); the seed's pronoun task (它 → its antecedent) learned
+// by the same model, and which heads carry the answer; and, on both tasks, how often raw attention, attention
+// rollout, attention flow (max-flow, Boost.Graph), gradient × input and integrated gradients point at the token
+// the answer was copied from.
+// What it leaves out: LayerNorm and MLPs (the tasks do not need them), checkpoints on disk (both models train
+// in seconds, so the book trains them at build time).
 // Run it: ./course run 12     Benchmarks: build/default/bin/ch12_learning bench
 // Your code: ./course run 12 --track exercise     Book page: book/12_learning.md
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -19,8 +22,10 @@
 
 #include <fmt/format.h>
 
+#include "12_learning/flow.hpp"
 #include "12_learning/learning.hpp"
 #include "12_learning/model.hpp"
+#include "12_learning/pronoun.hpp"
 #include "12_learning/train.hpp"
 #include "attn/chapter.hpp"
 #include "attn/measure.hpp"
@@ -41,6 +46,7 @@ constexpr std::size_t kEvalCount = 200;
 struct Setup {
   ch12::Config config;
   ch12::TrainSettings train;
+  ch12::TrainSettings pronoun{0, 16, 150, {3e-3f, 0.9f, 0.98f, 1e-8f, 0.0f}, 12};  ///< length unused
 };
 
 /// Head-averaged attention of layer \p l: (n, n).
@@ -213,17 +219,30 @@ void heads_over_training(const attn::Chapter& chapter, const std::vector<Snapsho
 }
 // [heads_over_training]
 
-/// Mean cross-entropy and accuracy of \p model on held-out sequences, with some heads ablated.
-std::pair<double, double> evaluate(const ch12::Model& model, std::size_t length, const ch12::HeadMask& keep) {
+/// Mean cross-entropy and accuracy of \p model on held-out sequences from \p draw, with some heads ablated.
+template <class Draw>
+std::pair<double, double> evaluate_on(const ch12::Model& model, Draw&& draw, const ch12::HeadMask& keep) {
   attn::Rng rng(kEvalSeed);
   double loss = 0.0, acc = 0.0;
   for (std::size_t i = 0; i < kEvalCount; ++i) {
-    const ch12::InductionSequence s = ch12::make_induction(length, model.config.vocab, rng);
+    const auto s = draw(rng);
     const Matrix logits = ch12::forward(model, s.tokens, keep).logits;  // (n, vocab)
     loss += attn::cross_entropy(logits, s.targets).loss / static_cast<double>(kEvalCount);
     acc += ch12::accuracy(logits, s.targets) / static_cast<double>(kEvalCount);
   }
   return {loss, acc};
+}
+
+/// evaluate_on() the induction task.
+std::pair<double, double> evaluate(const ch12::Model& model, std::size_t length, const ch12::HeadMask& keep) {
+  return evaluate_on(
+      model, [&](attn::Rng& rng) { return ch12::make_induction(length, model.config.vocab, rng); }, keep);
+}
+
+/// evaluate_on() the pronoun task.
+std::pair<double, double> evaluate_pronoun(const ch12::Model& model, const ch12::HeadMask& keep) {
+  return evaluate_on(
+      model, [](attn::Rng& rng) { return ch12::make_pronoun(rng); }, keep);
 }
 
 // [ablation]
@@ -260,6 +279,63 @@ void ablation(const ch12::Model& model, std::size_t length) {
 }
 // [ablation]
 
+// [pronoun_story]
+ch12::TrainResult pronoun_story(const attn::Chapter& chapter, const ch12::TrainSettings& s) {
+  attn::heading("The seed's pronoun task: what does 它 refer to?");
+  attn::Rng examples(kEvalSeed + 4);
+  fmt::print("Sentences from chapter 01's words (and a few more of the same kinds); the answer follows 它 是:\n");
+  for (int e = 0; e < 4; ++e) {
+    const ch12::PronounSequence x = ch12::make_pronoun(examples);
+    fmt::print("  {}  →  {}\n", ch12::pronoun_words(x.tokens), ch12::pronoun_words({x.tokens[x.antecedent]}));
+  }
+  const ch12::Config c = ch12::pronoun_config();
+  fmt::print("The same model (vocabulary {}, context {}); batch {}, AdamW lr {}, {} steps, seed {}, 1 thread.\n",
+             c.vocab, c.context, s.batch, s.adamw.lr, s.steps, s.seed);
+  const auto start = std::chrono::steady_clock::now();
+  ch12::TrainResult r = ch12::train_pronoun(c, s);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::size_t last = r.loss.size() - 1;
+  fmt::print("loss: {:.3f} at step 1, {:.3f} at step {}, {:.3f} at step {}\n", r.loss[0], r.loss[last / 2],
+             last / 2 + 1, r.loss[last], last + 1);
+  const auto [base_loss, base_acc] = evaluate_pronoun(r.model, ch12::HeadMask());
+  fmt::print("accuracy on {} held-out sentences: {:.1f} % (chance: 1 in 8 animals and things, 1 in {} words)\n",
+             kEvalCount, 100.0 * base_acc, c.vocab);
+  if (!chapter.book_mode()) fmt::print("trained in {:.2f} s\n", seconds);
+  // Which heads carry the answer: where 是 (the last position) and 它 look, and what removing each head costs.
+  attn::Table table(
+      {"head", "是 → antecedent", "是 → 它", "它 → antecedent", "loss without it", "accuracy without it"});
+  // [layer][head]: mean attention of 是 on the antecedent and on 它, and of 它 on the antecedent.
+  std::vector<std::vector<std::array<double, 3>>> looks(c.layers, std::vector<std::array<double, 3>>(c.heads));
+  attn::Rng rng(kEvalSeed);
+  for (std::size_t q = 0; q < kEvalCount; ++q) {
+    const ch12::PronounSequence x = ch12::make_pronoun(rng);
+    const ch12::Trace tr = ch12::forward(r.model, x.tokens);
+    const std::size_t n = x.tokens.size(), it = n - 2;
+    const std::size_t query[3] = {n - 1, n - 1, it}, key[3] = {x.antecedent, it, x.antecedent};
+    for (std::size_t l = 0; l < c.layers; ++l)
+      for (std::size_t h = 0; h < c.heads; ++h)
+        for (std::size_t k = 0; k < 3; ++k)
+          looks[l][h][k] += static_cast<double>(tr.attention[l][h](query[k], key[k])) / static_cast<double>(kEvalCount);
+  }
+  for (std::size_t l = 0; l < c.layers; ++l)
+    for (std::size_t h = 0; h < c.heads; ++h) {
+      ch12::HeadMask keep(c.layers, std::vector<bool>(c.heads, true));
+      keep[l][h] = false;
+      const auto [loss, acc] = evaluate_pronoun(r.model, keep);
+      table.add_row({head_name(l, h), fmt::format("{:.3f}", looks[l][h][0]), fmt::format("{:.3f}", looks[l][h][1]),
+                     fmt::format("{:.3f}", looks[l][h][2]), fmt::format("{:.3f} ({:+.3f})", loss, loss - base_loss),
+                     fmt::format("{:.1f} %", 100.0 * acc)});
+    }
+  table.print();
+  fmt::print(
+      "Each arrow is a mean attention weight over the held-out sentences, from a query to a key: 是 (the\n"
+      "last position, which predicts the answer) and 它 on the antecedent, 是 on 它. All heads on, the\n"
+      "loss is {:.3f}.\n\n",
+      base_loss);
+  return r;
+}
+// [pronoun_story]
+
 /// Index of the largest of v(0) … v(last): the top-ranked position among those a query at \p last can see.
 std::size_t argmax_upto(const attn::Vector& v, std::size_t last) {
   std::size_t best = 0;
@@ -268,47 +344,91 @@ std::size_t argmax_upto(const attn::Vector& v, std::size_t last) {
   return best;
 }
 
+/// One prediction with a known source: the model's input, the row that predicts, its answer, and the earlier
+/// position the answer was copied from.
+struct KnownSource {
+  std::vector<std::size_t> tokens;
+  std::size_t row, target, source;
+};
+
+/// The explanations compared, in the table's order.
+const std::vector<std::string>& method_names() {
+  static const std::vector<std::string> names{"raw attention, last layer (mean of heads)", "attention rollout",
+                                              "attention flow (max-flow)", "gradient × input",
+                                              "integrated gradients (16 steps, zero baseline)"};
+  return names;
+}
+
+/// For each method, how many of \p cases it explains with the source ranked first (flow: 0 when unavailable).
 // [attribution]
-void attribution(const ch12::Model& model, std::size_t length) {
-  attn::heading("C16: do attention weights say where the answer came from?");
-  const std::size_t sequences = 40, ig_steps = 16;
-  const char* names[] = {"raw attention, last layer (mean of heads)", "attention rollout", "gradient × input",
-                         "integrated gradients (16 steps, zero baseline)"};
-  std::size_t hits[4] = {0, 0, 0, 0}, total = 0;
+std::vector<std::size_t> top1_hits(const ch12::Model& model, const std::vector<KnownSource>& cases) {
+  const std::size_t ig_steps = 16;
+  std::vector<std::size_t> hits(method_names().size(), 0);
+  for (const KnownSource& c : cases) {
+    const std::size_t i = c.row;
+    const ch12::Trace tr = ch12::forward(model, c.tokens);
+    std::vector<Matrix> means;  // (layers) × (n, n)
+    for (std::size_t l = 0; l < model.config.layers; ++l) means.push_back(mean_over_heads(tr, l));
+    const attn::Vector last_attention = xt::row(means.back(), i);                                // (n)
+    const attn::Vector rolled = xt::row(attn::attention_rollout(means), i);                      // (n)
+    const attn::Vector gxi = ch12::gradient_times_input(model, c.tokens, i, c.target);           // (n)
+    const attn::Vector ig = ch12::integrated_gradients(model, c.tokens, i, c.target, ig_steps);  // (n)
+    hits[0] += argmax_upto(last_attention, i) == c.source ? 1 : 0;
+    hits[1] += argmax_upto(rolled, i) == c.source ? 1 : 0;
+    if (ch12::attention_flow_available()) hits[2] += argmax_upto(ch12::attention_flow(means, i), i) == c.source ? 1 : 0;
+    hits[3] += argmax_upto(gxi, i) == c.source ? 1 : 0;
+    hits[4] += argmax_upto(ig, i) == c.source ? 1 : 0;
+  }
+  return hits;
+}
+// [attribution]
+
+/// The induction task's predictions: each position of the repeat copies the token after its earlier twin.
+std::vector<KnownSource> induction_cases(const ch12::Model& model, std::size_t length, std::size_t sequences) {
+  std::vector<KnownSource> cases;
   attn::Rng rng(kEvalSeed + 2);
   for (std::size_t q = 0; q < sequences; ++q) {
     const ch12::InductionSequence s = ch12::make_induction(length, model.config.vocab, rng);
-    const ch12::Trace tr = ch12::forward(model, s.tokens);
-    std::vector<Matrix> means;
-    for (std::size_t l = 0; l < model.config.layers; ++l) means.push_back(mean_over_heads(tr, l));
-    const Matrix rollout = attn::attention_rollout(means);  // (n, n)
-    for (std::size_t i = length - s.period; i + 1 < length; ++i) {
-      const std::size_t source = i - s.period + 1;  // the answer tokens[i + 1] sits here, and nowhere else before i
-      const std::size_t target = s.targets[i];
-      const attn::Vector gxi = ch12::gradient_times_input(model, s.tokens, i, target);             // (n)
-      const attn::Vector ig = ch12::integrated_gradients(model, s.tokens, i, target, ig_steps);    // (n)
-      const attn::Vector last_attention = xt::row(means.back(), i), rolled = xt::row(rollout, i);  // (n) each
-      hits[0] += argmax_upto(last_attention, i) == source ? 1 : 0;
-      hits[1] += argmax_upto(rolled, i) == source ? 1 : 0;
-      hits[2] += argmax_upto(gxi, i) == source ? 1 : 0;
-      hits[3] += argmax_upto(ig, i) == source ? 1 : 0;
-      ++total;
-    }
+    for (std::size_t i = length - s.period; i + 1 < length; ++i)  // the answer sits there, and nowhere else before i
+      cases.push_back({s.tokens, i, s.targets[i], i - s.period + 1});
   }
-  attn::Table table({"explanation", "top-1 is the source token"});
-  for (std::size_t m = 0; m < 4; ++m)
-    table.add_row(
-        {names[m], fmt::format("{:.1f} %  ({} of {})",
-                               100.0 * static_cast<double>(hits[m]) / static_cast<double>(total), hits[m], total)});
+  return cases;
+}
+
+/// The pronoun task's predictions: after 它 是 comes the antecedent, the sentence's only animal or thing.
+std::vector<KnownSource> pronoun_cases(std::size_t sentences) {
+  std::vector<KnownSource> cases;
+  attn::Rng rng(kEvalSeed + 3);
+  for (std::size_t q = 0; q < sentences; ++q) {
+    const ch12::PronounSequence s = ch12::make_pronoun(rng);
+    cases.push_back({s.tokens, s.tokens.size() - 1, s.targets.back(), s.antecedent});
+  }
+  return cases;
+}
+
+void attribution(const ch12::Model& induction_model, std::size_t length, const ch12::Model& pronoun_model) {
+  attn::heading("C16: do attention weights say where the answer came from?");
+  const std::vector<KnownSource> induction = induction_cases(induction_model, length, 40), pronoun = pronoun_cases(100);
+  const std::vector<std::size_t> a = top1_hits(induction_model, induction), b = top1_hits(pronoun_model, pronoun);
+  auto cell = [](std::size_t hits, std::size_t total) {
+    return fmt::format("{:.1f} % ({}/{})", 100.0 * static_cast<double>(hits) / static_cast<double>(total), hits, total);
+  };
+  attn::Table table({"explanation: top-1 is the source", "induction task", "pronoun task"});
+  for (std::size_t m = 0; m < method_names().size(); ++m) {
+    if (m == 2 && !ch12::attention_flow_available()) {
+      table.add_row({method_names()[m], "skipped: no Boost.Graph", "skipped: no Boost.Graph"});
+      continue;
+    }
+    table.add_row({method_names()[m], cell(a[m], induction.size()), cell(b[m], pronoun.size())});
+  }
   table.set_left(0);
   table.print();
   fmt::print(
-      "Each prediction of the repeat copies one earlier token (the one after the current token's earlier\n"
-      "copy): ground truth that real text never gives. The table counts how often each method ranks that\n"
-      "position first among the positions 0 … i it can see. Attention flow (max-flow) is left out\n"
-      "of this chapter.\n\n");
+      "Each prediction copies one earlier token, and the task says which: in the induction repeat the token\n"
+      "after the current token's earlier copy, in the pronoun task the antecedent. Real text never gives\n"
+      "this ground truth. The table counts how often each method ranks that position first among the\n"
+      "positions 0 … i the predicting position i can see (the pronoun task's source is the antecedent).\n\n");
 }
-// [attribution]
 
 // [bench]
 /// The whole training run with the chapter's defaults (one thread): its wall time is the ≤ 90 s target, and
@@ -333,6 +453,23 @@ void train_to_target(benchmark::State& state) {
 }
 
 BENCHMARK(train_to_target)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+/// The pronoun task's training run with the chapter's defaults (one thread), and the held-out accuracy it reached.
+void train_pronoun(benchmark::State& state) {
+  attn::set_blas_threads(1);
+  const Setup setup;
+  double acc = 0.0;
+  for (auto _ : state) {
+    const ch12::TrainResult r = ch12::train_pronoun(ch12::pronoun_config(), setup.pronoun);
+    state.PauseTiming();
+    acc = ch12::pronoun_accuracy(r.model, kEvalCount, kEvalSeed);
+    state.ResumeTiming();
+  }
+  state.counters["steps"] = static_cast<double>(setup.pronoun.steps);
+  state.counters["accuracy_pct"] = 100.0 * acc;
+}
+
+BENCHMARK(train_pronoun)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 // [bench]
 
 }  // namespace
@@ -344,6 +481,9 @@ int main(int argc, char** argv) {
   chapter.cli().add_option("--batch", setup.train.batch, "Sequences per step")->check(CLI::Range(1, 4096));
   chapter.cli().add_option("--lr", setup.train.adamw.lr, "AdamW learning rate")->check(CLI::Range(1e-6, 1.0));
   chapter.cli().add_option("--seed", setup.train.seed, "Seed of the model and the data");
+  chapter.cli()
+      .add_option("--pronoun-steps", setup.pronoun.steps, "Optimiser steps on the pronoun task")
+      ->check(CLI::Range(1, 1000000));
   chapter.cli()
       .add_option("--length", setup.train.length, "Tokens per sequence (the period is drawn from length/4 … length/2)")
       ->check(CLI::Range(8, 64));
@@ -358,6 +498,7 @@ int main(int argc, char** argv) {
     heads_over_training(chapter, snapshots, setup.train.length);
     report_heads(scores, circuit);
     ablation(r.model, setup.train.length);
-    attribution(r.model, setup.train.length);
+    const ch12::TrainResult pronoun = pronoun_story(chapter, setup.pronoun);
+    attribution(r.model, setup.train.length, pronoun.model);
   });
 }

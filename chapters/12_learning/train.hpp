@@ -10,6 +10,7 @@
 
 #include "12_learning/learning.hpp"
 #include "12_learning/model.hpp"
+#include "12_learning/pronoun.hpp"
 #include "attn/rng.hpp"
 
 namespace attn::ch12 {
@@ -29,23 +30,26 @@ struct TrainResult {
   std::vector<double> loss;  ///< (steps) the batch's mean cross-entropy on the predictable positions
 };
 
-/// One optimiser step on a batch of sequences; returns the batch's loss.
+/// One optimiser step on a batch of sequences (each with .tokens and .targets, lengths may differ: an
+/// InductionSequence or a PronounSequence); returns the batch's loss.
 // [train_step]
-inline double train_step(Model& model, Model& m, Model& v, std::size_t t, const std::vector<InductionSequence>& batch,
-                         const AdamW& settings) {
-  const std::size_t n = batch.front().tokens.size(), vocab = model.config.vocab;
+template <class Sequence>
+double train_step(Model& model, Model& m, Model& v, std::size_t t, const std::vector<Sequence>& batch,
+                  const AdamW& settings) {
+  std::vector<std::size_t> first_row{0};  // (batch + 1) where each sequence's rows start in the stacked logits
+  for (const Sequence& s : batch) first_row.push_back(first_row.back() + s.tokens.size());
   std::vector<Trace> traces;
-  Matrix logits = Matrix::from_shape({batch.size() * n, vocab});  // (batch·n, vocab): all rows, one loss
+  Matrix logits = Matrix::from_shape({first_row.back(), model.config.vocab});  // (Σ n, vocab): all rows, one loss
   std::vector<std::size_t> targets;
   for (std::size_t b = 0; b < batch.size(); ++b) {
     traces.push_back(forward(model, batch[b].tokens));
-    xt::view(logits, xt::range(b * n, (b + 1) * n), xt::all()) = traces.back().logits;
+    xt::view(logits, xt::range(first_row[b], first_row[b + 1]), xt::all()) = traces.back().logits;
     targets.insert(targets.end(), batch[b].targets.begin(), batch[b].targets.end());
   }
   const LossAndGrad lg = cross_entropy(logits, targets);
   Model grads = zeros_like(model);
   for (std::size_t b = 0; b < batch.size(); ++b) {
-    const Matrix dlogits = xt::view(lg.dlogits, xt::range(b * n, (b + 1) * n), xt::all());  // (n, vocab)
+    const Matrix dlogits = xt::view(lg.dlogits, xt::range(first_row[b], first_row[b + 1]), xt::all());  // (n, vocab)
     backward(model, traces[b], dlogits, batch[b].tokens, grads);
   }
   std::vector<Matrix*> P = parameters(model), G = parameters(grads), M = parameters(m), V = parameters(v);
@@ -54,20 +58,28 @@ inline double train_step(Model& model, Model& m, Model& v, std::size_t t, const 
 }
 // [train_step]
 
-/// Trains a fresh model (seeded) on freshly generated induction batches; \p on_step (may be empty) sees the
+/// Trains a fresh model (seeded) on fresh batches from \p draw (a sequence from an Rng&); \p on_step sees the
 /// model after each step, for snapshots.
-template <class OnStep>
-TrainResult train_induction(const Config& config, const TrainSettings& s, OnStep&& on_step) {
+template <class Draw, class OnStep>
+TrainResult train(const Config& config, const TrainSettings& s, Draw&& draw, OnStep&& on_step) {
   TrainResult r{init_model(config, s.seed), {}};
   Model m = zeros_like(r.model), v = zeros_like(r.model);
   Rng data(s.seed + 1);
   for (std::size_t t = 1; t <= s.steps; ++t) {
-    std::vector<InductionSequence> batch;
-    for (std::size_t b = 0; b < s.batch; ++b) batch.push_back(make_induction(s.length, config.vocab, data));
+    std::vector<decltype(draw(data))> batch;
+    for (std::size_t b = 0; b < s.batch; ++b) batch.push_back(draw(data));
     r.loss.push_back(train_step(r.model, m, v, t, batch, s.adamw));
     on_step(t, r.model);
   }
   return r;
+}
+
+/// Trains a fresh model (seeded) on freshly generated induction batches; \p on_step (may be empty) sees the
+/// model after each step, for snapshots.
+template <class OnStep>
+TrainResult train_induction(const Config& config, const TrainSettings& s, OnStep&& on_step) {
+  return train(
+      config, s, [&](Rng& rng) { return make_induction(s.length, config.vocab, rng); }, on_step);
 }
 
 /// train_induction() without a per-step callback.
@@ -75,16 +87,46 @@ inline TrainResult train_induction(const Config& config, const TrainSettings& s)
   return train_induction(config, s, [](std::size_t, const Model&) {});
 }
 
-/// Accuracy on the predictable part of \p count fresh sequences (their own seed, unseen in training).
-inline double induction_accuracy(const Model& model, std::size_t length, std::size_t count, std::uint64_t seed,
-                                 const HeadMask& keep = HeadMask()) {
+/// The model for the pronoun task: the chapter's sizes, its vocabulary and context.
+inline Config pronoun_config() {
+  Config c;
+  c.vocab = pronoun_vocabulary().size();
+  c.context = kPronounMaxLength;
+  return c;
+}
+
+/// Trains a fresh model (seeded) on freshly generated pronoun sentences (s.length is not used).
+inline TrainResult train_pronoun(const Config& config, const TrainSettings& s) {
+  return train(
+      config, s, [](Rng& rng) { return make_pronoun(rng); }, [](std::size_t, const Model&) {});
+}
+
+/// Mean accuracy on the predictable part of \p count fresh sequences from \p draw, drawn from their own seed
+/// (unseen in training).
+template <class Draw>
+double mean_accuracy(const Model& model, std::size_t count, std::uint64_t seed, Draw&& draw,
+                     const HeadMask& keep = HeadMask()) {
   Rng rng(seed);
   double sum = 0.0;
   for (std::size_t i = 0; i < count; ++i) {
-    const InductionSequence s = make_induction(length, model.config.vocab, rng);
+    const auto s = draw(rng);
     sum += accuracy(forward(model, s.tokens, keep).logits, s.targets);
   }
   return sum / static_cast<double>(count);
+}
+
+/// Accuracy on the predictable part of \p count fresh induction sequences.
+inline double induction_accuracy(const Model& model, std::size_t length, std::size_t count, std::uint64_t seed,
+                                 const HeadMask& keep = HeadMask()) {
+  return mean_accuracy(
+      model, count, seed, [&](Rng& rng) { return make_induction(length, model.config.vocab, rng); }, keep);
+}
+
+/// Fraction of \p count fresh pronoun sentences whose antecedent the model predicts.
+inline double pronoun_accuracy(const Model& model, std::size_t count, std::uint64_t seed,
+                               const HeadMask& keep = HeadMask()) {
+  return mean_accuracy(
+      model, count, seed, [](Rng& rng) { return make_pronoun(rng); }, keep);
 }
 
 }  // namespace attn::ch12
