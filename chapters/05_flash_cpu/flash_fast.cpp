@@ -19,10 +19,10 @@
 // The ladder, measured by `ch05_flash_cpu bench` (8 heads, n = 4096, d = 64, 2 threads): rung 1, the
 // exercise's flash_attention (one thread, a copy of every tile); rung 2, this file with OpenBLAS doing
 // every tile's products (`flash_fast_openblas`); rung 3, this file as it is (`flash_fast`). In the recording
-// the book shows (book/recorded/ch05_bench.txt, 2-core AMD EPYC, shared), per CPU-second: rung 1
-// 34.2 GFLOP/s, rung 2 65.9 (1.9×), rung 3 77.3 (1.17× rung 2; 66% of one core's FMA peak); causal costs
-// 1.87× less CPU time than non-causal. Beside PyTorch's CPU flash kernel (book/recorded/ch05_vs_torch.txt):
-// 0.99× non-causal and 1.11× causal per CPU-second in that run.
+// the book shows (book/recorded/ch05_bench.txt, 2-core AMD EPYC, quiet), per CPU-second: rung 1
+// 34.2 GFLOP/s, rung 2 65.1 (1.9×), rung 3 81.3 (1.25× rung 2; 70% of one core's FMA peak); causal takes
+// 1.91× less time than non-causal. Beside PyTorch's CPU flash kernel (book/recorded/ch05_vs_torch.txt):
+// 1.10× non-causal and 1.23× causal by wall clock in that run.
 #include "05_flash_cpu/flash_fast.hpp"
 #include "05_flash_cpu/row_ops.hpp"
 #include "05_flash_cpu/tile_kernels.hpp"

@@ -12,7 +12,7 @@
 // (`ch14_state_space bench`, BM_ScanKernel; version 0 from the chapter's earlier recording and one rerun):
 //   0. before scan_kernels.inl: 16-float GCC vectors and chapter 05's exponential, a separate pass checking the
 //      inputs, the 16 MiB output copied on return: 75–80 ms
-//   1. portable: 4-float GCC vectors and chapter 05's exponential, the checks in the kernel, the output moved: 58 ms
+//   1. portable: 4-float GCC vectors and chapter 05's exponential, the checks in the kernel, the output moved: 56 ms
 //   2. AVX2+FMA with SLEEF's Sleef_expf8_u10avx2: 50 ms
 //   3. AVX-512 with SLEEF's Sleef_expf16_u10avx512f: 30 ms, about 2.5× version 0
 #include "14_state_space/scan.hpp"
