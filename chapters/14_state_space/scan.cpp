@@ -224,12 +224,17 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
   // (n, d), not zero-filled: every entry is written by the scan (a serial fill of 16 MiB would be Amdahl's again).
   Matrix y(Matrix::shape_type{n, d});
   Matrix h = xt::zeros<float>({d, N});  // (d, N) the final state
-  // Channels [c0, c0 + w), tokens [t0, t1) as the kernels see them.
-  const auto slice = [&](const Lanes& lanes, std::size_t t0, std::size_t t1) {
-    return ScanSlice{x.data(), delta.data(), B.data(), C.data(), y.data(), d, N, lanes.c0, lanes.w, lanes.wp, t0, t1};
+  // Channels [c0, c0 + w), tokens [t0, t1) as the kernels see them, writing into y itself or into out (rows of
+  // ld_out floats, the first for token t0).
+  const auto slice = [&](const Lanes& lanes, std::size_t t0, std::size_t t1, float* out = nullptr,
+                         std::size_t ld_out = 0) {
+    float* first = out ? out : y.data() + t0 * d + lanes.c0;
+    return ScanSlice{x.data(), delta.data(), B.data(), C.data(), first, out ? ld_out : d, d, N,
+                     lanes.c0, lanes.w,      lanes.wp, t0,       t1};
   };
-  const auto scan = [&](Lanes& lanes, std::size_t t0, std::size_t t1) {
-    if (!kernel.scan(slice(lanes, t0, t1), lanes.AT.data(), lanes.hT.data(), lanes.sum.data(), lanes.scratch.data()))
+  const auto scan = [&](Lanes& lanes, std::size_t t0, std::size_t t1, float* out = nullptr, std::size_t ld_out = 0) {
+    if (!kernel.scan(slice(lanes, t0, t1, out, ld_out), lanes.AT.data(), lanes.hT.data(), lanes.sum.data(),
+                     lanes.scratch.data()))
       name_bad_entry(x, delta, B, C, t0, t1);
   };
   PhaseClock clock;
@@ -237,14 +242,36 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
   std::size_t fixup_tokens = 0;
   if (split == ScanSplit::channels || T == 1) {
     const std::size_t workers = std::max<std::size_t>(1, std::min(T, d));
+    const auto first = [&](std::size_t i) { return d * i / workers; };  // worker i's channels: [first(i), first(i+1))
+    // With several workers, each writes its outputs into a tile of its own, and the tiles are copied into y by
+    // token ranges afterwards. Written straight into y, the workers would share a cache line (64 bytes) in every
+    // token's row — y's rows are 4·d bytes and rarely start on a line — and that line would travel between the
+    // cores on every token: false sharing, which made two threads no faster than one in the book's recording.
+    std::vector<std::vector<float>> tiles(workers > 1 ? workers : 0);  // (workers) (n, channels of worker i)
     run_on_threads(
         workers,
         [&](std::size_t i) {
-          Lanes lanes(A, d * i / workers, d * (i + 1) / workers - d * i / workers, kernel.lanes);
-          scan(lanes, 0, n);
+          Lanes lanes(A, first(i), first(i + 1) - first(i), kernel.lanes);
+          if (workers == 1) {
+            scan(lanes, 0, n);
+          } else {
+            tiles[i].resize(n * lanes.w);
+            scan(lanes, 0, n, tiles[i].data(), lanes.w);
+          }
           lanes.state_to(h);
         },
         clock);
+    if (workers > 1)
+      run_on_threads(
+          workers,
+          [&](std::size_t i) {  // tokens [n·i/workers, n·(i+1)/workers) of every tile
+            for (std::size_t t = n * i / workers; t < n * (i + 1) / workers; ++t)
+              for (std::size_t j = 0; j < workers; ++j) {
+                const std::size_t w = first(j + 1) - first(j);
+                std::copy_n(tiles[j].data() + t * w, w, y.data() + t * d + first(j));
+              }
+          },
+          clock);
   } else {
     // 1. Every chunk from a zero state, in parallel: chunk 0's outputs are final, the others miss their carry.
     const std::size_t chunks = std::max<std::size_t>(1, std::min(T, n));

@@ -22,7 +22,9 @@ struct ScanSlice {
   const float* delta;  ///< (n, d) steps
   const float* B;      ///< (n, N) input matrices
   const float* C;      ///< (n, N) output matrices
-  float* y;            ///< (n, d) outputs: the scan writes rows t0 … t1−1 of its channels, the fix-up adds to them
+  float* y;            ///< the outputs of token t0's first channel: the scan writes the slice's w outputs of token
+                       ///< t at y + (t − t0)·ld_y, the fix-up adds to them
+  std::size_t ld_y;    ///< floats from one token's outputs to the next: d in y itself, w in a thread's own tile
   std::size_t d, N;    ///< channels and state entries of the whole problem
   std::size_t c0, w;   ///< the slice's first channel and its number of channels
   std::size_t wp;      ///< w rounded up to a multiple of ScanKernels::lanes

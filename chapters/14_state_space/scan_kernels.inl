@@ -77,7 +77,7 @@ bool scan(const ScanSlice& s, const float* AT, float* hT, float* sum_delta, floa
   for (std::size_t t = s.t0; t < s.t1; ++t) {
     const float* delta = s.delta + t * s.d + s.c0;  // (w) this token's row, or its padded copy
     const float* x = s.x + t * s.d + s.c0;
-    float* y = s.y + t * s.d + s.c0;
+    float* y = s.y + (t - s.t0) * s.ld_y;
     if (ragged) {
       stage(delta, w, delta_row);
       stage(x, w, x_row);
@@ -114,7 +114,7 @@ bool scan(const ScanSlice& s, const float* AT, float* hT, float* sum_delta, floa
       Isa::store(y + c, Isa::add(Isa::add(acc0, acc1), Isa::add(acc2, acc3)));
       Isa::store(sum_delta + c, Isa::add(Isa::load(sum_delta + c), step));
     }
-    if (ragged) stage(y_row, w, s.y + t * s.d + s.c0);
+    if (ragged) stage(y_row, w, s.y + (t - s.t0) * s.ld_y);
   }
   float smallest_lane[Isa::W];
   Isa::store(smallest_lane, smallest);
@@ -146,7 +146,7 @@ std::size_t correct(const ScanSlice& s, const float* AT, const float* H, float* 
   }
   for (std::size_t t = s.t0; t < s.t1; ++t) {
     const float* delta = s.delta + t * s.d + s.c0;
-    float* y = s.y + t * s.d + s.c0;
+    float* y = s.y + (t - s.t0) * s.ld_y;
     if (ragged) {
       stage(delta, w, delta_row);
       stage(y, w, y_row);
@@ -177,7 +177,7 @@ std::size_t correct(const ScanSlice& s, const float* AT, const float* H, float* 
       for (; k < N; ++k) acc0 = carried(k, acc0);
       Isa::store(y + c, Isa::add(Isa::add(acc0, acc1), Isa::add(acc2, acc3)));
     }
-    if (ragged) stage(y_row, w, s.y + t * s.d + s.c0);
+    if (ragged) stage(y_row, w, s.y + (t - s.t0) * s.ld_y);
   }
   return s.t1 - s.t0;
 }
