@@ -4,13 +4,18 @@
 // in closed form).
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <xtensor/xnpy.hpp>
 
 #include "12_learning/flow.hpp"
 #include "12_learning/model.hpp"
@@ -184,5 +189,40 @@ TEST_SUITE("12_learning") {
     negative(2, 1) = -0.25f;
     CHECK_THROWS_AS(ch12::attention_flow({A, negative}, 0), std::invalid_argument);
     CHECK_THROWS_WITH_AS(ch12::attention_flow({A}, 3), doctest::Contains("position 3"), std::invalid_argument);
+  }
+  TEST_CASE("a checkpoint saved as .npy files loads back bit for bit, and a missing or misshapen file is named") {
+    ch12::Config c;
+    c.vocab = 11;
+    c.d_model = 8;
+    c.heads = 2;
+    c.layers = 2;
+    c.context = 9;
+    c.rope_base = 500.0f;
+    const ch12::Model model = ch12::init_model(c, 29);
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("attn_ch12_checkpoint_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    ch12::save_checkpoint(model, dir.string());
+    const ch12::Model loaded = ch12::load_checkpoint(dir.string());
+    CHECK(loaded.config.vocab == 11);
+    CHECK(loaded.config.d_model == 8);
+    CHECK(loaded.config.heads == 2);
+    CHECK(loaded.config.layers == 2);
+    CHECK(loaded.config.context == 9);
+    CHECK(loaded.config.rope_base == 500.0f);
+    const auto before = ch12::parameters(model), after = ch12::parameters(loaded);
+    REQUIRE(before.size() == after.size());
+    for (std::size_t i = 0; i < before.size(); ++i) CHECK(*before[i] == *after[i]);  // bit for bit
+    const std::vector<std::size_t> tokens{3, 1, 4, 1, 5, 9, 2, 6};
+    CHECK(ch12::forward(loaded, tokens).logits == ch12::forward(model, tokens).logits);
+    // A file whose shape does not fit the configuration, then a missing one: each named.
+    xt::dump_npy((dir / "layer2_W_V.npy").string(), Matrix(xt::zeros<float>({8, 7})));
+    CHECK_THROWS_WITH_AS(ch12::load_checkpoint(dir.string()), doctest::Contains("layer2_W_V.npy is (8, 7)"),
+                         std::invalid_argument);
+    std::filesystem::remove(dir / "unembed.npy");
+    xt::dump_npy((dir / "layer2_W_V.npy").string(), model.layers[1].W_V);
+    CHECK_THROWS_WITH_AS(ch12::load_checkpoint(dir.string()), doctest::Contains("unembed.npy is missing"),
+                         std::invalid_argument);
+    std::filesystem::remove_all(dir);
   }
 }

@@ -487,12 +487,19 @@ int main(int argc, char** argv) {
   chapter.cli()
       .add_option("--length", setup.train.length, "Tokens per sequence (the period is drawn from length/4 … length/2)")
       ->check(CLI::Range(8, 64));
+  std::string checkpoint;
+  chapter.cli().add_option("--save-checkpoint", checkpoint,
+                           "Folder to write the trained induction model into, as .npy files (numpy.load reads them)");
   return chapter.run(argc, argv, [&] {
     attn::set_blas_threads(1);  // one thread: the loss curve is the same bit for bit on every run
     setup.config.context = setup.train.length;
     std::vector<double> acc_steps, acc_values;
     std::vector<Snapshot> snapshots;
     const ch12::TrainResult r = train_and_report(chapter, setup, acc_steps, acc_values, snapshots);
+    if (!checkpoint.empty()) {
+      ch12::save_checkpoint(r.model, checkpoint);
+      fmt::print("checkpoint: the trained model written to {} (ch12::load_checkpoint reads it back)\n", checkpoint);
+    }
     const HeadScores scores = head_scores(r.model, setup.train.length, kEvalCount);
     const Circuit circuit = find_circuit(scores);
     heads_over_training(chapter, snapshots, setup.train.length);

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 
 #include <fmt/format.h>
+#include <xtensor/xnpy.hpp>
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "10_backward/backward.hpp"
@@ -71,6 +73,82 @@ std::vector<const Matrix*> parameters(const Model& m) {
     for (const Matrix* p : {&L.W_Q, &L.W_K, &L.W_V, &L.W_O}) out.push_back(p);
   out.push_back(&m.unembed);
   return out;
+}
+
+namespace {
+
+/// Every parameter of \p m with the file name save_checkpoint() gives it.
+template <class M, class P>
+std::vector<std::pair<std::string, P>> named_parameters(M& m) {
+  std::vector<std::pair<std::string, P>> out{{"embed", &m.embed}};
+  for (std::size_t l = 0; l < m.layers.size(); ++l) {
+    auto& L = m.layers[l];
+    out.emplace_back(fmt::format("layer{}_W_Q", l + 1), &L.W_Q);
+    out.emplace_back(fmt::format("layer{}_W_K", l + 1), &L.W_K);
+    out.emplace_back(fmt::format("layer{}_W_V", l + 1), &L.W_V);
+    out.emplace_back(fmt::format("layer{}_W_O", l + 1), &L.W_O);
+  }
+  out.emplace_back("unembed", &m.unembed);
+  return out;
+}
+
+/// The .npy file \p path as a T array, or std::invalid_argument naming the file (xtensor's own error says
+/// only that some file failed to open).
+template <class T>
+xt::xarray<T> read_npy(const std::filesystem::path& path) {
+  if (!std::filesystem::is_regular_file(path))
+    throw std::invalid_argument(fmt::format("load_checkpoint: {} is missing", path.string()));
+  try {
+    return xt::load_npy<T>(path.string());
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(fmt::format("load_checkpoint: {} is not a readable {} .npy file ({})", path.string(),
+                                            sizeof(T) == 4 ? "float32" : "float64", e.what()));
+  }
+}
+
+}  // namespace
+
+void save_checkpoint(const Model& model, const std::string& dir) {
+  const std::filesystem::path folder(dir);
+  std::filesystem::create_directories(folder);
+  const Config& c = model.config;
+  const xt::xtensor<double, 1> config{static_cast<double>(c.vocab),   static_cast<double>(c.d_model),
+                                      static_cast<double>(c.heads),   static_cast<double>(c.layers),
+                                      static_cast<double>(c.context), static_cast<double>(c.rope_base)};
+  xt::dump_npy((folder / "config.npy").string(), config);
+  for (const auto& [name, p] : named_parameters<const Model, const Matrix*>(model))
+    xt::dump_npy((folder / (name + ".npy")).string(), *p);
+}
+
+Model load_checkpoint(const std::string& dir) {
+  const std::filesystem::path folder(dir);
+  const xt::xarray<double> saved = read_npy<double>(folder / "config.npy");
+  require(saved.dimension() == 1 && saved.size() == 6,
+          fmt::format("load_checkpoint: {} holds {} numbers; a configuration has 6", (folder / "config.npy").string(),
+                      saved.size()));
+  for (std::size_t i = 0; i < 5; ++i)  // five sizes, then RoPE's base
+    require(
+        saved(i) >= 1.0 && saved(i) <= 1e9 && saved(i) == std::floor(saved(i)),
+        fmt::format("load_checkpoint: {} holds {} where a size belongs", (folder / "config.npy").string(), saved(i)));
+  require(saved(5) > 0.0 && std::isfinite(saved(5)),
+          fmt::format("load_checkpoint: {} holds a RoPE base of {}", (folder / "config.npy").string(), saved(5)));
+  Config c;
+  c.vocab = static_cast<std::size_t>(saved(0));
+  c.d_model = static_cast<std::size_t>(saved(1));
+  c.heads = static_cast<std::size_t>(saved(2));
+  c.layers = static_cast<std::size_t>(saved(3));
+  c.context = static_cast<std::size_t>(saved(4));
+  c.rope_base = static_cast<float>(saved(5));
+  Model m = init_model(c, 0);  // the shapes; every value is replaced below
+  for (auto& [name, p] : named_parameters<Model, Matrix*>(m)) {
+    const std::filesystem::path file = folder / (name + ".npy");
+    const xt::xarray<float> values = read_npy<float>(file);
+    require(values.dimension() == 2 && values.shape(0) == p->shape(0) && values.shape(1) == p->shape(1),
+            fmt::format("load_checkpoint: {} is {}; the configuration in config.npy needs ({}, {})", file.string(),
+                        shape_str(values), p->shape(0), p->shape(1)));
+    *p = values;
+  }
+  return m;
 }
 
 Matrix embed_tokens(const Model& model, const std::vector<std::size_t>& tokens) {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "attn/rng.hpp"
@@ -69,6 +70,16 @@ Model zeros_like(const Model& like);
 std::vector<Matrix*> parameters(Model& model);
 /// The same, read-only.
 std::vector<const Matrix*> parameters(const Model& model);
+
+/// Writes \p model into the folder \p dir (created if missing) as NumPy .npy files, with xtensor's own
+/// xt::dump_npy: config.npy (vocab, d_model, heads, layers, context, rope_base, float64), embed.npy
+/// (vocab, d_model), layer1_W_Q.npy … layerL_W_O.npy (d_model, d_model) and unembed.npy (d_model, vocab).
+/// Python reads them with numpy.load. Throws std::runtime_error naming the file it cannot write.
+void save_checkpoint(const Model& model, const std::string& dir);
+
+/// The model save_checkpoint() wrote into \p dir, bit for bit. Throws std::invalid_argument naming the file
+/// when one is missing, unreadable, or holds a shape or configuration that does not fit.
+Model load_checkpoint(const std::string& dir);
 
 /// The rows of the embedding for \p tokens: (n, d_model).
 /// \throws std::invalid_argument naming the token when one is ≥ vocab, or when n is 0 or above the context.
