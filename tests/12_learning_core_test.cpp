@@ -190,6 +190,7 @@ TEST_SUITE("12_learning") {
     CHECK_THROWS_AS(ch12::attention_flow({A, negative}, 0), std::invalid_argument);
     CHECK_THROWS_WITH_AS(ch12::attention_flow({A}, 3), doctest::Contains("position 3"), std::invalid_argument);
   }
+
   TEST_CASE("a checkpoint saved as .npy files loads back bit for bit, and a missing or misshapen file is named") {
     ch12::Config c;
     c.vocab = 11;
