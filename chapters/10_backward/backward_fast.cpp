@@ -19,18 +19,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <exception>
 #include <functional>
 #include <limits>
-#include <mutex>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "05_flash_cpu/row_ops.hpp"
-
-extern "C" int openblas_get_num_threads(void);  // OpenBLAS's own; cblas_sgemm comes via attn/tensor.hpp
+#include "attn/checks.hpp"
 
 namespace attn::ch10 {
 
@@ -45,11 +42,48 @@ ATTN_VECTOR_CLONES void softmax_grad_row(const float* p, float* dp, std::size_t 
 
 /// One problem: h heads of contiguous (n, d) matrices.
 struct Problem {
-  const float *Q, *K, *V, *dO, *lse, *D;
+  const float *Q, *K, *V, *O, *dO, *lse;
+  float* D;                        // (h, n_q): rowsum(dO ∘ O), written by prepare_head()
   float *dQ, *dQ_lanes, *dK, *dV;  // dQ_lanes: (lanes − 1, h, n_q, d_k), the other lanes' dQ
   std::size_t h, n_q, n_kv, d_k, d_v;
   bool causal;
 };
+
+/// Before the tiles, one head's share of the passes over whole matrices: D = rowsum(dO ∘ O) for its rows, and
+/// its dQ, dK, dV and lanes' dQ set to zero. Done head by head on every thread, where a single thread would
+/// leave the other idle for some percent of the backward.
+void prepare_head(const Problem& p, const BackwardConfig& cfg, std::size_t head) {
+  for (std::size_t r = 0; r < p.n_q; ++r) {
+    const float* o = p.O + (head * p.n_q + r) * p.d_v;
+    const float* g = p.dO + (head * p.n_q + r) * p.d_v;
+    float sum = 0.0f;
+    for (std::size_t c = 0; c < p.d_v; ++c) sum += g[c] * o[c];
+    p.D[head * p.n_q + r] = sum;
+  }
+  std::fill_n(p.dQ + head * p.n_q * p.d_k, p.n_q * p.d_k, 0.0f);
+  std::fill_n(p.dK + head * p.n_kv * p.d_k, p.n_kv * p.d_k, 0.0f);
+  std::fill_n(p.dV + head * p.n_kv * p.d_v, p.n_kv * p.d_v, 0.0f);
+  for (std::size_t lane = 1; lane < cfg.lanes; ++lane)
+    std::fill_n(p.dQ_lanes + ((lane - 1) * p.h + head) * p.n_q * p.d_k, p.n_q * p.d_k, 0.0f);
+}
+
+/// After the tiles: one head's lanes' dQs added into dQ in lane order, the same additions whatever the threads.
+void sum_lanes(const Problem& p, const BackwardConfig& cfg, std::size_t head) {
+  const std::size_t size = p.n_q * p.d_k;
+  float* dQ = p.dQ + head * size;
+  for (std::size_t lane = 1; lane < cfg.lanes; ++lane) {
+    const float* extra = p.dQ_lanes + ((lane - 1) * p.h + head) * size;
+    for (std::size_t e = 0; e < size; ++e) dQ[e] += extra[e];
+  }
+}
+
+/// work(0) … work(count − 1), each once, on \p threads threads taking the next from one counter.
+void parallel_for(std::size_t threads, std::size_t count, const std::function<void(std::size_t)>& work) {
+  std::atomic<std::size_t> next{0};
+  run_on_threads(threads, [&] {
+    for (std::size_t i = next++; i < count; i = next++) work(i);
+  });
+}
 
 /// What one thread owns: the P tile and the dP tile (which becomes dS).
 struct Scratch {
@@ -122,36 +156,20 @@ void backward_lane(const Problem& p, const BackwardConfig& cfg, std::size_t head
 
 // [fast_threads]
 void run(const Problem& p, const BackwardConfig& cfg) {
-  const std::size_t items = p.h * cfg.lanes;
-  std::atomic<std::size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
+  const std::size_t threads = static_cast<std::size_t>(cfg.threads);
+  const SingleThreadedBlas blas;  // our threads are the parallelism; OpenBLAS must not add its own on top
+  parallel_for(threads, p.h, [&](std::size_t head) { prepare_head(p, cfg, head); });
   // Every thread's tiles, allocated here rather than inside the threads: the memory held does not depend on
   // when each thread starts.
-  std::vector<Scratch> scratch(static_cast<std::size_t>(cfg.threads),
+  std::vector<Scratch> scratch(threads,
                                Scratch{std::vector<float>(cfg.B_r * cfg.B_c), std::vector<float>(cfg.B_r * cfg.B_c)});
-  const auto worker = [&](Scratch& w) {
-    try {
-      for (std::size_t t = next++; t < items; t = next++) backward_lane(p, cfg, t / cfg.lanes, t % cfg.lanes, w);
-    } catch (...) {
-      const std::lock_guard<std::mutex> lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
-    }
-  };
-  const int blas_threads = openblas_get_num_threads();
-  set_blas_threads(1);  // our threads are the parallelism; OpenBLAS must not add its own on top
-  std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < scratch.size(); ++t) pool.emplace_back(worker, std::ref(scratch[t]));
-  worker(scratch[0]);  // the calling thread is one of the workers
-  for (auto& th : pool) th.join();
-  set_blas_threads(blas_threads);
-  if (failure) std::rethrow_exception(failure);
-  // The lanes' dQs, added in lane order: the same additions whatever the thread count.
-  const std::size_t size = p.h * p.n_q * p.d_k;
-  for (std::size_t lane = 1; lane < cfg.lanes; ++lane) {
-    const float* extra = p.dQ_lanes + (lane - 1) * size;
-    for (std::size_t e = 0; e < size; ++e) p.dQ[e] += extra[e];
-  }
+  std::atomic<std::size_t> slot{0}, next{0};
+  const std::size_t items = p.h * cfg.lanes;
+  run_on_threads(threads, [&] {
+    Scratch& w = scratch[slot++];  // one per thread
+    for (std::size_t t = next++; t < items; t = next++) backward_lane(p, cfg, t / cfg.lanes, t % cfg.lanes, w);
+  });
+  parallel_for(threads, p.h, [&](std::size_t head) { sum_lanes(p, cfg, head); });
 }
 // [fast_threads]
 
@@ -177,14 +195,17 @@ HeadsGrads flash_backward_fast(const Tensor3& Q, const Tensor3& K, const Tensor3
   require_finite(where, "V", V.data(), V.size());
   require_finite(where, "dO", dO.data(), dO.size());
 
-  const Matrix D = xt::sum(dO * O, {2});  // (h, n_q): rowsum(dO ∘ O), one number per query row
-  HeadsGrads g{Tensor3(xt::zeros<float>({h, n_q, d_k})), Tensor3(xt::zeros<float>({h, n_kv, d_k})),
-               Tensor3(xt::zeros<float>({h, n_kv, d_v}))};
-  std::vector<float> dQ_lanes((config.lanes - 1) * h * n_q * d_k, 0.0f);  // (lanes − 1, h, n_q, d_k)
+  // Not initialised here: prepare_head() zeroes them head by head on every thread (see run()).
+  HeadsGrads g{Tensor3::from_shape({h, n_q, d_k}), Tensor3::from_shape({h, n_kv, d_k}),
+               Tensor3::from_shape({h, n_kv, d_v})};
+  std::unique_ptr<float[]> D(new float[h * n_q]);                                    // (h, n_q)
+  std::unique_ptr<float[]> dQ_lanes(new float[(config.lanes - 1) * h * n_q * d_k]);  // (lanes − 1, h, n_q, d_k)
   if (h * n_q * n_kv > 0)
-    run({Q.data(), K.data(), V.data(), dO.data(), lse.data(), D.data(), g.dQ.data(), dQ_lanes.data(), g.dK.data(),
-         g.dV.data(), h, n_q, n_kv, d_k, d_v, causal},
+    run({Q.data(), K.data(), V.data(), O.data(), dO.data(), lse.data(), D.get(), g.dQ.data(), dQ_lanes.get(),
+         g.dK.data(), g.dV.data(), h, n_q, n_kv, d_k, d_v, causal},
         config);
+  else
+    for (Tensor3* t : {&g.dQ, &g.dK, &g.dV}) t->fill(0.0f);  // no pair of query and key: zero gradients
   return g;
 }
 
