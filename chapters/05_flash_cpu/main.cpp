@@ -305,18 +305,10 @@ double sgemm_flops(std::size_t n) { return 2.0 * kHeads * static_cast<double>(n 
 /// meaningful when other processes share the cores (the wall-clock rate does not).
 template <class Work>
 double time_gflops(benchmark::State& state, double flops, Work work) {
-  double wall = 0.0;
-  const std::clock_t cpu_start = std::clock();  // process CPU time: every thread's
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
-  const double total = flops * static_cast<double>(state.iterations()) / 1e9;
-  state.counters["GFLOPS"] = total / wall;
-  state.counters["GFLOPS_per_core"] = total / cpu;
-  return total / wall;
+  const attn::CallSeconds s = attn::time_benchmark_calls(state, work);
+  state.counters["GFLOPS"] = flops / s.wall / 1e9;
+  state.counters["GFLOPS_per_core"] = flops / s.cpu / 1e9;
+  return flops / s.wall / 1e9;
 }
 
 /// The attention-shaped sgemm rate at \p n on 2 threads, measured by sgemm_ceiling earlier in this run (or

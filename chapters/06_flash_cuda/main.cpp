@@ -152,16 +152,17 @@ void show_causal_tiles(int n, std::size_t B) {
 struct StorePasses {
   int instructions = 0, passes = 0, worst = 0;
 };
-StorePasses first_version_passes(int D) {
-  namespace tiles = ch06::tiles;
+/// Counts the passes of \p stores stores per item over \p items items, one warp (32 items) at a time;
+/// word(idx, e) is the 4-byte word item idx writes at its store e.
+template <class Word>
+StorePasses count_passes(int items, int stores, Word word) {
   StorePasses r;
-  for (int first = 0; first < tiles::kTcBc * D / 8; first += 32)  // one warp's 32 items
-    for (int e = 0; e < 8; ++e) {                                 // its 8 stores of 2 bytes each
-      std::vector<std::set<int>> words(32);
+  for (int first = 0; first < items; first += 32)  // one warp's 32 items
+    for (int e = 0; e < stores; ++e) {
+      std::vector<std::set<int>> words(32);  // per bank, the different words its lanes write
       for (int idx = first; idx < first + 32; ++idx) {
-        const int row = idx / (D / 8), c = idx % (D / 8) * 8 + e;
-        const int word = (c * tiles::kTcVtStride + row) / 2;
-        words[static_cast<std::size_t>(word % 32)].insert(word);
+        const int w = word(idx, e);
+        words[static_cast<std::size_t>(w % 32)].insert(w);
       }
       int pass = 0;
       for (const auto& w : words) pass = std::max(pass, static_cast<int>(w.size()));
@@ -171,24 +172,21 @@ StorePasses first_version_passes(int D) {
     }
   return r;
 }
+StorePasses first_version_passes(int D) {
+  namespace tiles = ch06::tiles;
+  // 8 stores of 2 bytes each: item idx holds 8 columns of one key
+  return count_passes(tiles::kTcBc * D / 8, 8, [D](int idx, int e) {
+    const int row = idx / (D / 8), c = idx % (D / 8) * 8 + e;
+    return (c * tiles::kTcVtStride + row) / 2;
+  });
+}
 StorePasses kernel_passes(int D) {
   namespace tiles = ch06::tiles;
-  StorePasses r;
-  for (int first = 0; first < tiles::kTcBc / 2 * D / 8; first += 32)
-    for (int e = 0; e < 8; ++e) {  // 8 stores of a 4-byte word (two keys' entries)
-      std::vector<std::set<int>> words(32);
-      for (int idx = first; idx < first + 32; ++idx) {
-        const tiles::VtItem it = tiles::tc_vt_item(idx, 8);
-        const int word = tiles::tc_vt_word(it.c + e, it.pair);
-        words[static_cast<std::size_t>(word % 32)].insert(word);
-      }
-      int pass = 0;
-      for (const auto& w : words) pass = std::max(pass, static_cast<int>(w.size()));
-      r.instructions += 1;
-      r.passes += pass;
-      r.worst = std::max(r.worst, pass);
-    }
-  return r;
+  // 8 stores of a 4-byte word (two keys' entries)
+  return count_passes(tiles::kTcBc / 2 * D / 8, 8, [](int idx, int e) {
+    const tiles::VtItem it = tiles::tc_vt_item(idx, 8);
+    return tiles::tc_vt_word(it.c + e, it.pair);
+  });
 }
 
 void show_vt_store_banks() {

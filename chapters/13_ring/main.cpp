@@ -90,7 +90,7 @@ void print_splits(std::size_t P, std::size_t n_small, std::size_t n) {
       worst_c, worst_z);
 }
 
-void print_bytes(std::size_t P, std::size_t n, std::size_t d, std::size_t h) {
+void print_bytes(std::size_t n, std::size_t d, std::size_t h) {
   attn::heading(fmt::format("Bytes each rank sends per attention: n = {}, d = {}, h = {} heads, float32", n, d, h));
   attn::Table t({"P", "ring, per rank", "Ulysses, per rank", "ring ÷ Ulysses"});
   for (std::size_t p : {2ul, 4ul, 8ul, 16ul, 64ul}) {
@@ -106,7 +106,6 @@ void print_bytes(std::size_t P, std::size_t n, std::size_t d, std::size_t h) {
     t.add_row({fmt::format("{}", p), fmt::format("{:.1f} MiB", ring / 1048576.0),
                fmt::format("{:.1f} MiB", ulysses / 1048576.0), fmt::format("{:.1f}", ring / ulysses)});
   }
-  (void)P;
   t.print();
   fmt::print(
       "The ring sends (P-1)/P of all keys and values from every rank, whatever P: its traffic per rank\n"
@@ -221,7 +220,7 @@ void tell_the_story(const attn::Chapter& chapter, std::size_t P, std::size_t n, 
                     const System& cpu) {
   print_schedule(P);
   print_splits(P, 2 * P * 2 + 3, 16384);
-  print_bytes(P, 131072, 64, 32);
+  print_bytes(131072, 64, 32);
   print_equality(n, d, seed);
   print_alpha_beta(chapter, cpu);
 }
