@@ -339,17 +339,18 @@ TEST_SUITE("10_backward") {
       "the fast backward matches flash_backward's float64 oracle head by head, with the same bits on 1, 2 or 3 "
       "threads") {
     attn::Rng rng(109);
-    const std::size_t h = 3, n_q = 100, n_kv = 131, d = 32;
+    const std::size_t h = 3, n_q = 100, n_kv = 131, d = 32, d_v = 24;  // d_v ≠ d_k: Kᵀ and Vᵀ have their own widths
     for (const bool causal : {false, true}) {
       CAPTURE(causal);
-      attn::Tensor3 Q = xt::zeros<float>({h, n_q, d}), K = xt::zeros<float>({h, n_kv, d}), V = K, dO = Q;
+      attn::Tensor3 Q = xt::zeros<float>({h, n_q, d}), K = xt::zeros<float>({h, n_kv, d}),
+                    V = xt::zeros<float>({h, n_kv, d_v}), dO = xt::zeros<float>({h, n_q, d_v});
       for (std::size_t k = 0; k < h; ++k) {
         xt::view(Q, k) = rng.normal(n_q, d);
         xt::view(K, k) = rng.normal(n_kv, d);
-        xt::view(V, k) = rng.normal(n_kv, d);
-        xt::view(dO, k) = rng.normal(n_q, d);
+        xt::view(V, k) = rng.normal(n_kv, d_v);
+        xt::view(dO, k) = rng.normal(n_q, d_v);
       }
-      attn::Tensor3 O = xt::zeros<float>({h, n_q, d});
+      attn::Tensor3 O = xt::zeros<float>({h, n_q, d_v});
       Matrix lse = xt::zeros<float>({h, n_q});
       for (std::size_t k = 0; k < h; ++k) {
         const attn::FlashOutput f =
@@ -371,7 +372,7 @@ TEST_SUITE("10_backward") {
         const Inputs in{xt::view(Q, k), xt::view(K, k), xt::view(V, k), xt::view(dO, k)};
         const std::vector<bool> allowed = oracle::causal_allowed(n_q, n_kv);
         const oracle::Grads expected = oracle_grads(in, causal ? &allowed : nullptr);
-        const double tol = gradient_tolerance(n_q, n_kv, d, d, expected);
+        const double tol = gradient_tolerance(n_q, n_kv, d, d_v, expected);
         check_grads({xt::view(g2.dQ, k), xt::view(g2.dK, k), xt::view(g2.dV, k)}, expected, tol);
         // The contract's version agrees with the same oracle: both are FlashAttention-2, tiled differently.
         const Vector lse_k = xt::view(lse, k);

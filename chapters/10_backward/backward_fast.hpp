@@ -28,7 +28,8 @@ struct HeadsGrads {
 
 /// FlashAttention-2's backward over \p h heads, multithreaded over (head, lane) items. The same results as
 /// attn::flash_backward() head by head up to float rounding (its exp is chapter 05's vectorised polynomial).
-/// Extra memory: D (h, n_q), (lanes − 1) more dQ buffers, and per thread two (B_r, B_c) tiles; nothing n×n.
+/// Extra memory: D (h, n_q), Kᵀ (h, d_k, n_kv) and Vᵀ (h, d_v, n_kv), (lanes − 1) more dQ buffers, and per
+/// thread two (B_r, B_c) tiles; nothing n×n.
 /// \param Q (h, n_q, d_k) queries.
 /// \param K (h, n_kv, d_k) keys.
 /// \param V (h, n_kv, d_v) values.

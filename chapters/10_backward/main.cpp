@@ -166,8 +166,8 @@ void flash_equals_full() {
   fmt::print(
       "Heap measured by chapter 04's counting allocator. The full backward holds S, P, dP and dS, n×n\n"
       "floats each (4 MiB apiece at n = 1024); the flash backward holds its three gradients (3·n·d floats),\n"
-      "D (n) and a few tiles: it grows like n, not n². The fast kernel adds one more dQ (its second lane)\n"
-      "and two tiles per thread.\n\n");
+      "D (n) and a few tiles: it grows like n, not n². The fast kernel adds one more dQ (its second lane),\n"
+      "copies of Kᵀ and Vᵀ, and two tiles per thread.\n\n");
 }
 // [flash_vs_full]
 
