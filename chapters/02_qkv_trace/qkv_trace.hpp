@@ -50,7 +50,7 @@ Mask causal_mask(std::size_t n_q, std::size_t n_kv);
 /// \return (n_q, d_v): row i is the weighted average of V's rows with the weights of query i.
 /// \throws std::invalid_argument naming the shapes when Q, K, V or the mask do not fit together (a mask
 ///         with one dimension 0 is refused, not taken for "no mask"), naming the first NaN/Inf of Q, K or V,
-///         and when a score could overflow float (attn::require_attention_inputs: the course's overflow
+///         and when a score could overflow float (attn::require_attention_inputs(): the course's overflow
 ///         policy, attn/checks.hpp).
 Matrix scaled_dot_product_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const Mask& mask = Mask());
 

@@ -20,7 +20,7 @@ constexpr std::size_t kHeads = 4;
 constexpr std::size_t kDk = kDModel / kHeads;
 
 /// X for the hand-built layer: (n, d_model = 16). Columns 0–7 are chapter 01's named word features
-/// (attn::ch01::embed), columns 8–15 a sinusoidal code of the position p: (cos ω p, sin ω p) for four
+/// (attn::ch01::embed()), columns 8–15 a sinusoidal code of the position p: (cos ω p, sin ω p) for four
 /// frequencies ω, so that "one step back" is a rotation a weight matrix can apply.
 /// \throws std::invalid_argument for a word chapter 01's lexicon does not know.
 Matrix embed(const std::vector<std::string>& tokens);

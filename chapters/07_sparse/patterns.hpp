@@ -63,7 +63,7 @@ SparseRows sparse_rows(const Mask& mask);
 /// \param rows from sparse_rows() of an (n_q, n_kv) mask.
 /// \return (n_q, d_v), equal to scaled_dot_product_attention(Q, K, V, mask).
 /// \throws std::invalid_argument naming the shapes when they do not fit together, the first bad entry of
-///         the lists (a column ≥ n_kv, a decreasing row_start), or the inputs (attn::require_attention_inputs:
+///         the lists (a column ≥ n_kv, a decreasing row_start), or the inputs (attn::require_attention_inputs():
 ///         a NaN/Inf, or Q and K large enough for a score to overflow).
 Matrix row_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const SparseRows& rows);
 
@@ -104,7 +104,7 @@ BlockLayout window_block_layout(std::size_t n, std::size_t w, bool causal, std::
 /// \param threads worker threads, ≥ 1.
 /// \return (n_q, d_v), equal to scaled_dot_product_attention(Q, K, V, mask); a query with no allowed key gets zeros.
 /// \throws std::invalid_argument naming the shapes when they do not fit together, the layout, or the inputs
-///         (attn::require_attention_inputs: a NaN/Inf, or Q and K large enough for a score to overflow).
+///         (attn::require_attention_inputs(): a NaN/Inf, or Q and K large enough for a score to overflow).
 Matrix block_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const BlockLayout& layout,
                               std::size_t threads = 1);
 

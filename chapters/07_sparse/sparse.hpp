@@ -4,7 +4,7 @@
 ///
 /// A sparsity pattern is an attn::Mask, (n_q, n_kv), true = the pair may attend: the same mask that
 /// chapter 02's attn::scaled_dot_product_attention() takes, so the dense masked attention of chapter 02 is
-/// the reference every sparse kernel here must equal. Patterns combine by union (attn::mask_union in
+/// the reference every sparse kernel here must equal. Patterns combine by union (attn::mask_union() in
 /// patterns.hpp); Longformer, BigBird and the Sparse Transformer's strided pattern are such unions, built
 /// at the end of this header from the three builders you write.
 #pragma once
@@ -60,7 +60,7 @@ Mask dilated_mask(std::size_t n, std::size_t w, std::size_t dilation, bool causa
 /// \param causal only the past and the present.
 /// \return (n, d_v).
 /// \throws std::invalid_argument naming the shapes when Q, K and V do not have n rows each or Q and K
-///         differ in d_k, or the inputs (attn::require_attention_inputs: a NaN/Inf, or Q and K large enough
+///         differ in d_k, or the inputs (attn::require_attention_inputs(): a NaN/Inf, or Q and K large enough
 ///         for a score to overflow). Any w works, SIZE_MAX included (w ≥ n - 1 is dense attention).
 Matrix sliding_window_attention(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t w, bool causal = false);
 
@@ -78,7 +78,7 @@ BlockLayout block_layout(const Mask& mask, std::size_t B_r, std::size_t B_c);
 /// @}
 
 /// \defgroup ch07_models Chapter 07: the published patterns, as unions
-/// Built from the three mask builders above (so they work once those do) and attn::mask_union.
+/// Built from the three mask builders above (so they work once those do) and attn::mask_union().
 /// @{
 
 // [published]

@@ -49,7 +49,7 @@ Matrix positive_random_features(const Matrix& X, const Matrix& Omega);
 /// \param V (n_kv, d_v) values.
 /// \return (n_q, d_v).
 /// \throws std::invalid_argument naming the shapes when phiQ and phiK differ in m or phiK and V in n_kv,
-///         or the inputs (attn::require_attention_inputs: a NaN/Inf, or features so large a φ(q)·φ(k) overflows).
+///         or the inputs (attn::require_attention_inputs(): a NaN/Inf, or features so large a φ(q)·φ(k) overflows).
 Matrix linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V);
 
 /// What causal linear attention remembers after reading t tokens: `S = Σ_{j≤t} λ^{t−j} φ(k_j)ᵀ v_j`
@@ -79,7 +79,7 @@ struct RecurrentState {
 /// \param decay λ, in (0, 1].
 /// \return (d_v) o_t, the output for the current token.
 /// \throws std::invalid_argument naming the shapes when phi_q, phi_k, v and the state do not fit, or when
-///         the decay is outside (0, 1], or the inputs (attn::require_attention_inputs).
+///         the decay is outside (0, 1], or the inputs (attn::require_attention_inputs()).
 Vector recurrent_step(RecurrentState& state, const Vector& phi_q, const Vector& phi_k, const Vector& v,
                       float decay = 1.0f);
 
@@ -93,7 +93,7 @@ Vector recurrent_step(RecurrentState& state, const Vector& phi_q, const Vector& 
 /// \param decay λ, in (0, 1].
 /// \return (n, d_v).
 /// \throws std::invalid_argument naming the shapes when phiQ, phiK and V differ in n or the features in m,
-///         or when the decay is outside (0, 1], or the inputs (attn::require_attention_inputs).
+///         or when the decay is outside (0, 1], or the inputs (attn::require_attention_inputs()).
 Matrix causal_linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V, float decay = 1.0f);
 
 /// @}

@@ -5,7 +5,7 @@
 /// Heads are head-major tensors: queries (h, n_q, d_k), keys (g, n_kv, d_k), values (g, n_kv, d_v), with g
 /// key/value heads shared by h query heads (g divides h). g = h is multi-head attention (MHA), g = 1
 /// multi-query attention (MQA), anything between grouped-query attention (GQA). Each head's attention is
-/// chapter 02's attn::scaled_dot_product_attention.
+/// chapter 02's attn::scaled_dot_product_attention().
 #pragma once
 
 #include <cstddef>
@@ -35,7 +35,7 @@ std::size_t kv_group_of(std::size_t head, std::size_t h, std::size_t g);
 /// \param Q (h, n_q, d_k) queries, one (n_q, d_k) matrix per query head.
 /// \param K (g, n_kv, d_k) keys, one matrix per key/value head; g divides h.
 /// \param V (g, n_kv, d_v) values.
-/// \param causal when true, query i may attend only to keys j ≤ i + (n_kv - n_q) (attn::causal_mask).
+/// \param causal when true, query i may attend only to keys j ≤ i + (n_kv - n_q) (attn::causal_mask()).
 /// \return (h, n_q, d_v): head i's attention output.
 /// \throws std::invalid_argument naming the shapes when g does not divide h, d_k differs between Q and K,
 ///         K and V differ in g or n_kv, or (causal) n_q > n_kv.
@@ -49,7 +49,7 @@ Tensor3 grouped_attention(const Tensor3& Q, const Tensor3& K, const Tensor3& V, 
 /// \param n cached tokens (the context length).
 /// \param bytes_per_element 2 for bf16/fp16, 4 for fp32, 1 for 8-bit caches.
 /// \return the exact number of bytes.
-/// \throws std::invalid_argument naming the sizes when the product does not fit in 64 bits (attn::checked_product).
+/// \throws std::invalid_argument naming the sizes when the product does not fit in 64 bits (attn::checked_product()).
 std::size_t kv_cache_bytes(std::size_t layers, std::size_t g, std::size_t d_k, std::size_t n,
                            std::size_t bytes_per_element);
 

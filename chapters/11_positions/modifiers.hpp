@@ -37,7 +37,7 @@ struct PrefixLM {
 
 /// score_mod: ALiBi, s − m_head·|position of q − position of kv|.
 struct Alibi {
-  Vector slopes;  ///< (h) one slope per head (attn::alibi_slopes)
+  Vector slopes;  ///< (h) one slope per head (attn::alibi_slopes())
   std::size_t offset = 0;
   float operator()(float s, std::size_t head, std::size_t q, std::size_t kv) const {
     // In int (positions < 2^31, as OpenBLAS's sizes): int → float converts a vector (16 lanes, AVX-512) at once.

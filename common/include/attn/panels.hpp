@@ -1,7 +1,7 @@
 /// \file
 /// Small multiples: several (rows, cols) grids of values in [0, 1], side by side, drawn without numbers:
 /// in the terminal two rows per character (half blocks), and as one SVG file. Suits masks and sparsity
-/// patterns of 64 × 64, where a numbered heat map (attn::print_heatmap, attn::write_svg_heatmap) would be
+/// patterns of 64 × 64, where a numbered heat map (attn::print_heatmap(), attn::write_svg_heatmap()) would be
 /// far too wide.
 #pragma once
 
