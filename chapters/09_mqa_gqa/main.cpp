@@ -436,8 +436,9 @@ void step_at_full_length(DecodeSetup& s) {
   benchmark::DoNotOptimize(O.data());
 }
 
-/// The ceiling of the arithmetic: the same decode step for r query heads sharing one K/V head (h = r, g = 1)
-/// over 512 cached tokens, whose 512 KiB of K and V stay in the core's L2 cache, so memory never limits it.
+/// The ceiling of the arithmetic: the same decode step for r = q_heads_per_kv query heads sharing one K/V head
+/// (h = r, g = 1) over 512 cached tokens, whose 512 KiB of K and V stay in the core's L2 cache, so memory never
+/// limits it.
 /// r = 1 is MHA's matrix-vector products, r = 4 GQA's and r = 32 MQA's thin matrix products.
 void BM_DecodeInCache(benchmark::State& state) {
   attn::set_blas_threads(1);
@@ -448,7 +449,13 @@ void BM_DecodeInCache(benchmark::State& state) {
   measured().flops_per_s[r] = flops / seconds;
   state.counters["GFLOP/s"] = flops / seconds / 1e9;
 }
-BENCHMARK(BM_DecodeInCache)->Arg(1)->Arg(4)->Arg(32)->ArgName("r")->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_DecodeInCache)
+    ->Arg(1)
+    ->Arg(4)
+    ->Arg(32)
+    ->ArgName("q_heads_per_kv")
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2);
 
 // [bench_decode]
 void BM_DecodeStep(benchmark::State& state) {
