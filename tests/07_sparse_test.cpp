@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "05_flash_cpu/tile_kernels.hpp"
 #include "07_sparse/sparse.hpp"
 #include "attn/checks.hpp"
 #include "attn/rng.hpp"
@@ -223,6 +224,41 @@ TEST_SUITE("07_sparse") {
                          kRtol);
         }
     }
+  }
+
+  TEST_CASE(
+      "block-sparse attention equals the oracle on each instruction set of chapter 05's micro-kernels and on "
+      "OpenBLAS, over several key tiles, partial ones and a ragged last one") {
+    attn::Rng rng(77);
+    // n = 150, w = 40, tiles of 32 × 64: three key tiles, the last 22 keys wide, all partial in the band, and
+    // folded as one run of three when every tile is kept. n = 2500, w = 300: keys packed in more than one chunk
+    // of 64 panels (the last ragged), and runs of up to eight full tiles between each row's partial ones. Sums
+    // over ≤ 601 keys add ≤ 601·6e-8 ≈ 4e-5 relative: kAtol and kRtol still hold.
+    for (const auto [n, w] : {std::array<std::size_t, 2>{150, 40}, {2500, 300}}) {
+      CAPTURE(n);
+      const Matrix Q = rng.normal(n, 16), K = rng.normal(n, 16), V = rng.normal(n, 12);
+      const attn::oracle::Mat band =
+          oracle_attention(Q, K, V, by_rule(n, [w = w](std::size_t i, std::size_t j) { return dist(i, j) <= w; }));
+      const bool every_tile = n < 200;  // the dense oracle only where it is quick
+      const attn::oracle::Mat all =
+          every_tile ? oracle_attention(Q, K, V, by_rule(n, [](std::size_t, std::size_t) { return true; }))
+                     : attn::oracle::Mat();
+      // Two runs of full tiles in every row with a gap between them: a run must end where the keys jump.
+      const Mask gapped = by_rule(n, [](std::size_t, std::size_t j) { return j < 128 || (j >= 256 && j < 384); });
+      const attn::oracle::Mat two_runs = oracle_attention(Q, K, V, gapped);
+      for (const char* isa : {"AVX-512", "AVX2+FMA", "none"}) {
+        if (!attn::ch05::use_tile_kernels(isa)) continue;  // this CPU cannot run it
+        CAPTURE(isa);
+        CHECK_ALLCLOSE(attn::block_sparse_attention(Q, K, V, attn::window_block_layout(n, w, false, 32, 64), 2), band,
+                       kAtol, kRtol);
+        CHECK_ALLCLOSE(attn::block_sparse_attention(Q, K, V, attn::block_layout(gapped, 32, 64), 2), two_runs, kAtol,
+                       kRtol);
+        if (every_tile)
+          CHECK_ALLCLOSE(attn::block_sparse_attention(Q, K, V, attn::window_block_layout(n, n, false, 32, 64), 2), all,
+                         kAtol, kRtol);
+      }
+    }
+    attn::ch05::use_tile_kernels("auto");
   }
 
   TEST_CASE("every sparse path over local_window_mask gives a fully masked row zeros, never NaN") {

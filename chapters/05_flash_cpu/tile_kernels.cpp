@@ -130,12 +130,12 @@ PackedKeys::PackedKeys(const float* K, std::size_t h, std::size_t n_kv, std::siz
     : K_(K), n_kv_(n_kv), d_k_(d_k), packed_(h) {
   if (!use || key_panel_width() == 0) return;
   per_head_ = key_panels(n_kv) * d_k * key_panel_width();
-  panels_.resize(h * per_head_);
+  if (h * per_head_ > 0) panels_.reset(new float[h * per_head_]);  // none for no keys or d_k = 0: OpenBLAS then
 }
 
 const float* PackedKeys::head(std::size_t h) {
-  std::call_once(packed_[h], [&] { pack_keys(K_ + h * n_kv_ * d_k_, n_kv_, d_k_, panels_.data() + h * per_head_); });
-  return panels_.data() + h * per_head_;
+  std::call_once(packed_[h], [&] { pack_keys(K_ + h * n_kv_ * d_k_, n_kv_, d_k_, panels_.get() + h * per_head_); });
+  return panels_.get() + h * per_head_;
 }
 
 void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const float* K_panels,

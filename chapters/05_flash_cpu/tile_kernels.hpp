@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -45,15 +46,17 @@ class PackedKeys {
   /// \param use whether to pack at all: false where the caller's tiles are not whole panels.
   PackedKeys(const float* K, std::size_t h, std::size_t n_kv, std::size_t d_k, bool use);
   /// Whether the keys are packed at all (the \p use of the constructor).
-  bool used() const { return !panels_.empty(); }
+  bool used() const { return panels_ != nullptr; }
   /// Head \p h's panels (key_panels(n_kv), d_k, key_panel_width()), packed at its first call. Thread-safe.
   const float* head(std::size_t h);
 
  private:
   const float* K_;
   std::size_t n_kv_, d_k_, per_head_ = 0;  // per_head_: floats per head
-  std::vector<float> panels_;              // (h, key_panels(n_kv), d_k, key_panel_width())
-  std::vector<std::once_flag> packed_;     // (h): head packed yet?
+  // (h, key_panels(n_kv), d_k, key_panel_width()); not zeroed here: pack_keys() writes every float, padding
+  // included, and a zeroing pass over a fresh allocation would cost its page faults twice, on one thread.
+  std::unique_ptr<float[]> panels_;
+  std::vector<std::once_flag> packed_;  // (h): head packed yet?
 };
 
 /// S (rows, panels·w), leading dimension ld_s ← scale · Q_i · K_jᵀ, where Q_i is (rows, d_k) with leading

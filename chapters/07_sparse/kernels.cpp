@@ -2,11 +2,13 @@
 //
 //   1. row_sparse_attention   per-row index lists (CSR): exactly the allowed pairs, one scalar dot
 //                             product each. Any pattern, no waste, but no matrix products either.
-//   2. block_sparse_attention tiles of B_r × B_c with the online softmax: two sgemm calls per kept tile,
-//                             a mask only inside partial tiles. Wastes the disallowed pairs of partial
-//                             tiles, gains the speed of BLAS. With every tile full it is dense tiled
+//   2. block_sparse_attention tiles of B_r × B_c with the online softmax: two matrix products per kept
+//                             tile (chapter 05's micro-kernels, or OpenBLAS where they do not run), a mask
+//                             only inside partial tiles. Wastes the disallowed pairs of partial tiles,
+//                             gains the speed of the products. A run of consecutive full tiles in a
+//                             row is folded as one wider tile. With every tile full it is dense tiled
 //                             (flash) attention: `ch07_sparse bench` times it so, next to chapter 05's
-//                             faster flash kernel, the dense baseline.
+//                             flash kernel, the dense baseline.
 //
 // Both equal chapter 02's scaled_dot_product_attention(Q, K, V, mask); the tests check it.
 // Book page: book/07_sparse.md.
@@ -14,10 +16,12 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "05_flash_cpu/row_ops.hpp"
+#include "05_flash_cpu/tile_kernels.hpp"
 #include "07_sparse/patterns.hpp"
 #include "attn/checks.hpp"
 
@@ -25,6 +29,10 @@ namespace attn {
 namespace {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+/// Up to this many consecutive full tiles of a query row are folded as one wider tile: the passes per score
+/// row (max, exp, rescale) and the output block's load and store then come once per 8·B_c keys, as in
+/// chapter 05's kernel with its 512-key tiles, instead of once per B_c.
+constexpr std::size_t kMaxRun = 8;
 
 void require_qkv(const char* where, const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t n_q,
                  std::size_t n_kv) {
@@ -100,25 +108,32 @@ namespace {
 /// One query tile's state in the online softmax, and its scratch: m and ℓ per row, the unnormalised output.
 struct TileState {
   std::vector<float> m, l;  // (B_r) running max and running sum of exp(s - m)
-  std::vector<float> S;     // (B_r, B_c) scores of the current key tile, then P = exp(S - m)
+  std::vector<float> S;     // (B_r, run_max·B_c) scores of the current key tiles, then P = exp(S - m)
   std::vector<float> acc;   // (B_r, d_v) Σ P·V so far, scaled to the current m
 };
 
 // [online_softmax_tile]
-/// Folds one key tile (columns j0 .. j0 + cols - 1) into the state of query rows i0 .. i0 + rows - 1.
+/// Folds one key tile (columns j0 .. j0 + cols - 1) into the state of query rows i0 .. i0 + rows - 1. The two
+/// products are chapter 05's: its micro-kernels on K packed once per call (\p keys), or OpenBLAS where they do
+/// not run (a CPU without AVX2, or tiles that are not whole panels).
 void fold_key_tile(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t i0, std::size_t rows, std::size_t j0,
-                   std::size_t cols, const Mask* piece, float scale, TileState& st) {
-  const std::size_t d_k = Q.shape(1), d_v = V.shape(1);
-  // S = scale · Q_tile · K_tileᵀ   (rows, cols), one sgemm reading K's rows as columns.
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(cols), blas_int(d_k), scale,
-              Q.data() + i0 * d_k, blas_int(d_k), K.data() + j0 * d_k, blas_int(d_k), 0.0f, st.S.data(),
-              blas_int(cols));
+                   std::size_t cols, const Mask* piece, float scale, std::size_t ld, const float* K_panels,
+                   TileState& st) {
+  const std::size_t d_k = Q.shape(1), d_v = V.shape(1), width = ch05::key_panel_width();
+  // S = scale · Q_tile · K_tileᵀ   (rows, cols), leading dimension ld
+  if (K_panels)
+    ch05::scores_tile(Q.data() + i0 * d_k, rows, d_k, d_k, K_panels + (j0 / width) * d_k * width,
+                      (cols + width - 1) / width, scale, st.S.data(), ld);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(cols), blas_int(d_k), scale,
+                Q.data() + i0 * d_k, blas_int(d_k), K.data() + j0 * d_k, blas_int(d_k), 0.0f, st.S.data(),
+                blas_int(ld));
   // The softmax passes between the two products are chapter 05's vectorised ones (05_flash_cpu/row_ops.hpp).
   for (std::size_t a = 0; a < rows; ++a) {
-    float* s = st.S.data() + a * cols;
-    if (piece)  // a partial tile: its disallowed pairs score -inf
-      for (std::size_t b = 0; b < cols; ++b)
-        if (!(*piece)(a, b)) s[b] = kMinusInf;
+    float* s = st.S.data() + a * ld;
+    const bool* allowed = piece ? piece->data() + a * cols : nullptr;  // row a of the (rows, cols) piece
+    if (allowed)  // a partial tile: its disallowed pairs score -inf (a select per entry, no branch)
+      for (std::size_t b = 0; b < cols; ++b) s[b] = allowed[b] ? s[b] : kMinusInf;
     const float m_new = std::max(st.m[a], ch05::row_max(s, cols));
     if (m_new == kMinusInf) {  // nothing allowed in this row so far: P = 0, nothing to rescale
       std::fill(s, s + cols, 0.0f);
@@ -128,18 +143,39 @@ void fold_key_tile(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_
     const float row_sum = ch05::exp_shift_sum(s, cols, m_new);
     // The vectorised exp gives -inf the floor e^-87 ≈ 1.6e-38: zero it, so a disallowed pair adds exactly
     // nothing to P·V (its share of ℓ ≥ 1 is far below float rounding).
-    if (piece)
-      for (std::size_t b = 0; b < cols; ++b)
-        if (!(*piece)(a, b)) s[b] = 0.0f;
+    if (allowed)
+      for (std::size_t b = 0; b < cols; ++b) s[b] = allowed[b] ? s[b] : 0.0f;
     st.l[a] = alpha * st.l[a] + row_sum;
     st.m[a] = m_new;
     if (alpha != 1.0f) ch05::scale_row(st.acc.data() + a * d_v, d_v, alpha);
   }
-  // acc += P · V_tile   (rows, d_v), the second sgemm.
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(d_v), blas_int(cols), 1.0f,
-              st.S.data(), blas_int(cols), V.data() + j0 * d_v, blas_int(d_v), 1.0f, st.acc.data(), blas_int(d_v));
+  // acc += P · V_tile   (rows, d_v), the second product.
+  if (K_panels)
+    ch05::accumulate_pv(st.S.data(), rows, cols, ld, V.data() + j0 * d_v, d_v, d_v, st.acc.data(), d_v);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(d_v), blas_int(cols), 1.0f,
+                st.S.data(), blas_int(ld), V.data() + j0 * d_v, blas_int(d_v), 1.0f, st.acc.data(), blas_int(d_v));
 }
 // [online_softmax_tile]
+
+/// K (n_kv, d_k) packed for chapter 05's scores_tile() (panels of key_panel_width() keys), by every thread:
+/// the panels are independent, so each thread packs chunks of whole panels with chapter 05's pack_keys() and
+/// the result is what one call over all the keys gives. One thread packing 65,536 keys while the other waited
+/// cost about a tenth of the window's time at that length.
+std::unique_ptr<float[]> pack_keys_on_threads(const Matrix& K, std::size_t threads) {
+  const std::size_t n_kv = K.shape(0), d_k = K.shape(1), width = ch05::key_panel_width();
+  const std::size_t panels = ch05::key_panels(n_kv), chunk = 64;  // panels per work item
+  std::unique_ptr<float[]> packed(
+      new float[checked_product("block_sparse_attention: packed keys", {panels, d_k, width})]);
+  std::atomic<std::size_t> next{0};
+  run_on_threads(std::min(threads, (panels + chunk - 1) / chunk), [&] {
+    for (std::size_t c = next++; c * chunk < panels; c = next++) {
+      const std::size_t first = c * chunk * width, keys = std::min(chunk * width, n_kv - first);
+      ch05::pack_keys(K.data() + first * d_k, keys, d_k, packed.get() + c * chunk * d_k * width);
+    }
+  });
+  return packed;
+}
 
 /// A bad layout (a hand-made one, or an unfinished exercise) is an error, never a read out of bounds.
 void require_layout_fits(const BlockLayout& layout) {
@@ -176,31 +212,46 @@ Matrix block_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V,
   require_qkv("block_sparse_attention", Q, K, V, layout.n_q, layout.n_kv);
   require_layout_fits(layout);
   require(threads >= 1, "block_sparse_attention: threads must be at least 1");
-  checked_product("block_sparse_attention: the score tile B_r × B_c floats", {layout.B_r, layout.B_c, sizeof(float)});
+  // A run is at most kMaxRun tiles and at most the key tiles there are: the score tile holds B_r × run_max·B_c.
+  const std::size_t T_c = layout.n_kv / layout.B_c + (layout.n_kv % layout.B_c != 0);
+  const std::size_t run_max = std::max<std::size_t>(1, std::min(kMaxRun, T_c));
+  checked_product("block_sparse_attention: the score tile B_r × B_c × (tiles per run) floats",
+                  {layout.B_r, layout.B_c, run_max, sizeof(float)});
   require_attention_inputs("block_sparse_attention", Q, K, V);
   const std::size_t T_r = layout.row_start.size() - 1;  // query tiles
   const std::size_t d_k = Q.shape(1), d_v = V.shape(1), B_r = layout.B_r, B_c = layout.B_c;
   const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1)));
-  Matrix O = xt::zeros<float>({layout.n_q, d_v});  // (n_q, d_v)
+  // (n_q, d_v), not zeroed here: every row is written by the thread that computes it, in parallel, zeros
+  // included (a zeroing pass here would take the fresh memory's page faults on one thread).
+  Matrix O = xt::empty<float>({layout.n_q, d_v});
   if (O.size() == 0) return O;
 
+  // K packed once for chapter 05's micro-kernels, when the tiles are whole panels of them (else OpenBLAS).
+  const std::size_t width = ch05::key_panel_width();
+  const std::unique_ptr<float[]> K_panels =
+      width > 0 && B_c % width == 0 && d_k > 0 ? pack_keys_on_threads(K, threads) : nullptr;
   std::atomic<std::size_t> next_tile{0};  // query tiles are handed out one at a time: rows cost unequal work
   const auto worker = [&] {
-    TileState st{std::vector<float>(B_r), std::vector<float>(B_r), std::vector<float>(B_r * B_c),
+    const std::size_t ld = run_max * B_c;  // the score tile's leading dimension: room for the longest run
+    TileState st{std::vector<float>(B_r), std::vector<float>(B_r), std::vector<float>(B_r * ld),
                  std::vector<float>(B_r * d_v)};
     for (std::size_t r = next_tile++; r < T_r; r = next_tile++) {
       const std::size_t i0 = r * B_r, rows = std::min(B_r, layout.n_q - i0);
       std::fill(st.m.begin(), st.m.end(), kMinusInf);
       std::fill(st.l.begin(), st.l.end(), 0.0f);
       std::fill(st.acc.begin(), st.acc.end(), 0.0f);
-      for (std::size_t t = layout.row_start[r]; t < layout.row_start[r + 1]; ++t) {
-        const std::size_t j0 = layout.col_tile[t] * B_c, cols = std::min(B_c, layout.n_kv - j0);
+      const std::size_t end = layout.row_start[r + 1];
+      for (std::size_t t = layout.row_start[r], run = 1; t < end; t += run) {
         const Mask* piece = layout.tile_mask[t] == BlockLayout::kFull ? nullptr : &layout.masks[layout.tile_mask[t]];
-        fold_key_tile(Q, K, V, i0, rows, j0, cols, piece, scale, st);
+        run = 1;  // a full tile takes the full tiles right after it along: they are one tile of more keys
+        while (!piece && run < run_max && t + run < end && layout.tile_mask[t + run] == BlockLayout::kFull &&
+               layout.col_tile[t + run] == layout.col_tile[t] + run)
+          ++run;
+        const std::size_t j0 = layout.col_tile[t] * B_c, cols = std::min(run * B_c, layout.n_kv - j0);
+        fold_key_tile(Q, K, V, i0, rows, j0, cols, piece, scale, ld, K_panels.get(), st);
       }
-      for (std::size_t a = 0; a < rows; ++a) {  // O = acc / ℓ; a row that saw no allowed key stays zero
-        if (st.l[a] == 0.0f) continue;
-        const float inv = 1.0f / st.l[a];
+      for (std::size_t a = 0; a < rows; ++a) {  // O = acc / ℓ; a row that saw no allowed key is zero
+        const float inv = st.l[a] == 0.0f ? 0.0f : 1.0f / st.l[a];
         for (std::size_t c = 0; c < d_v; ++c) O(i0 + a, c) = st.acc[a * d_v + c] * inv;
       }
     }
