@@ -227,8 +227,9 @@ TEST_SUITE("07_sparse") {
   }
 
   TEST_CASE(
-      "block-sparse attention equals the oracle on each instruction set of chapter 05's micro-kernels and on "
-      "OpenBLAS, over several key tiles, partial ones and a ragged last one") {
+      "block_layout's tiles, and the band's, give the oracle's answer on each instruction set of chapter 05's "
+      "micro-kernels and on OpenBLAS: several key tiles, partial and ragged ones, runs of full tiles, a gap "
+      "between runs") {
     attn::Rng rng(77);
     // n = 150, w = 40, tiles of 32 × 64: three key tiles, the last 22 keys wide, all partial in the band, and
     // folded as one run of three when every tile is kept. n = 2500, w = 300: keys packed in more than one chunk

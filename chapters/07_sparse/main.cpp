@@ -334,7 +334,7 @@ void BM_WindowAttention(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   attn::set_blas_threads(1);
   const Inputs in = make_inputs(n);
-  const attn::BlockLayout layout = attn::window_block_layout(n, kW, false, getenv("TBR") ? atoi(getenv("TBR")) : kTile, getenv("TBC") ? atoi(getenv("TBC")) : kTile);
+  const attn::BlockLayout layout = attn::window_block_layout(n, kW, false, kTile, kTile);
   timed_loop(state, "window", n, window_pairs(n, kW),
              [&] { return attn::block_sparse_attention(in.Q, in.K, in.V, layout, worker_threads()); });
   state.counters["useful"] = window_pairs(n, kW) / static_cast<double>(layout.computed_pairs());
