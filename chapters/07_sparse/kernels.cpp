@@ -114,8 +114,8 @@ struct TileState {
 
 // [online_softmax_tile]
 /// Folds one key tile (columns j0 .. j0 + cols - 1) into the state of query rows i0 .. i0 + rows - 1. The two
-/// products are chapter 05's: its micro-kernels on K packed once per call (\p keys), or OpenBLAS where they do
-/// not run (a CPU without AVX2, or tiles that are not whole panels).
+/// products are chapter 05's: its micro-kernels on \p K_panels (K packed once per call), or OpenBLAS when
+/// \p K_panels is null (a CPU without AVX2, or tiles that are not whole panels).
 void fold_key_tile(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t i0, std::size_t rows, std::size_t j0,
                    std::size_t cols, const Mask* piece, float scale, std::size_t ld, const float* K_panels,
                    TileState& st) {
