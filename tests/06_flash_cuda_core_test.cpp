@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <set>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 
 #include "06_flash_cuda/flash_cuda.hpp"
 #include "06_flash_cuda/ladder.hpp"
+#include "06_flash_cuda/random_inputs.hpp"
 #include "06_flash_cuda/tiles.hpp"
 #include "support/gpu_skip.hpp"
 
@@ -88,6 +90,37 @@ TEST_SUITE("06_flash_cuda") {
       }
   }
   // [vt_store_test]
+
+  TEST_CASE("the timing inputs drawn on the GPU are standard normal: mean, variance and tail mass of 10^6 draws") {
+    // The kernel calls this same function; here the host draws N = 10^6 values of one stream. Limits at 5
+    // standard errors: mean 1/√N = 0.001, variance √(2/N) = 0.0014, the mass beyond 2σ (p = 0.0455)
+    // √(p(1 - p)/N) = 0.0002.
+    constexpr int N = 1000000;
+    double sum = 0.0, sum_sq = 0.0, extreme = 0.0;
+    int beyond_2 = 0, not_finite = 0;
+    for (int i = 0; i < N; ++i) {
+      const double z = attn::ch06::hash_normal(66, static_cast<std::uint64_t>(i));
+      not_finite += std::isfinite(z) ? 0 : 1;
+      sum += z;
+      sum_sq += z * z;
+      beyond_2 += std::fabs(z) > 2.0 ? 1 : 0;
+      extreme = std::max(extreme, std::fabs(z));
+    }
+    const double mean = sum / N, variance = sum_sq / N - mean * mean;
+    CHECK(not_finite == 0);
+    CHECK(std::fabs(mean) < 0.005);
+    CHECK(std::fabs(variance - 1.0) < 0.007);
+    CHECK(std::fabs(beyond_2 / static_cast<double>(N) - 0.0455) < 0.001);
+    CHECK(extreme <= 5.8);  // 24-bit u₁: |z| ≤ √(48 ln 2) = 5.77
+    // Q, K and V use neighbouring seeds: their streams must not be shifted copies of each other.
+    int equal = 0;
+    for (int i = 0; i < 1000; ++i)
+      equal += attn::ch06::hash_normal(66, static_cast<std::uint64_t>(i)) ==
+                       attn::ch06::hash_normal(67, static_cast<std::uint64_t>(i + 1))
+                   ? 1
+                   : 0;
+    CHECK(equal == 0);
+  }
 
   TEST_CASE("on the GPU, every rung refuses a causal call with more queries than keys before launching") {
     REQUIRE_DEVICE();

@@ -109,6 +109,10 @@ class GpuWorkspace {
 
   /// Copies Q (bh, n_q, d), K and V (bh, n_kv, d) to the device and makes their bf16 copies there.
   void upload(const std::vector<float>& Q, const std::vector<float>& K, const std::vector<float>& V);
+  /// Fills Q, K and V on the device with standard normal values (random_inputs.hpp's hash_normal; streams
+  /// \p seed, \p seed + 1, \p seed + 2) and makes their bf16 copies: the timing run's inputs, drawn by the
+  /// GPU in milliseconds instead of by one CPU core in seconds.
+  void fill_normal(std::uint64_t seed);
   /// The device pointers for a launcher.
   DeviceQKV tensors() const;
   /// Sets O to NaN and the LSE to NaN, so a rung that forgets a row is caught.
@@ -121,6 +125,7 @@ class GpuWorkspace {
   double median_ms(const std::function<void()>& launch, int repeats, int warmup) const;
 
  private:
+  void make_bf16_copies();  ///< Q16, K16, V16 from Q, K, V, on the device
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
