@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "06_flash_cuda/flash_cuda.hpp"
@@ -120,6 +121,49 @@ TEST_SUITE("06_flash_cuda") {
                    ? 1
                    : 0;
     CHECK(equal == 0);
+  }
+
+  TEST_CASE("a rung failing its check against the CPU is reported, the timing still runs, and the run fails after") {
+    using attn::ch06::RungCheck;
+    std::vector<RungCheck> seen;
+    bool timed = false;
+    const auto checks = [] {
+      return std::vector<RungCheck>{{"3 flash fp32", 64, false, true, ""},
+                                    {"4 flash tc bf16", 128, true, false, ""},
+                                    {"1 naive", 64, false, false, "cudaLaunchKernel failed: too many resources"}};
+    };
+    const auto time = [&](const std::vector<RungCheck>& c) {
+      seen = c;
+      timed = true;
+    };
+    std::string message;
+    try {
+      attn::ch06::check_then_time(checks, time);
+    } catch (const std::runtime_error& e) {
+      message = e.what();
+    }
+    CHECK(timed);
+    REQUIRE(seen.size() == 3);  // the timing gets every check, to skip a rung that could not run
+    CHECK(message.find("4 flash tc bf16 at d = 128, causal: its output differs from the CPU's") != std::string::npos);
+    CHECK(message.find("1 naive at d = 64, not causal: it could not run: cudaLaunchKernel failed") !=
+          std::string::npos);
+    CHECK(message.find("3 flash fp32") == std::string::npos);
+    // A timing that stops (a broken rung can break the device) does not hide the failed checks.
+    CHECK_THROWS_WITH_AS(
+        attn::ch06::check_then_time(checks,
+                                    [](const std::vector<RungCheck>&) { throw std::runtime_error("cudaMalloc"); }),
+        doctest::Contains("4 flash tc bf16 at d = 128, causal: its output differs from the CPU's\n  1 naive at d = 64, "
+                          "not causal: it could not run: cudaLaunchKernel failed: too many resources\nthen the timing "
+                          "stopped: cudaMalloc"),
+        std::runtime_error);
+    // Every check passed: the timing runs and nothing is thrown.
+    timed = false;
+    CHECK_NOTHROW(attn::ch06::check_then_time(
+        [] {
+          return std::vector<RungCheck>{{"2 cublas", 64, true, true, ""}};
+        },
+        time));
+    CHECK(timed);
   }
 
   TEST_CASE("on the GPU, every rung refuses a causal call with more queries than keys before launching") {

@@ -138,6 +138,24 @@ struct Ceilings {
 };
 Ceilings measure_ceilings();
 
+// --- the timing run's order (no GPU needed to test it) ------------------------------------------------
+
+/// One rung's check against the CPU at one head size and mask, before the timing run.
+struct RungCheck {
+  std::string rung;
+  int d = 0;
+  bool causal = false;
+  bool ok = false;
+  std::string error;  ///< what the rung threw when it could not even run (empty when it ran)
+};
+
+/// The timing run after its checks: runs \p check (every rung against the CPU), then \p time with the
+/// checks' results even when some failed, then throws std::runtime_error naming every failed rung, head
+/// size and mask, so the program still exits non-zero. A failed check costs the run its verdict, not its
+/// measurements: a lent GPU machine may be gone before a second try.
+void check_then_time(const std::function<std::vector<RungCheck>()>& check,
+                     const std::function<void(const std::vector<RungCheck>&)>& time);
+
 // --- host arithmetic (no GPU needed) --------------------------------------------------------------------
 
 /// FLOPs of attention: 4·n_q·n_kv·d per head (Q·Kᵀ and P·V, 2 per multiply-add), about half when causal.
