@@ -55,4 +55,16 @@ grep -q "^ok    ch06_flash_cuda_solution_test: host-side cases passed; its [1-9]
 grep -q "^ok    ch06_flash_cuda_core_test: host-side cases passed" "$out/status.txt" || fail "the core tests"
 grep -q "skipped" "$out/tests-ch06_flash_cuda_solution_test.txt" || fail "no skipped cases in the test output"
 [ "$(head -n 1 "$out/06_flash_cuda.txt")" = "sources $(cat "$pack/SOURCES_HASH")" ] || fail "the recording's hash line"
-echo "ok: run.sh passed in a clean environment; the recording step wrote $out/06_flash_cuda.txt"
+# What a GPU run would do, as the dry run prints it: each sanitizer limited to the course's kernels, a time
+# limit on every step and a deadline on the whole run; and the one archive of every result file.
+for tool in memcheck racecheck; do
+  grep -q "^dry run: would run (limit [0-9]* s): .*compute-sanitizer --tool $tool --kernel-name kns=ch06 " \
+    "$scratch/run.log" || fail "the dry run does not show $tool limited to the course's kernels"
+done
+[ "$(grep -c '^==> .* (limit [0-9]* s; ' "$scratch/run.log")" -eq 6 ] || fail "not every one of the 6 steps shows its limit"
+grep -q "the whole run stops by [0-9]* s" "$scratch/run.log" || fail "the dry run does not show the run's deadline"
+results=$(cd "$out" && for f in *; do [ "$f" = results.tar.gz ] || echo "$f"; done | tr '\n' ' ')
+[ "$(tar -tzf "$out/results.tar.gz" | sort | tr '\n' ' ')" = "$results" ] ||
+  fail "results.tar.gz does not hold every result file: $(tar -tzf "$out/results.tar.gz" | tr '\n' ' ')"
+echo "ok: run.sh passed in a clean environment; the recording step wrote $out/06_flash_cuda.txt; results.tar.gz" \
+  "holds all $(tar -tzf "$out/results.tar.gz" | wc -l) result files; the sanitizers and time limits show in the dry run"
