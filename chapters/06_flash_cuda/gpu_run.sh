@@ -80,7 +80,9 @@ missing_libs() { ldd "$bin/ch06_flash_cuda" "$bin/ch06_flash_cuda_solution_test"
 # Whether the machine's own C++ runtime (libstdc++, libgcc_s) serves the programs and the pack's libraries:
 # no loader message about either (missing, unreadable, or without a symbol version they need).
 host_cxx_runtime_serves() {
-  ! ldd "$bin"/* 2>&1 | grep -E 'libstdc\+\+|libgcc_s' | grep -qE 'not found|error|too short|wrong ELF'
+  local complaints # collected first: grep -q stopping early would fail the pipeline (pipefail, SIGPIPE)
+  complaints=$(ldd "$bin"/* 2>&1 | grep -E 'libstdc\+\+|libgcc_s')
+  ! grep -qE 'not found|error|too short|wrong ELF' <<<"$complaints"
 }
 
 # LD_LIBRARY_PATH for the programs: the pack's lib/ first, its lib/fallback/ only when the machine's C++
