@@ -35,9 +35,11 @@ bin="$here/bin" hash="" dry_run=0 repeats=10 out="" python=python3
 N=(1024 4096 16384) D=(64 128) BH=64
 
 # --- time -----------------------------------------------------------------------------------------------
-# Each step's limit in seconds, about twice what it is expected to take on an H100/H200 (the book's page
-# gives the estimate), and the deadline of the whole run. The limits add up to 400 s; the other 20 s are
-# for what runs between the steps and for KILL_GRACE, so no step can push the run past the deadline.
+# Each step's limit in seconds, at least twice what it is expected to take on an H100/H200 (estimates, no
+# GPU run recorded yet: core tests ~2 s, solution tests ~10, memcheck ~30, racecheck ~45, the ladder ~40
+# (its 21·10¹² FLOP per flash rung, 13 launches each, rung 3 at 10-20 TFLOP/s), SDPA ~20 with torch's
+# start: about 2.5 minutes), and the deadline of the whole run. The limits add up to 400 s; the other
+# 20 s are for what runs between the steps and for KILL_GRACE, so no step can push the run past it.
 DEADLINE=420
 KILL_GRACE=5 # after its limit a step gets SIGTERM, KILL_GRACE seconds later SIGKILL
 declare -A LIMIT=([core_tests]=20 [solution_tests]=60 [memcheck]=60 [racecheck]=90 [ladder]=110 [sdpa]=60)
