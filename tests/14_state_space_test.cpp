@@ -241,6 +241,30 @@ TEST_SUITE("14_state_space") {
   }
 
   TEST_CASE(
+      "the S4D kernel and the direct convolution of a long sequence (Δ = 0.001, n = 4,096) are right to float32 "
+      "rounding") {
+    // At Δ = 0.001, |Ā| is within 5e-4 of 1: the kernel's 4,096 taps are 4,096 powers of Ā, and each output of the
+    // convolution sums up to 4,096 products. In float, either accumulates n·ε of rounding (2.4e-4 relative).
+    attn::Rng rng(144);
+    const std::size_t N = 16, n = 4096;
+    const attn::DiscreteSSM s = attn::zoh_discretize(s4d_lin(N, rng), 0.001f);
+    const std::vector<double> K = oracle::ssm_kernel(to_double(s.A_bar), to_double(s.B_bar), to_double(s.C), n);
+    // K_l rounds to float once (ε|K_l|); before that, l ≤ n complex products and N sums in double (and the oracle's
+    // std::pow) err by at most 4·n·2^-53 of Σ_k |C_k B̄_k| (|Ā_k| ≤ 1).
+    const double kDoubleEps = 1.0 / 9007199254740992.0;  // 2^-53
+    const double gain = magnitude(s).gain;
+    const Vector K_track = attn::ch14::ssm_kernel(s, n);  // (n)
+    CHECK_ALLCLOSE(K_track, K, 4.0 * static_cast<double>(n) * kDoubleEps * gain, kEps);
+    // The convolution of that kernel: y_t rounds to float once (ε|y_t|); the sums of n exact products in double
+    // err by n·2^-53·Σ_j |K_j||u_{t−j}| on each side, the track's and the oracle's.
+    const Vector u = xt::flatten(Matrix(rng.normal(n, 1)));  // (n)
+    const std::vector<double> y = oracle::causal_convolution(to_oracle(K_track), to_oracle(u));
+    const double l1 = static_cast<double>(xt::sum(xt::abs(K_track))());
+    CHECK_ALLCLOSE(attn::ch14::causal_convolution_direct(K_track, u), y,
+                   2.0 * static_cast<double>(n) * kDoubleEps * l1 * max_abs(u), kEps);
+  }
+
+  TEST_CASE(
       "FFT convolution equals direct convolution of a zoh_discretize kernel for any lengths, shorter or longer than "
       "the input") {
     attn::Rng rng(142);
