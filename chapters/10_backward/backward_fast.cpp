@@ -12,7 +12,7 @@
 //      once per call, as the fast forward computed it: every score is the same FMA chain over d_k followed by
 //      the same multiplication by 1/√d_k, so it has the forward's bits whatever the tile sizes, and exp(S − lse)
 //      is the forward's P exactly (one dominant key gives P = 1, hence dV = dO, as PyTorch's backward does).
-//      An OpenBLAS product with other tile shapes rounds the sums differently: P = 1.0000077 in that case.
+//      An OpenBLAS product of other tile shapes rounds the sums differently (P = 1.000015 in the test, d_k = 64).
 //      The other four products are sgemm calls, OpenBLAS single-threaded inside each thread, on pointers into
 //      dO, the gradients and a copy of Vᵀ made once per call, with the 1/√d_k folded into their alpha. The copy
 //      is there for OpenBLAS: dP = dO Vᵀ read from V itself is a product whose operands both run along d, which
