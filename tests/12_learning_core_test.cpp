@@ -375,4 +375,34 @@ TEST_SUITE("12_learning") {
     refused("config.npy is (5,); the configuration in config.npy needs (6,)");
     std::filesystem::remove_all(dir);
   }
+
+  TEST_CASE("save_checkpoint never replaces a file it did not write: a folder of the user's is refused untouched") {
+    const ch12::Model model = small_model(1, 37);
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("attn_ch12_users_folder_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    {
+      std::ofstream users(dir / "embed.npy");
+      users << "the user's own file";
+    }
+    CHECK_THROWS_WITH_AS(ch12::save_checkpoint(model, dir.string()),
+                         doctest::Contains("holds files this chapter did not write"), std::invalid_argument);
+    std::ifstream back(dir / "embed.npy");
+    std::string text;
+    std::getline(back, text);
+    CHECK(text == "the user's own file");
+    CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()) == 1);
+    // A file where the folder should be, and empty text, are refused too.
+    CHECK_THROWS_WITH_AS(ch12::save_checkpoint(model, (dir / "embed.npy").string()),
+                         doctest::Contains("is not a folder"), std::invalid_argument);
+    CHECK_THROWS_AS(ch12::save_checkpoint(model, ""), std::invalid_argument);
+    // A folder a checkpoint was written into is the chapter's: saving again replaces its files.
+    std::filesystem::remove_all(dir);
+    ch12::save_checkpoint(model, dir.string());
+    const ch12::Model other = small_model(1, 38);
+    ch12::save_checkpoint(other, dir.string());
+    CHECK(ch12::load_checkpoint(dir.string()).embed == other.embed);
+    std::filesystem::remove_all(dir);
+  }
 }

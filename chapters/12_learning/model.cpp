@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <regex>
 
 #include <fmt/format.h>
 #include <xtensor/xnpy.hpp>
@@ -217,9 +218,55 @@ xt::xarray<T> read_npy(const std::filesystem::path& path, const std::vector<std:
 
 }  // namespace
 
+namespace {
+
+/// Is \p name a file save_checkpoint() writes (config.npy, embed.npy, unembed.npy, layerL_W_Q/K/V/O.npy) or
+/// the marker?
+bool checkpoint_file_name(const std::string& name) {
+  static const std::regex layer_file("layer[0-9]+_W_[QKVO]\\.npy");
+  return name == kCheckpointMarker || name == "config.npy" || name == "embed.npy" || name == "unembed.npy" ||
+         std::regex_match(name, layer_file);
+}
+
+[[noreturn]] void refuse_dir(const std::string& dir, const std::string& why) {
+  throw std::invalid_argument(fmt::format("save_checkpoint: '{}' {}", dir, why));
+}
+
+}  // namespace
+
+void prepare_checkpoint_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (dir.empty()) throw std::invalid_argument("save_checkpoint: the folder is empty text; name a folder");
+  const fs::path folder(dir), marker = folder / kCheckpointMarker;
+  std::error_code ec;
+  if (fs::exists(folder, ec)) {
+    if (!fs::is_directory(folder, ec)) refuse_dir(dir, "exists and is not a folder");
+    bool empty = true, marked = false;
+    std::string foreign;
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      empty = false;
+      marked = marked || name == kCheckpointMarker;
+      if (foreign.empty() && (!checkpoint_file_name(name) || !it->is_regular_file())) foreign = name;
+    }
+    if (ec) refuse_dir(dir, "cannot be read: " + ec.message());
+    if (!empty && (!marked || !foreign.empty()))
+      refuse_dir(
+          dir, fmt::format("holds files this chapter did not write ({}); give a new or empty folder, or one "
+                           "an earlier --save-checkpoint wrote (it holds {})",
+                           foreign.empty() ? "and no " + std::string(kCheckpointMarker) : foreign, kCheckpointMarker));
+  } else if (!fs::create_directories(folder, ec) || ec) {
+    refuse_dir(dir, "cannot be created: " + (ec ? ec.message() : std::string("unknown error")));
+  }
+  std::ofstream out(marker, std::ios::trunc);
+  out << "A checkpoint of chapter 12's model, written by ch12_learning --save-checkpoint (attn::ch12::save_checkpoint)."
+         "\nRead it with attn::ch12::load_checkpoint or numpy.load; a later run may replace these files.\n";
+  if (!out) refuse_dir(dir, "cannot be written into");
+}
+
 void save_checkpoint(const Model& model, const std::string& dir) {
   const std::filesystem::path folder(dir);
-  std::filesystem::create_directories(folder);
+  prepare_checkpoint_dir(dir);
   const Config& c = model.config;
   const xt::xtensor<double, 1> config{static_cast<double>(c.vocab),   static_cast<double>(c.d_model),
                                       static_cast<double>(c.heads),   static_cast<double>(c.layers),

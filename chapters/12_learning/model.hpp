@@ -73,10 +73,22 @@ std::vector<Matrix*> parameters(Model& model);
 /// The same, read-only.
 std::vector<const Matrix*> parameters(const Model& model);
 
-/// Writes \p model into the folder \p dir (created if missing) as NumPy .npy files, with xtensor's own
-/// xt::dump_npy: config.npy (vocab, d_model, heads, layers, context, rope_base, float64), embed.npy
+/// The file that marks a folder as a checkpoint's: prepare_checkpoint_dir() writes it first.
+inline constexpr const char* kCheckpointMarker = "written_by_ch12_learning.txt";
+
+/// Makes \p dir ready for save_checkpoint(), or refuses it (std::invalid_argument naming it) when it is empty
+/// text, exists and is not a folder, cannot be created or written, or holds files this chapter did not write:
+/// only a new or empty folder, or one holding a checkpoint written before (kCheckpointMarker and the
+/// checkpoint's own .npy files), is accepted, so a file of the user's (or '/') is never replaced. Creates the
+/// folder when missing and writes kCheckpointMarker into it. The chapter calls it when it parses the command
+/// line, so a bad --save-checkpoint fails with status 2 before training.
+void prepare_checkpoint_dir(const std::string& dir);
+
+/// Writes \p model into the folder \p dir (prepare_checkpoint_dir() first) as NumPy .npy files, with xtensor's
+/// own xt::dump_npy: config.npy (vocab, d_model, heads, layers, context, rope_base, float64), embed.npy
 /// (vocab, d_model), layer1_W_Q.npy … layerL_W_O.npy (d_model, d_model) and unembed.npy (d_model, vocab).
-/// Python reads them with numpy.load. Throws std::runtime_error naming the file it cannot write.
+/// Python reads them with numpy.load. Throws std::invalid_argument when prepare_checkpoint_dir() refuses \p dir
+/// (nothing is written then), std::runtime_error naming the file it cannot write.
 void save_checkpoint(const Model& model, const std::string& dir);
 
 /// The model save_checkpoint() wrote into \p dir, bit for bit. Throws std::invalid_argument naming the file
