@@ -1,6 +1,6 @@
 // Chapter 11's own code on bad input: the modifier kernel (flex.hpp), its block masks and the modifiers
-// (modifiers.hpp). Chapter code, not an exercise, so these run on the solution track only (like chapter 12's
-// and 13's core tests). Expected values are closed forms; a bad parameter must be an std::invalid_argument
+// (modifiers.hpp). Chapter code, not an exercise, so these run on the solution track only (like the core
+// tests of chapters 12 and 13). Expected values are closed forms; a bad parameter must be an std::invalid_argument
 // naming it, never a crash, a huge allocation or a silently wrong mask.
 #include <doctest/doctest.h>
 
