@@ -558,4 +558,20 @@ TEST_SUITE("05_flash_cpu: chapter code") {
     MESSAGE("micro-kernel instruction sets this CPU ran: " << tried << " (the widest: "
                                                            << std::string(attn::ch05::tile_kernel_isa()) << ")");
   }
+
+  TEST_CASE("attention_row refuses a NaN or +inf lse and NaN in Q or K, naming them") {
+    attn::Rng rng(62);
+    const Matrix Q = rng.normal(3, 4), K = rng.normal(5, 4), V = rng.normal(5, 2);
+    const attn::FlashOutput f = attn::flash_attention(Q, K, V, false, 2, 2);
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      Vector lse = f.lse;
+      lse(1) = bad;
+      CHECK_THROWS_WITH_AS(attn::attention_row(Q, K, lse, 1, false), doctest::Contains("lse[1]"),
+                           std::invalid_argument);
+    }
+    Matrix bad_K = K;
+    bad_K(2, 3) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(attn::attention_row(Q, bad_K, f.lse, 0, false), doctest::Contains("K[11]"),
+                         std::invalid_argument);
+  }
 }
