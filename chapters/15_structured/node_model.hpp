@@ -110,7 +110,12 @@ struct NodeResult {
 // [train_nodes]
 /// Trains a fresh model (\p seed) full-batch on the labels of the nodes in \p labelled (the others are
 /// chapter 12's kIgnore targets), and scores it on the rest.
+/// \param task the graph, the features and how the graph enters the scores.
 /// \param labels (n) every node's true class, < classes.
+/// \param labelled the nodes whose label the loss sees.
+/// \param classes number of classes.
+/// \param s sizes, steps and AdamW settings.
+/// \param seed the model's initialisation.
 inline NodeResult train_nodes(const NodeTask& task, const std::vector<std::size_t>& labels,
                               const std::vector<std::size_t>& labelled, std::size_t classes, const NodeTraining& s,
                               std::uint64_t seed) {
