@@ -369,6 +369,19 @@ TEST_SUITE("15_structured: chapter code") {
     CHECK_THROWS_AS(ch15::famous_graph("No such graph"), std::invalid_argument);
   }
 
+  TEST_CASE("igraph's block model gives two cliques at p_in = 1, p_out = 0, and refuses a probability past 1") {
+    if (!ch15::have_igraph()) {
+      MESSAGE("built without igraph: nothing to check");
+      return;
+    }
+    const ch15::Graph g = ch15::sbm_graph({5, 4}, 1.0, 0.0, 3);
+    CHECK(g.n == 9);
+    CHECK(g.edges.size() == 10 + 6);  // C(5, 2) + C(4, 2)
+    for (const auto& [u, v] : g.edges) CHECK_MESSAGE((u < 5) == (v < 5), "edge (" << u << ", " << v << ") crosses");
+    CHECK(ch15::sbm_graph({5, 4}, 0.0, 1.0, 3).edges.size() == 20);  // 5 · 4 across, none inside
+    CHECK_THROWS_WITH_AS(ch15::sbm_graph({5, 4}, 1.5, 0.0, 3), doctest::Contains("p_in = 1.5"), std::invalid_argument);
+  }
+
   TEST_CASE("the article's sentences carry one tree each, one head and one relation per token") {
     for (const ch15::ParsedSentence& s : ch15::parsed_sentences()) {
       CAPTURE(s.name);
@@ -397,7 +410,9 @@ TEST_SUITE("15_structured: chapter code") {
     }
   }
 
-  TEST_CASE("the node classifier's backward equals central differences of the float64 oracle, for each structure") {
+  TEST_CASE(
+      "the node classifier's backward equals central differences of the float64 oracle, each structure, with and "
+      "without a residual") {
     // Central differences with h ≈ 1e-3 on the float64 oracle: truncation error ~h²·|f'''| ≈ 1e-6 for these O(1)
     // losses, rounding ~1e-13; the float32 backward of a 6-node model rounds at a few 1e-7 relative. Hence
     // 2e-5 absolute and 2e-3 relative; a missing term (the LeakyReLU's slope, a sum over the wrong axis)
@@ -405,9 +420,13 @@ TEST_SUITE("15_structured: chapter code") {
     attn::Rng rng(1513);
     const ch15::Graph g = {6, {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {1, 5}}};
     const std::vector<std::size_t> targets{0, attn::ch12::kIgnore, 1, 1, attn::ch12::kIgnore, 0};
-    for (ch15::Structure s : {ch15::Structure::none, ch15::Structure::mask, ch15::Structure::bias}) {
+    for (int variant = 0; variant < 6; ++variant) {
+      const auto s = static_cast<ch15::Structure>(variant % 3);
+      const bool residual = variant >= 3;
       CAPTURE(ch15::structure_name(s));
-      const ch15::NodeTask task{rng.normal(6, 4), ch15::adjacency_mask(g, true), ch15::hop_distances(g), s, 0.2f};
+      CAPTURE(residual);
+      const ch15::NodeTask task{rng.normal(6, 4), ch15::adjacency_mask(g, true), ch15::hop_distances(g), s, 0.2f,
+                                residual};
       ch15::NodeModel model = ch15::init_node_model(4, 3, 3, 2, 77);
       model.b = rng.normal(1, 3);
       const ch15::NodeTrace trace = ch15::node_forward(model, task);
@@ -418,7 +437,7 @@ TEST_SUITE("15_structured: chapter code") {
       const auto loss = [&](const ch15::NodeModel& m) {
         const oracle::Mat logits = oracle::node_logits(to_oracle(task.X), to_oracle(m.W), to_vector(xt::flatten(m.a)),
                                                        to_vector(xt::flatten(m.b)), to_oracle(m.W_out), allowed, hops,
-                                                       static_cast<int>(s), 0.2);
+                                                       static_cast<int>(s), 0.2, residual);
         return oracle::cross_entropy(logits, targets);
       };
       std::vector<attn::Matrix*> params = ch15::parameters(model), grad = ch15::parameters(grads);

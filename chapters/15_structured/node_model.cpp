@@ -55,6 +55,7 @@ NodeModel node_backward(const NodeModel& m, const NodeTask& task, const NodeTrac
   g.W_out = matmul_transpose_a(t.Z, dlogits);        // (d, classes)
   const Matrix dZ = matmul(dlogits, m.W_out, true);  // (n, d)
   Matrix dH = matmul_transpose_a(t.A, dZ);           // (n, d): through Z = A·H
+  if (task.residual) dH += dZ;                       // and through Z's + H
   const Matrix dA = matmul(dZ, t.H, true);           // (n, n)
   const Matrix dS = softmax_backward(t.A, dA);       // (n, n): chapter 10; zero where A is (masked pairs)
   if (task.structure == Structure::bias)

@@ -49,7 +49,8 @@ struct NodeTask {
   Mask allowed;  ///< (n, n) the graph with self-loops (adjacency_mask(g, true))
   Hops hops;     ///< (n, n) hop distances
   Structure structure = Structure::mask;
-  float slope = 0.2f;  ///< LeakyReLU's slope
+  float slope = 0.2f;     ///< LeakyReLU's slope
+  bool residual = false;  ///< Z = A·H + H: each node keeps its own features beside what it hears
 };
 
 /// What the forward keeps for the backward.
@@ -57,7 +58,7 @@ struct NodeTrace {
   Matrix H;       ///< (n, d) X·W
   Matrix E;       ///< (n, n) GAT scores, before mask or bias
   Matrix A;       ///< (n, n) attention weights
-  Matrix Z;       ///< (n, d) A·H
+  Matrix Z;       ///< (n, d) A·H (+ H with a residual)
   Matrix logits;  ///< (n, classes) Z·W_out
 };
 
@@ -76,7 +77,7 @@ NodeModel node_backward(const NodeModel& m, const NodeTask& task, const NodeTrac
 
 // [node_forward]
 /// The forward: H = X·W, E = gat_scores(H, a), scores S = E (none), E masked to the graph (mask) or
-/// E + hop_bias(hops, b) (bias); A = softmax_rows(S); logits = (A·H)·W_out.
+/// E + hop_bias(hops, b) (bias); A = softmax_rows(S); Z = A·H (+ H); logits = Z·W_out.
 inline NodeTrace node_forward(const NodeModel& m, const NodeTask& task) {
   NodeTrace t;
   t.H = matmul(task.X, m.W);                            // (n, d)
@@ -84,8 +85,9 @@ inline NodeTrace node_forward(const NodeModel& m, const NodeTask& task) {
   Matrix S = t.E;                                       // (n, n)
   if (task.structure == Structure::mask) S = xt::where(task.allowed, t.E, -std::numeric_limits<float>::infinity());
   if (task.structure == Structure::bias) S = t.E + hop_bias(task.hops, xt::flatten(m.b));
-  t.A = softmax_rows(S);            // (n, n)
-  t.Z = matmul(t.A, t.H);           // (n, d)
+  t.A = softmax_rows(S);   // (n, n)
+  t.Z = matmul(t.A, t.H);  // (n, d)
+  if (task.residual) t.Z += t.H;
   t.logits = matmul(t.Z, m.W_out);  // (n, classes)
   return t;
 }

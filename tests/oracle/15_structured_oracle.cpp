@@ -71,14 +71,17 @@ std::vector<bool> subtree_relation(const std::vector<long>& parent) {
 
 Mat node_logits(const Mat& X, const Mat& W, const std::vector<double>& a, const std::vector<double>& b,
                 const Mat& W_out, const std::vector<bool>& allowed, const std::vector<std::size_t>& hops, int structure,
-                double slope) {
+                double slope, bool residual) {
   const Mat H = matmul(X, W);
   Mat S = gat_scores(H, a, slope);
   for (std::size_t k = 0; k < S.v.size(); ++k) {
     if (structure == 1 && !allowed[k]) S.v[k] = -std::numeric_limits<double>::infinity();
     if (structure == 2) S.v[k] += b[std::min(hops[k], b.size() - 1)];
   }
-  return matmul(mix(S, H), W_out);
+  Mat Z = mix(S, H);
+  if (residual)
+    for (std::size_t k = 0; k < Z.v.size(); ++k) Z.v[k] += H.v[k];
+  return matmul(Z, W_out);
 }
 
 }  // namespace attn::oracle

@@ -25,10 +25,10 @@ Mat gat_head(const Mat& X, const Mat& W, const std::vector<double>& a, const std
 std::vector<bool> subtree_relation(const std::vector<long>& parent);
 
 /// The node classifier's logits: H = X·W, E = gat_scores(H, a), S = E (structure 0), E with −inf where not
-/// allowed (1), or E + b[min(hops, B − 1)] (2); A = softmax rows (all −inf: zeros); logits = A·H·W_out.
-/// hops (n·n, row-major).
+/// allowed (1), or E + b[min(hops, B − 1)] (2); A = softmax rows (all −inf: zeros); logits = (A·H + H)·W_out
+/// with a residual, A·H·W_out without. hops (n·n, row-major).
 Mat node_logits(const Mat& X, const Mat& W, const std::vector<double>& a, const std::vector<double>& b,
                 const Mat& W_out, const std::vector<bool>& allowed, const std::vector<std::size_t>& hops, int structure,
-                double slope);
+                double slope, bool residual);
 
 }  // namespace attn::oracle
