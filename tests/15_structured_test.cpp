@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "15_structured/csr.hpp"
 #include "15_structured/graph.hpp"
 #include "15_structured/igraph_graphs.hpp"
 #include "15_structured/node_model.hpp"
@@ -380,6 +381,38 @@ TEST_SUITE("15_structured: chapter code") {
     for (const auto& [u, v] : g.edges) CHECK_MESSAGE((u < 5) == (v < 5), "edge (" << u << ", " << v << ") crosses");
     CHECK(ch15::sbm_graph({5, 4}, 0.0, 1.0, 3).edges.size() == 20);  // 5 · 4 across, none inside
     CHECK_THROWS_WITH_AS(ch15::sbm_graph({5, 4}, 1.5, 0.0, 3), doctest::Contains("p_in = 1.5"), std::invalid_argument);
+  }
+
+  TEST_CASE(
+      "CSR attention equals the oracle's masked attention head by head, isolated node zeros, on 1 and 3 threads") {
+    attn::Rng rng(1514);
+    const ch15::Neighbours in = ch15::neighbour_lists(small_graph(), false);        // node 6 hears nobody
+    const Matrix Q = rng.normal(7, 6), K = rng.normal(7, 6), V = rng.normal(7, 6);  // 2 heads of 3
+    const std::vector<bool> allowed = attn::test::to_oracle(ch15::adjacency_mask(small_graph(), false));
+    const Matrix one = ch15::csr_attention(Q, K, V, ch15::csr_of(in), 2, 1);
+    for (std::size_t c = 0; c < 2; ++c) {
+      auto cols = xt::range(3 * c, 3 * c + 3);
+      const Matrix Qc = xt::view(Q, xt::all(), cols), Kc = xt::view(K, xt::all(), cols),
+                   Vc = xt::view(V, xt::all(), cols), Oc = xt::view(one, xt::all(), cols);
+      CAPTURE(c);
+      CHECK_CLOSE(Oc, oracle::attention(to_oracle(Qc), to_oracle(Kc), to_oracle(Vc), &allowed));
+    }
+    const ch15::Csr big = ch15::random_csr(3000, 5, 7);  // more nodes than one work item, so threads share them
+    const Matrix Qb = rng.normal(3000, 8), Kb = rng.normal(3000, 8), Vb = rng.normal(3000, 8);
+    CHECK(ch15::csr_attention(Qb, Kb, Vb, big, 2, 1) == ch15::csr_attention(Qb, Kb, Vb, big, 2, 3));
+  }
+
+  TEST_CASE("csr_of and csr_attention refuse a sender past n, a malformed row_start and heads that do not divide") {
+    CHECK_THROWS_WITH_AS(ch15::csr_of({{0}, {5}}), doctest::Contains("node 5"), std::invalid_argument);
+    const Matrix X = xt::ones<float>({2, 4});
+    ch15::Csr g = ch15::csr_of({{0, 1}, {1}});
+    CHECK_THROWS_AS(ch15::csr_attention(X, X, X, g, 3), std::invalid_argument);
+    CHECK_THROWS_AS(ch15::csr_attention(X, X, X, g, 2, 0), std::invalid_argument);
+    g.row_start = {0, 3, 2};
+    CHECK_THROWS_WITH_AS(ch15::csr_attention(X, X, X, g, 2), doctest::Contains("row_start"), std::invalid_argument);
+    g = ch15::csr_of({{0, 1}, {1}});
+    g.cols[2] = 9;
+    CHECK_THROWS_WITH_AS(ch15::csr_attention(X, X, X, g, 2), doctest::Contains("sender 9"), std::invalid_argument);
   }
 
   TEST_CASE("the article's sentences carry one tree each, one head and one relation per token") {

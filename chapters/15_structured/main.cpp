@@ -13,8 +13,10 @@
 // (chapters/15_structured/structured_mpi.cpp), launched by `./course run 15` on 4 ranks.
 // The stochastic-block-model sweep (igraph's generator): accuracy of the three structures against the ratio of
 // in- to cross-community edges, plotted, with the ratio where the hard mask starts to beat no graph.
-// What it leaves out: several layers, training GATv2 (its scores are compared on the same weights), and a
-// sparse (CSR) kernel with its benchmark.
+// Its benchmarks (bench.cpp, `./course bench 15`): the CSR graph-attention kernel (csr.cpp) against dense masked
+// attention on the same random graphs, and the copy bandwidth, in one run.
+// What it leaves out: several layers, training GATv2 (its scores are compared on the same weights), and the
+// nested-expression (ListOps) task with a tree prior.
 // Run it: ./course run 15      Your code: ./course run 15 --track exercise      Book page: book/15_structured.md
 #include <algorithm>
 #include <array>
