@@ -128,10 +128,10 @@ bool run_case(std::size_t n, std::size_t d, std::size_t n_q, std::uint64_t seed,
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
   if (rank == 0 && print)
     std::printf(
-        "P = %d, n = %5zu, d = %zu, n_q = %zu: Allreduce max |ΔO| %.1e, tree max |ΔO| %.1e in %zu rounds "
-        "(⌈log₂P⌉ = %zu, a ring: %d steps), %zu bytes sent per rank%s\n",
-        P, n, d, n_q, d_all, d_tree, rounds, ch15::ceil_log2(static_cast<std::size_t>(P)), P - 1,
-        mine.size() * sizeof(float), all_ok ? "" : "  FAIL");
+        "P = %d, n = %zu, d = %zu, n_q = %zu: max |ΔO| Allreduce %.1e, tree %.1e%s\n"
+        "  tree: %zu rounds (⌈log₂P⌉ = %zu; a ring: %d steps), each rank but 0 sends one message of %zu bytes\n",
+        P, n, d, n_q, d_all, d_tree, all_ok ? "" : "  FAIL", rounds, ch15::ceil_log2(static_cast<std::size_t>(P)),
+        P - 1, mine.size() * sizeof(float));
   return all_ok != 0;
 }
 
