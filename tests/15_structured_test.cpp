@@ -415,6 +415,36 @@ TEST_SUITE("15_structured: chapter code") {
     CHECK_THROWS_WITH_AS(ch15::csr_attention(X, X, X, g, 2), doctest::Contains("sender 9"), std::invalid_argument);
   }
 
+  TEST_CASE("a MAX expression's target at each operator is the largest digit of its subtree, by the oracle's walk") {
+    attn::Rng rng(1515);
+    for (int k = 0; k < 20; ++k) {
+      const ch15::MaxExpression e = ch15::make_max_expression(rng, 3);
+      const std::size_t n = e.tokens.size();
+      REQUIRE(e.parent.size() == n);
+      REQUIRE(e.target.size() == n);
+      CHECK(e.tokens[0] == ch15::kMaxToken);
+      const std::vector<bool> below = oracle::subtree_relation(e.parent);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (e.tokens[i] != ch15::kMaxToken) {
+          CHECK(e.target[i] == attn::ch12::kIgnore);
+          continue;
+        }
+        std::size_t largest = 0;
+        for (std::size_t j = 0; j < n; ++j)
+          if (below[i * n + j] && e.tokens[j] != ch15::kMaxToken) largest = std::max(largest, e.tokens[j]);
+        CHECK_MESSAGE(e.target[i] == largest, "operator " << i);
+      }
+    }
+    CHECK_THROWS_AS(ch15::make_max_expression(rng, 0), std::invalid_argument);
+  }
+
+  TEST_CASE("predictions take each row's argmax, and accuracy counts only the nodes with a target") {
+    const Matrix logits = {{0.1f, 0.9f}, {0.8f, 0.2f}, {0.3f, 0.7f}};
+    CHECK(ch15::predictions(logits) == std::vector<std::size_t>{1, 0, 1});
+    CHECK(ch15::accuracy_on({1, 0, 1}, {1, attn::ch12::kIgnore, 0}) == doctest::Approx(0.5));
+    CHECK_THROWS_AS(ch15::accuracy_on({1, 0}, {1}), std::invalid_argument);
+  }
+
   TEST_CASE("the article's sentences carry one tree each, one head and one relation per token") {
     for (const ch15::ParsedSentence& s : ch15::parsed_sentences()) {
       CAPTURE(s.name);

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "12_learning/model.hpp"
+
 namespace attn::ch15 {
 
 namespace {
@@ -165,6 +167,41 @@ const std::vector<ParsedSentence>& parsed_sentences() {
        3},
   };
   return sentences;
+}
+
+namespace {
+
+/// Appends an operator under \p parent and its arguments; returns the largest digit below it.
+std::size_t grow_operator(MaxExpression& e, long parent, std::size_t depth, Rng& rng) {
+  const std::size_t me = e.tokens.size();
+  e.tokens.push_back(kMaxToken);
+  e.parent.push_back(parent);
+  e.target.push_back(0);
+  std::uniform_int_distribution<std::size_t> arity(2, 3), digit(0, 9);
+  std::bernoulli_distribution nest(0.5);
+  std::size_t largest = 0;
+  for (std::size_t a = arity(rng.engine()); a > 0; --a) {
+    if (depth > 1 && nest(rng.engine())) {
+      largest = std::max(largest, grow_operator(e, static_cast<long>(me), depth - 1, rng));
+      continue;
+    }
+    const std::size_t d = digit(rng.engine());
+    e.tokens.push_back(d);
+    e.parent.push_back(static_cast<long>(me));
+    e.target.push_back(ch12::kIgnore);
+    largest = std::max(largest, d);
+  }
+  e.target[me] = largest;
+  return largest;
+}
+
+}  // namespace
+
+MaxExpression make_max_expression(Rng& rng, std::size_t depth) {
+  require(depth >= 1 && depth <= 8, fmt::format("make_max_expression: depth = {} (need 1 … 8)", depth));
+  MaxExpression e;
+  grow_operator(e, -1, depth, rng);
+  return e;
 }
 
 }  // namespace attn::ch15

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "15_structured/structured.hpp"
+#include "attn/rng.hpp"
 
 namespace attn::ch15 {
 
@@ -66,6 +67,22 @@ struct ParsedSentence {
 
 /// The article's example sentences (chapter 01's six) with their trees.
 const std::vector<ParsedSentence>& parsed_sentences();
+
+/// The operator token of a MAX expression (tokens 0 … 9 are the digits).
+inline constexpr std::size_t kMaxToken = 10;
+
+/// A nested MAX expression in the style of ListOps (Nangia and Bowman 2018), as its tree: operators are inner
+/// nodes, digits leaves, in prefix order (an operator before its arguments).
+struct MaxExpression {
+  std::vector<std::size_t> tokens;  ///< (n) a digit 0 … 9, or kMaxToken
+  std::vector<long> parent;         ///< (n) each token's operator, −1 for the root
+  std::vector<std::size_t> target;  ///< (n) at an operator the largest digit below it; chapter 12's kIgnore at a digit
+};
+
+/// A random MAX expression: the root is an operator with 2 or 3 arguments; an argument is another operator
+/// (while \p depth allows, with probability one half) or a digit drawn uniformly.
+/// \throws std::invalid_argument when depth is 0 or more than 8.
+MaxExpression make_max_expression(Rng& rng, std::size_t depth);
 
 /// @}
 

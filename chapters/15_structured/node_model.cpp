@@ -43,6 +43,27 @@ NodeModel zeros_like(const NodeModel& m) {
 
 std::vector<Matrix*> parameters(NodeModel& m) { return {&m.W, &m.a, &m.b, &m.W_out}; }
 
+std::vector<std::size_t> predictions(const Matrix& logits) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < logits.shape(0); ++i) {
+    const Matrix::value_type* row = logits.data() + i * logits.shape(1);
+    out.push_back(static_cast<std::size_t>(std::max_element(row, row + logits.shape(1)) - row));
+  }
+  return out;
+}
+
+double accuracy_on(const std::vector<std::size_t>& predicted, const std::vector<std::size_t>& targets) {
+  require(predicted.size() == targets.size(),
+          fmt::format("accuracy_on: {} predictions for {} targets", predicted.size(), targets.size()));
+  std::size_t right = 0, counted = 0;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i] == ch12::kIgnore) continue;
+    ++counted;
+    right += predicted[i] == targets[i];
+  }
+  return counted ? static_cast<double>(right) / static_cast<double>(counted) : 0.0;
+}
+
 // [node_backward]
 NodeModel node_backward(const NodeModel& m, const NodeTask& task, const NodeTrace& t, const Matrix& dlogits) {
   const std::size_t n = task.X.shape(0), d = m.W.shape(1), B = m.b.shape(1);

@@ -109,6 +109,26 @@ struct NodeResult {
   double accuracy = 0.0;               ///< on the nodes without a label in training
 };
 
+// [node_step]
+/// One AdamW step (number \p t, from 1) of \p model on the cross-entropy of the nodes of \p task whose target
+/// is a class (chapter 12's kIgnore elsewhere); \p m and \p v are AdamW's moments. Returns the loss.
+inline double node_step(NodeModel& model, NodeModel& m, NodeModel& v, std::size_t t, const NodeTask& task,
+                        const std::vector<std::size_t>& targets, const AdamW& settings) {
+  const NodeTrace trace = node_forward(model, task);
+  const LossAndGrad lg = cross_entropy(trace.logits, targets);  // chapter 12
+  NodeModel grads = node_backward(model, task, trace, lg.dlogits);
+  std::vector<Matrix*> P = parameters(model), G = parameters(grads), M = parameters(m), V = parameters(v);
+  for (std::size_t k = 0; k < P.size(); ++k) adamw_step(*P[k], *G[k], *M[k], *V[k], t, settings);  // chapter 12
+  return lg.loss;
+}
+// [node_step]
+
+/// The predicted class of every node: the argmax of its row of \p logits (n, classes).
+std::vector<std::size_t> predictions(const Matrix& logits);
+
+/// The fraction of nodes with a target (not kIgnore) whose prediction equals it; 0 when none has one.
+double accuracy_on(const std::vector<std::size_t>& predicted, const std::vector<std::size_t>& targets);
+
 // [train_nodes]
 /// Trains a fresh model (\p seed) full-batch on the labels of the nodes in \p labelled (the others are
 /// chapter 12's kIgnore targets), and scores it on the rest.
@@ -121,28 +141,17 @@ struct NodeResult {
 inline NodeResult train_nodes(const NodeTask& task, const std::vector<std::size_t>& labels,
                               const std::vector<std::size_t>& labelled, std::size_t classes, const NodeTraining& s,
                               std::uint64_t seed) {
-  const std::size_t n = task.X.shape(0);
-  std::vector<std::size_t> targets(n, ch12::kIgnore);
-  for (std::size_t i : labelled) targets.at(i) = labels.at(i);
+  std::vector<std::size_t> targets(task.X.shape(0), ch12::kIgnore), unseen = labels;  // (n) each
+  for (std::size_t i : labelled) {
+    targets.at(i) = labels.at(i);
+    unseen.at(i) = ch12::kIgnore;  // scored on the nodes the loss did not see
+  }
   NodeResult r{init_node_model(task.X.shape(1), s.d, s.B, classes, seed), {}, {}, 0.0};
   NodeModel m = zeros_like(r.model), v = zeros_like(r.model);
-  for (std::size_t t = 1; t <= s.steps; ++t) {
-    const NodeTrace trace = node_forward(r.model, task);
-    const LossAndGrad lg = cross_entropy(trace.logits, targets);  // chapter 12
-    NodeModel grads = node_backward(r.model, task, trace, lg.dlogits);
-    std::vector<Matrix*> P = parameters(r.model), G = parameters(grads), M = parameters(m), V = parameters(v);
-    for (std::size_t k = 0; k < P.size(); ++k) adamw_step(*P[k], *G[k], *M[k], *V[k], t, s.adamw);  // chapter 12
-  }
+  for (std::size_t t = 1; t <= s.steps; ++t) node_step(r.model, m, v, t, task, targets, s.adamw);
   r.trace = node_forward(r.model, task);
-  std::size_t right = 0, counted = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto row = xt::row(r.trace.logits, static_cast<std::ptrdiff_t>(i));
-    r.predicted.push_back(static_cast<std::size_t>(xt::argmax(row)()));
-    if (targets[i] != ch12::kIgnore) continue;
-    ++counted;
-    right += r.predicted[i] == labels[i];
-  }
-  r.accuracy = counted ? static_cast<double>(right) / static_cast<double>(counted) : 0.0;
+  r.predicted = predictions(r.trace.logits);
+  r.accuracy = accuracy_on(r.predicted, unseen);
   return r;
 }
 // [train_nodes]
