@@ -76,14 +76,14 @@ Matrix unpack_O(const std::vector<float>& packed, std::size_t rows, std::size_t 
 }  // namespace
 
 TEST_SUITE("15_structured/message_passing") {
-  TEST_CASE("message passing over every node equals attention over all keys (the complete graph)") {
+  TEST_CASE("message_passing over every node equals attention over all keys (the complete graph)") {
     attn::Rng rng(1501);
     const Matrix Q = rng.normal(9, 5), K = rng.normal(9, 5), V = rng.normal(9, 4);
     const Matrix out = ch15::message_passing(Q, K, V, ch15::complete_lists(9));
     CHECK_CLOSE(out, oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V)));
   }
 
-  TEST_CASE("message passing over a graph's edges is attention masked to the graph, and an isolated node gets zeros") {
+  TEST_CASE("message_passing over a graph's edges is attention masked to the graph, and an isolated node gets zeros") {
     attn::Rng rng(1502);
     const Matrix Q = rng.normal(7, 4), K = rng.normal(7, 4), V = rng.normal(7, 3);
     for (bool self_loops : {false, true}) {
@@ -96,7 +96,7 @@ TEST_SUITE("15_structured/message_passing") {
     }
   }
 
-  TEST_CASE("message passing stays exact with scores near 1e4 (the max is subtracted per node)") {
+  TEST_CASE("message_passing stays exact with scores near 1e4 (the max is subtracted per node)") {
     Matrix Q = xt::zeros<float>({3, 2}), K = xt::zeros<float>({3, 2});
     Q(0, 0) = 100.0f;
     Q(1, 0) = -100.0f;
@@ -109,7 +109,7 @@ TEST_SUITE("15_structured/message_passing") {
     CHECK_CLOSE(out, oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V)));
   }
 
-  TEST_CASE("message passing rejects a neighbour id past n and shapes that differ, naming them") {
+  TEST_CASE("message_passing rejects a neighbour id past n and shapes that differ, naming them") {
     const Matrix Q = xt::ones<float>({3, 2}), K = xt::ones<float>({3, 2}), V = xt::ones<float>({3, 2});
     CHECK_THROWS_WITH_AS(ch15::message_passing(Q, K, V, {{0}, {1}, {3}}), doctest::Contains("node 3"),
                          std::invalid_argument);
@@ -122,7 +122,7 @@ TEST_SUITE("15_structured/message_passing") {
 }
 
 TEST_SUITE("15_structured/gat_scores") {
-  TEST_CASE("GAT scores equal LeakyReLU(a_l·h_i + a_r·h_j) from the oracle, at slopes 0.2 and 0") {
+  TEST_CASE("gat_scores equal LeakyReLU(a_l·h_i + a_r·h_j) from the oracle, at slopes 0.2 and 0") {
     attn::Rng rng(1503);
     const Matrix H = rng.normal(8, 3);
     const Vector a = xt::flatten(rng.normal(1, 6));
@@ -130,7 +130,7 @@ TEST_SUITE("15_structured/gat_scores") {
       CHECK_CLOSE(ch15::gat_scores(H, a, slope), oracle::gat_scores(to_oracle(H), to_vector(a), slope));
   }
 
-  TEST_CASE("GAT's attention is static: every listener ranks the senders in the same order") {
+  TEST_CASE("gat_scores are static: every listener ranks the senders in the same order") {
     attn::Rng rng(1504);
     const Matrix H = rng.normal(10, 4);
     const Vector a = xt::flatten(rng.normal(1, 8));
@@ -151,14 +151,14 @@ TEST_SUITE("15_structured/gat_scores") {
 }
 
 TEST_SUITE("15_structured/gatv2_scores") {
-  TEST_CASE("GATv2 scores equal Σ_c a_c·LeakyReLU(l_ic + r_jc) from the oracle") {
+  TEST_CASE("gatv2_scores equal Σ_c a_c·LeakyReLU(l_ic + r_jc) from the oracle") {
     attn::Rng rng(1505);
     const Matrix L = rng.normal(7, 5), R = rng.normal(7, 5);
     const Vector a = xt::flatten(rng.normal(1, 5));
     CHECK_CLOSE(ch15::gatv2_scores(L, R, a), oracle::gatv2_scores(to_oracle(L), to_oracle(R), to_vector(a), 0.2));
   }
 
-  TEST_CASE("GATv2's listeners can disagree: a closed-form case where 0 prefers sender 0 and 1 sender 1") {
+  TEST_CASE("gatv2_scores let listeners disagree: a closed-form case where 0 prefers sender 0 and 1 sender 1") {
     // slope 0 (ReLU), a = (1, 1): e_ij = relu(l_i0 + r_j0) + relu(l_i1 + r_j1).
     const Matrix L = {{5.0f, 0.0f}, {0.0f, 5.0f}};
     const Matrix R = {{1.0f, -10.0f}, {-10.0f, 1.0f}};
@@ -176,7 +176,7 @@ TEST_SUITE("15_structured/gatv2_scores") {
 }
 
 TEST_SUITE("15_structured/gat_layer") {
-  TEST_CASE("a two-head GAT layer equals the oracle head by head, masked to the graph, heads side by side") {
+  TEST_CASE("gat_layer with two heads equals the oracle head by head, masked to the graph, heads side by side") {
     attn::Rng rng(1506);
     const Matrix X = rng.normal(7, 5);
     const std::vector<ch15::GatHead> heads{{rng.normal(5, 3), xt::flatten(rng.normal(1, 6))},
@@ -192,7 +192,7 @@ TEST_SUITE("15_structured/gat_layer") {
     }
   }
 
-  TEST_CASE("a GAT layer gives a node with no allowed sender zeros, not NaN") {
+  TEST_CASE("gat_layer gives a node with no allowed sender zeros, not NaN") {
     attn::Rng rng(1507);
     const Matrix X = rng.normal(7, 4);
     const std::vector<ch15::GatHead> heads{{rng.normal(4, 2), xt::flatten(rng.normal(1, 4))}};
@@ -217,7 +217,7 @@ TEST_SUITE("15_structured/gat_layer") {
 }
 
 TEST_SUITE("15_structured/hop_bias") {
-  TEST_CASE("the hop bias takes b at each distance, and the last entry for far and unreachable pairs") {
+  TEST_CASE("hop_bias takes b at each distance, and the last entry for far and unreachable pairs") {
     const ch15::Hops hops = ch15::hop_distances(small_graph());
     const Vector b = {10.0f, 11.0f, 12.0f};  // 0, 1, ≥ 2 hops
     const Matrix B = ch15::hop_bias(hops, b);
@@ -239,7 +239,7 @@ TEST_SUITE("15_structured/hop_bias") {
 }
 
 TEST_SUITE("15_structured/subtree_mask") {
-  TEST_CASE("the subtree mask lets a token see itself and its descendants, on the article's trees and random ones") {
+  TEST_CASE("subtree_mask lets a token see itself and its descendants, on the article's trees and random ones") {
     std::vector<std::vector<long>> trees;
     for (const ch15::ParsedSentence& s : ch15::parsed_sentences()) trees.push_back(s.parent);
     attn::Rng rng(1508);
@@ -274,7 +274,7 @@ TEST_SUITE("15_structured/subtree_mask") {
 }
 
 TEST_SUITE("15_structured/merge_packed") {
-  TEST_CASE("merging two packed partial results equals attention over all keys") {
+  TEST_CASE("merge_packed of two partial results equals attention over all keys") {
     attn::Rng rng(1509);
     const Matrix Q = rng.normal(3, 4), K = rng.normal(11, 4), V = rng.normal(11, 5);
     std::vector<float> left = packed_part(Q, K, V, 0, 4);
@@ -285,7 +285,7 @@ TEST_SUITE("15_structured/merge_packed") {
     for (std::size_t i = 0; i < 3; ++i) CHECK(left[i * 6] == doctest::Approx(lse[i]).epsilon(1e-5));
   }
 
-  TEST_CASE("the merge is associative: (a∘b)∘c and a∘(b∘c) both equal the oracle over all keys") {
+  TEST_CASE("merge_packed is associative: (a∘b)∘c and a∘(b∘c) both equal the oracle over all keys") {
     attn::Rng rng(1510);
     const Matrix Q = rng.normal(2, 3), K = rng.normal(15, 3), V = rng.normal(15, 3);
     const std::vector<float> a = packed_part(Q, K, V, 0, 5), b = packed_part(Q, K, V, 5, 9),
@@ -301,7 +301,7 @@ TEST_SUITE("15_structured/merge_packed") {
     CHECK_CLOSE(unpack_O(a_bc, 2, 3), expected);
   }
 
-  TEST_CASE("a part that saw no key (lse = −inf) weighs nothing, and two such stay empty, never NaN") {
+  TEST_CASE("merge_packed gives a part that saw no key (lse = −inf) no weight, and two such stay empty, never NaN") {
     attn::Rng rng(1511);
     const Matrix Q = rng.normal(2, 3), K = rng.normal(6, 3), V = rng.normal(6, 2);
     std::vector<float> result = packed_part(Q, K, V, 0, 6);
@@ -315,7 +315,7 @@ TEST_SUITE("15_structured/merge_packed") {
     CHECK(both[2] == 0.0f);
   }
 
-  TEST_CASE("the binomial tree over P = 1 … 8 ranks equals the oracle in ⌈log₂P⌉ rounds") {
+  TEST_CASE("merge_packed along the binomial tree over P = 1 … 8 ranks equals the oracle in ⌈log₂P⌉ rounds") {
     attn::Rng rng(1512);
     const std::size_t n = 40;
     const Matrix Q = rng.normal(2, 4), K = rng.normal(n, 4), V = rng.normal(n, 4);

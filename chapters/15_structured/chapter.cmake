@@ -21,7 +21,7 @@ add_dependencies(attn_solution_tests ch15_structured_mpi_solution)
 
 # Allreduce with the merge as an MPI operation, and the binomial tree by hand, each equal to single-process
 # attention; n = 1 and 3 leave ranks without keys. A hang is killed by mpirun's --timeout and ctest's TIMEOUT.
-foreach(np 1 2 3 4 5 8)
+foreach(np 1 2 3 4 5 6 7 8)
   set(name "solution:ch15_structured_mpi on ${np} ranks: Allreduce with the merge op and the tree equal one process")
   add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E env ATTN_MPI_TIMEOUT=100 ASAN_OPTIONS=detect_leaks=0
                                 ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh ${np}

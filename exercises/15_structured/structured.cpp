@@ -11,6 +11,7 @@
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "13_ring/ring.hpp"
 #include "15_structured/graph.hpp"
+#include "attn/checks.hpp"
 #include "attn/errors.hpp"
 
 namespace attn::ch15 {
