@@ -19,7 +19,8 @@
 #   ch01_intuition_core        the chapter's own sources (or an interface target when there are none)
 #   ch01_intuition_solution    solutions/01_intuition/intuition.cpp   the reference answers
 #   ch01_intuition_exercise    exercises/01_intuition/intuition.cpp   the learner's skeleton
-#   ch01_intuition             the chapter executable, linked with the solutions
+#   ch01_intuition             the chapter executable, linked with the solutions (main.cpp, and bench.cpp with the
+#                              chapter's Google Benchmarks when the chapter has one)
 #   ch01_intuition_exercise_run  ... the same program linked with the learner's code (bin/ch01_intuition_exercise)
 #   ch01_intuition_{solution,exercise}_test  tests/01_intuition_test.cpp compiled once, linked per track,
 #                              registered with ctest as "solution:<case>" / "exercise:<case>",
@@ -89,7 +90,12 @@ function(attn_add_chapter NN name)
   endforeach()
 
   # --- the executable: main.cpp compiled once, linked against each track ---
-  add_library(${ch}_main OBJECT ${root}/chapters/${stem}/main.cpp)
+  # A chapter's benchmarks live beside its story in bench.cpp, when it has one (DESIGN.md: story and measurement).
+  set(main_sources ${root}/chapters/${stem}/main.cpp)
+  if(EXISTS ${root}/chapters/${stem}/bench.cpp)
+    list(APPEND main_sources ${root}/chapters/${stem}/bench.cpp)
+  endif()
+  add_library(${ch}_main OBJECT ${main_sources})
   target_link_libraries(${ch}_main PUBLIC ${ch}_core)
   attn_strict_warnings(${ch}_main)
   attn_use_pch(${ch}_main)

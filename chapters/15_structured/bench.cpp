@@ -1,0 +1,92 @@
+// Chapter 15's benchmarks (`./course bench 15`, or `ch15_structured bench`): the CSR graph-attention kernel
+// (csr.cpp) on random graphs of 10 senders per node plus a self-loop, 4 heads of 16 (64 features), against
+// chapter 02's dense masked attention on the same graphs as far as its (n, n) matrices fit, and the machine's
+// copy bandwidth measured in the same run. The kernel gathers a key and a value row per edge and head, so its
+// ceiling is memory bandwidth, not FLOPs: it reports the bytes it gathers per second against the copy.
+// No figures are quoted in the book from a loaded machine; run it on a quiet one.
+#include <cstddef>
+#include <string>
+#include <thread>
+
+#include <benchmark/benchmark.h>
+
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "15_structured/csr.hpp"
+#include "attn/measure.hpp"
+#include "attn/rng.hpp"
+
+namespace {
+
+namespace ch15 = attn::ch15;
+using attn::Matrix;
+
+constexpr std::size_t kDegree = 10, kHeads = 4, kWidth = 64;  // 4 heads of d_k = 16
+constexpr std::uint64_t kSeed = 15;
+
+std::size_t bench_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+struct GraphInputs {
+  ch15::Csr g;
+  Matrix Q, K, V;  // (n, 64) each
+};
+GraphInputs make_graph_inputs(std::size_t n) {
+  attn::Rng rng(kSeed);
+  return {ch15::random_csr(n, kDegree, kSeed), rng.normal(n, kWidth), rng.normal(n, kWidth), rng.normal(n, kWidth)};
+}
+
+/// Bytes the kernel must move at least: per edge a key and a value row of one head (gathered), per node its
+/// query and output rows, and the CSR itself.
+double gathered_bytes(const ch15::Csr& g) {
+  const double edges = static_cast<double>(g.cols.size()), n = static_cast<double>(g.n);
+  return edges * 2.0 * kWidth * sizeof(float) + n * 2.0 * kWidth * sizeof(float) + edges * sizeof(std::uint32_t) +
+         (n + 1) * sizeof(std::size_t);
+}
+
+void report(benchmark::State& state, const ch15::Csr& g, double seconds) {
+  state.counters["n"] = static_cast<double>(g.n);
+  state.counters["edges"] = static_cast<double>(g.cols.size());
+  state.counters["GB/s"] = gathered_bytes(g) / seconds / 1e9;
+  state.counters["ns/edge"] = seconds / static_cast<double>(g.cols.size()) * 1e9;
+}
+
+// [bench_csr]
+void BM_CsrAttention(benchmark::State& state) {
+  const GraphInputs in = make_graph_inputs(static_cast<std::size_t>(state.range(0)));
+  attn::set_blas_threads(1);
+  const attn::CallSeconds t = attn::time_benchmark_calls(
+      state, [&] { benchmark::DoNotOptimize(ch15::csr_attention(in.Q, in.K, in.V, in.g, kHeads, bench_threads())); });
+  report(state, in.g, t.wall);
+}
+// [bench_csr]
+
+/// The same graph as chapter 02's dense masked attention, one head after another: (n, n) scores per head.
+void BM_DenseMasked(benchmark::State& state) {
+  const GraphInputs in = make_graph_inputs(static_cast<std::size_t>(state.range(0)));
+  const std::size_t n = in.g.n, d_k = kWidth / kHeads;
+  attn::Mask mask(attn::Mask::shape_type{n, n}, false);  // (n, n)
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t e = in.g.row_start[i]; e < in.g.row_start[i + 1]; ++e) mask(i, in.g.cols[e]) = true;
+  attn::set_blas_threads(static_cast<int>(bench_threads()));
+  const attn::CallSeconds t = attn::time_benchmark_calls(state, [&] {
+    for (std::size_t c = 0; c < kHeads; ++c) {
+      auto cols = xt::range(c * d_k, (c + 1) * d_k);
+      const Matrix Q = xt::view(in.Q, xt::all(), cols), K = xt::view(in.K, xt::all(), cols),
+                   V = xt::view(in.V, xt::all(), cols);  // (n, d_k) each
+      benchmark::DoNotOptimize(attn::scaled_dot_product_attention(Q, K, V, mask));
+    }
+  });
+  report(state, in.g, t.wall);
+}
+
+/// The machine's copy bandwidth (read + write of 256 MiB), the ceiling the kernel's GB/s is read against.
+void BM_CopyCeiling(benchmark::State& state) {
+  double gbs = 0;
+  for (auto _ : state) gbs = attn::copy_bandwidth_gbs(std::size_t{256} << 20);
+  state.counters["GB/s"] = gbs;
+}
+
+BENCHMARK(BM_CopyCeiling)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_CsrAttention)->RangeMultiplier(4)->Range(1 << 12, 1 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DenseMasked)->RangeMultiplier(2)->Range(1 << 10, 1 << 13)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
