@@ -1,0 +1,353 @@
+// Chapter 16 — A real model: all-MiniLM-L6-v2 through the course's own attention.
+//
+// What it shows: a pretrained sentence encoder (6 layers × 12 heads, d = 384) read from its safetensors file
+// and its vocabulary in C++, its text cut into WordPiece tokens, and its forward pass computed with chapter
+// 03's heads and chapter 05's flash kernel, equal to sentence-transformers' recorded embeddings; what its 72
+// heads look at ([CLS], [SEP], the previous, next or same token, and how spread out) over a fixed sentence
+// set, drawn as a head map; which heads look from "it" to its antecedent in the article's English sentences;
+// how many heads it needs (heads pruned in order of their contribution, cosine and nearest-neighbour
+// agreement with the full model).
+// What it leaves out: batching with padding masks (one sentence at a time, so there is no padding),
+// training, the other shortcuts (window, Performer, GQA) and explanation methods on this model, and timing
+// (the benchmarks are not recorded in the book).
+// Run it: ./course run 16 (after ./course setup has unpacked the model)      Book page: book/16_real_model.md
+// Your code: ./course run 16 --track exercise
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "16_real_model/minilm.hpp"
+#include "16_real_model/real_model.hpp"
+#include "attn/chapter.hpp"
+#include "attn/checks.hpp"
+#include "attn/format.hpp"
+#include "attn/plot.hpp"
+#include "attn/print.hpp"
+#include "attn/svg.hpp"
+
+namespace {
+
+namespace ch16 = attn::ch16;
+using attn::Matrix;
+using attn::Tensor3;
+using attn::Vector;
+
+std::string head_name(std::size_t layer, std::size_t head) { return fmt::format("L{}.H{}", layer + 1, head + 1); }
+
+double cosine(const Vector& a, const Vector& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (std::size_t j = 0; j < a.size(); ++j) {
+    ab += static_cast<double>(a(j)) * b(j);
+    aa += static_cast<double>(a(j)) * a(j);
+    bb += static_cast<double>(b(j)) * b(j);
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+// --- 1. the model ---------------------------------------------------------------------------------------------
+
+void print_model(const ch16::MiniLM& m) {
+  attn::heading("all-MiniLM-L6-v2, read from its safetensors file");
+  std::size_t parameters = m.word.size() + m.position.size() + m.token_type.size() + 2 * m.config.d;
+  for (const ch16::EncoderLayerWeights& W : m.layers)
+    parameters += W.W_Q.size() * 4 + W.W_1.size() + W.W_2.size() + 4 * W.b_Q.size() + W.b_1.size() + W.b_2.size() +
+                  4 * W.ln1_gamma.size();
+  fmt::print(
+      "{} layers × {} heads, d = {}, d_k = {}, feed-forward {}, {} WordPieces, at most {} tokens.\n"
+      "{} weight tensors, {:.1f} M parameters (the pooler, unused by sentence embeddings, is not read),\n"
+      "each read from model.safetensors with read_tensor(), against the shape config.json implies.\n",
+      m.config.layers, m.config.heads, m.config.d, m.config.d / m.config.heads, m.config.d_ff, m.config.vocab,
+      m.config.max_tokens, 5 + 16 * m.layers.size(), static_cast<double>(parameters) / 1e6);
+}
+
+// --- 2. tokens ------------------------------------------------------------------------------------------------
+
+void print_tokens(const ch16::MiniLM& m, const std::vector<std::string>& texts) {
+  attn::heading("Text to tokens: basic tokenization, then WordPiece");
+  for (const std::string& text : texts) {
+    std::vector<std::string> pieces;
+    for (int id : ch16::tokenize(text, m.vocab, m.config.max_tokens))
+      pieces.push_back(m.vocab.token_of[static_cast<std::size_t>(id)]);
+    fmt::print("{}\n  {}\n", text, attn::wrapped(attn::joined(pieces, " "), 96, "  ").substr(2));
+  }
+}
+
+// --- 3. the same numbers as the reference -----------------------------------------------------------------------
+
+void print_against_reference(const ch16::MiniLM& m) {
+  attn::heading("The course's forward against sentence-transformers (recorded, float32)");
+  attn::Table t({"text", "tokens", "ids equal", "max |Δ| of the embedding", "cosine"});
+  double worst = 0.0;
+  for (const ch16::ReferenceText& r : ch16::read_reference(ATTN_CH16_REFERENCE)) {
+    const std::vector<int> ids = ch16::tokenize(r.text, m.vocab, m.config.max_tokens);
+    const Vector e = ch16::sentence_embedding(m, r.text);
+    double diff = 0.0;
+    Vector ref = xt::zeros<float>({e.size()});
+    for (std::size_t j = 0; j < e.size() && j < r.embedding.size(); ++j) {
+      diff = std::max(diff, std::fabs(e(j) - r.embedding[j]));
+      ref(j) = static_cast<float>(r.embedding[j]);
+    }
+    worst = std::max(worst, diff);
+    const std::string shown = attn::display_width(r.text) > 36 ? r.text.substr(0, 33) + "…" : r.text;
+    t.add_row({shown, fmt::format("{}", ids.size()), ids == r.ids ? "yes" : "NO", attn::sci(diff, 1),
+               attn::fixed(cosine(e, ref), 7)});
+  }
+  t.print();
+  fmt::print(
+      "Largest difference {}: float32 rounding (the tests allow 1e-6). The weights are PyTorch's\n"
+      "(out, in) Linear layout, applied as x·Wᵀ + b; GELU is the erf form; one sentence needs no mask.\n",
+      attn::sci(worst, 2));
+}
+
+// --- 4. what the heads do -----------------------------------------------------------------------------------
+
+struct HeadMap {
+  Matrix shares;  // (layers·heads, 6): [CLS], [SEP], previous, next, self, entropy / ln n
+  std::size_t sentences = 0, tokens = 0;
+};
+
+HeadMap measure_heads(const ch16::MiniLM& m, const std::vector<std::string>& sentences) {
+  const std::size_t L = m.layers.size(), h = m.config.heads;
+  HeadMap map{xt::zeros<float>({L * h, std::size_t{6}}), 0, 0};
+  for (const std::string& s : sentences) {
+    const std::vector<int> ids = ch16::tokenize(s, m.vocab, m.config.max_tokens);
+    std::vector<Matrix> inputs;
+    ch16::encode(m, ids, {}, &inputs);
+    const double n = static_cast<double>(ids.size());
+    for (std::size_t l = 0; l < L; ++l) {
+      const Tensor3 A = ch16::attention_maps(inputs[l], m.layers[l]);  // (h, n, n)
+      for (std::size_t i = 0; i < h; ++i) {
+        const ch16::HeadShares sh = ch16::head_shares(xt::view(A, i, xt::all(), xt::all()));
+        const double row[6] = {sh.cls, sh.sep, sh.previous, sh.next, sh.self, sh.entropy / std::log(n)};
+        for (std::size_t c = 0; c < 6; ++c) map.shares(l * h + i, c) += static_cast<float>(row[c] * n);
+      }
+    }
+    map.tokens += ids.size();
+    ++map.sentences;
+  }
+  map.shares /= static_cast<float>(map.tokens);  // token-weighted means
+  return map;
+}
+
+void print_heads(const attn::Chapter& chapter, const ch16::MiniLM& m, const std::vector<std::string>& sentences) {
+  const HeadMap map = measure_heads(m, sentences);
+  const std::size_t h = m.config.heads;
+  attn::heading(fmt::format("What the 72 heads look at ({} sentences, {} tokens)", map.sentences, map.tokens));
+  const std::vector<std::string> kinds{"[CLS]", "[SEP]", "previous", "next", "self", "entropy/ln n"};
+  attn::Table t({"looks at", "mean over heads", "top heads (share)"});
+  for (std::size_t c = 0; c < kinds.size(); ++c) {
+    std::vector<std::size_t> order(map.shares.shape(0));
+    std::iota(order.begin(), order.end(), 0);
+    // Entropy: the most focused heads (lowest) are the interesting ones; shares: the highest.
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return c == 5 ? map.shares(a, c) < map.shares(b, c) : map.shares(a, c) > map.shares(b, c);
+    });
+    std::vector<std::string> top;
+    for (std::size_t k = 0; k < 4; ++k)
+      top.push_back(fmt::format("{} {}", head_name(order[k] / h, order[k] % h), attn::fixed(map.shares(order[k], c))));
+    const double mean = xt::mean(xt::view(map.shares, xt::all(), c))();
+    t.add_row({kinds[c], attn::fixed(mean), attn::joined(top, ", ")});
+  }
+  t.print();
+  std::size_t special = 0, positional = 0;
+  for (std::size_t r = 0; r < map.shares.shape(0); ++r) {
+    special += map.shares(r, 0) + map.shares(r, 1) > 0.5f;
+    positional += std::max({map.shares(r, 2), map.shares(r, 3), map.shares(r, 4)}) > 0.5f;
+  }
+  fmt::print(
+      "{} of the 72 heads put more than half their attention on [CLS] or [SEP] (a resting place when the\n"
+      "head has nothing to do); {} put more than half on one fixed neighbour (previous, next or self):\n"
+      "positional heads. The rest spread their weight by content. (entropy/ln n: 0 = one token,\n"
+      "1 = uniform)\n",
+      special, positional);
+  if (const auto path = chapter.figure_path("ch16_head_map.svg")) {
+    std::vector<std::string> rows;
+    for (std::size_t r = 0; r < map.shares.shape(0); ++r) rows.push_back(head_name(r / h, r % h));
+    attn::write_svg_heatmap(*path, map.shares, rows, kinds, "all-MiniLM-L6-v2: what each head looks at");
+    chapter.announce_figure(*path);
+  }
+}
+
+// --- 5. from "it" to its antecedent ------------------------------------------------------------------------------
+
+// [antecedent]
+void print_antecedent(const ch16::MiniLM& m, const std::string& text, const std::string& pronoun,
+                      const std::string& antecedent, const std::string& distractor) {
+  const std::vector<int> ids = ch16::tokenize(text, m.vocab, m.config.max_tokens);
+  const auto at = [&](const std::string& word) {
+    const auto it = std::find(ids.begin(), ids.end(), m.vocab.find(word));
+    return static_cast<std::size_t>(it - ids.begin());
+  };
+  const std::size_t p = at(pronoun), a = at(antecedent), x = at(distractor);
+  std::vector<Matrix> inputs;
+  ch16::encode(m, ids, {}, &inputs);
+  struct Row {
+    std::size_t layer, head;
+    float to_antecedent, to_distractor;
+    bool top;  // the antecedent is the word (not [CLS], [SEP], punctuation or the pronoun) it weighs most
+  };
+  std::vector<Row> rows;
+  for (std::size_t l = 0; l < m.layers.size(); ++l) {
+    const Tensor3 A = ch16::attention_maps(inputs[l], m.layers[l]);  // (h, n, n)
+    for (std::size_t i = 0; i < m.config.heads; ++i) {
+      std::size_t best = 0;
+      float best_w = -1.0f;
+      for (std::size_t j = 1; j + 1 < ids.size(); ++j) {
+        const std::string& tok = m.vocab.token_of[static_cast<std::size_t>(ids[j])];
+        const bool punctuation = tok.size() == 1 && std::ispunct(static_cast<unsigned char>(tok[0]));
+        if (j != p && !punctuation && A(i, p, j) > best_w) best_w = A(i, p, j), best = j;
+      }
+      rows.push_back({l, i, A(i, p, a), A(i, p, x), best == a});
+    }
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& r, const Row& s) { return r.to_antecedent > s.to_antecedent; });
+  const auto tops = std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.top; });
+  fmt::print("\"{}\"\n  from \"{}\": {} of 72 heads weigh \"{}\" most among the words; the strongest:\n", text, pronoun,
+             tops, antecedent);
+  attn::Table t({"head", fmt::format("→ {}", antecedent), fmt::format("→ {}", distractor), "antecedent first"});
+  for (std::size_t k = 0; k < 5; ++k)
+    t.add_row({head_name(rows[k].layer, rows[k].head), attn::fixed(rows[k].to_antecedent),
+               attn::fixed(rows[k].to_distractor), rows[k].top ? "yes" : "no"});
+  t.print();
+}
+// [antecedent]
+
+// --- 6. how many heads are needed ---------------------------------------------------------------------------------
+
+struct PruneResult {
+  std::vector<double> kept, cosine, agreement;
+};
+
+// For each sentence, the index of its nearest other sentence by cosine.
+std::vector<std::size_t> nearest(const std::vector<Vector>& e) {
+  std::vector<std::size_t> out(e.size(), 0);
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    double best = -2.0;
+    for (std::size_t j = 0; j < e.size(); ++j)
+      if (j != i && cosine(e[i], e[j]) > best) best = cosine(e[i], e[j]), out[i] = j;
+  }
+  return out;
+}
+
+// [pruning]
+PruneResult prune_curve(const ch16::MiniLM& m, const std::vector<std::string>& sentences) {
+  const std::size_t L = m.layers.size(), h = m.config.heads;
+  // The importance of a head: its mean contribution to its layer's output over the sentences.
+  std::vector<double> importance(L * h, 0.0);
+  std::vector<Vector> full;
+  for (const std::string& s : sentences) {
+    const std::vector<int> ids = ch16::tokenize(s, m.vocab, m.config.max_tokens);
+    std::vector<Matrix> inputs;
+    full.push_back(ch16::mean_pool_normalized(ch16::encode(m, ids, {}, &inputs)));
+    for (std::size_t l = 0; l < L; ++l) {
+      const std::vector<double> c = ch16::head_contributions(inputs[l], m.layers[l]);
+      for (std::size_t i = 0; i < h; ++i) importance[l * h + i] += c[i];
+    }
+  }
+  std::vector<std::size_t> order(L * h);  // least important first: the order heads are removed in
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return importance[a] < importance[b]; });
+  const std::vector<std::size_t> full_nn = nearest(full);
+  PruneResult r;
+  // Finer near the full model, where the question is how many can go before anything changes.
+  for (const std::size_t kept : {72, 66, 60, 48, 36, 24, 0}) {
+    const std::size_t removed = L * h - std::min(kept, L * h);
+    ch16::HeadMask keep(L, std::vector<bool>(h, true));
+    for (std::size_t k = 0; k < removed; ++k) keep[order[k] / h][order[k] % h] = false;
+    std::vector<Vector> pruned;
+    double cos = 0.0;
+    for (std::size_t s = 0; s < sentences.size(); ++s) {
+      pruned.push_back(ch16::sentence_embedding(m, sentences[s], keep));
+      cos += cosine(pruned.back(), full[s]) / static_cast<double>(sentences.size());
+    }
+    const std::vector<std::size_t> nn = nearest(pruned);
+    double agree = 0.0;
+    for (std::size_t s = 0; s < nn.size(); ++s)
+      agree += nn[s] == full_nn[s] ? 1.0 / static_cast<double>(nn.size()) : 0.0;
+    r.kept.push_back(static_cast<double>(L * h - removed));
+    r.cosine.push_back(cos);
+    r.agreement.push_back(agree);
+  }
+  return r;
+}
+// [pruning]
+
+void print_pruning(const attn::Chapter& chapter, const ch16::MiniLM& m, const std::vector<std::string>& sentences) {
+  attn::heading(fmt::format("How many heads are needed? ({} sentences)", sentences.size()));
+  const PruneResult r = prune_curve(m, sentences);
+  attn::Table t({"heads kept", "mean cosine to the full model", "nearest neighbour unchanged"});
+  double smallest = 72;
+  for (std::size_t k = 0; k < r.kept.size(); ++k) {
+    t.add_row(
+        {fmt::format("{:.0f}", r.kept[k]), attn::fixed(r.cosine[k], 4), attn::fixed(100 * r.agreement[k], 1) + "%"});
+    if (r.agreement[k] >= 0.95) smallest = std::min(smallest, r.kept[k]);
+  }
+  t.print();
+  fmt::print(
+      "Heads are removed least-contributing first (mean norm of what each adds to its layer). The fewest\n"
+      "heads on this grid that keep ≥ 95% of nearest neighbours: {:.0f} of 72. The order is fixed once, not\n"
+      "re-ranked after each removal, and nothing is retrained.\n",
+      smallest);
+  if (const auto path = chapter.figure_path("ch16_pruning.svg")) {
+    attn::PlotSpec plot{
+        "all-MiniLM-L6-v2 with heads pruned", "heads kept", "agreement with the full model", false, false, {}};
+    plot.series.push_back({"mean cosine", r.kept, r.cosine, true});
+    plot.series.push_back({"nearest neighbour unchanged", r.kept, r.agreement, true});
+    attn::write_svg_plot(*path, plot);
+    chapter.announce_figure(*path);
+  }
+}
+
+void tell_the_story(const attn::Chapter& chapter, const std::string& dir, std::size_t head_sentences,
+                    std::size_t prune_sentences) {
+  if (const std::string why = ch16::model_missing_reason(dir); !why.empty()) {
+    fmt::print("This chapter needs the model, and it is not here:\n{}", attn::wrapped(why, 96));
+    // The book's pages include the figures: without the model they say so instead of breaking the build.
+    for (const char* name : {"ch16_head_map.svg", "ch16_pruning.svg"})
+      if (const auto path = chapter.figure_path(name))
+        std::ofstream(*path) << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"480\" height=\"40\"><text x=\"10\" "
+                                "y=\"25\">No model here: ./course setup fetches it.</text></svg>\n";
+    return;
+  }
+  // One sentence's matrices are small ((n ≈ 12, 384)): OpenBLAS's threads would cost more than they save.
+  const attn::SingleThreadedBlas one_thread;
+  const ch16::MiniLM m = ch16::load_minilm(dir);
+  print_model(m);
+  print_tokens(m, {"I finished that book; it was great.", "The cat sat on the mat; it was tired.",
+                   "Café déjà vu: naïve résumé!"});
+  print_against_reference(m);
+  const std::vector<std::string> sentences = ch16::read_sentences(ATTN_CH16_SENTENCES);
+  const auto first = [&](std::size_t k) {
+    return std::vector<std::string>(sentences.begin(),
+                                    sentences.begin() + static_cast<long>(std::min(k, sentences.size())));
+  };
+  print_heads(chapter, m, first(head_sentences));
+  attn::heading("From \"it\" to its antecedent: the article's sentences in English");
+  print_antecedent(m, "I finished that book; it was great.", "it", "book", "i");
+  print_antecedent(m, "The cat sat on the mat; it was tired.", "it", "cat", "mat");
+  print_pruning(chapter, m, first(prune_sentences));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  attn::Chapter chapter("ch16_real_model",
+                        "Chapter 16: a real model, all-MiniLM-L6-v2, through the course's attention");
+  std::string dir = ch16::default_model_dir();
+  // Small defaults keep the run near a second; --sentences 199 --prune-sentences 199 measures the whole set.
+  std::size_t head_sentences = 40, prune_sentences = 12;
+  chapter.cli().add_option("--model-dir", dir, "Folder with config.json, vocab.txt and model.safetensors");
+  chapter.cli()
+      .add_option("--sentences", head_sentences, "Sentences of the set the head statistics average over")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
+  chapter.cli()
+      .add_option("--prune-sentences", prune_sentences, "Sentences the pruning curve is measured on (≥ 3)")
+      ->check(CLI::Range(std::size_t{3}, std::size_t{100000}));
+  return chapter.run(argc, argv, [&] { tell_the_story(chapter, dir, head_sentences, prune_sentences); });
+}
