@@ -215,6 +215,28 @@ TEST_SUITE("16_real_model: chapter code") {
   }
 }
 
+TEST_SUITE("16_real_model: chapter code") {
+  TEST_CASE("pooling key and value heads gives every head of a group its group's mean projection") {
+    attn::Rng rng(20);
+    const SmallLayer L = small_layer(rng);  // h = 2, d_k = 4
+    const ch16::EncoderLayerWeights one = ch16::pool_kv_heads(L.W, 1);
+    for (std::size_t r = 0; r < 4; ++r) {
+      for (std::size_t c = 0; c < 8; ++c) {
+        const double mean_k = (static_cast<double>(L.W.W_K(r, c)) + L.W.W_K(r + 4, c)) / 2;
+        CHECK(one.W_K(r, c) == doctest::Approx(mean_k).epsilon(1e-6));
+        CHECK(one.W_K(r + 4, c) == doctest::Approx(mean_k).epsilon(1e-6));
+        const double mean_v = (static_cast<double>(L.W.W_V(r, c)) + L.W.W_V(r + 4, c)) / 2;
+        CHECK(one.W_V(r + 4, c) == doctest::Approx(mean_v).epsilon(1e-6));
+      }
+      CHECK(one.b_K(r) == doctest::Approx((static_cast<double>(L.W.b_K(r)) + L.W.b_K(r + 4)) / 2).epsilon(1e-6));
+    }
+    CHECK(one.W_Q == L.W.W_Q);                                           // queries keep their own heads
+    const ch16::EncoderLayerWeights same = ch16::pool_kv_heads(L.W, 2);  // g = h: nothing pooled
+    CHECK(same.W_K == L.W.W_K);
+    CHECK_THROWS_WITH_AS(ch16::pool_kv_heads(L.W, 3), doctest::Contains("g = 3"), std::invalid_argument);
+  }
+}
+
 TEST_SUITE("16_real_model/prune_heads") {
   TEST_CASE("prune_heads zeros exactly the heads it removes and leaves the others as they were") {
     attn::Rng rng(16);

@@ -234,6 +234,23 @@ std::vector<std::size_t> nearest(const std::vector<Vector>& e) {
   return out;
 }
 
+// How close a variant of the model stays to the full model on the same sentences: mean cosine of the
+// embeddings, and the share of sentences whose nearest neighbour in the set is unchanged.
+struct Agreement {
+  double cosine = 0, neighbours = 0;
+};
+
+Agreement agreement(const std::vector<Vector>& full, const std::vector<Vector>& variant) {
+  const std::vector<std::size_t> a = nearest(full), b = nearest(variant);
+  Agreement r;
+  const double share = 1.0 / static_cast<double>(full.size());
+  for (std::size_t s = 0; s < full.size(); ++s) {
+    r.cosine += cosine(full[s], variant[s]) * share;
+    r.neighbours += a[s] == b[s] ? share : 0.0;
+  }
+  return r;
+}
+
 // [pruning]
 PruneResult prune_curve(const ch16::MiniLM& m, const std::vector<std::string>& sentences) {
   const std::size_t L = m.layers.size(), h = m.config.heads;
@@ -253,7 +270,6 @@ PruneResult prune_curve(const ch16::MiniLM& m, const std::vector<std::string>& s
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return importance[a] < importance[b]; });
-  const std::vector<std::size_t> full_nn = nearest(full);
   PruneResult r;
   // Finer near the full model, where the question is how many can go before anything changes.
   for (const std::size_t kept : {72, 66, 60, 48, 36, 24, 0}) {
@@ -261,18 +277,11 @@ PruneResult prune_curve(const ch16::MiniLM& m, const std::vector<std::string>& s
     ch16::HeadMask keep(L, std::vector<bool>(h, true));
     for (std::size_t k = 0; k < removed; ++k) keep[order[k] / h][order[k] % h] = false;
     std::vector<Vector> pruned;
-    double cos = 0.0;
-    for (std::size_t s = 0; s < sentences.size(); ++s) {
-      pruned.push_back(ch16::sentence_embedding(m, sentences[s], keep));
-      cos += cosine(pruned.back(), full[s]) / static_cast<double>(sentences.size());
-    }
-    const std::vector<std::size_t> nn = nearest(pruned);
-    double agree = 0.0;
-    for (std::size_t s = 0; s < nn.size(); ++s)
-      agree += nn[s] == full_nn[s] ? 1.0 / static_cast<double>(nn.size()) : 0.0;
+    for (const std::string& s : sentences) pruned.push_back(ch16::sentence_embedding(m, s, keep));
+    const Agreement a = agreement(full, pruned);
     r.kept.push_back(static_cast<double>(L * h - removed));
-    r.cosine.push_back(cos);
-    r.agreement.push_back(agree);
+    r.cosine.push_back(a.cosine);
+    r.agreement.push_back(a.neighbours);
   }
   return r;
 }
@@ -304,6 +313,31 @@ void print_pruning(const attn::Chapter& chapter, const ch16::MiniLM& m, const st
   }
 }
 
+// --- 7. chapter 09's shortcut on a real model -------------------------------------------------------------------
+
+// [gqa]
+void print_gqa(const ch16::MiniLM& m, const std::vector<std::string>& sentences) {
+  attn::heading(fmt::format("Chapter 09's grouped-query attention on the real model ({} sentences)", sentences.size()));
+  std::vector<Vector> full;
+  for (const std::string& s : sentences) full.push_back(ch16::sentence_embedding(m, s));
+  attn::Table t(
+      {"key/value heads g", "KV cache vs MHA", "mean cosine to the full model", "nearest neighbour unchanged"});
+  for (const std::size_t g : {6, 3, 1}) {
+    ch16::MiniLM grouped = m;  // every layer's K and V heads mean-pooled in groups of h/g, nothing retrained
+    for (std::size_t l = 0; l < m.layers.size(); ++l) grouped.layers[l] = ch16::pool_kv_heads(m.layers[l], g);
+    std::vector<Vector> e;
+    for (const std::string& s : sentences) e.push_back(ch16::sentence_embedding(grouped, s));
+    const Agreement a = agreement(full, e);
+    t.add_row({fmt::format("{}", g), fmt::format("1/{}", m.config.heads / g), attn::fixed(a.cosine, 4),
+               attn::fixed(100 * a.neighbours, 1) + "%"});
+  }
+  t.print();
+  fmt::print(
+      "The GQA paper's conversion (mean-pool each group's key and value heads) without its uptraining:\n"
+      "what a model loses when its heads are forced to share keys and values it was not trained to share.\n");
+}
+// [gqa]
+
 void tell_the_story(const attn::Chapter& chapter, const std::string& dir, std::size_t head_sentences,
                     std::size_t prune_sentences) {
   if (const std::string why = ch16::model_missing_reason(dir); !why.empty()) {
@@ -332,6 +366,7 @@ void tell_the_story(const attn::Chapter& chapter, const std::string& dir, std::s
   print_antecedent(m, "I finished that book; it was great.", "it", "book", "i");
   print_antecedent(m, "The cat sat on the mat; it was tired.", "it", "cat", "mat");
   print_pruning(chapter, m, first(prune_sentences));
+  print_gqa(m, first(prune_sentences));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "03_multi_head/multi_head.hpp"
+#include "09_mqa_gqa/mqa_gqa.hpp"
 #include "16_real_model/layers.hpp"
 
 namespace attn::ch16 {
@@ -185,6 +186,39 @@ std::vector<double> head_contributions(const Matrix& X, const EncoderLayerWeight
       out[i] += std::sqrt(norm2) / static_cast<double>(n);
     }
   }
+  return out;
+}
+
+namespace {
+
+// Rows of a (h·d_k, cols) PyTorch weight, head i owning rows [i·d_k, (i+1)·d_k), pooled into g groups and
+// spread back so that every head of a group holds the group's mean.
+Matrix pool_head_rows(const Matrix& W, std::size_t h, std::size_t g) {
+  const std::size_t d_k = W.shape(0) / h, cols = W.shape(1);
+  Tensor3 heads = xt::empty<float>({h, d_k, cols});  // (h, d_k, cols)
+  std::copy(W.begin(), W.end(), heads.begin());
+  const Tensor3 pooled = mean_pool_kv_heads(heads, g);  // (g, d_k, cols)
+  Matrix out = W;                                       // (h·d_k, cols)
+  for (std::size_t i = 0; i < h; ++i)
+    xt::view(out, xt::range(i * d_k, (i + 1) * d_k), xt::all()) =
+        xt::view(pooled, kv_group_of(i, h, g), xt::all(), xt::all());
+  return out;
+}
+
+Vector pool_head_entries(const Vector& b, std::size_t h, std::size_t g) {
+  const Matrix column = xt::view(b, xt::all(), xt::newaxis());  // (h·d_k, 1)
+  return xt::view(pool_head_rows(column, h, g), xt::all(), 0);
+}
+
+}  // namespace
+
+EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g) {
+  require(g > 0 && W.heads % g == 0, fmt::format("pool_kv_heads: g = {} does not divide h = {}", g, W.heads));
+  EncoderLayerWeights out = W;
+  out.W_K = pool_head_rows(W.W_K, W.heads, g);
+  out.W_V = pool_head_rows(W.W_V, W.heads, g);
+  out.b_K = pool_head_entries(W.b_K, W.heads, g);
+  out.b_V = pool_head_entries(W.b_V, W.heads, g);
   return out;
 }
 

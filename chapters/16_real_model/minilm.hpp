@@ -79,6 +79,13 @@ std::vector<std::string> read_sentences(const std::string& path);
 /// \return (h). A head that adds little is the first to prune.
 std::vector<double> head_contributions(const Matrix& X, const EncoderLayerWeights& W);
 
+/// The layer turned grouped-query (chapter 09) without retraining: the key and value projections of each
+/// group of h/g heads replaced by their mean (chapter 09's mean_pool_kv_heads() on W_K and b_K, W_V and b_V
+/// cut per head: pooling the projections pools the keys, since the projection is linear), every head of a
+/// group then reading the same keys and values. \param g the number of key/value heads; it divides h.
+/// \return the weights with W_K, b_K, W_V, b_V pooled. \throws std::invalid_argument when g does not divide h.
+EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g);
+
 /// The model: config and every weight, copied out of the memory-mapped file through read_tensor().
 struct MiniLM {
   MiniLMConfig config;
