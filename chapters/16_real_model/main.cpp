@@ -12,6 +12,8 @@
 // (the benchmarks are not recorded in the book).
 // Run it: ./course run 16 (after ./course setup has unpacked the model)      Book page: book/16_real_model.md
 // Your code: ./course run 16 --track exercise
+#include <benchmark/benchmark.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -37,9 +39,11 @@ using attn::Matrix;
 using attn::Tensor3;
 using attn::Vector;
 
-std::string head_name(std::size_t layer, std::size_t head) { return fmt::format("L{}.H{}", layer + 1, head + 1); }
+std::string layer_head_label(std::size_t layer, std::size_t head) {
+  return fmt::format("L{}.H{}", layer + 1, head + 1);
+}
 
-double cosine(const Vector& a, const Vector& b) {
+double embedding_cosine(const Vector& a, const Vector& b) {
   double ab = 0, aa = 0, bb = 0;
   for (std::size_t j = 0; j < a.size(); ++j) {
     ab += static_cast<double>(a(j)) * b(j);
@@ -95,7 +99,7 @@ void print_against_reference(const ch16::MiniLM& m) {
     worst = std::max(worst, diff);
     const std::string shown = attn::display_width(r.text) > 36 ? r.text.substr(0, 33) + "…" : r.text;
     t.add_row({shown, fmt::format("{}", ids.size()), ids == r.ids ? "yes" : "NO", attn::sci(diff, 1),
-               attn::fixed(cosine(e, ref), 7)});
+               attn::fixed(embedding_cosine(e, ref), 7)});
   }
   t.print();
   fmt::print(
@@ -149,7 +153,8 @@ void print_heads(const attn::Chapter& chapter, const ch16::MiniLM& m, const std:
     });
     std::vector<std::string> top;
     for (std::size_t k = 0; k < 4; ++k)
-      top.push_back(fmt::format("{} {}", head_name(order[k] / h, order[k] % h), attn::fixed(map.shares(order[k], c))));
+      top.push_back(
+          fmt::format("{} {}", layer_head_label(order[k] / h, order[k] % h), attn::fixed(map.shares(order[k], c))));
     const double mean = xt::mean(xt::view(map.shares, xt::all(), c))();
     t.add_row({kinds[c], attn::fixed(mean), attn::joined(top, ", ")});
   }
@@ -167,7 +172,7 @@ void print_heads(const attn::Chapter& chapter, const ch16::MiniLM& m, const std:
       special, positional);
   if (const auto path = chapter.figure_path("ch16_head_map.svg")) {
     std::vector<std::string> rows;
-    for (std::size_t r = 0; r < map.shares.shape(0); ++r) rows.push_back(head_name(r / h, r % h));
+    for (std::size_t r = 0; r < map.shares.shape(0); ++r) rows.push_back(layer_head_label(r / h, r % h));
     attn::write_svg_heatmap(*path, map.shares, rows, kinds, "all-MiniLM-L6-v2: what each head looks at");
     chapter.announce_figure(*path);
   }
@@ -211,7 +216,7 @@ void print_antecedent(const ch16::MiniLM& m, const std::string& text, const std:
              tops, antecedent);
   attn::Table t({"head", fmt::format("→ {}", antecedent), fmt::format("→ {}", distractor), "antecedent first"});
   for (std::size_t k = 0; k < 5; ++k)
-    t.add_row({head_name(rows[k].layer, rows[k].head), attn::fixed(rows[k].to_antecedent),
+    t.add_row({layer_head_label(rows[k].layer, rows[k].head), attn::fixed(rows[k].to_antecedent),
                attn::fixed(rows[k].to_distractor), rows[k].top ? "yes" : "no"});
   t.print();
 }
@@ -229,7 +234,7 @@ std::vector<std::size_t> nearest(const std::vector<Vector>& e) {
   for (std::size_t i = 0; i < e.size(); ++i) {
     double best = -2.0;
     for (std::size_t j = 0; j < e.size(); ++j)
-      if (j != i && cosine(e[i], e[j]) > best) best = cosine(e[i], e[j]), out[i] = j;
+      if (j != i && embedding_cosine(e[i], e[j]) > best) best = embedding_cosine(e[i], e[j]), out[i] = j;
   }
   return out;
 }
@@ -245,7 +250,7 @@ Agreement agreement(const std::vector<Vector>& full, const std::vector<Vector>& 
   Agreement r;
   const double share = 1.0 / static_cast<double>(full.size());
   for (std::size_t s = 0; s < full.size(); ++s) {
-    r.cosine += cosine(full[s], variant[s]) * share;
+    r.cosine += embedding_cosine(full[s], variant[s]) * share;
     r.neighbours += a[s] == b[s] ? share : 0.0;
   }
   return r;
@@ -337,6 +342,40 @@ void print_gqa(const ch16::MiniLM& m, const std::vector<std::string>& sentences)
       "what a model loses when its heads are forced to share keys and values it was not trained to share.\n");
 }
 // [gqa]
+
+// --- benchmarks (ch16_real_model bench): written, not recorded in the book -----------------------------------
+
+// [bench]
+/// Loading the model: config, vocabulary, the mapped file's header checked, 101 tensors copied out.
+void BM_load_model(benchmark::State& state) {
+  const std::string dir = ch16::default_model_dir();
+  if (const std::string why = ch16::model_missing_reason(dir); !why.empty()) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(ch16::load_minilm(dir).layers.size());
+}
+BENCHMARK(BM_load_model)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+/// Sentence embeddings of the first 32 sentences of the set, one at a time on one core (OpenBLAS
+/// single-threaded): sentences per second.
+void BM_embed_sentences(benchmark::State& state) {
+  const std::string dir = ch16::default_model_dir();
+  if (const std::string why = ch16::model_missing_reason(dir); !why.empty()) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  const attn::SingleThreadedBlas one_thread;
+  static const ch16::MiniLM m = ch16::load_minilm(dir);
+  std::vector<std::string> sentences = ch16::read_sentences(ATTN_CH16_SENTENCES);
+  sentences.resize(std::min<std::size_t>(32, sentences.size()));
+  for (auto _ : state)
+    for (const std::string& s : sentences) benchmark::DoNotOptimize(ch16::sentence_embedding(m, s).data());
+  state.counters["sentences/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * sentences.size()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_embed_sentences)->Unit(benchmark::kMillisecond)->UseRealTime();
+// [bench]
 
 void tell_the_story(const attn::Chapter& chapter, const std::string& dir, std::size_t head_sentences,
                     std::size_t prune_sentences) {

@@ -33,8 +33,13 @@ std::string model_missing_reason(const std::string& dir);
 MiniLMConfig read_config(const std::string& dir);
 
 /// Token + position + token-type (0) embeddings, then LayerNorm: BERT's input to its first layer.
-/// \param ids (n) token ids, n ≤ max_positions. \param word (vocab, d), \param position (max_positions, d),
-/// \param token_type (token_types, d), \param gamma, \param beta (d) the embeddings' LayerNorm.
+/// \param ids (n) token ids, n ≤ max_positions.
+/// \param word (vocab, d) the token embeddings.
+/// \param position (max_positions, d) the position embeddings.
+/// \param token_type (token_types, d) the token-type embeddings (type 0 is used).
+/// \param gamma (d) the embeddings' LayerNorm scale.
+/// \param beta (d) its shift.
+/// \param eps its ε.
 /// \return (n, d). \throws std::invalid_argument naming the id or n when one is out of range.
 Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& position, const Matrix& token_type,
              const Vector& gamma, const Vector& beta, float eps);
