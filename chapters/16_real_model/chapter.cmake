@@ -18,3 +18,7 @@ attn_cli_test(ch16_real_model "says how to get the model when it is missing" STA
 target_compile_definitions(ch16_real_model_main
                            PRIVATE ATTN_CH16_REFERENCE="${PROJECT_SOURCE_DIR}/tests/data/16_real_model_reference.txt"
                                    ATTN_CH16_SENTENCES="${PROJECT_SOURCE_DIR}/chapters/16_real_model/sentences.txt")
+# ./course crosscheck: the chapter's ids and embeddings, computed live beside transformers.
+target_link_libraries(attn_crosscheck_cases PRIVATE ch16_real_model_solution)
+target_compile_definitions(attn_crosscheck_cases PRIVATE ATTN_HAVE_CH16=1
+                           ATTN_CH16_REFERENCE="${PROJECT_SOURCE_DIR}/tests/data/16_real_model_reference.txt")

@@ -170,12 +170,24 @@ void print_heads(const attn::Chapter& chapter, const ch16::MiniLM& m, const std:
       "positional heads. The rest spread their weight by content. (entropy/ln n: 0 = one token,\n"
       "1 = uniform)\n",
       special, positional);
-  if (const auto path = chapter.figure_path("ch16_head_map.svg")) {
-    std::vector<std::string> rows;
-    for (std::size_t r = 0; r < map.shares.shape(0); ++r) rows.push_back(layer_head_label(r / h, r % h));
-    attn::write_svg_heatmap(*path, map.shares, rows, kinds, "all-MiniLM-L6-v2: what each head looks at");
-    chapter.announce_figure(*path);
-  }
+  // Three maps of layer × head, each small enough for the page: one row per layer, one column per head.
+  const std::size_t L = m.layers.size();
+  std::vector<std::string> layers, heads;  // counted from 1, as the tables name them (L1.H3)
+  for (std::size_t l = 1; l <= L; ++l) layers.push_back(fmt::format("L{}", l));
+  for (std::size_t i = 1; i <= h; ++i) heads.push_back(fmt::format("H{}", i));
+  const auto figure = [&](const char* name, const char* title, const auto& value) {
+    if (const auto path = chapter.figure_path(name)) {
+      Matrix map_lh = xt::zeros<float>({L, h});  // (layers, heads)
+      for (std::size_t r = 0; r < L * h; ++r) map_lh(r / h, r % h) = value(r);
+      attn::write_svg_heatmap(*path, map_lh, layers, heads, title);
+      chapter.announce_figure(*path);
+    }
+  };
+  figure("ch16_heads_cls.svg", "share of attention on [CLS]", [&](std::size_t r) { return map.shares(r, 0); });
+  figure("ch16_heads_neighbours.svg", "share on the previous, next or same token",
+         [&](std::size_t r) { return map.shares(r, 2) + map.shares(r, 3) + map.shares(r, 4); });
+  figure("ch16_heads_entropy.svg", "entropy / ln n (0: one token, 1: uniform)",
+         [&](std::size_t r) { return map.shares(r, 5); });
 }
 
 // --- 5. from "it" to its antecedent ------------------------------------------------------------------------------
@@ -382,7 +394,8 @@ void tell_the_story(const attn::Chapter& chapter, const std::string& dir, std::s
   if (const std::string why = ch16::model_missing_reason(dir); !why.empty()) {
     fmt::print("This chapter needs the model, and it is not here:\n{}", attn::wrapped(why, 96));
     // The book's pages include the figures: without the model they say so instead of breaking the build.
-    for (const char* name : {"ch16_head_map.svg", "ch16_pruning.svg"})
+    for (const char* name :
+         {"ch16_heads_cls.svg", "ch16_heads_neighbours.svg", "ch16_heads_entropy.svg", "ch16_pruning.svg"})
       if (const auto path = chapter.figure_path(name))
         std::ofstream(*path) << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"480\" height=\"40\"><text x=\"10\" "
                                 "y=\"25\">No model here: ./course setup fetches it.</text></svg>\n";

@@ -21,8 +21,8 @@ struct MiniLMConfig {
   std::size_t max_tokens = 256;  ///< sentence-transformers cuts longer inputs here ([CLS] and [SEP] included)
 };
 
-/// Where the model is: $ATTN_MINILM_DIR when set, else build/models/all-MiniLM-L6-v2 in the checkout
-/// (where `./course setup` unpacks it).
+/// Where the model is: the environment variable ATTN_MINILM_DIR when set, else build/models/all-MiniLM-L6-v2
+/// in the checkout (where ./course setup unpacks it).
 std::string default_model_dir();
 
 /// Empty when \p dir holds config.json, vocab.txt and model.safetensors; else why not and how to get them.
@@ -49,7 +49,9 @@ Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& posi
 Vector mean_pool_normalized(const Matrix& H);
 
 /// Every head's attention matrix in one layer, softmax(Q_i K_iᵀ / √d_k) (chapter 02's functions on
-/// chapter 03's split), recomputed from the layer's input for inspection. \param X (n, d) the layer's input.
+/// chapter 03's split), recomputed from the layer's input for inspection.
+/// \param X (n, d) the layer's input.
+/// \param W the layer's weights (W_Q, b_Q, W_K, b_K and the head count are used).
 /// \return (h, n, n).
 Tensor3 attention_maps(const Matrix& X, const EncoderLayerWeights& W);
 
@@ -75,19 +77,23 @@ struct ReferenceText {
 ///         lacks its ids or its embedding.
 std::vector<ReferenceText> read_reference(const std::string& path);
 
-/// The sentences of a text file, one per line, skipping empty lines and lines starting with '#'.
+/// The sentences of a text file, one per line, skipping empty lines and comment lines (starting with a hash sign).
 /// \throws std::runtime_error naming the file when it cannot be read.
 std::vector<std::string> read_sentences(const std::string& path);
 
 /// How much each head adds to its layer's attention output: the mean over tokens of ‖O_i·W_O[:, cols_i]ᵀ‖,
-/// head i's output O_i (n, d_k) through its own columns of W_O. \param X (n, d) the layer's input.
+/// head i's output O_i (n, d_k) through its own columns of W_O.
+/// \param X (n, d) the layer's input.
+/// \param W the layer's weights.
 /// \return (h). A head that adds little is the first to prune.
 std::vector<double> head_contributions(const Matrix& X, const EncoderLayerWeights& W);
 
 /// The layer turned grouped-query (chapter 09) without retraining: the key and value projections of each
 /// group of h/g heads replaced by their mean (chapter 09's mean_pool_kv_heads() on W_K and b_K, W_V and b_V
 /// cut per head: pooling the projections pools the keys, since the projection is linear), every head of a
-/// group then reading the same keys and values. \param g the number of key/value heads; it divides h.
+/// group then reading the same keys and values.
+/// \param W the layer's weights.
+/// \param g the number of key/value heads; it divides h.
 /// \return the weights with W_K, b_K, W_V, b_V pooled. \throws std::invalid_argument when g does not divide h.
 EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g);
 
