@@ -11,6 +11,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "02_qkv_trace/qkv_trace.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/real_model.hpp"
 #include "attn/rng.hpp"
@@ -234,6 +235,23 @@ TEST_SUITE("16_real_model: chapter code") {
     const ch16::EncoderLayerWeights same = ch16::pool_kv_heads(L.W, 2);  // g = h: nothing pooled
     CHECK(same.W_K == L.W.W_K);
     CHECK_THROWS_WITH_AS(ch16::pool_kv_heads(L.W, 3), doctest::Contains("g = 3"), std::invalid_argument);
+  }
+}
+
+TEST_SUITE("16_real_model: chapter code") {
+  TEST_CASE("the chapter's layer with a pluggable attention equals the float64 oracle when the attention is exact") {
+    attn::Rng rng(21);
+    const SmallLayer L = small_layer(rng);
+    const Matrix X = rng.normal(5, 8);  // (n, d)
+    std::size_t calls = 0;
+    const Matrix out = ch16::encoder_layer_with(X, L.W, [&](const Matrix& Q, const Matrix& K, const Matrix& V) {
+      ++calls;
+      CHECK(Q.shape(0) == 5);
+      CHECK(Q.shape(1) == 4);                              // d_k = d / h = 8 / 2
+      return attn::scaled_dot_product_attention(Q, K, V);  // chapter 02, exact
+    });
+    CHECK(calls == 2);  // once per head
+    CHECK_ALLCLOSE(out, attn::oracle::bert_layer(attn::test::to_oracle(X), L.O, {}), kLayerTol, kLayerTol);
   }
 }
 

@@ -23,6 +23,10 @@
 
 #include <fmt/format.h>
 
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "07_sparse/sparse.hpp"
+#include "08_linear/features.hpp"
+#include "08_linear/linear.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/real_model.hpp"
 #include "attn/chapter.hpp"
@@ -30,6 +34,7 @@
 #include "attn/format.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
+#include "attn/rng.hpp"
 #include "attn/svg.hpp"
 
 namespace {
@@ -332,28 +337,54 @@ void print_pruning(const attn::Chapter& chapter, const ch16::MiniLM& m, const st
 
 // --- 7. chapter 09's shortcut on a real model -------------------------------------------------------------------
 
-// [gqa]
-void print_gqa(const ch16::MiniLM& m, const std::vector<std::string>& sentences) {
-  attn::heading(fmt::format("Chapter 09's grouped-query attention on the real model ({} sentences)", sentences.size()));
+// [shortcuts]
+/// Each chapter's shortcut swapped into all six layers, against the exact model on the same sentences.
+void print_shortcuts(const ch16::MiniLM& m, const std::vector<std::string>& sentences) {
+  attn::heading(fmt::format("Each chapter's shortcut on the real model ({} sentences)", sentences.size()));
   std::vector<Vector> full;
   for (const std::string& s : sentences) full.push_back(ch16::sentence_embedding(m, s));
-  attn::Table t(
-      {"key/value heads g", "KV cache vs MHA", "mean cosine to the full model", "nearest neighbour unchanged"});
-  for (const std::size_t g : {6, 3, 1}) {
-    ch16::MiniLM grouped = m;  // every layer's K and V heads mean-pooled in groups of h/g, nothing retrained
-    for (std::size_t l = 0; l < m.layers.size(); ++l) grouped.layers[l] = ch16::pool_kv_heads(m.layers[l], g);
+  attn::Table t({"attention in every layer", "mean cosine to the full model", "nearest neighbour unchanged"});
+  const auto row = [&](const std::string& name, const auto& embed_one) {
     std::vector<Vector> e;
-    for (const std::string& s : sentences) e.push_back(ch16::sentence_embedding(grouped, s));
+    for (const std::string& s : sentences) e.push_back(embed_one(s));
     const Agreement a = agreement(full, e);
-    t.add_row({fmt::format("{}", g), fmt::format("1/{}", m.config.heads / g), attn::fixed(a.cosine, 4),
-               attn::fixed(100 * a.neighbours, 1) + "%"});
+    t.add_row({name, attn::fixed(a.cosine, 4), attn::fixed(100 * a.neighbours, 1) + "%"});
+  };
+  for (const std::size_t w : {2, 4})  // chapter 07: each token sees w neighbours on each side
+    row(fmt::format("sliding window, w = {} (chapter 07)", w), [&](const std::string& s) {
+      return ch16::sentence_embedding_with(m, s, [w](const Matrix& Q, const Matrix& K, const Matrix& V) {
+        return attn::sliding_window_attention(Q, K, V, w);
+      });
+    });
+  // Longformer's fix (chapter 07): the window plus global tokens; here [CLS] and [SEP], where heads rest.
+  row("window w = 2 + global [CLS], [SEP] (07)", [&](const std::string& s) {
+    return ch16::sentence_embedding_with(m, s, [](const Matrix& Q, const Matrix& K, const Matrix& V) {
+      const std::size_t n = Q.shape(0);
+      return attn::scaled_dot_product_attention(Q, K, V, attn::longformer_mask(n, 2, {0, n - 1}));
+    });
+  });
+  for (const std::size_t features : {64, 256}) {  // chapter 08: Performer's positive random features
+    attn::Rng rng(16);
+    const Matrix Omega = attn::ch08::orthogonal_features(features, m.config.d / m.config.heads, rng);  // (m, d_k)
+    row(fmt::format("Performer, {} features (chapter 08)", features), [&](const std::string& s) {
+      return ch16::sentence_embedding_with(m, s, [&](const Matrix& Q, const Matrix& K, const Matrix& V) {
+        return attn::linear_attention(attn::positive_random_features(Q, Omega),
+                                      attn::positive_random_features(K, Omega), V);
+      });
+    });
+  }
+  for (const std::size_t g : {6, 1}) {  // chapter 09: K/V heads mean-pooled in groups, nothing retrained
+    ch16::MiniLM grouped = m;
+    for (std::size_t l = 0; l < m.layers.size(); ++l) grouped.layers[l] = ch16::pool_kv_heads(m.layers[l], g);
+    row(fmt::format("GQA, g = {} K/V heads (chapter 09)", g),
+        [&](const std::string& s) { return ch16::sentence_embedding(grouped, s); });
   }
   t.print();
   fmt::print(
-      "The GQA paper's conversion (mean-pool each group's key and value heads) without its uptraining:\n"
-      "what a model loses when its heads are forced to share keys and values it was not trained to share.\n");
+      "None of the shortcuts is retrained here: each shows what a model trained with exact attention\n"
+      "loses when its attention is replaced. GQA is the GQA paper's conversion without its uptraining.\n");
 }
-// [gqa]
+// [shortcuts]
 
 // --- benchmarks (ch16_real_model bench): written, not recorded in the book -----------------------------------
 
@@ -418,7 +449,7 @@ void tell_the_story(const attn::Chapter& chapter, const std::string& dir, std::s
   print_antecedent(m, "I finished that book; it was great.", "it", "book", "i");
   print_antecedent(m, "The cat sat on the mat; it was tired.", "it", "cat", "mat");
   print_pruning(chapter, m, first(prune_sentences));
-  print_gqa(m, first(prune_sentences));
+  print_shortcuts(m, first(prune_sentences));
 }
 
 }  // namespace
@@ -428,13 +459,14 @@ int main(int argc, char** argv) {
                         "Chapter 16: a real model, all-MiniLM-L6-v2, through the course's attention");
   std::string dir = ch16::default_model_dir();
   // Small defaults keep the run near a second; --sentences 199 --prune-sentences 199 measures the whole set.
-  std::size_t head_sentences = 40, prune_sentences = 12;
+  std::size_t head_sentences = 32, prune_sentences = 10;
   chapter.cli().add_option("--model-dir", dir, "Folder with config.json, vocab.txt and model.safetensors");
   chapter.cli()
       .add_option("--sentences", head_sentences, "Sentences of the set the head statistics average over")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
   chapter.cli()
-      .add_option("--prune-sentences", prune_sentences, "Sentences the pruning curve is measured on (≥ 3)")
+      .add_option("--prune-sentences", prune_sentences,
+                  "Sentences the pruning curve and the shortcuts are measured on (≥ 3)")
       ->check(CLI::Range(std::size_t{3}, std::size_t{100000}));
   return chapter.run(argc, argv, [&] { tell_the_story(chapter, dir, head_sentences, prune_sentences); });
 }

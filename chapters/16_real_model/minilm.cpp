@@ -222,4 +222,20 @@ EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g) {
   return out;
 }
 
+Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const HeadAttention& attend) {
+  const std::size_t h = W.heads;
+  require(h > 0 && X.shape(1) % h == 0,
+          fmt::format("encoder_layer_with: d = {} is not divisible by h = {}", X.shape(1), h));
+  const Tensor3 Q = split_heads(linear(X, W.W_Q, W.b_Q), h);  // (h, n, d_k)
+  const Tensor3 K = split_heads(linear(X, W.W_K, W.b_K), h);  // (h, n, d_k)
+  const Tensor3 V = split_heads(linear(X, W.W_V, W.b_V), h);  // (h, n, d_k)
+  Tensor3 heads = xt::zeros<float>(V.shape());                // (h, n, d_k)
+  for (std::size_t i = 0; i < h; ++i)
+    xt::view(heads, i, xt::all(), xt::all()) =
+        attend(xt::view(Q, i, xt::all(), xt::all()), xt::view(K, i, xt::all(), xt::all()),
+               xt::view(V, i, xt::all(), xt::all()));
+  const Matrix H = layer_norm(X + linear(merge_heads(heads), W.W_O, W.b_O), W.ln1_gamma, W.ln1_beta, W.ln_eps);
+  return layer_norm(H + linear(gelu(linear(H, W.W_1, W.b_1)), W.W_2, W.b_2), W.ln2_gamma, W.ln2_beta, W.ln_eps);
+}
+
 }  // namespace attn::ch16

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,20 @@ std::vector<double> head_contributions(const Matrix& X, const EncoderLayerWeight
 /// \return the weights with W_K, b_K, W_V, b_V pooled. \throws std::invalid_argument when g does not divide h.
 EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g);
 
+/// How one head attends in encoder_layer_with(): its queries (n, d_k), keys (n, d_k), values (n, d_k) to its
+/// output (n, d_k).
+using HeadAttention = std::function<Matrix(const Matrix& Q, const Matrix& K, const Matrix& V)>;
+
+/// encoder_layer() with another attention per head in place of the exact one: an earlier chapter's shortcut
+/// (a sliding window, Performer features) swapped into the real model. The chapter's own copy of the layer,
+/// since the learner's encoder_layer() is the exact attention by contract; the tests check the two agree
+/// when \p attend is exact.
+/// \param X (n, d) the layer's input.
+/// \param W the layer's weights.
+/// \param attend the per-head attention.
+/// \return (n, d).
+Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const HeadAttention& attend);
+
 /// The model: config and every weight, copied out of the memory-mapped file through read_tensor().
 struct MiniLM {
   MiniLMConfig config;
@@ -180,6 +195,14 @@ inline Matrix encode(const MiniLM& m, const std::vector<int>& ids, const HeadMas
     X = encoder_layer(X, m.layers[l], keep.empty() ? std::vector<bool>{} : keep[l]);
   }
   return X;
+}
+
+/// The sentence embedding with \p attend in every head of every layer (encoder_layer_with()). \return (d).
+inline Vector sentence_embedding_with(const MiniLM& m, const std::string& text, const HeadAttention& attend) {
+  Matrix X = embed(tokenize(text, m.vocab, m.config.max_tokens), m.word, m.position, m.token_type, m.ln_gamma,
+                   m.ln_beta, m.config.ln_eps);  // (n, d)
+  for (const EncoderLayerWeights& W : m.layers) X = encoder_layer_with(X, W, attend);
+  return mean_pool_normalized(X);
 }
 
 /// The sentence embedding: encode(), mean pooling over the tokens, L2 normalisation. \return (d).
