@@ -15,6 +15,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <numeric>
@@ -27,6 +28,8 @@
 #include "07_sparse/sparse.hpp"
 #include "08_linear/features.hpp"
 #include "08_linear/linear.hpp"
+#include "12_learning/flow.hpp"
+#include "12_learning/learning.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/real_model.hpp"
 #include "attn/chapter.hpp"
@@ -420,6 +423,70 @@ void BM_embed_sentences(benchmark::State& state) {
 BENCHMARK(BM_embed_sentences)->Unit(benchmark::kMillisecond)->UseRealTime();
 // [bench]
 
+// --- 8. chapter 12's explanations, compared by deletion -----------------------------------------------------
+
+/// Each layer's attention averaged over its heads, (n, n) per layer: what rollout and flow take.
+std::vector<Matrix> head_averaged_maps(const ch16::MiniLM& m, const std::vector<Matrix>& inputs) {
+  std::vector<Matrix> maps;
+  for (std::size_t l = 0; l < m.layers.size(); ++l) {
+    const Tensor3 A = ch16::attention_maps(inputs[l], m.layers[l]);  // (h, n, n)
+    maps.push_back(xt::mean(A, {0}));                                // (n, n)
+  }
+  return maps;
+}
+
+// [deletion]
+/// No ground truth says which tokens matter to a sentence embedding, so the explanations are compared by what
+/// deleting their top tokens does: the method whose top-ranked words move the embedding most ranks best.
+void print_deletion(const ch16::MiniLM& m, const std::vector<std::string>& sentences) {
+  attn::heading(fmt::format("Chapter 12's explanations compared by deletion ({} sentences)", sentences.size()));
+  const bool with_flow = attn::ch12::attention_flow_available();
+  std::vector<std::string> methods{"raw attention, last layer", "attention rollout", "random words"};
+  if (with_flow) methods.insert(methods.begin() + 2, "attention flow");
+  std::vector<std::array<double, 2>> drop(methods.size(), {0.0, 0.0});  // mean 1 − cosine, deleting 1 or 2
+  attn::Rng rng(12);
+  for (const std::string& s : sentences) {
+    const std::vector<int> ids = ch16::tokenize(s, m.vocab, m.config.max_tokens);
+    const std::size_t n = ids.size();
+    if (n < 5) continue;  // [CLS], [SEP] and at least three words to choose from
+    std::vector<Matrix> inputs;
+    const Vector full = ch16::mean_pool_normalized(ch16::encode(m, ids, {}, &inputs));
+    const std::vector<Matrix> maps = head_averaged_maps(m, inputs);
+    // Relevance of input token j to the embedding, a mean over all positions since the embedding is a mean.
+    std::vector<Vector> relevance{xt::mean(maps.back(), {0}), xt::mean(attn::attention_rollout(maps), {0})};
+    if (with_flow) {
+      Vector flow = xt::zeros<float>({n});
+      for (std::size_t i = 0; i < n; ++i) flow += attn::ch12::attention_flow(maps, i) / static_cast<float>(n);
+      relevance.push_back(flow);
+    }
+    relevance.push_back(xt::view(rng.uniform(1, n), 0, xt::all()));
+    for (std::size_t k = 0; k < relevance.size(); ++k) {
+      std::vector<std::size_t> words(n - 2);  // [CLS] and [SEP] are never deleted
+      std::iota(words.begin(), words.end(), 1);
+      std::stable_sort(words.begin(), words.end(),
+                       [&](std::size_t a, std::size_t b) { return relevance[k](a) > relevance[k](b); });
+      for (std::size_t deleted = 1; deleted <= 2; ++deleted) {
+        std::vector<int> kept;
+        for (std::size_t j = 0; j < n; ++j)
+          if (std::find(words.begin(), words.begin() + static_cast<long>(deleted), j) ==
+              words.begin() + static_cast<long>(deleted))
+            kept.push_back(ids[j]);
+        const Vector e = ch16::mean_pool_normalized(ch16::encode(m, kept));
+        drop[k][deleted - 1] += (1.0 - embedding_cosine(full, e)) / static_cast<double>(sentences.size());
+      }
+    }
+  }
+  attn::Table t({"ranked by", "1 − cosine, top word deleted", "top two words deleted"});
+  for (std::size_t k = 0; k < methods.size(); ++k)
+    t.add_row({methods[k], attn::fixed(drop[k][0], 4), attn::fixed(drop[k][1], 4)});
+  t.print();
+  fmt::print(
+      "Larger = the method found words the embedding depends on. Gradient × input and integrated\n"
+      "gradients need the model's backward pass, which this chapter does not write.{}\n",
+      with_flow ? "" : " (Flow needs Boost.Graph.)");
+}
+// [deletion]
+
 void tell_the_story(const attn::Chapter& chapter, const std::string& dir, std::size_t head_sentences,
                     std::size_t prune_sentences) {
   if (const std::string why = ch16::model_missing_reason(dir); !why.empty()) {
@@ -450,6 +517,7 @@ void tell_the_story(const attn::Chapter& chapter, const std::string& dir, std::s
   print_antecedent(m, "The cat sat on the mat; it was tired.", "it", "cat", "mat");
   print_pruning(chapter, m, first(prune_sentences));
   print_shortcuts(m, first(prune_sentences));
+  print_deletion(m, first(prune_sentences));
 }
 
 }  // namespace
