@@ -4,9 +4,17 @@
 # Fails when any line printed (or written for the book) is wider than 100 display columns, when a run
 # fails, or when the program did not restart itself with a better OpenBLAS kernel and the same arguments
 # (the restart every course program makes on such a CPU; see attn/machine.hpp). Used by attn_add_chapter().
-# usage: check_output_width.sh WIDTH_TOOL MACHINE_TOOL EXE
+# usage: check_output_width.sh WIDTH_TOOL MACHINE_TOOL EXE [-- ARGS...]
+#   ARGS (the sanitizer build's shorter run) go to every run but the bench one, and then the run with the
+#   defaults alone, the same code as --no-color's, is left out.
 set -u
 tool=$1 machine=$2 exe=$3
+shift 3
+extra=()
+if [ "${1:-}" = "--" ]; then
+  shift
+  extra=("$@")
+fi
 name=$(basename "$exe")
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -48,9 +56,9 @@ check_run() { # check_run LABEL ARGS...: run, then check the restart and the exi
   cat "$err.shown" >>"$out"
 }
 
-check_run defaults
-check_run no-color --no-color
-check_run book --book "$dir/book"
+[ ${#extra[@]} -gt 0 ] || check_run defaults
+check_run no-color --no-color "${extra[@]}"
+check_run book --book "$dir/book" "${extra[@]}"
 check_run bench bench --benchmark_list_tests=true
 if grep -q $'\e\[' "$dir/no-color.out"; then fail "--no-color still printed colour escapes"; fi
 ls "$dir"/book/*.txt >/dev/null 2>&1 || fail "--book wrote no output file"

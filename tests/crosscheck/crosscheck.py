@@ -411,6 +411,39 @@ def table():
     return "\n".join(lines)
 
 
+def chapter_16(root):
+    """all-MiniLM-L6-v2 live: the course's ids and embeddings against transformers on the same model files
+    (sentence-transformers' pooling: the mean over the tokens, then unit length)."""
+    if (root / "16_skipped.txt").exists():
+        ROWS.append(("16", "all-MiniLM-L6-v2 (skipped)", (root / "16_skipped.txt").read_text().strip()[:60], "-", "-"))
+        return
+    try:
+        from transformers import AutoModel, AutoTokenizer
+    except ImportError:
+        ROWS.append(("16", "all-MiniLM-L6-v2 (skipped)", "pip install transformers into the venv", "-", "-"))
+        return
+    cases = sorted(root.glob("16_text_*"), key=lambda c: int(c.name.split("_")[-1]))
+    model_dir = (cases[0] / "model_dir.txt").read_text()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    models = {"right": AutoModel.from_pretrained(model_dir).eval(),
+              "tanh": AutoModel.from_pretrained(model_dir, hidden_act="gelu_pytorch_tanh").eval()}
+    ids_equal, got, want, got_tanh = 0, [], [], []
+    for c in cases:
+        text = (c / "text.txt").read_text()
+        encoded = tokenizer([text], return_tensors="pt")
+        ids_equal += encoded["input_ids"][0].tolist() == [int(i) for i in np.load(c / "ids.npy")]
+        want.append(load(c, "embedding"))
+        with torch.no_grad():
+            for name, out in (("right", got), ("tanh", got_tanh)):
+                hidden = models[name](**encoded).last_hidden_state[0]
+                out.append(F.normalize(hidden.mean(dim=0), dim=0))
+    ROWS.append(("16", f"token ids of {len(cases)} texts", "AutoTokenizer (BERT, WordPiece)",
+                 "0" if ids_equal == len(cases) else f"{len(cases) - ids_equal} differ", "-"))
+    compare("16", "sentence embeddings", "AutoModel, mean over tokens, normalise", torch.stack(got), torch.stack(want))
+    compare("16", "  wrong: GELU's tanh form", "AutoModel(hidden_act='gelu_pytorch_tanh')", torch.stack(got_tanh),
+            torch.stack(want))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("cases", type=pathlib.Path)
@@ -418,7 +451,7 @@ def main():
     parser.add_argument("--header", action="append", default=[])
     args = parser.parse_args()
     for chapter in (chapter_02, chapter_03, chapter_05, chapter_07, chapter_08, chapter_09, chapter_10, chapter_11,
-                    chapter_12, chapter_14):
+                    chapter_12, chapter_14, chapter_16):
         chapter(args.cases)
     text = (
         "The course's functions against PyTorch on the same seeded float32 inputs (tests/crosscheck/).\n"

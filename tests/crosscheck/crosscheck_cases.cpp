@@ -1,6 +1,6 @@
 // attn_crosscheck_cases DIR: the C++ half of `./course crosscheck`.
 //
-// What it does: runs the public functions of chapters 02, 03, 05, 07–12 and 14 (the reference solutions and
+// What it does: runs the public functions of chapters 02, 03, 05, 07–12, 14 and 16 (the reference solutions and
 // the chapters' own code) on small seeded inputs and writes, for every case, the inputs and the course's output as .npy
 // files under DIR/<case>/ (xt::dump_npy; masks as uint8, 1 = may attend). tests/crosscheck/crosscheck.py loads them
 // with numpy, runs PyTorch on the same inputs, each convention both ways, and prints the errors. What it leaves out:
@@ -31,6 +31,11 @@
 #include "14_state_space/scan.hpp"
 #include "14_state_space/state_space.hpp"
 #include "attn/rng.hpp"
+#if ATTN_HAVE_CH16
+#include <fstream>
+
+#include "16_real_model/minilm.hpp"
+#endif
 
 namespace fs = std::filesystem;
 using attn::Mask;
@@ -334,6 +339,29 @@ void chapter_14(const fs::path& root) {
 
 }  // namespace
 
+#if ATTN_HAVE_CH16
+/// Chapter 16: the ids and sentence embeddings of the recorded texts, computed now, for transformers to
+/// compute live from the same model files (the tests compare against the recording; this is the live check).
+void chapter_16(const fs::path& root) {
+  const std::string dir = attn::ch16::default_model_dir();
+  if (const std::string why = attn::ch16::model_missing_reason(dir); !why.empty()) {
+    std::ofstream(root / "16_skipped.txt") << why << "\n";
+    return;
+  }
+  const attn::ch16::MiniLM m = attn::ch16::load_minilm(dir);
+  std::size_t k = 0;
+  for (const attn::ch16::ReferenceText& r : attn::ch16::read_reference(ATTN_CH16_REFERENCE)) {
+    const std::vector<int> ids = attn::ch16::tokenize(r.text, m.vocab, m.config.max_tokens);
+    xt::xtensor<float, 1> id_values = xt::zeros<float>({ids.size()});  // (n) exact: ids < 2^24
+    std::copy(ids.begin(), ids.end(), id_values.begin());
+    const fs::path name = "16_text_" + std::to_string(k++);
+    Case(root, name.string()).put("ids", id_values).put("embedding", attn::ch16::sentence_embedding(m, r.text));
+    std::ofstream(root / name / "text.txt") << r.text;
+    std::ofstream(root / name / "model_dir.txt") << dir;
+  }
+}
+#endif
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::cerr << "usage: attn_crosscheck_cases DIR\n";
@@ -351,6 +379,9 @@ int main(int argc, char** argv) {
     chapter_11(root);
     chapter_12(root);
     chapter_14(root);
+#if ATTN_HAVE_CH16
+    chapter_16(root);
+#endif
   } catch (const std::exception& e) {
     std::cerr << "attn_crosscheck_cases: " << e.what() << "\n";
     return 1;

