@@ -44,6 +44,25 @@ TEST_SUITE("common") {
                          std::invalid_argument);
   }
 
+  TEST_CASE("a heat map of 64 x 64 entries fits the book's column (at most 896 px wide and tall)") {
+    // 896 px is the book's column at 1280 px (book/book.css: 64em of 14 px); a numbered 52 px cell for
+    // every entry made this figure 3376 px wide, three screens.
+    const std::string path = "attn_common_test_heatmap.svg";
+    const attn::Matrix m = xt::zeros<float>({64, 64});
+    const std::vector<std::string> labels(64, "");
+    attn::write_svg_heatmap(path, m, labels, labels, "a 64 x 64 grid");
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::remove(path.c_str());
+    int width = 0, height = 0;
+    REQUIRE(std::sscanf(text.str().c_str(), "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\"",
+                        &width, &height) == 2);
+    CHECK(width <= 896);
+    CHECK(height <= 896);
+    CHECK(width >= 64 * 6);  // still a readable cell (6 px) per entry
+  }
+
   TEST_CASE("write_svg_plot draws an SVG with gnuplot and refuses mismatched series") {
     const std::string path = "attn_common_test_plot.svg";
     attn::write_svg_plot(path, {"t", "n", "s", true, true, {{"f", {1, 2, 4}, {1, 4, 16}}}});

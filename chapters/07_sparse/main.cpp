@@ -268,7 +268,7 @@ void show_tiles(const attn::Chapter& chapter) {
     panels.push_back({name + " (green: computed, then masked)", pairs});
   }
   if (const auto path = chapter.figure_path("ch07_tiles.svg")) {
-    attn::write_svg_panels(*path, panels, 1,
+    attn::write_svg_panels(*path, panels, 2,
                            "Block-sparse tiles of 32 x 32 at n = 256: bright = allowed, green = computed but "
                            "masked, dark = skipped",
                            2);
