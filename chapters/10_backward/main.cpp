@@ -3,7 +3,7 @@
 // What it shows: the softmax's Jacobian diag(p) − ppᵀ and its product with a vector without forming it;
 // full attention's backward box by box with every shape, checked by central differences; FlashAttention-2's
 // backward (P recomputed from the forward's log-sum-exp, D = rowsum(dO ∘ O)) equal to it, with the heap each
-// one holds measured by chapter 04's counting allocator; the seed's claim that ÷√d_k keeps gradients alive,
+// one holds measured by chapter 04's counting allocator; the article's claim that ÷√d_k keeps gradients alive,
 // measured on real gradients for d_k = 4 … 1024; and the FLOPs of the backward against the forward's.
 // What it leaves out: dropout, the GPU backward, a model that learns from these gradients (chapter 12).
 // Run it: ./course run 10     Long run: build/default/bin/ch10_backward --n 65536 (peak RSS, forward + backward)
@@ -189,7 +189,7 @@ double largest_row_norm(const Matrix& g) {
   return static_cast<double>(xt::amax(norms)());
 }
 
-/// The seed's claim (C3), on real gradients: what reaches each query and key for the same kind of loss as
+/// The article's claim, on real gradients: what reaches each query and key for the same kind of loss as
 /// d_k grows, with ÷√d_k and without it. Without it the scores grow like √d_k, most rows of P turn one-hot,
 /// and P ∘ (dP − D), the only way a gradient reaches Q and K, vanishes in those rows.
 void gradient_norms(const attn::Chapter& chapter) {

@@ -3,7 +3,7 @@
 // What it shows: the model (embedding, RoPE, causal multi-head attention, residual stream, unembedding)
 // trained with cross-entropy and AdamW on the induction task, with every backward written by hand; the loss
 // curve and its phase change; which heads became the previous-token head and the induction head, found by
-// measurement; ablating each head (which can be pruned); the seed's pronoun task (它 → its antecedent) learned
+// measurement; ablating each head (which can be pruned); the article's pronoun task (它 → its antecedent) learned
 // by the same model, and which heads carry the answer; and, on both tasks, how often raw attention, attention
 // rollout, attention flow (max-flow, Boost.Graph), gradient × input and integrated gradients point at the token
 // the answer was copied from.
@@ -247,7 +247,7 @@ std::pair<double, double> evaluate_pronoun(const ch12::Model& model, const ch12:
 
 // [ablation]
 void ablation(const ch12::Model& model, std::size_t length) {
-  attn::heading("Ablation: switch off one head at a time (C7: which heads can be pruned?)");
+  attn::heading("Ablation: switch off one head at a time (which heads can be pruned?)");
   const ch12::Config& c = model.config;
   const auto [base_loss, base_acc] = evaluate(model, length, ch12::HeadMask());
   attn::Table table({"head switched off", "loss", "loss increase", "accuracy"});
@@ -281,7 +281,7 @@ void ablation(const ch12::Model& model, std::size_t length) {
 
 // [pronoun_story]
 ch12::TrainResult pronoun_story(const attn::Chapter& chapter, const ch12::TrainSettings& s) {
-  attn::heading("The seed's pronoun task: what does 它 refer to?");
+  attn::heading("The article's pronoun task: what does 它 refer to?");
   attn::Rng examples(kEvalSeed + 4);
   fmt::print("Sentences from chapter 01's words (and a few more of the same kinds); the answer follows 它 是:\n");
   for (int e = 0; e < 4; ++e) {
@@ -407,7 +407,7 @@ std::vector<KnownSource> pronoun_cases(std::size_t sentences) {
 }
 
 void attribution(const ch12::Model& induction_model, std::size_t length, const ch12::Model& pronoun_model) {
-  attn::heading("C16: do attention weights say where the answer came from?");
+  attn::heading("Do attention weights say where the answer came from?");
   const std::vector<KnownSource> induction = induction_cases(induction_model, length, 40), pronoun = pronoun_cases(100);
   const std::vector<std::size_t> a = top1_hits(induction_model, induction), b = top1_hits(pronoun_model, pronoun);
   auto cell = [](std::size_t hits, std::size_t total) {
