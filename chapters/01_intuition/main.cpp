@@ -174,7 +174,7 @@ void write_heatmap(const attn::Chapter& chapter, const Attention& r, const std::
 void tell_the_story(const attn::Chapter& chapter, const std::string& sentence) {
   const bool own_sentence = !sentence.empty();
   const std::vector<std::string> tokens = own_sentence ? ch01::tokenize(sentence) : ch01::sentences()[0].tokens;
-  fmt::print("Chapter 01: knowing where to look.\nSentence: {}\n", joined(tokens));
+  fmt::print("Sentence: {}\n", joined(tokens));
 
   const Attention r = attend_sentence(tokens);
   print_features(r);

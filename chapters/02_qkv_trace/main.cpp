@@ -484,7 +484,6 @@ void excerpt(const attn::Chapter& chapter, const std::string& file, const std::f
 }
 
 void tell_the_story(const attn::Chapter& chapter, const Example& example) {
-  fmt::print("Chapter 02: Q, K, V and the computation, box by box.\n");
   const Trace full = run_trace(example);
   excerpt(chapter, "ch02_trace.txt", [&] { print_trace(example, full); });
   excerpt(chapter, "ch02_causal.txt", [&] { print_causal(example, full); });

@@ -274,7 +274,7 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
     if (need > o.memory_limit) throw attn::memory_refusal(n, n, need, o.memory_limit);
   }
 
-  fmt::print("Chapter 04: the O(n²·d) wall. Full attention is chapter 02's scaled_dot_product_attention.\n");
+  fmt::print("Full attention is chapter 02's scaled_dot_product_attention.\n");
   if (!book)
     fmt::print("Machine: {} ({} hardware threads), OpenBLAS for the products; median of {} runs after a warm-up.\n",
                cpu_name(), std::thread::hardware_concurrency(), o.repeats);

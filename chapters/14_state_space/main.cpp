@@ -411,7 +411,6 @@ void print_decode_memory() {
 }
 
 void tell_the_story(const attn::Chapter& chapter, std::uint64_t seed, std::size_t n) {
-  fmt::print("Chapter 14: state-space models, and their duality with attention.\n");
   attn::Rng rng(seed);
   print_discretisation(rng);
   print_two_computations(chapter, rng, n);
