@@ -444,7 +444,8 @@ void train_to_target(benchmark::State& state) {
     acc = ch12::induction_accuracy(r.model, setup.train.length, kEvalCount, kEvalSeed);
     state.ResumeTiming();
   }
-  // The ceiling in the same run: one sgemm of the model's largest product, (batch·n, d)·(d, d), one thread.
+  // The ceiling in the same run: one sgemm of a projection with the batch stacked, (batch·n, d)·(d, d), one thread
+  // (the model itself runs one sequence at a time, (n, d)·(d, d), smaller still).
   // Training runs far below it: its matrices are tiny, so overheads, not flops, set its pace.
   state.counters["sgemm_ceiling_GFLOPS"] =
       attn::sgemm_gflops(setup.train.batch * setup.train.length, setup.config.d_model, setup.config.d_model);
