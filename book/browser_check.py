@@ -175,6 +175,16 @@ INSPECT_PAGE = r"""
         out.layout.overflow.push(describe(el) + ' ' + why + (text ? ': "' + text + '"' : ''));
       }
     }
+    for (const el of column.querySelectorAll('object, iframe')) {  // a drawing cut by its own frame
+      let inner = 0;
+      try {
+        const root = el.contentDocument && el.contentDocument.documentElement;
+        if (root) inner = Math.max(root.scrollWidth || 0, root.getBoundingClientRect().width);
+      } catch (e) { inner = 0; }
+      if (displayed(el) && inner > el.clientWidth + 1 && !reported.some((outer) => outer.contains(el)))
+        out.layout.overflow.push(describe(el) + ' cuts off ' + Math.round(inner - el.clientWidth) +
+                                 ' px of its drawing (a figure must be sized to the column)');
+    }
     for (const el of column.querySelectorAll('img, object, iframe')) {
       const r = el.getBoundingClientRect();
       if (displayed(el) && r.height > window.innerHeight)
