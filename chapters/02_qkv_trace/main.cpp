@@ -496,6 +496,7 @@ void tell_the_story(const attn::Chapter& chapter, const Example& example) {
 
 // --- benchmarks: `ch02_qkv_trace bench` ------------------------------------------------------------------
 
+// [bench]
 // Attention at d_k = d_v = 64 against the machine's own ceiling: the sgemm of QKᵀ alone at the same shape.
 void BM_scaled_dot_product_attention(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
@@ -523,6 +524,7 @@ void BM_ceiling_sgemm_QKt(benchmark::State& state) {
       benchmark::Counter(2.0 * double(n) * double(n) * 64.0, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ceiling_sgemm_QKt)->Arg(256)->Arg(1024)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
+// [bench]
 
 }  // namespace
 
