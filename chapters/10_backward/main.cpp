@@ -171,7 +171,6 @@ void flash_equals_full() {
 }
 // [flash_vs_full]
 
-// [gradient_norms]
 /// The median over rows of each row's Euclidean norm: what a typical query (or key) receives.
 double median_row_norm(const Matrix& g) {
   std::vector<double> norms;
@@ -200,6 +199,7 @@ void gradient_norms(const attn::Chapter& chapter) {
   attn::Series q_with{"median ‖∂L/∂q_i‖ with ÷√d_k", {}, {}}, q_without{"median ‖∂L/∂q_i‖ without", {}, {}},
       k_with{"median ‖∂L/∂k_j‖ with ÷√d_k", {}, {}}, k_without{"median ‖∂L/∂k_j‖ without", {}, {}};
   for (std::size_t d_k = 4; d_k <= 1024; d_k *= 2) {
+    // [gradient_norms]
     attn::Rng rng(d_k);
     const Matrix Q = rng.normal(n, d_k), K = rng.normal(n, d_k), V = rng.normal(n, d_v), dO = rng.normal(n, d_v);
     const float root = std::sqrt(static_cast<float>(d_k));
@@ -212,6 +212,7 @@ void gradient_norms(const attn::Chapter& chapter) {
     const Matrix P = attn::softmax_rows(attn::matmul(Q, K, true));  // (n, n) the unscaled weights
     const Vector p_max = xt::amax(P, {1});                          // (n)
     const auto saturated = static_cast<std::size_t>(xt::sum(xt::greater(p_max, 0.99f))());
+    // [gradient_norms]
     const double qw = median_row_norm(with.dQ), qo = median_row_norm(dQ_without), kw = median_row_norm(with.dK),
                  ko = median_row_norm(without.dK);
     table.add_row({std::to_string(d_k), fmt::format("{:.3g}", qw),
@@ -245,7 +246,6 @@ void gradient_norms(const attn::Chapter& chapter) {
     chapter.announce_figure(*path);
   }
 }
-// [gradient_norms]
 
 void flop_count() {
   attn::heading("What the backward costs: five products against the forward's two");

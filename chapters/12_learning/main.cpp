@@ -279,7 +279,6 @@ void ablation(const ch12::Model& model, std::size_t length) {
 }
 // [ablation]
 
-// [pronoun_story]
 ch12::TrainResult pronoun_story(const attn::Chapter& chapter, const ch12::TrainSettings& s) {
   attn::heading("The article's pronoun task: what does 它 refer to?");
   attn::Rng examples(kEvalSeed + 4);
@@ -306,6 +305,7 @@ ch12::TrainResult pronoun_story(const attn::Chapter& chapter, const ch12::TrainS
       {"head", "是 → antecedent", "是 → 它", "它 → antecedent", "loss without it", "accuracy without it"});
   // [layer][head]: mean attention of 是 on the antecedent and on 它, and of 它 on the antecedent.
   std::vector<std::vector<std::array<double, 3>>> looks(c.layers, std::vector<std::array<double, 3>>(c.heads));
+  // [pronoun_story]
   attn::Rng rng(kEvalSeed);
   for (std::size_t q = 0; q < kEvalCount; ++q) {
     const ch12::PronounSequence x = ch12::make_pronoun(rng);
@@ -317,6 +317,7 @@ ch12::TrainResult pronoun_story(const attn::Chapter& chapter, const ch12::TrainS
         for (std::size_t k = 0; k < 3; ++k)
           looks[l][h][k] += static_cast<double>(tr.attention[l][h](query[k], key[k])) / static_cast<double>(kEvalCount);
   }
+  // [pronoun_story]
   for (std::size_t l = 0; l < c.layers; ++l)
     for (std::size_t h = 0; h < c.heads; ++h) {
       ch12::HeadMask keep(c.layers, std::vector<bool>(c.heads, true));
@@ -334,7 +335,6 @@ ch12::TrainResult pronoun_story(const attn::Chapter& chapter, const ch12::TrainS
       base_loss);
   return r;
 }
-// [pronoun_story]
 
 /// Index of the largest of v(0) … v(last): the top-ranked position among those a query at \p last can see.
 std::size_t argmax_upto(const attn::Vector& v, std::size_t last) {
