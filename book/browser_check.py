@@ -15,7 +15,8 @@ port, no websocket, no Node), after MathJax has finished typesetting. On every p
   - every typeset formula shows something (a frame with a size);
   - at 1280 px nothing is wider than the content column: no block, code, output, table, figure or formula
     runs past it or has part of its content cut off or scrolled sideways (whole header files listed with
-    line numbers excepted), and no figure is taller than one screen (900 px);
+    line numbers excepted), no figure is taller than one screen (900 px), and no heading's line height
+    is below its font size (a heading that wraps would overlap itself);
   - a lesson page (chNN_name.html) is at most 12,000 px tall: measurements have pages of their own.
 
 It writes a screenshot (the first screenful, PNG) of each chapter page, so a reviewer can flip through the
@@ -173,6 +174,15 @@ INSPECT_PAGE = r"""
         reported.push(el);
         const text = (el.textContent || '').replace(/\s+/g, ' ').trim().slice(0, 60);
         out.layout.overflow.push(describe(el) + ' ' + why + (text ? ': "' + text + '"' : ''));
+      }
+    }
+    // A heading whose line height is below its font size overlaps itself as soon as it wraps.
+    for (const el of column.querySelectorAll('h1, h2, h3, h4')) {
+      const cs = getComputedStyle(el);
+      if (displayed(el) && parseFloat(cs.lineHeight) < parseFloat(cs.fontSize)) {
+        out.layout.overflow.push(describe(el) + ' has a line height of ' + cs.lineHeight + ' for a ' + cs.fontSize +
+                                 ' font: its lines overlap when it wraps ("' + el.textContent.trim().slice(0, 50) + '")');
+        break;  // one per page says it
       }
     }
     for (const el of column.querySelectorAll('object, iframe')) {  // a drawing cut by its own frame
