@@ -57,3 +57,14 @@ add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh 1 "ran
                               ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 3 $<TARGET_FILE:ch13_ring_mpi_solution>
                               --check --fail-on-rank 1)
 set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+set(name "solution:ch13_ring_mpi says its times are not meaningful when ranks outnumber the machine's cores")
+add_test(NAME ${name} COMMAND bash -c "\"$0\" 0 'ranks share [0-9]+ cores' \"$1\" $(( $(getconf _NPROCESSORS_ONLN) + 1 )) \
+                                       \"$2\" --n 64 --heads 0 --repeats 1"
+                              ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh
+                              $<TARGET_FILE:ch13_ring_mpi_solution>)
+set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+set(name "solution:ch13_ring_mpi on one rank times without the note about shared cores")
+add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 1 $<TARGET_FILE:ch13_ring_mpi_solution>
+                              --n 64 --heads 0 --repeats 1)
+set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0
+                                        FAIL_REGULAR_EXPRESSION "ranks share")

@@ -11,6 +11,8 @@ namespace attn::ch14 {
 
 /// The SSM's convolution kernel: `K_l = Re(Σ_k C_k Ā_k^l B̄_k)` for l = 0 … n−1, what an impulse at token 0
 /// leaves in the output l tokens later. With Δ, B, C fixed the whole layer is `y = K * u`.
+/// The powers Ā^l are carried in double: each K_l is right to float's rounding for the Ā, B̄ and C it is given,
+/// however long the kernel.
 /// \param ssm Ā, B̄, C, each (N).
 /// \param n kernel length.
 /// \return (n) K.
@@ -25,7 +27,8 @@ Vector ssm_kernel(const DiscreteSSM& ssm, std::size_t n);
 /// \throws std::invalid_argument naming the sizes when Ā, B̄ and C differ in N.
 Vector ssm_recurrence(const DiscreteSSM& ssm, const Vector& u);
 
-/// Causal convolution by its definition, `y_t = Σ_{j ≤ t} K_j u_{t−j}`: O(n²) multiply-adds.
+/// Causal convolution by its definition, `y_t = Σ_{j ≤ t} K_j u_{t−j}`: O(n²) multiply-adds, summed in double
+/// so that each y_t is right to float's rounding however many taps it sums.
 /// \param K (n_K) the kernel; taps past n_K are zero.
 /// \param u (n) the input.
 /// \return (n) y.

@@ -39,8 +39,9 @@ void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j
                          const Vector& lse_i, const Vector& D_i, Matrix& dQ_i, Matrix& dK_j, Matrix& dV_j,
                          const Mask& allowed) {
   // TODO(learner): check every shape before touching dQ_i, dK_j, dV_j. P = exp(Q_i K_jᵀ/√d_k − lse_i) per row
-  //   (0 where allowed is false or lse_i is -inf); dV_j += Pᵀ dO_i; dP = dO_i V_jᵀ; dS = P ∘ (dP − D_i);
-  //   dQ_i += dS K_j / √d_k; dK_j += dSᵀ Q_i / √d_k.
+  //   (0 where allowed is false or lse_i is -inf), with the scores computed exactly as chapter 05's tile_step
+  //   computed them (the same product, 1/√d_k as its alpha), so they round the same; dV_j += Pᵀ dO_i;
+  //   dP = dO_i V_jᵀ; dS = P ∘ (dP − D_i); dQ_i += dS K_j / √d_k; dK_j += dSᵀ Q_i / √d_k.
   throw not_implemented("flash_backward_tile", kChapter,
                         "recompute P from the log-sum-exp (exp(s − lse)), and use D_i where the row sum of dP∘P was.");
 }

@@ -25,8 +25,9 @@ LossAndGrad cross_entropy(const Matrix& logits, const std::vector<std::size_t>& 
 }
 
 void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::size_t t, const AdamW& settings) {
-  // TODO(learner): check the four shapes and t ≥ 1 before touching anything; then per element update m and v,
-  //   correct their bias by 1 − β1ᵗ and 1 − β2ᵗ, and step θ −= lr·(m̂ / (√v̂ + ε) + weight_decay·θ).
+  // TODO(learner): check the four shapes and t ≥ 1 before touching anything; then per element update m and v
+  //   (in double: β1 and β2 are doubles, and 1 − β2 as a float would be 1.3e-5 off), correct their bias by
+  //   1 − β1ᵗ and 1 − β2ᵗ, and step θ −= lr·(m̂ / (√v̂ + ε) + weight_decay·θ).
   throw not_implemented("adamw_step", kChapter,
                         "Adam's step is m̂ / (√v̂ + ε), about ±1 per coordinate; the decay is applied to θ itself.");
 }

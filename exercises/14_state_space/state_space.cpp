@@ -17,9 +17,11 @@ constexpr const char* kChapter = "14_state_space";
 }
 
 DiscreteSSM zoh_discretize(const DiagonalSSM& ssm, float delta) {
-  // TODO(learner): for every entry k, Ā_k = exp(Δ·A_k) and B̄_k = (Ā_k − 1) / A_k · B_k (std::complex does the
-  //   arithmetic); C is copied. First check: A, B, C of one size N; Δ finite and > 0; every entry finite and
-  //   every Re(A_k) < 0 (std::invalid_argument naming k and the value otherwise).
+  // TODO(learner): for every entry k, Ā_k = exp(Δ·A_k) and B̄_k = (e^{Δ·A_k} − 1) / A_k · B_k (std::complex does
+  //   the arithmetic); C is copied. Compute e^{ΔA} − 1 without subtracting 1 from Ā: at Δ = 0.001, Ā is within
+  //   5e-4 of 1 and Ā − 1 keeps only its last bits (std::expm1 exists for real numbers; `./course hint 14`).
+  //   First check: A, B, C of one size N; Δ finite and > 0; every entry finite and every Re(A_k) < 0
+  //   (std::invalid_argument naming k and the value otherwise).
   throw not_implemented("zoh_discretize", kChapter,
                         "holding u constant over one step, x(t+Δ) = e^{ΔA} x(t) + (e^{ΔA} − 1)/A · B u: two formulas "
                         "per entry, not Δ·B (that is Euler's first-order guess).");

@@ -24,7 +24,8 @@ Vector stable_softmax(const Vector& logits) {
   // exp(x - m) <= 1 for every entry: no overflow, and at least one term (the max) is exactly 1, so the
   // sum is >= 1 and the division is safe. exp(-inf - m) = 0 gives masked entries their zero weight.
   p = xt::exp(logits - m);
-  const float sum = xt::sum(p)();
+  // Summed in double: over a long row (chapter 02 calls this once per row of scores) a float sum loses digits.
+  const float sum = static_cast<float>(xt::sum<double>(p)());
   p /= sum;
   return p;
 }

@@ -123,8 +123,11 @@ FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, b
     OnlineState state = empty_state(rows, d_v);                           // m, ℓ (rows), acc (rows, d_v)
     // Causal: the last row of this block sees keys up to r0 + rows - 1 + offset; later tiles are skipped.
     const std::size_t kv_end = causal ? std::min(n_kv, r0 + rows + offset) : n_kv;
-    for (std::size_t c0 = 0; c0 < kv_end; c0 += B_c) {      // inner loop: K_j, V_j stream past the block
-      const std::size_t cols = std::min(B_c, kv_end - c0);  // the last tile may be short
+    for (std::size_t c0 = 0; c0 < kv_end; c0 += B_c) {  // inner loop: K_j, V_j stream past the block
+      // The last tile may be short. A tile the diagonal crosses is computed whole and masked, not cut at the last
+      // visible key: chapter 10's backward recomputes these scores from tiles of the same shapes, so that they
+      // are the same products and round the same.
+      const std::size_t cols = std::min(B_c, n_kv - c0);
       const Matrix K_j = xt::view(K, xt::range(c0, c0 + cols), xt::all());  // (cols, d_k)
       const Matrix V_j = xt::view(V, xt::range(c0, c0 + cols), xt::all());  // (cols, d_v)
       // Only a tile the diagonal crosses needs a mask: its last key lies beyond the first row's horizon.

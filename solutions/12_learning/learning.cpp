@@ -46,14 +46,15 @@ void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::si
           fmt::format("adamw_step: param {}, grad {}, m {}, v {} must all have one shape", shape_str(param),
                       shape_str(grad), shape_str(m), shape_str(v)));
   require(t >= 1, "adamw_step: t = 0; steps count from 1 (the bias corrections divide by 1 − βᵗ)");
-  const double c1 = 1.0 - std::pow(static_cast<double>(s.beta1), static_cast<double>(t));
-  const double c2 = 1.0 - std::pow(static_cast<double>(s.beta2), static_cast<double>(t));
+  const double c1 = 1.0 - std::pow(s.beta1, static_cast<double>(t));
+  const double c2 = 1.0 - std::pow(s.beta2, static_cast<double>(t));
   for (std::size_t i = 0; i < param.size(); ++i) {
-    const float g = grad.data()[i];
+    const double g = grad.data()[i];
     float& mi = m.data()[i];
     float& vi = v.data()[i];
-    mi = s.beta1 * mi + (1.0f - s.beta1) * g;
-    vi = s.beta2 * vi + (1.0f - s.beta2) * g * g;
+    // The moments are stored in float but updated in double, with β and 1 − β exactly as given: each rounds once.
+    mi = static_cast<float>(s.beta1 * static_cast<double>(mi) + (1.0 - s.beta1) * g);
+    vi = static_cast<float>(s.beta2 * static_cast<double>(vi) + (1.0 - s.beta2) * g * g);
     const double m_hat = static_cast<double>(mi) / c1, v_hat = static_cast<double>(vi) / c2;
     float& p = param.data()[i];
     // Decoupled weight decay: it shrinks θ itself, untouched by Adam's per-coordinate scaling.
