@@ -158,4 +158,16 @@ TEST_SUITE("01_intuition") {
     const Matrix K = xt::zeros<float>({3, 0});
     CHECK_THROWS_WITH_AS(attn::attention_weights(q, K), doctest::Contains("(3, 0)"), std::invalid_argument);
   }
+
+  TEST_CASE("attention_weights refuses scores that would overflow and NaN, and blend_values refuses NaN or infinity") {
+    // q·k = −1e40 for both keys: −inf in float, and the weights would be [0, 0] instead of summing to 1.
+    CHECK_THROWS_WITH_AS(attn::attention_weights(Vector{1e20f}, Matrix{{-1e20f}, {-1e20f}}), doctest::Contains("d_k"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::attention_weights(Vector{std::nanf(""), 1.0f}, Matrix{{1.0f, 2.0f}}),
+                         doctest::Contains("nan"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::blend_values(Vector{0.5f, std::nanf("")}, Matrix{{1.0f}, {2.0f}}),
+                         doctest::Contains("weights[1]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::blend_values(Vector{0.5f, 0.5f}, Matrix{{1.0f}, {kInf}}), doctest::Contains("V[1]"),
+                         std::invalid_argument);
+  }
 }

@@ -282,7 +282,10 @@ TEST_SUITE("09_mqa_gqa") {
 
   TEST_CASE("kv_cache_bytes and the cache refuse sizes whose bytes pass 64 bits, naming them") {
     const std::size_t huge = std::size_t{1} << 62;
-    CHECK_THROWS_WITH_AS(attn::KVCache(4, huge, 4, 4), doctest::Contains("4 × 4611686018427387904 × 4 × 4"),
+    CHECK_THROWS_WITH_AS(attn::KVCache(4, huge, 4, 4), doctest::Contains("4 × 4611686018427387904 × 8 × 4"),
+                         std::invalid_argument);
+    // 2^40 positions of 4 + 4 floats: 32 TiB fit in 64 bits but in no machine's memory; refused before allocating.
+    CHECK_THROWS_WITH_AS(attn::KVCache(1, std::size_t{1} << 40, 4, 4), doctest::Contains("available"),
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(attn::kv_cache_bytes(1, 1, std::size_t{1} << 40, std::size_t{1} << 40, 4),
                          doctest::Contains("1099511627776"), std::invalid_argument);  // 2^82 bytes, not 0

@@ -243,6 +243,33 @@ TEST_SUITE("11_positions") {
   }
 
   TEST_CASE(
+      "sinusoidal_encoding and alibi_bias give empty matrices for zero sizes and refuse, before allocating, "
+      "sizes that cannot fit") {
+    CHECK(attn::sinusoidal_encoding(0, 8).shape(0) == 0);
+    CHECK(attn::sinusoidal_encoding(4, 0).shape(1) == 0);
+    CHECK(attn::alibi_bias(0, 0, 0.5f).size() == 0);
+    CHECK(attn::alibi_bias(0, 3, 0.5f).shape(1) == 3);
+    const std::size_t big = std::size_t{1} << 32, huge = std::size_t{1} << 40;
+    // 2^32 × 2^32 floats wrap 64 bits; 2^40 × 8 floats (32 TiB) do not, but no machine has them available.
+    CHECK_THROWS_WITH_AS(attn::sinusoidal_encoding(big, big), doctest::Contains("sinusoidal_encoding"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::sinusoidal_encoding(huge, 8), doctest::Contains("available"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::alibi_bias(big, big, 0.5f), doctest::Contains("alibi_bias"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::alibi_bias(huge, huge, 0.5f), doctest::Contains("alibi_bias"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::alibi_bias(8, huge, 0.5f), doctest::Contains("available"), std::invalid_argument);
+  }
+
+  TEST_CASE("apply_rope refuses a NaN or infinite entry of X, naming it, and leaves X unchanged") {
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()}) {
+      Matrix X{{1.0f, 2.0f, 3.0f, 4.0f}, {5.0f, 6.0f, 7.0f, bad}};
+      const Matrix before = X;
+      CHECK_THROWS_WITH_AS(attn::apply_rope(X, 3), doctest::Contains("X[7]"), std::invalid_argument);
+      for (std::size_t i = 0; i + 1 < X.size(); ++i) CHECK(X.data()[i] == before.data()[i]);
+    }
+  }
+
+  TEST_CASE(
       "flex_attention with a DocumentMask mask_mod that refuses one row gives it zeros, never NaN, and rejects bad "
       "input") {
     attn::Rng rng(113);

@@ -176,6 +176,54 @@ TEST_SUITE("12_learning") {
     CHECK(theta == before);
   }
 
+  TEST_CASE(
+      "adamw_step refuses settings that give NaN weights, and a NaN or infinite gradient or weight, leaving "
+      "everything unchanged") {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    Matrix theta = xt::ones<float>({2, 2}), m = xt::zeros<float>({2, 2}), v = m;
+    const Matrix zero_grad = xt::zeros<float>({2, 2}), before = theta;
+    const auto with = [](float lr, float beta1, float beta2, float eps, float decay) {
+      return attn::AdamW{lr, beta1, beta2, eps, decay};
+    };
+    // β1 = 1 or β2 = 1: the bias correction 1 − βᵗ is 0; β2 > 1 or < 0: v can turn negative; ε = 0 with a zero
+    // gradient: 0 / 0; a NaN or negative learning rate or decay.
+    for (const attn::AdamW& bad : {with(1e-3f, 1.0f, 0.999f, 1e-8f, 0.0f), with(1e-3f, 0.9f, 1.0f, 1e-8f, 0.0f),
+                                   with(1e-3f, 0.9f, 1.5f, 1e-8f, 0.0f), with(1e-3f, -0.1f, 0.999f, 1e-8f, 0.0f),
+                                   with(1e-3f, 0.9f, 0.999f, 0.0f, 0.0f), with(1e-3f, 0.9f, 0.999f, inf, 0.0f),
+                                   with(nan, 0.9f, 0.999f, 1e-8f, 0.0f), with(-1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f),
+                                   with(inf, 0.9f, 0.999f, 1e-8f, 0.0f), with(1e-3f, nan, 0.999f, 1e-8f, 0.0f),
+                                   with(1e-3f, 0.9f, 0.999f, 1e-8f, nan), with(1e-3f, 0.9f, 0.999f, 1e-8f, -0.5f)}) {
+      CAPTURE(bad.lr);
+      CAPTURE(bad.beta1);
+      CAPTURE(bad.beta2);
+      CAPTURE(bad.eps);
+      CAPTURE(bad.weight_decay);
+      CHECK_THROWS_WITH_AS(attn::adamw_step(theta, zero_grad, m, v, 1, bad), doctest::Contains("adamw_step"),
+                           std::invalid_argument);
+    }
+    Matrix bad_grad = zero_grad;
+    bad_grad(1, 0) = nan;
+    CHECK_THROWS_WITH_AS(attn::adamw_step(theta, bad_grad, m, v, 1, attn::AdamW{}), doctest::Contains("grad[2]"),
+                         std::invalid_argument);
+    Matrix bad_theta = theta;
+    bad_theta(0, 1) = -inf;
+    CHECK_THROWS_WITH_AS(attn::adamw_step(bad_theta, zero_grad, m, v, 1, attn::AdamW{}), doctest::Contains("param[1]"),
+                         std::invalid_argument);
+    CHECK(theta == before);
+    CHECK(xt::all(xt::equal(m, 0.0f)));
+    CHECK(xt::all(xt::equal(v, 0.0f)));
+  }
+
+  TEST_CASE("induction_score and attention_rollout refuse an attention map holding NaN or infinity") {
+    Matrix A = xt::eye<float>(3);
+    A(2, 0) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(attn::induction_score(A, {1, 2, 1}), doctest::Contains("A[6]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::attention_rollout({Matrix(xt::eye<float>(3)), A}), doctest::Contains("[6]"),
+                         std::invalid_argument);
+    A(2, 0) = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_AS(attn::attention_rollout({A}), std::invalid_argument);
+  }
+
   TEST_CASE("induction_score is 1 for a perfect induction head and 0 for a head on the twin or the previous token") {
     // Token 1 occurs at 1, 4 and 7: query 7 must be scored on key 5 (after the latest occurrence, at 4).
     const std::vector<std::size_t> tokens{4, 1, 2, 3, 1, 2, 3, 1};

@@ -327,6 +327,27 @@ TEST_SUITE("14_state_space") {
   }
 
   TEST_CASE(
+      "selective_step refuses a NaN or infinite state and finite inputs that would overflow, leaving h as it was") {
+    Matrix h = {{1.0f, 2.0f}, {3.0f, 4.0f}};  // (d, N)
+    const Vector x = {1.0f, 1.0f}, delta = {0.1f, 0.1f}, B = {1.0f, 1.0f}, C = {1.0f, 1.0f};
+    const Matrix A = {{-1.0f, -2.0f}, {-1.0f, -2.0f}};  // (d, N)
+    Matrix nan_h = h;
+    nan_h(1, 0) = kNaN;
+    CHECK_THROWS_WITH_AS(attn::selective_step(nan_h, x, delta, A, B, C), doctest::Contains("h[2]"),
+                         std::invalid_argument);
+    const Matrix before = h;
+    // Δ·x·B = 0.1 · 1e20 · 1e20 = 1e39: past float's largest value (3.4e38) though every input is finite.
+    CHECK_THROWS_WITH_AS(attn::selective_step(h, Vector{1e20f, 1.0f}, delta, A, Vector{1e20f, 1.0f}, C),
+                         doctest::Contains("past float's largest value"), std::invalid_argument);
+    CHECK_MESSAGE(xt::all(xt::equal(h, before)), "a call that throws must leave the state h as it was");
+    // A state of 2e38 stays finite, but the output may sum N = 2 of them: the bound is 4e38.
+    Matrix large = {{2e38f, 0.0f}, {0.0f, 0.0f}};
+    CHECK_THROWS_WITH_AS(attn::selective_step(large, x, delta, A, B, C), doctest::Contains("the output 4e+38"),
+                         std::invalid_argument);
+    CHECK(large(0, 0) == 2e38f);
+  }
+
+  TEST_CASE(
       "the selective scan on any threads, split in time or channels, equals float64, and selective_step continues it") {
     attn::Rng rng(144);
     for (const std::size_t n : {1, 2, 7, 100, 1001}) {
@@ -463,6 +484,23 @@ TEST_SUITE("14_state_space") {
     CHECK(decayed(5, 0) == 0.03125f);  // 0.5^5, exact
     CHECK(decayed(4, 2) == 0.25f);
     CHECK(attn::semiseparable_mask(Vector(xt::zeros<float>({0}))).size() == 0);
+  }
+
+  TEST_CASE("semiseparable_mask refuses, before allocating, an (n, n) mask that cannot fit in memory") {
+    // n = 100,000: 40 GB of mask.
+    CHECK_THROWS_WITH_AS(attn::semiseparable_mask(Vector(xt::ones<float>({100000}))), doctest::Contains("available"),
+                         std::invalid_argument);
+    CHECK(attn::semiseparable_mask(Vector(xt::zeros<float>({0}))).size() == 0);  // no token: an empty mask
+  }
+
+  TEST_CASE("masked_attention_form refuses NaN or infinity in L, C, B or X, naming it") {
+    const Matrix L = {{1.0f, 0.0f}, {0.5f, 1.0f}}, C = {{1.0f}, {2.0f}}, B = {{3.0f}, {4.0f}}, X = {{1.0f}, {1.0f}};
+    Matrix bad = X;
+    bad(1, 0) = kNaN;
+    CHECK_THROWS_WITH_AS(attn::masked_attention_form(L, C, B, bad), doctest::Contains("X[1]"), std::invalid_argument);
+    Matrix bad_L = L;
+    bad_L(1, 0) = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_WITH_AS(attn::masked_attention_form(bad_L, C, B, X), doctest::Contains("L[2]"), std::invalid_argument);
   }
 
   TEST_CASE("semiseparable_mask refuses decays outside [0, 1] and NaN, naming the token") {

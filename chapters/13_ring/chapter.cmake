@@ -1,12 +1,8 @@
 # Chapter 13's parts beyond attn_add_chapter(): the test of its given code (Ulysses), on the solution track
 # only, and the MPI program with its ctest cases.
 
-# Chapter 13's own code (no exercise in it): solution track only, like chapter 06's core test.
-add_executable(ch13_ring_core_test ${PROJECT_SOURCE_DIR}/tests/13_ring_core_test.cpp)
-target_link_libraries(ch13_ring_core_test PRIVATE ch13_ring_solution attn_test_support attn_test_main)
-attn_strict_warnings(ch13_ring_core_test)
-attn_discover_tests(ch13_ring_core_test "solution:" "solution;ch13")
-add_dependencies(attn_solution_tests ch13_ring_core_test)
+# Chapter 13's own code (no exercise in it): solution track only, labelled threads (its kernels run threads).
+attn_add_core_test(13 ring THREADED)
 
 # Chapter 13's MPI program (ch13_ring_mpi, and ch13_ring_mpi_exercise on the learner's code) and its ctest
 # cases at np = 1 … 4. Open MPI is optional: without it this part is skipped with a message and the rest of
@@ -68,3 +64,20 @@ add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 1
                               --n 64 --heads 0 --repeats 1)
 set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0
                                         FAIL_REGULAR_EXPRESSION "ranks share")
+# Bad launches and options stop with status 2 before any work: mpirun.sh's NP (0 meant every slot to mpirun, -1
+# exited 1) and PROGRAM (a missing one exited 132), --pingpong on one rank, --fail-on-rank '' (read as rank 0) or
+# past the ranks.
+foreach(case "NP '0'|0|${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh;0;$<TARGET_FILE:ch13_ring_mpi_solution>;--check"
+             "NP '-1'|-1|${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh;-1;$<TARGET_FILE:ch13_ring_mpi_solution>;--check"
+             "PROGRAM '/no/such/program'|missing|${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh;2;/no/such/program"
+             "--pingpong: .*at least 2|pingpong|${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh;1;$<TARGET_FILE:ch13_ring_mpi_solution>;--pingpong"
+             "--fail-on-rank: an empty value|fail-empty|bash;-c;exec ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 2 $<TARGET_FILE:ch13_ring_mpi_solution> --check --fail-on-rank ''"
+             "--fail-on-rank 5: there is no such rank|fail-past|${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh;2;$<TARGET_FILE:ch13_ring_mpi_solution>;--check;--fail-on-rank;5")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 regex)
+  list(GET parts 1 label)
+  list(SUBLIST parts 2 -1 command)
+  set(name "solution:ch13_ring_mpi refuses a bad launch with status 2 before any work (${label})")
+  add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh 2 "${regex}" ${command})
+  set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+endforeach()

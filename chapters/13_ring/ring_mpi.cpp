@@ -680,7 +680,11 @@ int main(int argc, char** argv) {
                "Memory run: zigzag only, one run, no single-process reference (each rank makes only its rows)");
   app.add_option("--heads", heads, "Heads of the timed Ulysses-beside-the-ring run (0: skip it; else at least P)")
       ->check(CLI::Range(0, 256));
-  app.add_option("--fail-on-rank", g_fail_on_rank, "Make this rank throw (tests that the job stops)");
+  app.add_option("--fail-on-rank", g_fail_on_rank, "Make this rank throw (tests that the job stops)")
+      ->check(CLI::Validator(
+          [](const std::string& value) { return value.empty() ? std::string("an empty value names no rank") : ""; },
+          "RANK"))
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--repeats", repeats, "Timed runs (median reported)")->check(CLI::Range(1, 100));
   try {
     app.parse(argc, argv);
@@ -689,15 +693,25 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return status == 0 ? 0 : 2;
   }
-  if (!check && !ping && !memory && heads > 0 && heads < static_cast<std::size_t>(w.P)) {  // every rank sees it
-    if (w.rank == 0)
-      std::fprintf(stderr,
-                   "--heads %zu: Ulysses splits the heads over the ranks, so it needs at least P = %d heads "
-                   "(or --heads 0 to skip it)\n",
-                   heads, w.P);
+  // Checks every rank makes alike on the parsed values, so that all of them stop with status 2 together.
+  const auto refuse = [&](const std::string& message) {
+    if (w.rank == 0) std::fprintf(stderr, "%s\n", message.c_str());
     MPI_Finalize();
     return 2;
-  }
+  };
+  if (ping && w.P < 2)
+    return refuse(
+        fmt::format("--pingpong: it measures between ranks 0 and 1, so it needs at least 2 "
+                    "ranks (mpirun -np 2); this job has {}",
+                    w.P));
+  if (g_fail_on_rank >= w.P)
+    return refuse(fmt::format("--fail-on-rank {}: there is no such rank in a job of {} (ranks 0 to {})", g_fail_on_rank,
+                              w.P, w.P - 1));
+  if (!check && !ping && !memory && heads > 0 && heads < static_cast<std::size_t>(w.P))
+    return refuse(
+        fmt::format("--heads {}: Ulysses splits the heads over the ranks, so it needs at least P = {} heads "
+                    "(or --heads 0 to skip it)",
+                    heads, w.P));
   int status = 0;
   try {
     attn::set_blas_threads(1);  // one core per rank: OpenBLAS must not start its own threads on top

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
+
 #if ATTN_HAVE_FFTW
 #include <fftw3.h>
 #endif
@@ -20,10 +22,20 @@ namespace attn::ch14 {
 
 namespace {
 
+/// Ā, B̄ and C of one size N, every entry finite, and |Ā_k| ≤ 1: a state that grows would overflow the kernel and
+/// the recurrence to inf without a word (zoh_discretize() of a stable A gives |Ā_k| < 1).
 void require_same_n(const char* where, const DiscreteSSM& ssm) {
   require(ssm.B_bar.size() == ssm.A_bar.size() && ssm.C.size() == ssm.A_bar.size(),
           fmt::format("{}: A_bar is ({}), B_bar ({}) and C ({}); all three need the same N", where, ssm.A_bar.size(),
                       ssm.B_bar.size(), ssm.C.size()));
+  const auto finite = [](Complex z) { return std::isfinite(z.real()) && std::isfinite(z.imag()); };
+  for (std::size_t k = 0; k < ssm.A_bar.size(); ++k) {
+    require(finite(ssm.A_bar[k]) && finite(ssm.B_bar[k]) && finite(ssm.C[k]),
+            fmt::format("{}: entry {} of A_bar, B_bar or C is not finite", where, k));
+    require(std::abs(ssm.A_bar[k]) <= 1.0f,
+            fmt::format("{}: |A_bar[{}]| = {} is above 1: the state would grow without bound", where, k,
+                        std::abs(ssm.A_bar[k])));
+  }
 }
 
 }  // namespace
@@ -31,6 +43,7 @@ void require_same_n(const char* where, const DiscreteSSM& ssm) {
 // [ssm_kernel]
 Vector ssm_kernel(const DiscreteSSM& ssm, std::size_t n) {
   require_same_n("ssm_kernel", ssm);
+  checked_allocation("ssm_kernel: the kernel n floats", {n, sizeof(float)});  // before allocating
   using ComplexDouble = std::complex<double>;
   Vector K = xt::zeros<float>({n});  // (n)
   // (N) Ā^l ∘ B̄, one multiplication per entry and tap. In double: each multiplication rounds, and in float the
@@ -52,6 +65,7 @@ Vector ssm_kernel(const DiscreteSSM& ssm, std::size_t n) {
 // [ssm_recurrence]
 Vector ssm_recurrence(const DiscreteSSM& ssm, const Vector& u) {
   require_same_n("ssm_recurrence", ssm);
+  require_finite("ssm_recurrence", "u", u.data(), u.size());
   const std::size_t n = u.size(), N = ssm.A_bar.size();
   Vector y = xt::zeros<float>({n});  // (n)
   ComplexVector x(N);                // (N) the state: all the model remembers of u_0 … u_t
@@ -69,6 +83,8 @@ Vector ssm_recurrence(const DiscreteSSM& ssm, const Vector& u) {
 
 // [convolution_direct]
 Vector causal_convolution_direct(const Vector& K, const Vector& u) {
+  require_finite("causal_convolution_direct", "K", K.data(), K.size());
+  require_finite("causal_convolution_direct", "u", u.data(), u.size());
   const std::size_t n = u.size(), taps = std::min(K.size(), n);
   // (n) the sums in double: y_t adds up to n products, and a float sum errs by up to n·ε of their magnitudes
   // (2.4e-4 at n = 4,096). A product of two floats is exact in double, and n double additions err by n·2^-53:
@@ -150,6 +166,8 @@ bool fft_available() { return true; }
 
 // [convolution_fft]
 Vector causal_convolution_fft(const Vector& K, const Vector& u) {
+  require_finite("causal_convolution_fft", "K", K.data(), K.size());
+  require_finite("causal_convolution_fft", "u", u.data(), u.size());
   const std::size_t n = u.size(), taps = std::min(K.size(), n);
   Vector y = xt::zeros<float>({n});  // (n)
   if (n == 0 || taps == 0) return y;

@@ -25,15 +25,16 @@ LossAndGrad cross_entropy(const Matrix& logits, const std::vector<std::size_t>& 
 }
 
 void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::size_t t, const AdamW& settings) {
-  // TODO(learner): check the four shapes and t ≥ 1 before touching anything; then per element update m and v
-  //   (in double: β1 and β2 are doubles, and 1 − β2 as a float would be 1.3e-5 off), correct their bias by
-  //   1 − β1ᵗ and 1 − β2ᵗ, and step θ −= lr·(m̂ / (√v̂ + ε) + weight_decay·θ).
+  // TODO(learner): check the four shapes, t ≥ 1, the settings' ranges (lr ≥ 0, β1 and β2 in [0, 1), ε > 0,
+  //   weight_decay ≥ 0, all finite) and a finite grad and param before touching anything; then per element update
+  //   m and v (in double: β1 and β2 are doubles, and 1 − β2 as a float would be 1.3e-5 off), correct their bias
+  //   by 1 − β1ᵗ and 1 − β2ᵗ, and step θ −= lr·(m̂ / (√v̂ + ε) + weight_decay·θ).
   throw not_implemented("adamw_step", kChapter,
                         "Adam's step is m̂ / (√v̂ + ε), about ±1 per coordinate; the decay is applied to θ itself.");
 }
 
 double induction_score(const Matrix& A, const std::vector<std::size_t>& tokens) {
-  // TODO(learner): check that A is (n, n) for n tokens; for each query i, search backwards for the latest
+  // TODO(learner): check that A is (n, n) for n tokens and finite; for each query i, search backwards for the latest
   //   j < i with the same token; if there is one, add A(i, j + 1). Average over the queries that had one.
   throw not_implemented("induction_score", kChapter,
                         "An induction head at token t looks one step past t's earlier occurrence: at what came next.");
@@ -41,7 +42,7 @@ double induction_score(const Matrix& A, const std::vector<std::size_t>& tokens) 
 
 Matrix attention_rollout(const std::vector<Matrix>& layers) {
   // TODO(learner): start from the identity (n, n); for each layer, mix ½·A + ½·I (the residual stream) and
-  //   multiply it onto the left of the running product. Reject an empty list and mismatched shapes.
+  //   multiply it onto the left of the running product. Reject an empty list, mismatched shapes and NaN/Inf.
   throw not_implemented("attention_rollout", kChapter,
                         "Position i after layer 2 mixes positions after layer 1, which mix the inputs: multiply.");
 }

@@ -154,6 +154,10 @@ Vector attention_row(const Matrix& Q, const Matrix& K, const Vector& lse, std::s
                       shape_str(Q), shape_str(K), shape_str(lse)));
   require(i < n_q, fmt::format("attention_row: row {} asked for but Q has {} rows", i, n_q));
   require(!causal || n_q <= n_kv, fmt::format("attention_row: causal with {} queries but only {} keys", n_q, n_kv));
+  require(std::isfinite(lse(i)) || lse(i) == kMinusInf,
+          fmt::format("attention_row: lse[{}] is {}; a log-sum-exp is finite, or -inf for a row that saw no key", i,
+                      lse(i)));
+  require_attention_inputs("attention_row", Q.data(), Q.size(), d_k, K.data(), K.size(), d_k, nullptr, 0);
   Vector a = xt::zeros<float>({n_kv});  // (n_kv)
   if (lse(i) == kMinusInf) return a;    // the row saw no key
   const std::size_t visible = causal ? i + (n_kv - n_q) + 1 : n_kv;
