@@ -11,7 +11,13 @@ port, no websocket, no Node), after MathJax has finished typesetting. On every p
   - every internal link leads to a file of the book and every #anchor to an element of that page;
   - no request failed (a file not found) and no JavaScript error or console error was reported;
   - the page's text holds no "TODO" or "FIXME" (other than the course's own `TODO(learner):` marker) and
-    no leftover Doxygen command or warning.
+    no leftover Doxygen command or warning;
+  - every typeset formula shows something (a frame with a size);
+  - at 1280 px nothing is wider than the content column: no block, code, output, table, figure or formula
+    runs past it or has part of its content cut off or scrolled sideways (whole header files listed with
+    line numbers excepted), no figure is taller than one screen (900 px), and no heading's line height
+    is below its font size (a heading that wraps would overlap itself);
+  - a lesson page (chNN_name.html) is at most 12,000 px tall: measurements have pages of their own.
 
 It writes a screenshot (the first screenful, PNG) of each chapter page, so a reviewer can flip through the
 course, and prints where they are. Each failure names the page and the element; the exit status is 1 when
@@ -41,6 +47,15 @@ VIEWPORT = (1280, 900)  # the first screenful of the screenshots, in CSS pixels
 
 # Pages whose screenshot is kept: the chapter pages, their solutions pages and the front matter.
 SCREENSHOT_PAGES = re.compile(r"^(index|notation|ch\d\d_[a-z0-9_]+)\.html$")
+
+# Lesson pages (a chapter's page, not its solutions or full-output pages) must stay readable in one
+# sitting: at most this tall at the check's window width, in CSS pixels. Measurements have pages of their own.
+LESSON_PAGES = re.compile(r"^ch\d\d_[a-z0-9_]+(?<!_solutions)(?<!_output)\.html$")
+LESSON_MAX_HEIGHT = 12000
+
+# Whole header files as Doxygen lists them (the API reference's "go to the source code of this file"):
+# 120 columns of code after a line number cannot fit the column; these alone may scroll sideways.
+SOURCE_LISTINGS = re.compile(r"_source\.html$")
 
 # Runs in the page once MathJax is done; returns everything the checks need, as plain data.
 INSPECT_PAGE = r"""
@@ -73,6 +88,9 @@ INSPECT_PAGE = r"""
     for (const script of scripts) {
       const frame = script.id && document.getElementById(script.id + '-Frame');
       if (!frame) out.tex_errors.push('not typeset: "' + script.textContent.slice(0, 80) + '"');
+      else if (displayed(script.parentElement) && !(frame.getBoundingClientRect().width > 0 &&
+                                                     frame.getBoundingClientRect().height > 0))
+        out.tex_errors.push('typeset but shows nothing: "' + script.textContent.slice(0, 80) + '"');
     }
   }
   for (const el of document.querySelectorAll('.MathJax_Error, .MathJax_SVG_Error, merror'))
@@ -132,6 +150,59 @@ INSPECT_PAGE = r"""
     if (/^(javascript:|mailto:)/i.test(raw)) continue;
     out.links.push({what: describe(a), url: a.href});
   }
+  // Layout at the check's window width: nothing wider than the content column (a block that runs past
+  // it, or one whose content is cut or has to be scrolled sideways), no figure taller than one screen,
+  // and the page's height for the length limit of a lesson.
+  out.layout = {height: 0, overflow: [], tall: []};
+  const column = document.querySelector('div.contents');
+  const scroller = document.getElementById('doc-content');  // Doxygen's scrolling pane (tree view)
+  out.layout.height = Math.max(scroller ? scroller.scrollHeight : 0, document.documentElement.scrollHeight);
+  if (column) {
+    const right = column.getBoundingClientRect().right;
+    const blocks = 'pre, div.fragment, div.image, img, object, iframe, svg, table, div.dotgraph, ' +
+                   '.MathJax_SVG_Display, .MathJax_Display, h1, h2, h3, h4, p, li, dd, dt, blockquote';
+    const reported = [];
+    for (const el of column.querySelectorAll(blocks)) {
+      if (!displayed(el) || reported.some((outer) => outer.contains(el))) continue;
+      const r = el.getBoundingClientRect();
+      const inside = el.scrollWidth - el.clientWidth;
+      let why = null;
+      if (r.right > right + 1) why = 'runs ' + Math.round(r.right - right) + ' px past the column';
+      else if (el.clientWidth > 0 && inside > 1 && !(el instanceof SVGElement))
+        why = Math.round(inside) + ' px of its content cut off or scrolled sideways';
+      if (why) {
+        reported.push(el);
+        const text = (el.textContent || '').replace(/\s+/g, ' ').trim().slice(0, 60);
+        out.layout.overflow.push(describe(el) + ' ' + why + (text ? ': "' + text + '"' : ''));
+      }
+    }
+    // A heading whose line height is below its font size overlaps itself as soon as it wraps.
+    for (const el of column.querySelectorAll('h1, h2, h3, h4')) {
+      const cs = getComputedStyle(el);
+      if (displayed(el) && parseFloat(cs.lineHeight) < parseFloat(cs.fontSize)) {
+        out.layout.overflow.push(describe(el) + ' has a line height of ' + cs.lineHeight + ' for a ' + cs.fontSize +
+                                 ' font: its lines overlap when it wraps ("' + el.textContent.trim().slice(0, 50) + '")');
+        break;  // one per page says it
+      }
+    }
+    for (const el of column.querySelectorAll('object, iframe')) {  // a drawing cut by its own frame
+      let inner = 0;
+      try {
+        const root = el.contentDocument && el.contentDocument.documentElement;
+        if (root) inner = Math.max(root.scrollWidth || 0, root.getBoundingClientRect().width);
+      } catch (e) { inner = 0; }
+      if (displayed(el) && inner > el.clientWidth + 1 && !reported.some((outer) => outer.contains(el)))
+        out.layout.overflow.push(describe(el) + ' cuts off ' + Math.round(inner - el.clientWidth) +
+                                 ' px of its drawing (a figure must be sized to the column)');
+    }
+    for (const el of column.querySelectorAll('img, object, iframe')) {
+      const r = el.getBoundingClientRect();
+      if (displayed(el) && r.height > window.innerHeight)
+        out.layout.tall.push(describe(el) + ' is ' + Math.round(r.height) + ' px tall, more than one screen (' +
+                             window.innerHeight + ' px)');
+    }
+  }
+
   // Anchors present on this page (ids and names), for same-page links from other pages.
   for (const el of document.querySelectorAll('[id]')) out.anchors.push(el.id);
   for (const el of document.querySelectorAll('a[name]')) out.anchors.push(el.getAttribute('name'));
@@ -408,6 +479,12 @@ def check_page(browser, session, book, name, args):
     if found["mathjax"] is None and math_in_source:
         problems.append("MathJax is not running (%s), yet the page has formulas" % mathjax_state)
     problems += found["tex_errors"] + found["unrendered"] + found["text_issues"]
+    if not SOURCE_LISTINGS.search(name):
+        problems += found["layout"]["overflow"]
+    problems += found["layout"]["tall"]
+    if LESSON_PAGES.match(name) and found["layout"]["height"] > LESSON_MAX_HEIGHT:
+        problems.append("lesson page is %d px tall at %d px wide, more than %d: move measurements and long "
+                        "output to its measurements page" % (found["layout"]["height"], VIEWPORT[0], LESSON_MAX_HEIGHT))
     for im in found["images"]:
         if not im["loaded"]:
             problems.append("image not loaded (or empty): %s" % im["what"])

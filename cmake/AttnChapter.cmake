@@ -145,6 +145,12 @@ function(attn_add_chapter NN name)
   add_test(NAME ${width_test} COMMAND ${root}/cmake/check_output_width.sh $<TARGET_FILE:attn_output_width>
                                       $<TARGET_FILE:attn_machine> $<TARGET_FILE:${ch}> ${width_args})
   set_tests_properties(${width_test} PROPERTIES LABELS "solution;ch${NN}")
+  set(title_test "solution:${ch} starts its output with its title line (Chapter ${NN}: ...)")
+  add_test(NAME ${title_test} COMMAND ${root}/cmake/check_course_words.py --title $<TARGET_FILE:${ch}>)
+  set_tests_properties(${title_test} PROPERTIES LABELS "solution;ch${NN}")
+  set(words_test "solution:${ch} prints, for the book, only the course's own words (no workshop labels)")
+  add_test(NAME ${words_test} COMMAND ${root}/cmake/check_course_words.py --chapter $<TARGET_FILE:${ch}>)
+  set_tests_properties(${words_test} PROPERTIES LABELS "solution;ch${NN}")
   # Every option its --help lists, fed a table of bad values: status 2 and the option named, every time.
   set(fuzz "solution:${ch} refuses bad values of every option with status 2, naming the option")
   add_test(NAME ${fuzz} COMMAND ${root}/cmake/cli_fuzz.sh $<TARGET_FILE:${ch}>)

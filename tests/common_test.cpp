@@ -1,6 +1,7 @@
 // Tests of common/: what every chapter relies on to show its results.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +47,25 @@ TEST_SUITE("common") {
                          std::invalid_argument);
   }
 
+  TEST_CASE("a heat map of 64 x 64 entries fits the book's column (at most 896 px wide and tall)") {
+    // 896 px is the book's column at 1280 px (book/book.css: 64em of 14 px); a numbered 52 px cell for
+    // every entry made this figure 3376 px wide, three screens.
+    const std::string path = "attn_common_test_heatmap.svg";
+    const attn::Matrix m = xt::zeros<float>({64, 64});
+    const std::vector<std::string> labels(64, "");
+    attn::write_svg_heatmap(path, m, labels, labels, "a 64 x 64 grid");
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::remove(path.c_str());
+    int width = 0, height = 0;
+    REQUIRE(std::sscanf(text.str().c_str(), "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\"",
+                        &width, &height) == 2);
+    CHECK(width <= 896);
+    CHECK(height <= 896);
+    CHECK(width >= 64 * 6);  // still a readable cell (6 px) per entry
+  }
+
   TEST_CASE("write_svg_plot draws an SVG with gnuplot and refuses mismatched series") {
     const std::string path = "attn_common_test_plot.svg";
     attn::write_svg_plot(path, {"t", "n", "s", true, true, {{"f", {1, 2, 4}, {1, 4, 16}}}});
@@ -58,6 +78,33 @@ TEST_SUITE("common") {
                     std::invalid_argument);
     CHECK_THROWS_AS(attn::write_svg_plot(path, {"t", "x", "y", true, false, {{"bad", {0, 2}, {1, 1}}}}),
                     std::invalid_argument);
+  }
+
+  TEST_CASE("a plot's legend sits under the plot's frame, off the data") {
+    // A line that fills the frame's top-left corner, where gnuplot's legend used to sit.
+    const std::string path = "attn_common_test_legend.svg";
+    attn::write_svg_plot(path, {"t", "x", "y", false, false, {{"LEGEND_PROBE", {0, 1, 2, 3}, {9, 9, 9, 0}}}});
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::remove(path.c_str());
+    const std::string svg = text.str();
+    // The frame: gnuplot's closed path of four lines, M x0,y0 L x0,y1 L x1,y1 L x1,y0 L x0,y0 Z.
+    double frame_bottom = -1;
+    for (std::size_t at = svg.find("d='M"); at != std::string::npos; at = svg.find("d='M", at + 1)) {
+      double p[10];
+      if (std::sscanf(svg.c_str() + at, "d='M%lf,%lf L%lf,%lf L%lf,%lf L%lf,%lf L%lf,%lf Z", &p[0], &p[1], &p[2], &p[3],
+                      &p[4], &p[5], &p[6], &p[7], &p[8], &p[9]) == 10)
+        frame_bottom = std::max({p[1], p[3], p[5], p[7]});
+    }
+    REQUIRE(frame_bottom > 0);
+    const std::size_t entry = svg.find("<title>LEGEND_PROBE</title>");
+    REQUIRE(entry != std::string::npos);
+    const std::size_t at = svg.find("translate(", entry);
+    REQUIRE(at != std::string::npos);
+    double x = 0, y = 0;
+    REQUIRE(std::sscanf(svg.c_str() + at, "translate(%lf,%lf)", &x, &y) == 2);
+    CHECK(y > frame_bottom);  // below the frame's bottom edge (SVG's y grows downwards)
   }
 
   TEST_CASE("median_seconds returns the median of the timed runs") {

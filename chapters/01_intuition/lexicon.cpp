@@ -24,7 +24,7 @@ struct Word {
 };
 
 // [lexicon]
-// The seed's sentences, tokenized as the seed's table does, and their English twins.
+// The article's sentences, tokenized as the article's table does, and their English twins.
 const std::vector<Word>& words() {
   // clang-format off
   static const std::vector<Word> table{

@@ -22,12 +22,12 @@ const std::vector<std::string>& key_names();
 /// One example sentence of the chapter, already split into tokens.
 struct Sentence {
   std::string name;                 ///< "zh-cat", "en-cat", ...
-  std::vector<std::string> tokens;  ///< the seed's tokenization, e.g. 猫 坐在 垫子上 它 很累
+  std::vector<std::string> tokens;  ///< the article's tokenization, e.g. 猫 坐在 垫子上 它 很累
   std::size_t pronoun;              ///< index of the pronoun (它 / it)
   std::size_t antecedent;           ///< index of what the pronoun refers to (猫 / cat / 书 / book)
 };
 
-/// The six sentences of the chapter: the seed's three Chinese examples and their English twins.
+/// The six sentences of the chapter: the article's three Chinese examples and their English twins.
 const std::vector<Sentence>& sentences();
 
 /// Every word the lexicon knows, in a fixed order.

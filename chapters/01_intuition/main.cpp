@@ -3,7 +3,7 @@
 // What it shows: self-attention on sentences small enough to read every number. Words get eight named
 // features; hand-made W_Q and W_K say what each kind of word looks for and what it offers; softmax turns
 // the matches into weights; the output of each word is a blend of the others' meanings. The pronoun 它
-// ("it") ends up attending to 猫 (the cat), not to 垫子 (the mat) nor to 小明 (a person): the seed's
+// ("it") ends up attending to 猫 (the cat), not to 垫子 (the mat) nor to 小明 (a person): the article's
 // "word → what it attends to" table, computed.
 // What it leaves out: learned weights, the reason for ÷√d_k (chapter 02), several heads (chapter 03).
 // Run it: ./course run 01      or: build/default/bin/ch01_intuition --sentence "小明 养了 只 猫 它 很可爱"
@@ -115,7 +115,7 @@ void print_pronoun_decision(const Attention& r, std::size_t p) {
 }
 
 void print_focus_table(const Attention& r) {
-  attn::heading("Word → what it attends to (the seed's table, computed)");
+  attn::heading("Word → what it attends to (the article's table, computed)");
   attn::Table t({"word", "attends most to", "weight", "then", "weight"});
   t.set_left(1).set_left(3);
   for (std::size_t i = 0; i < r.tokens.size(); ++i) {
@@ -174,7 +174,7 @@ void write_heatmap(const attn::Chapter& chapter, const Attention& r, const std::
 void tell_the_story(const attn::Chapter& chapter, const std::string& sentence) {
   const bool own_sentence = !sentence.empty();
   const std::vector<std::string> tokens = own_sentence ? ch01::tokenize(sentence) : ch01::sentences()[0].tokens;
-  fmt::print("Chapter 01: knowing where to look.\nSentence: {}\n", joined(tokens));
+  fmt::print("Sentence: {}\n", joined(tokens));
 
   const Attention r = attend_sentence(tokens);
   print_features(r);

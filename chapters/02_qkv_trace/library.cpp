@@ -1,4 +1,4 @@
-// The seed's library analogy, as numbers the chapter can attend over. Book page: book/02_qkv_trace.md.
+// The article's library analogy, as numbers the chapter can attend over. Book page: book/02_qkv_trace.md.
 // Every number is chosen by hand and readable: a tag weight of 3 means "this is what the book is
 // about", 1 "it is in there too", 0 "not this book". Contents are fractions of the book.
 #include "02_qkv_trace/library.hpp"

@@ -1,5 +1,5 @@
 /// \file
-/// Chapter 02's library: the seed's retrieval analogy as data. A reader types "machine learning" (the
+/// Chapter 02's library: the article's retrieval analogy as data. A reader types "machine learning" (the
 /// query q); every book on the shelf has catalogue tags (its key) and contents (its value). Not an
 /// exercise: the chapter presents it and runs the contract's attention on it.
 /// Book page: book/02_qkv_trace.md ("The library, as data").

@@ -9,7 +9,7 @@
 //   3. cross-attention: English queries over Chinese keys and values (n_q ≠ n_kv), through the same function;
 //   4. the library analogy as data: "machine learning" against a shelf of tagged books;
 //   5. why the scores are divided by √d_k, measured for d_k = 4 … 1024 (scaling_study.cpp), table and plot;
-//   6. the seed's design table, each row with a number computed here.
+//   6. the article's design table, each row with a number computed here.
 // What it leaves out: several heads (chapter 03), what attention costs as n grows (chapter 04), training.
 // Run it: ./course run 02      Bigger: ./course run 02 -- --n 7 --d-model 12 --d-k 3 --seed 5
 // Your code: ./course run 02 --track exercise      Speed: ./course bench 02      Book page: book/02_qkv_trace.md
@@ -400,7 +400,7 @@ void print_scaling(const attn::Chapter& chapter, const ch02::ScalingStudy& study
     }
 }
 
-// --- the seed's design table, backed by numbers --------------------------------------------------------
+// --- the article's design table, backed by numbers -------------------------------------------------------------------
 
 /// Largest |S(i, j) - S(j, i)|: zero when queries and keys are the same vectors.
 double asymmetry(const Matrix& S) { return xt::amax(xt::abs(S - xt::transpose(S)))(); }
@@ -410,7 +410,7 @@ double cosine(const Matrix& a, std::size_t i, const Matrix& b, std::size_t j) {
   return xt::sum(x * y)() / std::sqrt(xt::sum(x * x)() * xt::sum(y * y)());
 }
 
-/// One row of the seed's design table: the choice, the seed's reason, and what this chapter measured.
+/// One row of the article's design table: the choice, the article's reason, and what this chapter measured.
 struct DesignRow {
   std::string design;
   std::string intuition;
@@ -458,7 +458,7 @@ std::vector<DesignRow> design_rows(const ch02::ScalingStudy& study) {
 // [design_table]
 
 void print_design_table(const ch02::ScalingStudy& study) {
-  attn::heading("Why it is built this way: the seed's design table, each row computed");
+  attn::heading("Why it is built this way: the article's design table, each row computed");
   fmt::print("Chapter 01's sentence and weights for the first three rows, the study above for the last.\n");
   for (const DesignRow& row : design_rows(study)) {
     fmt::print("\n{} — {}\n", row.design, row.intuition);
@@ -484,7 +484,6 @@ void excerpt(const attn::Chapter& chapter, const std::string& file, const std::f
 }
 
 void tell_the_story(const attn::Chapter& chapter, const Example& example) {
-  fmt::print("Chapter 02: Q, K, V and the computation, box by box.\n");
   const Trace full = run_trace(example);
   excerpt(chapter, "ch02_trace.txt", [&] { print_trace(example, full); });
   excerpt(chapter, "ch02_causal.txt", [&] { print_causal(example, full); });
@@ -497,6 +496,7 @@ void tell_the_story(const attn::Chapter& chapter, const Example& example) {
 
 // --- benchmarks: `ch02_qkv_trace bench` ------------------------------------------------------------------
 
+// [bench]
 // Attention at d_k = d_v = 64 against the machine's own ceiling: the sgemm of QKᵀ alone at the same shape.
 void BM_scaled_dot_product_attention(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
@@ -524,6 +524,7 @@ void BM_ceiling_sgemm_QKt(benchmark::State& state) {
       benchmark::Counter(2.0 * double(n) * double(n) * 64.0, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ceiling_sgemm_QKt)->Arg(256)->Arg(1024)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
+// [bench]
 
 }  // namespace
 

@@ -59,7 +59,6 @@ double softmax_jacobian_norm(const Vector& p) {
 }
 // [jacobian]
 
-// [measure_scaling]
 ScalingStudy measure_scaling(const std::vector<std::size_t>& d_ks, std::size_t n_keys, std::size_t trials,
                              std::uint64_t seed) {
   require(n_keys >= 2 && trials >= 2,
@@ -68,6 +67,7 @@ ScalingStudy measure_scaling(const std::vector<std::size_t>& d_ks, std::size_t n
   for (const std::size_t d_k : d_ks) {
     require(d_k > 0, "measure_scaling: d_k must be positive");
     // Each d_k draws from its own stream: adding a width does not change the others' numbers.
+    // [measure_scaling]
     Rng rng(seed + d_k);
     const float scale = 1.0f / std::sqrt(static_cast<float>(d_k));
     Accumulator raw, scaled;
@@ -79,6 +79,7 @@ ScalingStudy measure_scaling(const std::vector<std::size_t>& d_ks, std::size_t n
       raw.add(s);
       scaled.add(Vector(s * scale));
     }
+    // [measure_scaling]
     ScalingRow row;
     row.d_k = d_k;
     row.var_unscaled = mean_and_variance(raw.scores).second;
@@ -92,6 +93,5 @@ ScalingStudy measure_scaling(const std::vector<std::size_t>& d_ks, std::size_t n
   }
   return study;
 }
-// [measure_scaling]
 
 }  // namespace attn::ch02

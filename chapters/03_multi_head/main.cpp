@@ -362,7 +362,7 @@ void tell_the_story(const attn::Chapter& chapter, std::size_t h, std::size_t d_m
                             d_model, h, d_model, h, d_model % h));
   const std::vector<std::string> tokens =
       sentence.empty() ? attn::ch01::sentences()[1].tokens : attn::ch01::tokenize(sentence);
-  fmt::print("Chapter 03: several heads.\nSentence: {}\n", joined(tokens));
+  fmt::print("Sentence: {}\n", joined(tokens));
   show_the_steps(tokens.size(), d_model, h, seed);
   show_the_cost(tokens.size(), d_model, h);
   const HandBuilt r = run_hand_built(tokens);

@@ -5,7 +5,7 @@
 // the time over a doubling series of n and a series of d (median of --repeats runs after a warm-up), and
 // the heap the call really holds (a counting allocator, heap_counter.cpp), and fits log-log slopes: ≈ 2 in
 // n, ≈ 1 in d. It sets the achieved GFLOP/s against OpenBLAS's sgemm rate on the same shapes, measured in
-// the same run. Then the seed's n = 100,000: the count, the 40 GB score matrix, the time predicted from
+// the same run. Then the article's n = 100,000: the count, the 40 GB score matrix, the time predicted from
 // the measured rate, and the refusal to even start (before allocating anything).
 // What it leaves out: how to avoid the n×n matrix (chapter 05 on the CPU, 06 on a GPU), how to avoid the
 // n² itself (07 sparse, 08 linear), the decoding cache (09). Several heads: chapter 03 shows they cost
@@ -54,7 +54,7 @@ struct Options {
 
 /// The book's limit: fixed, so that the page is the same on every machine.
 constexpr double kBookMemoryLimit = 16e9;
-/// The seed's long sequence.
+/// The article's long sequence.
 constexpr std::size_t kSeedN = 100000;
 
 /// One point of a sweep: the counts, and what was measured.
@@ -77,7 +77,7 @@ std::vector<std::size_t> doubling(std::size_t from, std::size_t to) {
 using attn::seconds_str;
 using attn::si;  // 2.61e12 → "2.61 T": counts read better with SI prefixes
 
-/// Bytes in decimal units (kB, MB, GB), like the seed's "40 GB".
+/// Bytes in decimal units (kB, MB, GB), like the article's "40 GB".
 std::string decimal_bytes(double b) { return attn::human_bytes(b, /*binary=*/false); }
 
 // [measure_point]
@@ -208,10 +208,10 @@ void write_figures(const attn::Chapter& chapter, const std::vector<Point>& by_n,
 }
 
 // [seed_n]
-/// The seed's n = 100,000: the arithmetic, the prediction from this run's rate, and the refusal.
+/// The article's n = 100,000: the arithmetic, the prediction from this run's rate, and the refusal.
 void the_seeds_long_sequence(std::size_t d, double measured_gflops, double ceiling_gflops, double memory_limit,
                              bool book) {
-  attn::heading("The seed's n = 100,000: computed, predicted, refused");
+  attn::heading("The article's n = 100,000: computed, predicted, refused");
   const attn::AttentionFlops f = attn::attention_flops(kSeedN, kSeedN, d, d);
   const attn::AttentionBytes b = attn::attention_bytes(kSeedN, kSeedN, d, d);
   fmt::print("FLOPs, one head (d = {}):   4·n²·d + 5·n² = {} + {} = {} FLOPs\n", d, si(f.scores + f.weighted_sum),
@@ -267,7 +267,7 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
     if (need > o.memory_limit) throw attn::memory_refusal(n, n, need, o.memory_limit);
   }
 
-  fmt::print("Chapter 04: the O(n²·d) wall. Full attention is chapter 02's scaled_dot_product_attention.\n");
+  fmt::print("Full attention is chapter 02's scaled_dot_product_attention.\n");
   if (!book)
     fmt::print("{}", attn::wrapped(fmt::format("Machine: {}, OpenBLAS for the products; median of {} runs after a "
                                                "warm-up.",

@@ -425,7 +425,7 @@ int main(int argc, char** argv) {
   std::size_t n = 4096, d = 64;
   bool causal = false;
   chapter.cli()
-      .add_option("--n", n, "Sequence length of the memory run (131072 is the seed's n = 100,000 case)")
+      .add_option("--n", n, "Sequence length of the memory run (131072 is the article's n = 100,000 case)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   chapter.cli().add_option("--d", d, "Head dimension d_k = d_v of the memory run")->check(CLI::Range(1, 1024));
   chapter.cli().add_flag("--causal", causal, "Use the causal mask in the memory run");

@@ -66,7 +66,6 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const std::uint32_t*>(&v);
 }
 
-// [tc_kernel]
 template <int D>  // head size as compiled: 64 or 128 (the real d ≤ D, padded with zeros)
 __global__ void __launch_bounds__(tiles::kTcThreads)
     flash_tc_kernel(const bf16* Q, const bf16* K, const bf16* V, float* O, float* lse, int n_q, int n_kv, int d,
@@ -156,6 +155,7 @@ __global__ void __launch_bounds__(tiles::kTcThreads)
     }
     __syncthreads();
 
+    // [tc_kernel]
     // S (16, B_c) = Q_w Kᵀ: B_c/8 fragments; B(k = c, n = key) = K_j(key, c), so pairs along c are adjacent.
     float s[B_c / 8][4];
 #pragma unroll
@@ -223,6 +223,7 @@ __global__ void __launch_bounds__(tiles::kTcThreads)
         const bf16* base = Vt_j + (dt * 8 + g) * VT_STRIDE + kk * 16 + 2 * q;
         mma_bf16_16816(o[dt], p_frag[kk], load_pair(base), load_pair(base + 8));
       }
+    // [tc_kernel]
   }
 
   // ℓ: sum the four lanes' partial sums; then O / ℓ and lse = ln 2 · (m + log2 ℓ).
@@ -247,7 +248,6 @@ __global__ void __launch_bounds__(tiles::kTcThreads)
     if (q == 0) lse[head * n_q + i] = l[r] > 0.0f ? (m[r] + log2f(l[r])) * 0.69314718f : -INFINITY;
   }
 }
-// [tc_kernel]
 
 template <int D>
 void launch_tc(const Shape& shape, const DeviceQKV& t) {

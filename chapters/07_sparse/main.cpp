@@ -268,7 +268,7 @@ void show_tiles(const attn::Chapter& chapter) {
     panels.push_back({name + " (green: computed, then masked)", pairs});
   }
   if (const auto path = chapter.figure_path("ch07_tiles.svg")) {
-    attn::write_svg_panels(*path, panels, 1,
+    attn::write_svg_panels(*path, panels, 2,
                            "Block-sparse tiles of 32 x 32 at n = 256: bright = allowed, green = computed but "
                            "masked, dark = skipped",
                            2);
@@ -280,7 +280,7 @@ void tell_the_story(const attn::Chapter& chapter, std::size_t w, const std::vect
                     std::size_t n) {
   attn::set_blas_threads(1);  // the block kernel runs its own threads; OpenBLAS must not add more
   fmt::print(
-      "Chapter 07: sparse attention. Full attention lets every token look at every other: n² pairs.\n"
+      "Full attention lets every token look at every other: n² pairs.\n"
       "Sparse attention keeps a pattern of pairs that grows like n·w or n√n, and computes only those.\n");
   show_patterns(chapter);
   show_growth();

@@ -326,7 +326,6 @@ void print_mean_pooling(std::uint64_t seed) {
 // [mean_pool]
 
 void tell_the_story(const attn::Chapter& chapter, std::uint64_t seed) {
-  fmt::print("Chapter 09: multi-query and grouped-query attention, and the KV cache.\n");
   print_mapping(8);
   print_one_function(seed);
   print_decode(seed + 1);

@@ -3,7 +3,7 @@
 // What it shows: the softmax's Jacobian diag(p) − ppᵀ and its product with a vector without forming it;
 // full attention's backward box by box with every shape, checked by central differences; FlashAttention-2's
 // backward (P recomputed from the forward's log-sum-exp, D = rowsum(dO ∘ O)) equal to it, with the heap each
-// one holds measured by chapter 04's counting allocator; the seed's claim that ÷√d_k keeps gradients alive,
+// one holds measured by chapter 04's counting allocator; the article's claim that ÷√d_k keeps gradients alive,
 // measured on real gradients for d_k = 4 … 1024; and the FLOPs of the backward against the forward's.
 // What it leaves out: dropout, the GPU backward, a model that learns from these gradients (chapter 12).
 // Run it: ./course run 10     Long run: build/default/bin/ch10_backward --n 65536 (peak RSS, forward + backward)
@@ -172,7 +172,6 @@ void flash_equals_full() {
 }
 // [flash_vs_full]
 
-// [gradient_norms]
 /// The median over rows of each row's Euclidean norm: what a typical query (or key) receives.
 double median_row_norm(const Matrix& g) {
   std::vector<double> norms;
@@ -190,7 +189,7 @@ double largest_row_norm(const Matrix& g) {
   return static_cast<double>(xt::amax(norms)());
 }
 
-/// The seed's claim (C3), on real gradients: what reaches each query and key for the same kind of loss as
+/// The article's claim, on real gradients: what reaches each query and key for the same kind of loss as
 /// d_k grows, with ÷√d_k and without it. Without it the scores grow like √d_k, most rows of P turn one-hot,
 /// and P ∘ (dP − D), the only way a gradient reaches Q and K, vanishes in those rows.
 void gradient_norms(const attn::Chapter& chapter) {
@@ -201,6 +200,7 @@ void gradient_norms(const attn::Chapter& chapter) {
   attn::Series q_with{"median ‖∂L/∂q_i‖ with ÷√d_k", {}, {}}, q_without{"median ‖∂L/∂q_i‖ without", {}, {}},
       k_with{"median ‖∂L/∂k_j‖ with ÷√d_k", {}, {}}, k_without{"median ‖∂L/∂k_j‖ without", {}, {}};
   for (std::size_t d_k = 4; d_k <= 1024; d_k *= 2) {
+    // [gradient_norms]
     attn::Rng rng(d_k);
     const Matrix Q = rng.normal(n, d_k), K = rng.normal(n, d_k), V = rng.normal(n, d_v), dO = rng.normal(n, d_v);
     const float root = std::sqrt(static_cast<float>(d_k));
@@ -213,6 +213,7 @@ void gradient_norms(const attn::Chapter& chapter) {
     const Matrix P = attn::softmax_rows(attn::matmul(Q, K, true));  // (n, n) the unscaled weights
     const Vector p_max = xt::amax(P, {1});                          // (n)
     const auto saturated = static_cast<std::size_t>(xt::sum(xt::greater(p_max, 0.99f))());
+    // [gradient_norms]
     const double qw = median_row_norm(with.dQ), qo = median_row_norm(dQ_without), kw = median_row_norm(with.dK),
                  ko = median_row_norm(without.dK);
     table.add_row({std::to_string(d_k), fmt::format("{:.3g}", qw),
@@ -246,7 +247,6 @@ void gradient_norms(const attn::Chapter& chapter) {
     chapter.announce_figure(*path);
   }
 }
-// [gradient_norms]
 
 void flop_count() {
   attn::heading("What the backward costs: five products against the forward's two");

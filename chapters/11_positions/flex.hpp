@@ -7,7 +7,8 @@
 /// from mask_mod, says which tiles are empty (skipped, never loaded), partial (mask_mod evaluated per pair)
 /// or full (no mask work). The two products of a tile are chapter 05's register-blocked micro-kernels
 /// (tile_kernels.hpp), on keys packed once per head, so with no modifier the kernel does flash_fast's work.
-/// Chapter code, not an exercise; chapter 12 builds its model on it.
+/// Chapter code, not an exercise. (Chapter 12's model does not use it: it trains with chapter 02's forward
+/// and chapter 10's attention_backward.)
 #pragma once
 
 #include <algorithm>

@@ -141,7 +141,6 @@ void sinusoidal(const attn::Chapter& chapter) {
   }
 }
 
-// [rope_relative]
 void rope(const attn::Chapter& chapter) {
   attn::heading("RoPE: rotate q and k by their positions, and q_m · k_n depends only on m − n");
   const std::size_t d = 64;
@@ -149,6 +148,7 @@ void rope(const attn::Chapter& chapter) {
   const Matrix q = rng.normal(1, d), k = rng.normal(1, d);  // (1, d) each
   attn::Table table({"m − n", "q_m · k_n at n = 0", "largest |change| for n = 1 … 4096", "‖q_m‖ − ‖q‖"});
   for (std::size_t gap : {0, 1, 4, 16, 64, 256}) {
+    // [rope_relative]
     Matrix q0 = q, k0 = k;
     attn::apply_rope(q0, gap);
     attn::apply_rope(k0, 0);
@@ -160,6 +160,7 @@ void rope(const attn::Chapter& chapter) {
       attn::apply_rope(ks, n);
       worst = std::max(worst, std::fabs(static_cast<double>(xt::sum(qs * ks)()) - reference));
     }
+    // [rope_relative]
     const double norm_change =
         std::sqrt(static_cast<double>(xt::sum(q0 * q0)())) - std::sqrt(static_cast<double>(xt::sum(q * q)()));
     table.add_row({std::to_string(gap), fmt::format("{:.4f}", reference), fmt::format("{:.1e}", worst),
@@ -196,7 +197,6 @@ void rope(const attn::Chapter& chapter) {
     chapter.announce_figure(*path);
   }
 }
-// [rope_relative]
 
 void alibi() {
   attn::heading("ALiBi: a per-head penalty for distance");
@@ -218,7 +218,6 @@ void alibi() {
       "different range in every head, with no parameter learned and no limit on the length.\n\n");
 }
 
-// [kernel_check]
 /// Dense attention from given scores, with a mask: chapter 02's softmax over the whole (n_q, n_kv) matrix.
 Matrix dense(const Matrix& S, const Matrix& V, const attn::Mask& mask) {
   const Matrix masked = xt::where(mask, S, kMinusInf);  // (n_q, n_kv)
@@ -264,6 +263,7 @@ void one_kernel() {
   for (std::size_t t = 0; t < n; ++t) doc[t] = t < 100 ? 0 : t < 350 ? 1 : t < 420 ? 2 : 3;  // four packed documents
   const Vector slopes = attn::alibi_slopes(h);
   attn::Table table({"variant", "full tiles", "partial", "skipped", "max |flex − dense|"});
+  // [kernel_check]
   add_check(table, "none", Q, K, V, ch11::NoScoreMod{}, ch11::NoMask{}, Vector(), nullptr);
   add_check(table, "causal", Q, K, V, ch11::NoScoreMod{}, ch11::Causal{}, Vector(), nullptr);
   add_check(table, "sliding window, w = 128", Q, K, V, ch11::NoScoreMod{}, ch11::SlidingWindow{128}, Vector(), nullptr);
@@ -273,6 +273,7 @@ void one_kernel() {
   add_check(table, "prefix-LM, prefix 150", Q, K, V, ch11::NoScoreMod{}, ch11::PrefixLM{150}, Vector(), nullptr);
   add_check(table, "documents (100, 250, 70, 180), causal", Q, K, V, ch11::NoScoreMod{}, attn::DocumentMask{doc, true},
             Vector(), nullptr);
+  // [kernel_check]
   table.print();
   fmt::print(
       "n = {}, {} heads, d = {}, tiles of 64 × 96 ({} per head). Dense = chapter 02's scores, plus the\n"
@@ -280,7 +281,6 @@ void one_kernel() {
       "builds it and never loads a skipped tile.\n\n",
       n, h, d, ((n + 63) / 64) * ((n + 95) / 96));
 }
-// [kernel_check]
 
 // ---------------------------------------------------------------------------------------------------------
 // Benchmarks: `ch11_positions bench`. 8 heads, d = 64, fp32, 2 threads, as chapter 05's.

@@ -3,7 +3,7 @@
 // What it shows: the model (embedding, RoPE, causal multi-head attention, residual stream, unembedding)
 // trained with cross-entropy and AdamW on the induction task, with every backward written by hand; the loss
 // curve and its phase change; which heads became the previous-token head and the induction head, found by
-// measurement; ablating each head (which can be pruned); the seed's pronoun task (它 → its antecedent) learned
+// measurement; ablating each head (which can be pruned); the article's pronoun task (它 → its antecedent) learned
 // by the same model, and which heads carry the answer; and, on both tasks, how often raw attention, attention
 // rollout, attention flow (max-flow, Boost.Graph), gradient × input and integrated gradients point at the token
 // the answer was copied from.
@@ -247,7 +247,7 @@ std::pair<double, double> evaluate_pronoun(const ch12::Model& model, const ch12:
 
 // [ablation]
 void ablation(const ch12::Model& model, std::size_t length) {
-  attn::heading("Ablation: switch off one head at a time (C7: which heads can be pruned?)");
+  attn::heading("Ablation: switch off one head at a time (which heads can be pruned?)");
   const ch12::Config& c = model.config;
   const auto [base_loss, base_acc] = evaluate(model, length, ch12::HeadMask());
   attn::Table table({"head switched off", "loss", "loss increase", "accuracy"});
@@ -279,9 +279,8 @@ void ablation(const ch12::Model& model, std::size_t length) {
 }
 // [ablation]
 
-// [pronoun_story]
 ch12::TrainResult pronoun_story(const attn::Chapter& chapter, const ch12::TrainSettings& s) {
-  attn::heading("The seed's pronoun task: what does 它 refer to?");
+  attn::heading("The article's pronoun task: what does 它 refer to?");
   attn::Rng examples(kEvalSeed + 4);
   fmt::print("Sentences from chapter 01's words (and a few more of the same kinds); the answer follows 它 是:\n");
   for (int e = 0; e < 4; ++e) {
@@ -306,6 +305,7 @@ ch12::TrainResult pronoun_story(const attn::Chapter& chapter, const ch12::TrainS
       {"head", "是 → antecedent", "是 → 它", "它 → antecedent", "loss without it", "accuracy without it"});
   // [layer][head]: mean attention of 是 on the antecedent and on 它, and of 它 on the antecedent.
   std::vector<std::vector<std::array<double, 3>>> looks(c.layers, std::vector<std::array<double, 3>>(c.heads));
+  // [pronoun_story]
   attn::Rng rng(kEvalSeed);
   for (std::size_t q = 0; q < kEvalCount; ++q) {
     const ch12::PronounSequence x = ch12::make_pronoun(rng);
@@ -317,6 +317,7 @@ ch12::TrainResult pronoun_story(const attn::Chapter& chapter, const ch12::TrainS
         for (std::size_t k = 0; k < 3; ++k)
           looks[l][h][k] += static_cast<double>(tr.attention[l][h](query[k], key[k])) / static_cast<double>(kEvalCount);
   }
+  // [pronoun_story]
   for (std::size_t l = 0; l < c.layers; ++l)
     for (std::size_t h = 0; h < c.heads; ++h) {
       ch12::HeadMask keep(c.layers, std::vector<bool>(c.heads, true));
@@ -334,7 +335,6 @@ ch12::TrainResult pronoun_story(const attn::Chapter& chapter, const ch12::TrainS
       base_loss);
   return r;
 }
-// [pronoun_story]
 
 /// Index of the largest of v(0) … v(last): the top-ranked position among those a query at \p last can see.
 std::size_t argmax_upto(const attn::Vector& v, std::size_t last) {
@@ -407,7 +407,7 @@ std::vector<KnownSource> pronoun_cases(std::size_t sentences) {
 }
 
 void attribution(const ch12::Model& induction_model, std::size_t length, const ch12::Model& pronoun_model) {
-  attn::heading("C16: do attention weights say where the answer came from?");
+  attn::heading("Do attention weights say where the answer came from?");
   const std::vector<KnownSource> induction = induction_cases(induction_model, length, 40), pronoun = pronoun_cases(100);
   const std::vector<std::size_t> a = top1_hits(induction_model, induction), b = top1_hits(pronoun_model, pronoun);
   auto cell = [](std::size_t hits, std::size_t total) {
@@ -444,7 +444,8 @@ void train_to_target(benchmark::State& state) {
     acc = ch12::induction_accuracy(r.model, setup.train.length, kEvalCount, kEvalSeed);
     state.ResumeTiming();
   }
-  // The ceiling in the same run: one sgemm of the model's largest product, (batch·n, d)·(d, d), one thread.
+  // The ceiling in the same run: one sgemm of a projection with the batch stacked, (batch·n, d)·(d, d), one thread
+  // (the model itself runs one sequence at a time, (n, d)·(d, d), smaller still).
   // Training runs far below it: its matrices are tiny, so overheads, not flops, set its pace.
   state.counters["sgemm_ceiling_GFLOPS"] =
       attn::sgemm_gflops(setup.train.batch * setup.train.length, setup.config.d_model, setup.config.d_model);

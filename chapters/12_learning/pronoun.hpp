@@ -1,7 +1,7 @@
 /// \file
-/// Chapter 12's second task: the seed's pronoun resolution, "小明 养了 只 猫 ， 它 是 → 猫", as a seeded
+/// Chapter 12's second task: the article's pronoun resolution, "小明 养了 只 猫 ， 它 是 → 猫", as a seeded
 /// generator of sentences whose answer is the pronoun's antecedent. The words are chapter 01's (its three
-/// Chinese sentences, tokenized as the seed does), with a few more owners, animals, things and places of the
+/// Chinese sentences, tokenized as the article does), with a few more owners, animals, things and places of the
 /// same kinds so that neither the answer nor its position is fixed. Book page: book/12_learning.md.
 #pragma once
 

@@ -119,15 +119,16 @@ void print_discretisation(attn::Rng& rng) {
 
 // --- 2. one SSM, two computations --------------------------------------------------------------------------------
 
-// [two_computations]
 void print_two_computations(const attn::Chapter& chapter, attn::Rng& rng, std::size_t n) {
   const std::size_t N = 16;
   attn::heading(fmt::format("One S4D layer, two computations (N = {}, Δ = 0.05, n = {})", N, n));
+  // [two_computations]
   const attn::DiscreteSSM s = attn::zoh_discretize(s4d_lin(N, rng), 0.05f);
   const Vector u = random_vector(rng, n);                       // (n)
   const Vector recurrent = ch14::ssm_recurrence(s, u);          // (n) a state of N numbers per step
   const Vector K = ch14::ssm_kernel(s, n);                      // (n) CB̄, CĀB̄, CĀ²B̄, …
   const Vector direct = ch14::causal_convolution_direct(K, u);  // (n) O(n²)
+  // [two_computations]
   attn::Table t({"computation", "work", "extra memory", "max |y − y_rec.|"});
   t.set_left(0).set_left(1).set_left(2);
   t.add_row({"recurrence x_t = Āx_{t−1} + B̄u_t", "O(n·N)", fmt::format("state: {} complex", N), "0"});
@@ -166,7 +167,6 @@ void print_two_computations(const attn::Chapter& chapter, attn::Rng& rng, std::s
     chapter.announce_figure(*path);
   }
 }
-// [two_computations]
 
 // --- 3. the selective scan ---------------------------------------------------------------------------------------
 
@@ -248,15 +248,16 @@ void print_selective_scan(attn::Rng& rng) {
 
 // --- 4. the duality ------------------------------------------------------------------------------------------------
 
-// [duality]
 void print_duality(const attn::Chapter& chapter, attn::Rng& rng) {
   const std::size_t n = 10, N = 4, p = 2;
   const float A = -1.0f;
   attn::heading(
       fmt::format("The duality: a selective SSM is masked attention, Y = (L ∘ C Bᵀ) X (n = {}, N = {})", n, N));
+  // [duality_mask]
   const Vector delta = xt::exp(xt::flatten(Matrix(rng.uniform(n, 1, -3.0f, 0.5f))));  // (n) Δ_t
   const Vector a = xt::exp(A * delta);                                                // (n) a_t = exp(Δ_t A)
   const Matrix L = attn::semiseparable_mask(a);                                       // (n, n)
+  // [duality_mask]
   std::vector<std::string> labels;
   for (std::size_t t = 0; t < n; ++t) labels.push_back(fmt::format("t{}", t));
   attn::print_heatmap(L, labels, labels, 2);
@@ -264,6 +265,7 @@ void print_duality(const attn::Chapter& chapter, attn::Rng& rng) {
                                              "wrote. a = ({:.2f}).",
                                              fmt::join(a, ", ")),
                                  100, ""));
+  // [duality]
   const Matrix B = rng.normal(n, N), C = rng.normal(n, N), X = rng.normal(n, p);  // (n, N), (n, N), (n, p)
   Matrix B_bar = B;  // (n, N) Δ_t B_t: the step folded into the keys
   for (std::size_t t = 0; t < n; ++t) xt::row(B_bar, t) *= delta(t);
@@ -273,6 +275,7 @@ void print_duality(const attn::Chapter& chapter, attn::Rng& rng) {
   Matrix D = xt::zeros<float>({n, p});                       // (n, p) Δ, the same for every channel
   for (std::size_t c = 0; c < p; ++c) xt::col(D, c) = delta;
   const Matrix recurrence = ch14::selective_scan(X, D, A_all, B, C).y;  // (n, p) the scan, n work
+  // [duality]
   fmt::print("max |(L ∘ C Bᵀ) X − selective scan| = {}: the same numbers, as attention and as an RNN.\n",
              attn::sci(attn::max_abs_diff(Y, recurrence), 1));
 
@@ -301,7 +304,6 @@ void print_duality(const attn::Chapter& chapter, attn::Rng& rng) {
     chapter.announce_figure(*path);
   }
 }
-// [duality]
 
 // --- 5. attention vs memory ------------------------------------------------------------------------------------------
 
@@ -411,7 +413,6 @@ void print_decode_memory() {
 }
 
 void tell_the_story(const attn::Chapter& chapter, std::uint64_t seed, std::size_t n) {
-  fmt::print("Chapter 14: state-space models, and their duality with attention.\n");
   attn::Rng rng(seed);
   print_discretisation(rng);
   print_two_computations(chapter, rng, n);

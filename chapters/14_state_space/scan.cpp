@@ -218,7 +218,6 @@ double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N) {
   return 4.0 * static_cast<double>(n) * static_cast<double>(3 * d + 2 * N);
 }
 
-// [selective_scan]
 SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B,
                                    const Matrix& C, int threads, ScanSplit split, ScanStats* stats) {
   const double start_cpu = attn::thread_cpu_seconds();
@@ -282,6 +281,7 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
           },
           clock);
   } else {
+    // [selective_scan]
     // 1. Every chunk from a zero state, in parallel: chunk 0's outputs are final, the others miss their carry.
     const std::size_t chunks = std::max<std::size_t>(1, std::min(T, n));
     const auto start = [&](std::size_t i) { return n * i / chunks; };
@@ -314,6 +314,7 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
           }
         },
         clock);
+    // [selective_scan]
     fixup = clock.total - before_fixup;
     for (std::size_t chunk = 1; chunk < chunks; ++chunk) {  // per chunk, the slice whose carry lasted longest
       std::size_t longest = 0;
@@ -327,7 +328,6 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
   }
   return {std::move(y), std::move(h)};  // not a copy: y is 4·n·d bytes
 }
-// [selective_scan]
 
 ScanInputs scan_inputs(Rng& rng, std::size_t n, std::size_t d, std::size_t N) {
   ScanInputs in{rng.normal(n, d), rng.uniform(n, d, std::log(0.001f), std::log(0.1f)), xt::zeros<float>({d, N}),

@@ -129,7 +129,8 @@ std::string make_dir(const std::string& dir) {
 
 }  // namespace
 
-Chapter::Chapter(std::string name, std::string title) : name_(std::move(name)), app_(title, name_) {
+Chapter::Chapter(std::string name, std::string title)
+    : name_(std::move(name)), title_(std::move(title)), app_(title_, name_) {
   app_.add_option("--book", book_dir_, "Write this chapter's output (plain text) and figures into DIR for the book")
       ->type_name("DIR");
   app_.add_option("--figures", figures_dir_, "Also write the chapter's SVG figures into DIR")->type_name("DIR");
@@ -224,6 +225,7 @@ int Chapter::run(int argc, char** argv, const std::function<void()>& story) {
     } else if (no_color_) {
       set_color(false);
     }
+    fmt::print("{}\n", title_);  // every chapter's output starts with its title, in the terminal and the book
     story();
     std::fflush(stdout);
     return kExitOk;

@@ -37,12 +37,14 @@ void check_series(const PlotSpec& spec) {
 void write_svg_plot(const std::string& path, const PlotSpec& spec) {
   check_series(spec);
   std::ostringstream script;
-  script << "set terminal svg size 760,460 dynamic enhanced font 'sans,13' background rgb 'white'\n"
+  // The legend goes under the frame, where no data can be: inside it covered curves (chapter 10's gradient
+  // norms, chapter 13's α–β lines) wherever they happened to run.
+  script << "set terminal svg size 760,480 dynamic enhanced font 'sans,13' background rgb 'white'\n"
          << "set output " << quoted(path) << "\n"
          << "set title " << quoted(spec.title) << " noenhanced\n"
          << "set xlabel " << quoted(spec.xlabel) << " noenhanced\n"
          << "set ylabel " << quoted(spec.ylabel) << " noenhanced\n"
-         << "set grid lc rgb '#dddddd'\nset key top left noenhanced\n"
+         << "set grid lc rgb '#dddddd'\nset key below noenhanced\n"
          << (spec.logx ? "set logscale x 2\n" : "") << (spec.logy ? "set logscale y 10\nset format y '10^{%L}'\n" : "");
   for (std::size_t k = 0; k < spec.series.size(); ++k) {
     script << "$d" << k << " << EOD\n";

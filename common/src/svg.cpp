@@ -39,7 +39,12 @@ void write_svg_heatmap(const std::string& path, const Matrix& m, const std::vect
   require(m.dimension() == 2 && row_labels.size() == m.shape(0) && col_labels.size() == m.shape(1),
           fmt::format("write_svg_heatmap: matrix {} with {} row and {} column labels", shape_str(m), row_labels.size(),
                       col_labels.size()));
-  constexpr int cell = 52, font = 14;
+  // A cell holds its value printed to two decimals while the grid fits the book's column (16 columns of
+  // 52 px); a larger grid gets smaller cells without numbers, about 700 px in all, so that it still fits.
+  constexpr int font = 14, numbered_cell = 52, numbered_cols = 16, grid_px = 704, min_cell = 6;
+  const bool numbered = m.shape(1) <= numbered_cols && m.shape(0) <= numbered_cols;
+  const int cell =
+      numbered ? numbered_cell : std::max(min_cell, grid_px / static_cast<int>(std::max(m.shape(0), m.shape(1))));
   // Label widths from display columns (CJK counts double), about 0.6 em per column.
   std::size_t row_cols = 1, col_cols = 1;
   for (const auto& l : row_labels) row_cols = std::max(row_cols, display_width(l));
@@ -73,11 +78,12 @@ void write_svg_heatmap(const std::string& path, const Matrix& m, const std::vect
       const bool bright = 0.299 * c.r + 0.587 * c.g + 0.114 * c.b > 140;
       const int x = left + j * cell, y = top + i * cell;
       out << fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#{:02x}{:02x}{:02x}\"/>", x, y,
-                         cell - 2, cell - 2, c.r, c.g, c.b)
-          << fmt::format(
-                 "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" dominant-baseline=\"middle\" "
-                 "font-size=\"{}\" fill=\"{}\">{:.2f}</text>\n",
-                 x + (cell - 2) / 2, y + (cell - 2) / 2, font - 2, bright ? "black" : "white", v);
+                         numbered ? cell - 2 : cell, numbered ? cell - 2 : cell, c.r, c.g, c.b);
+      if (!numbered) continue;
+      out << fmt::format(
+          "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" dominant-baseline=\"middle\" "
+          "font-size=\"{}\" fill=\"{}\">{:.2f}</text>\n",
+          x + (cell - 2) / 2, y + (cell - 2) / 2, font - 2, bright ? "black" : "white", v);
     }
   }
   out << "</svg>\n";

@@ -235,6 +235,14 @@ else
   echo "--- watch: skipped (inotifywait missing: ./course setup installs inotify-tools)"
 fi
 
+# --- 9. run NN writes that chapter's figures where the full run does ------------------------------------------
+rm -rf "$SCRATCH/build/default/figures"
+run_course "run 01 writes its figures" 0 run 01
+if compgen -G "$SCRATCH/build/default/figures/ch01_*.svg" >/dev/null; then ok "writes build/default/figures/ch01_*.svg"; else
+  fail "run 01 wrote no figure into build/default/figures"
+  show_output
+fi
+
 echo
 if [ "$failures" -eq 0 ]; then echo "check_driver: every check passed"; else echo "check_driver: $failures failed"; fi
 [ "$failures" -eq 0 ]

@@ -66,6 +66,7 @@ class Chapter {
   int run_benchmarks(int argc, char** argv);
 
   std::string name_;
+  std::string title_;  ///< "Chapter NN: ...", the first line of the chapter's output
   CLI::App app_;
   std::optional<std::string> book_dir_;
   std::optional<std::string> figures_dir_;
