@@ -39,6 +39,20 @@ TEST_SUITE("14_state_space") {
                          std::invalid_argument);
   }
 
+  TEST_CASE("selective_scan refuses finite inputs whose state or output overflows float32, on every split") {
+    // x = 1e36, Δ = 1, B = C = 1, A = −1e−3: h grows by Δ·B·x = 1e36 per token (its decay e^−0.001 keeps
+    // almost all of it) and y = Σ_k C·h ≈ 4·1e36·t passes float32's 3.4e38 near t = 85, every input finite.
+    const std::size_t n = 600, d = 2, N = 4;
+    const Matrix x(Matrix::shape_type{n, d}, 1e36f), delta(Matrix::shape_type{n, d}, 1.0f);
+    const Matrix A(Matrix::shape_type{d, N}, -1e-3f), B(Matrix::shape_type{n, N}, 1.0f), C = B;
+    for (const auto split : {ch14::ScanSplit::time, ch14::ScanSplit::channels})
+      for (const int threads : {1, 2}) {
+        CAPTURE(threads);
+        CHECK_THROWS_WITH_AS(ch14::selective_scan(x, delta, A, B, C, threads, split), doctest::Contains("overflow"),
+                             std::invalid_argument);
+      }
+  }
+
   TEST_CASE("vector_exp refuses a count that is not a multiple of 16 instead of writing past the end") {
     std::vector<float> from(32, -1.0f), to(32, 0.0f);
     CHECK_THROWS_WITH_AS(ch14::vector_exp(from.data(), to.data(), 5), doctest::Contains("n = 5"),

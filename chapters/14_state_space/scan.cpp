@@ -218,6 +218,22 @@ double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N) {
   return 4.0 * static_cast<double>(n) * static_cast<double>(3 * d + 2 * N);
 }
 
+namespace {
+
+/// Throws when y (n, d) or h (d, N) holds an entry that is not finite, naming the first.
+void require_no_overflow(const Matrix& y, const Matrix& h) {
+  for (const Matrix* m : {&y, &h}) {
+    const auto bad = std::find_if(m->begin(), m->end(), [](float v) { return !std::isfinite(v); });
+    if (bad == m->end()) continue;
+    const auto at = static_cast<std::size_t>(bad - m->begin()), cols = std::max<std::size_t>(m->shape(1), 1);
+    throw std::invalid_argument(fmt::format(
+        "selective_scan: {}({}, {}) overflowed float32 although every input is finite: scale x, B or C down",
+        m == &y ? "y" : "the state h", at / cols, at % cols));
+  }
+}
+
+}  // namespace
+
 SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B,
                                    const Matrix& C, int threads, ScanSplit split, ScanStats* stats) {
   const double start_cpu = attn::thread_cpu_seconds();
@@ -322,6 +338,9 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
       fixup_tokens += longest;
     }
   }
+  // Every input was finite (check()), so an infinite or NaN output or state means float32 overflowed on the way:
+  // say so rather than return it. One pass over y and h, cheap beside the scan's N multiply-adds per output.
+  require_no_overflow(y, h);
   if (stats) {  // the caller's time outside the parallel phases is serial: on the critical path and in the work
     const double serial = attn::thread_cpu_seconds() - start_cpu - clock.caller;
     *stats = {clock.critical + serial, clock.total + serial, fixup, fixup_tokens};
