@@ -84,7 +84,8 @@ const std::vector<Shape> kShapes = {
 }  // namespace
 
 TEST_SUITE("10_backward") {
-  TEST_CASE("softmax_backward is the Jacobian diag(p) − ppᵀ applied to the incoming gradient") {
+  TEST_CASE("softmax_backward is the Jacobian diag(p) − ppᵀ applied to the incoming gradient" *
+            doctest::test_suite("10_backward/softmax_backward")) {
     attn::Rng rng(100);
     const Matrix S = rng.normal(5, 9, 0.0f, 2.0f), dP = rng.normal(5, 9);  // (5, 9) each
     Matrix P = Matrix::from_shape({5, 9});                                 // (5, 9)
@@ -102,7 +103,8 @@ TEST_SUITE("10_backward") {
     CHECK_ALLCLOSE(attn::softmax_backward(P, dP), expected, 2e-6, 0.0);
   }
 
-  TEST_CASE("softmax_backward gives masked entries and fully masked rows zero, and rejects mismatched shapes") {
+  TEST_CASE("softmax_backward gives masked entries and fully masked rows zero, and rejects mismatched shapes" *
+            doctest::test_suite("10_backward/softmax_backward")) {
     Matrix P = {{0.5f, 0.0f, 0.5f}, {0.0f, 0.0f, 0.0f}};         // (2, 3): key 1 masked in row 0, row 1 fully masked
     const Matrix dP = {{1.0f, 7.0f, 3.0f}, {2.0f, 4.0f, 8.0f}};  // (2, 3)
     const Matrix dS = attn::softmax_backward(P, dP);
@@ -112,7 +114,8 @@ TEST_SUITE("10_backward") {
                          std::invalid_argument);
   }
 
-  TEST_CASE("attention_backward agrees with float64 central differences of the loss") {
+  TEST_CASE("attention_backward agrees with float64 central differences of the loss" *
+            doctest::test_suite("10_backward/attention_backward")) {
     attn::Rng rng(101);
     for (const Shape& s : {Shape{1, 1, 1, 1, 0, 0}, Shape{3, 5, 4, 2, 0, 0}, Shape{6, 6, 8, 8, 0, 0}})
       for (const bool causal : {false, true}) {
@@ -136,7 +139,8 @@ TEST_SUITE("10_backward") {
       }
   }
 
-  TEST_CASE("attention_backward matches the float64 chain rule on ragged shapes, causal or not, n_q ≠ n_kv") {
+  TEST_CASE("attention_backward matches the float64 chain rule on ragged shapes, causal or not, n_q ≠ n_kv" *
+            doctest::test_suite("10_backward/attention_backward")) {
     attn::Rng rng(102);
     for (const Shape& s : kShapes)
       for (const bool causal : {false, true}) {
@@ -153,7 +157,8 @@ TEST_SUITE("10_backward") {
       }
   }
 
-  TEST_CASE("attention_backward gives a fully masked row zero gradient and no NaN anywhere") {
+  TEST_CASE("attention_backward gives a fully masked row zero gradient and no NaN anywhere" *
+            doctest::test_suite("10_backward/attention_backward")) {
     attn::Rng rng(103);
     const Inputs in = random_inputs(rng, 4, 6, 8, 3);
     Mask mask = xt::ones<bool>({4, 6});
@@ -169,7 +174,8 @@ TEST_SUITE("10_backward") {
     check_grads(g, expected, gradient_tolerance(4, 6, 8, 3, expected));
   }
 
-  TEST_CASE("attention_backward stays finite and right with logits of size 1e4") {
+  TEST_CASE("attention_backward stays finite and right with logits of size 1e4" *
+            doctest::test_suite("10_backward/attention_backward")) {
     attn::Rng rng(104);
     const Inputs in = random_inputs(rng, 9, 11, 4, 3, 2000.0f);  // |s| ~ 1e4: every row of P is nearly one-hot
     for (const bool causal : {false, true}) {
@@ -185,7 +191,8 @@ TEST_SUITE("10_backward") {
     }
   }
 
-  TEST_CASE("attention_backward rejects inputs whose shapes do not fit, naming them") {
+  TEST_CASE("attention_backward rejects inputs whose shapes do not fit, naming them" *
+            doctest::test_suite("10_backward/attention_backward")) {
     const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 3}), V = xt::zeros<float>({5, 2}),
                  dO = xt::zeros<float>({4, 2});
     CHECK_THROWS_WITH_AS(attn::attention_backward(Q, xt::zeros<float>({5, 2}), V, dO), doctest::Contains("(5, 2)"),
@@ -198,7 +205,8 @@ TEST_SUITE("10_backward") {
                          std::invalid_argument);
   }
 
-  TEST_CASE("flash_backward_tile over every tile adds up to the full gradients, using D instead of a row sum") {
+  TEST_CASE("flash_backward_tile over every tile adds up to the full gradients, using D instead of a row sum" *
+            doctest::test_suite("10_backward/flash_backward_tile")) {
     attn::Rng rng(105);
     const std::size_t n_q = 10, n_kv = 13, d_k = 8, d_v = 5;
     const Inputs in = random_inputs(rng, n_q, n_kv, d_k, d_v);
@@ -227,7 +235,8 @@ TEST_SUITE("10_backward") {
     check_grads(g, expected, gradient_tolerance(n_q, n_kv, d_k, d_v, expected));
   }
 
-  TEST_CASE("flash_backward_tile ignores masked pairs and rows without keys, and changes nothing on bad shapes") {
+  TEST_CASE("flash_backward_tile ignores masked pairs and rows without keys, and changes nothing on bad shapes" *
+            doctest::test_suite("10_backward/flash_backward_tile")) {
     attn::Rng rng(106);
     const Inputs in = random_inputs(rng, 3, 4, 6, 2);
     const Vector lse = {-kInf, 0.5f, 0.25f}, D = {1.0f, 2.0f, 3.0f};  // row 0 saw no key in the forward
@@ -256,7 +265,8 @@ TEST_SUITE("10_backward") {
     CHECK(dV == dV_before);
   }
 
-  TEST_CASE("flash_backward equals the float64 chain rule for any tiles, causal or not, from chapter 05's forward") {
+  TEST_CASE("flash_backward equals the float64 chain rule for any tiles, causal or not, from chapter 05's forward" *
+            doctest::test_suite("10_backward/flash_backward")) {
     attn::Rng rng(107);
     for (const Shape& s : kShapes)
       for (const bool causal : {false, true}) {
@@ -274,7 +284,8 @@ TEST_SUITE("10_backward") {
       }
   }
 
-  TEST_CASE("flash_backward stays finite and right with logits of size 1e4, causal or not") {
+  TEST_CASE("flash_backward stays finite and right with logits of size 1e4, causal or not" *
+            doctest::test_suite("10_backward/flash_backward")) {
     attn::Rng rng(110);
     const Inputs in = random_inputs(rng, 9, 11, 4, 3, 2000.0f);  // |s| ~ 1e4: nearly one-hot rows of P
     for (const bool causal : {false, true}) {
@@ -291,7 +302,8 @@ TEST_SUITE("10_backward") {
     }
   }
 
-  TEST_CASE("flash_backward holds nothing n×n: its heap peak is the gradients plus a few tiles") {
+  TEST_CASE("flash_backward holds nothing n×n: its heap peak is the gradients plus a few tiles" *
+            doctest::test_suite("10_backward/flash_backward")) {
     const std::size_t n = 512, d = 8, B = 32;
     attn::Rng rng(108);
     const Inputs in = random_inputs(rng, n, n, d, d);
@@ -311,7 +323,8 @@ TEST_SUITE("10_backward") {
     CHECK(heap >= gradients);           // and it really measured the gradients being allocated
   }
 
-  TEST_CASE("flash_backward gives queries without keys zero gradients, and rejects bad input naming it") {
+  TEST_CASE("flash_backward gives queries without keys zero gradients, and rejects bad input naming it" *
+            doctest::test_suite("10_backward/flash_backward")) {
     const Matrix Q = xt::ones<float>({3, 4}), none_k = xt::zeros<float>({0, 4}), none_v = xt::zeros<float>({0, 2});
     const Matrix O = xt::zeros<float>({3, 2}), dO = xt::ones<float>({3, 2});
     const Vector lse = {-kInf, -kInf, -kInf};
@@ -337,7 +350,8 @@ TEST_SUITE("10_backward") {
 
   TEST_CASE(
       "the fast backward matches flash_backward's float64 oracle head by head, with the same bits on 1, 2 or 3 "
-      "threads") {
+      "threads" *
+      doctest::test_suite("10_backward/flash_backward")) {
     attn::Rng rng(109);
     const std::size_t h = 3, n_q = 100, n_kv = 131, d = 32, d_v = 24;  // d_v ≠ d_k: Kᵀ and Vᵀ have their own widths
     for (const bool causal : {false, true}) {

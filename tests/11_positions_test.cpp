@@ -35,7 +35,8 @@ Tensor3 one_head(const Matrix& m) { return xt::expand_dims(m, 0); }  // (1, n, d
 }  // namespace
 
 TEST_SUITE("11_positions") {
-  TEST_CASE("sinusoidal_encoding follows the definition, and PE_p · PE_q depends only on p − q") {
+  TEST_CASE("sinusoidal_encoding follows the definition, and PE_p · PE_q depends only on p − q" *
+            doctest::test_suite("11_positions/sinusoidal_encoding")) {
     const std::size_t n = 64, d = 16;
     const Matrix PE = attn::sinusoidal_encoding(n, d);
     // sin and cos of an angle computed in double, rounded once to float32: half an ulp of a value ≤ 1.
@@ -52,7 +53,8 @@ TEST_SUITE("11_positions") {
     }
   }
 
-  TEST_CASE("apply_rope turns each pair of columns by position times its frequency and keeps every norm") {
+  TEST_CASE("apply_rope turns each pair of columns by position times its frequency and keeps every norm" *
+            doctest::test_suite("11_positions/apply_rope")) {
     attn::Rng rng(110);
     const Matrix X = rng.normal(9, 8);
     for (const std::size_t first : {std::size_t{0}, std::size_t{1000}}) {
@@ -66,7 +68,8 @@ TEST_SUITE("11_positions") {
     }
   }
 
-  TEST_CASE("after apply_rope, q_m · k_n depends only on m − n, for many shifts") {
+  TEST_CASE("after apply_rope, q_m · k_n depends only on m − n, for many shifts" *
+            doctest::test_suite("11_positions/apply_rope")) {
     attn::Rng rng(111);
     const Matrix q = rng.normal(1, 64), k = rng.normal(1, 64);
     for (std::size_t gap : {0, 1, 7, 100}) {
@@ -85,7 +88,8 @@ TEST_SUITE("11_positions") {
     }
   }
 
-  TEST_CASE("apply_rope refuses an odd d or a base of 1, and leaves X unchanged") {
+  TEST_CASE("apply_rope refuses an odd d or a base of 1, and leaves X unchanged" *
+            doctest::test_suite("11_positions/apply_rope")) {
     Matrix X = {{1.0f, 2.0f, 3.0f}};  // (1, 3)
     const Matrix before = X;
     CHECK_THROWS_WITH_AS(attn::apply_rope(X, 0), doctest::Contains("(1, 3)"), std::invalid_argument);
@@ -95,7 +99,8 @@ TEST_SUITE("11_positions") {
     CHECK(Y == Matrix{{1.0f, 2.0f}});
   }
 
-  TEST_CASE("alibi_slopes form the geometric sequence 2^(−8(k+1)/h)") {
+  TEST_CASE("alibi_slopes form the geometric sequence 2^(−8(k+1)/h)" *
+            doctest::test_suite("11_positions/alibi_slopes")) {
     INFO("for h = 8 the slopes are 1/2, 1/4, …, 1/256");
     CHECK(attn::alibi_slopes(8) == Vector{0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f, 0.0078125f, 0.00390625f});
     CHECK(attn::alibi_slopes(1) == Vector{0.00390625f});
@@ -104,7 +109,8 @@ TEST_SUITE("11_positions") {
     CHECK_THROWS_AS(attn::alibi_slopes(0), std::invalid_argument);
   }
 
-  TEST_CASE("alibi_bias subtracts the slope times the distance, queries aligned to the end, and refuses bad slopes") {
+  TEST_CASE("alibi_bias subtracts the slope times the distance, queries aligned to the end, and refuses bad slopes" *
+            doctest::test_suite("11_positions/alibi_bias")) {
     const Matrix bias = attn::alibi_bias(2, 4, 0.5f);  // queries at positions 2 and 3
     CHECK(bias == Matrix{{-1.0f, -0.5f, -0.0f, -0.5f}, {-1.5f, -1.0f, -0.5f, -0.0f}});
     CHECK(attn::alibi_bias(3, 3, 0.0f) == Matrix(xt::zeros<float>({3, 3})));
@@ -115,7 +121,8 @@ TEST_SUITE("11_positions") {
 
   TEST_CASE(
       "DocumentMask keeps each token inside its own document, causally, and its block mask skips exactly the empty "
-      "tiles") {
+      "tiles" *
+      doctest::test_suite("11_positions/DocumentMask")) {
     const attn::DocumentMask docs{{0, 0, 0, 1, 1, 2, 2, 2, 2, 2}, true};
     CHECK(docs(0, 2, 0));
     CHECK(docs(0, 2, 2));
@@ -151,7 +158,8 @@ TEST_SUITE("11_positions") {
 
   TEST_CASE(
       "flex_attention with each modifier (alibi_slopes, DocumentMask, ...) equals dense float64 attention, same bias "
-      "and mask") {
+      "and mask" *
+      doctest::test_suite("11_positions/DocumentMask")) {
     attn::Rng rng(112);
     const std::size_t h = 2;
     for (const auto& shape :
@@ -229,7 +237,8 @@ TEST_SUITE("11_positions") {
 
   TEST_CASE(
       "flex_attention with a DocumentMask mask_mod that refuses one row gives it zeros, never NaN, and rejects bad "
-      "input") {
+      "input" *
+      doctest::test_suite("11_positions/DocumentMask")) {
     attn::Rng rng(113);
     const Tensor3 Q = one_head(rng.normal(12, 8)), K = one_head(rng.normal(12, 8)), V = one_head(rng.normal(12, 4));
     const attn::DocumentMask docs{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1}, true};
@@ -249,7 +258,8 @@ TEST_SUITE("11_positions") {
 
   TEST_CASE(
       "flex_attention with alibi_slopes gives bit-identical results on 1, 2 and 3 threads, on every instruction set "
-      "of chapter 05's micro-kernels") {
+      "of chapter 05's micro-kernels" *
+      doctest::test_suite("11_positions/alibi_slopes")) {
     attn::Rng rng(114);
     const std::size_t h = 3, n = 150, d = 32;
     Tensor3 Q = xt::zeros<float>({h, n, d}), K = Q, V = Q;  // (h, n, d)

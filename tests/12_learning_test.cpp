@@ -61,7 +61,8 @@ ch12::Config tiny_config() {
 }  // namespace
 
 TEST_SUITE("12_learning") {
-  TEST_CASE("cross_entropy matches the float64 oracle and averages over the counted rows only") {
+  TEST_CASE("cross_entropy matches the float64 oracle and averages over the counted rows only" *
+            doctest::test_suite("12_learning/cross_entropy")) {
     attn::Rng rng(1201);
     const Matrix logits = rng.normal(6, 7, 0.0f, 2.0f);                // (6, 7)
     const std::vector<std::size_t> targets{3, kSkip, 0, 6, kSkip, 2};  // 4 counted rows
@@ -75,7 +76,8 @@ TEST_SUITE("12_learning") {
     CHECK_ALLCLOSE(lg.dlogits, oracle::cross_entropy_grad(L, targets), 1e-7, 1e-5);
   }
 
-  TEST_CASE("cross_entropy of uniform logits is log(vocab), and large logits stay finite") {
+  TEST_CASE("cross_entropy of uniform logits is log(vocab), and large logits stay finite" *
+            doctest::test_suite("12_learning/cross_entropy")) {
     const Matrix flat = xt::zeros<float>({3, 8});
     const attn::LossAndGrad u = attn::cross_entropy(flat, {1, 2, 7});
     INFO("every token equally likely: −log(1/8) = log 8");
@@ -89,7 +91,8 @@ TEST_SUITE("12_learning") {
     CHECK(std::isfinite(static_cast<double>(b.dlogits(0, 0))));
   }
 
-  TEST_CASE("cross_entropy refuses targets of the wrong length, an empty vocabulary and NaN logits") {
+  TEST_CASE("cross_entropy refuses targets of the wrong length, an empty vocabulary and NaN logits" *
+            doctest::test_suite("12_learning/cross_entropy")) {
     const Matrix logits = xt::zeros<float>({3, 4});
     CHECK_THROWS_AS(attn::cross_entropy(logits, {1, 2}), std::invalid_argument);
     CHECK_THROWS_AS(attn::cross_entropy(Matrix(xt::zeros<float>({2, 0})), {0, 0}), std::invalid_argument);
@@ -98,7 +101,8 @@ TEST_SUITE("12_learning") {
     CHECK_THROWS_AS(attn::cross_entropy(bad, {0, 1, 2}), std::invalid_argument);
   }
 
-  TEST_CASE("adamw_step takes two hand-worked steps with bias correction and decoupled weight decay") {
+  TEST_CASE("adamw_step takes two hand-worked steps with bias correction and decoupled weight decay" *
+            doctest::test_suite("12_learning/adamw_step")) {
     // θ = 1, lr 0.1, β = (0.9, 0.999), ε = 1e-8, weight decay 0.01. Step 1, g = 0.5: m = 0.05, v = 0.00025,
     // m̂ = 0.5, v̂ = 0.25, m̂/√v̂ = 1, θ = 1 − 0.1·(1 + 0.01·1) = 0.899. Step 2, g = −0.5: m = −0.005,
     // v = 0.00049975, m̂ = −0.005/0.19 = −1/38, v̂ = 0.00049975/0.001999 = 0.25, m̂/√v̂ = −1/19,
@@ -117,7 +121,8 @@ TEST_SUITE("12_learning") {
     CHECK(static_cast<double>(theta(0, 0)) == doctest::Approx(0.90336416).epsilon(1e-6));
   }
 
-  TEST_CASE("adamw_step refuses mismatched shapes and step 0, leaving the weights unchanged") {
+  TEST_CASE("adamw_step refuses mismatched shapes and step 0, leaving the weights unchanged" *
+            doctest::test_suite("12_learning/adamw_step")) {
     Matrix theta = xt::ones<float>({2, 2}), m = xt::zeros<float>({2, 2}), v = m;
     const Matrix before = theta;
     CHECK_THROWS_AS(attn::adamw_step(theta, Matrix(xt::ones<float>({2, 3})), m, v, 1, attn::AdamW{}),
@@ -127,7 +132,8 @@ TEST_SUITE("12_learning") {
     CHECK(theta == before);
   }
 
-  TEST_CASE("induction_score is 1 for a perfect induction head and 0 for a head on the twin or the previous token") {
+  TEST_CASE("induction_score is 1 for a perfect induction head and 0 for a head on the twin or the previous token" *
+            doctest::test_suite("12_learning/induction_score")) {
     // Token 1 occurs at 1, 4 and 7: query 7 must be scored on key 5 (after the latest occurrence, at 4).
     const std::vector<std::size_t> tokens{4, 1, 2, 3, 1, 2, 3, 1};
     const std::size_t n = tokens.size();
@@ -156,7 +162,8 @@ TEST_SUITE("12_learning") {
     CHECK_THROWS_AS(attn::induction_score(uniform, {1, 2, 1}), std::invalid_argument);
   }
 
-  TEST_CASE("attention_rollout multiplies half-residual layers, the last layer on the left") {
+  TEST_CASE("attention_rollout multiplies half-residual layers, the last layer on the left" *
+            doctest::test_suite("12_learning/attention_rollout")) {
     Matrix A1 = xt::zeros<float>({3, 3}), A2 = A1;  // (3, 3) each, causal, rows summing to 1
     A1(0, 0) = 1.0f;
     A1(1, 0) = 1.0f;
@@ -183,7 +190,8 @@ TEST_SUITE("12_learning") {
     CHECK_THROWS_AS(attn::attention_rollout({A1, Matrix(xt::zeros<float>({2, 2}))}), std::invalid_argument);
   }
 
-  TEST_CASE("cross_entropy through the model: logits and every layer's gradient match float64 central differences") {
+  TEST_CASE("cross_entropy through the model: logits and every layer's gradient match float64 central differences" *
+            doctest::test_suite("12_learning/cross_entropy")) {
     const ch12::Config c = tiny_config();
     const ch12::Model model = ch12::init_model(c, 77);
     const std::vector<std::size_t> tokens{1, 4, 0, 2, 1, 3}, targets{kSkip, 0, 2, kSkip, 3, 1};
@@ -217,7 +225,8 @@ TEST_SUITE("12_learning") {
     }
   }
 
-  TEST_CASE("induction_score's task: make_induction repeats distinct tokens with a varying period") {
+  TEST_CASE("induction_score's task: make_induction repeats distinct tokens with a varying period" *
+            doctest::test_suite("12_learning/induction_score")) {
     attn::Rng rng(5);
     const std::size_t n = 12;
     std::set<std::size_t> periods;
@@ -252,7 +261,8 @@ TEST_SUITE("12_learning") {
     CHECK_THROWS_AS(ch12::make_induction(3, 10, rng), std::invalid_argument);
   }
 
-  TEST_CASE("cross_entropy needs a model: an empty vocabulary and a sequence past the context are refused") {
+  TEST_CASE("cross_entropy needs a model: an empty vocabulary and a sequence past the context are refused" *
+            doctest::test_suite("12_learning/cross_entropy")) {
     ch12::Config c = tiny_config();
     c.vocab = 0;
     CHECK_THROWS_AS(ch12::init_model(c, 1), std::invalid_argument);
@@ -269,7 +279,8 @@ TEST_SUITE("12_learning") {
     CHECK(loss > 0.0);
   }
 
-  TEST_CASE("cross_entropy and adamw_step train the model: 300 steps take the loss from above 3 to below 1") {
+  TEST_CASE("cross_entropy and adamw_step train the model: 300 steps take the loss from above 3 to below 1" *
+            doctest::test_suite("12_learning/adamw_step")) {
     // A smaller task than the chapter's (n = 12) so that the run takes about a second. The loss starts above
     // log(24) ≈ 3.2 (worse than a uniform guess) and, with this seed, is near 0.13 by step 300: below 1 only once
     // the induction circuit has formed (`ch12_learning --length 12 --steps 300 --lr 0.01` prints the curve).
@@ -289,7 +300,8 @@ TEST_SUITE("12_learning") {
     CHECK(last < 1.0);
   }
 
-  TEST_CASE("adamw_step training is deterministic: one seed gives the same loss curve bit for bit") {
+  TEST_CASE("adamw_step training is deterministic: one seed gives the same loss curve bit for bit" *
+            doctest::test_suite("12_learning/adamw_step")) {
     ch12::Config c;
     c.context = 12;
     ch12::TrainSettings s;
@@ -302,7 +314,8 @@ TEST_SUITE("12_learning") {
   }
 
   TEST_CASE(
-      "cross_entropy of a model with every head ablated is that of embed·unembed, and ablated heads learn nothing") {
+      "cross_entropy of a model with every head ablated is that of embed·unembed, and ablated heads learn nothing" *
+      doctest::test_suite("12_learning/cross_entropy")) {
     const ch12::Config c = tiny_config();
     const ch12::Model model = ch12::init_model(c, 9);
     const std::vector<std::size_t> tokens{2, 0, 4, 1}, targets{0, 4, 1, kSkip};
@@ -331,7 +344,8 @@ TEST_SUITE("12_learning") {
 
   TEST_CASE(
       "cross_entropy's logits explained: with every head ablated, gradient × input and integrated gradients "
-      "credit only the current token") {
+      "credit only the current token" *
+      doctest::test_suite("12_learning/cross_entropy")) {
     // Without heads, logit(i, y) = X0_i · unembed[:, y]: a linear function of row i alone. Gradient × input is
     // that logit at j = i and 0 elsewhere; integrated gradients equals it exactly (the path integral of a
     // constant gradient), whatever the number of steps.

@@ -80,7 +80,8 @@ RingRun run_ring(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t 
 }  // namespace
 
 TEST_SUITE("13_ring") {
-  TEST_CASE("ring_source at step 0 is the rank's own block, and each step brings its left neighbour's") {
+  TEST_CASE("ring_source at step 0 is the rank's own block, and each step brings its left neighbour's" *
+            doctest::test_suite("13_ring/ring_source")) {
     for (std::size_t P = 1; P <= 6; ++P) {
       // Pass the blocks by hand: after a step, rank r holds what rank r - 1 held before.
       std::vector<std::size_t> holds(P);
@@ -96,7 +97,8 @@ TEST_SUITE("13_ring") {
     }
   }
 
-  TEST_CASE("ring_source over P steps shows every rank every block exactly once") {
+  TEST_CASE("ring_source over P steps shows every rank every block exactly once" *
+            doctest::test_suite("13_ring/ring_source")) {
     for (std::size_t P = 1; P <= 7; ++P)
       for (std::size_t r = 0; r < P; ++r) {
         std::set<std::size_t> seen;
@@ -105,13 +107,14 @@ TEST_SUITE("13_ring") {
       }
   }
 
-  TEST_CASE("ring_source rejects P = 0, a rank past P and a step past P") {
+  TEST_CASE("ring_source rejects P = 0, a rank past P and a step past P" * doctest::test_suite("13_ring/ring_source")) {
     CHECK_THROWS_AS(ch13::ring_source(0, 0, 0), std::invalid_argument);
     CHECK_THROWS_AS(ch13::ring_source(4, 0, 4), std::invalid_argument);
     CHECK_THROWS_AS(ch13::ring_source(0, 4, 4), std::invalid_argument);
   }
 
-  TEST_CASE("zigzag_chunks of all ranks cover every position exactly once, ragged n and n < 2P included") {
+  TEST_CASE("zigzag_chunks of all ranks cover every position exactly once, ragged n and n < 2P included" *
+            doctest::test_suite("13_ring/zigzag_chunks")) {
     for (std::size_t P = 1; P <= 5; ++P)
       for (std::size_t n : {0ul, 1ul, 3ul, 7ul, 10ul, 37ul, 101ul}) {
         std::vector<int> owners(n, 0);
@@ -130,7 +133,8 @@ TEST_SUITE("13_ring") {
       }
   }
 
-  TEST_CASE("zigzag_chunks gives rank r pieces r and 2P-1-r of 2P near-equal pieces") {
+  TEST_CASE("zigzag_chunks gives rank r pieces r and 2P-1-r of 2P near-equal pieces" *
+            doctest::test_suite("13_ring/zigzag_chunks")) {
     const Chunks c = ch13::zigzag_chunks(1, 4, 80);  // pieces of 10
     CHECK(c[0].begin == 10);
     CHECK(c[0].end == 20);
@@ -140,7 +144,8 @@ TEST_SUITE("13_ring") {
     CHECK_THROWS_AS(ch13::zigzag_chunks(0, 0, 80), std::invalid_argument);
   }
 
-  TEST_CASE("zigzag_chunks balances causal work within 5% of the mean, where the contiguous split does not") {
+  TEST_CASE("zigzag_chunks balances causal work within 5% of the mean, where the contiguous split does not" *
+            doctest::test_suite("13_ring/zigzag_chunks")) {
     for (std::size_t n : {16384ul, 1000ul, 4099ul})
       for (std::size_t P = 2; P <= 8; ++P) {
         auto work = [&](Split split) {  // causal pairs per rank, counted one query at a time
@@ -164,7 +169,8 @@ TEST_SUITE("13_ring") {
       }
   }
 
-  TEST_CASE("causal_block tells hidden, full or diagonal, with the key at the query's own position visible") {
+  TEST_CASE("causal_block tells hidden, full or diagonal, with the key at the query's own position visible" *
+            doctest::test_suite("13_ring/causal_block")) {
     auto check = [](Chunk q, Chunk k, Visibility v, std::ptrdiff_t offset) {
       const ch13::CausalBlock b = ch13::causal_block(q, k);
       CHECK_MESSAGE(b.visibility == v,
@@ -181,7 +187,8 @@ TEST_SUITE("13_ring") {
     check({0, 0}, {0, 3}, Visibility::hidden, 0);  // empty query chunk
   }
 
-  TEST_CASE("causal_block agrees with the causal rule counted pair by pair, and its offset localises the rule") {
+  TEST_CASE("causal_block agrees with the causal rule counted pair by pair, and its offset localises the rule" *
+            doctest::test_suite("13_ring/causal_block")) {
     for (std::size_t qb = 0; qb < 6; ++qb)
       for (std::size_t qe = qb + 1; qe < 8; ++qe)
         for (std::size_t kb = 0; kb < 6; ++kb)
@@ -202,7 +209,8 @@ TEST_SUITE("13_ring") {
           }
   }
 
-  TEST_CASE("merge_partial of two key sets' results is attention over their union (O and lse)") {
+  TEST_CASE("merge_partial of two key sets' results is attention over their union (O and lse)" *
+            doctest::test_suite("13_ring/merge_partial")) {
     attn::Rng rng(13);
     const Matrix Q = rng.normal(6, 8), K = rng.normal(11, 8), V = rng.normal(11, 5);
     std::vector<std::size_t> all(11), first(4), second(7);
@@ -219,7 +227,8 @@ TEST_SUITE("13_ring") {
     CHECK_ALLCLOSE(running.lse, want.lse, kAtol, kRtol);
   }
 
-  TEST_CASE("merge_partial changes only the rows it covers, and rows that saw no key stay O = 0, lse = -inf") {
+  TEST_CASE("merge_partial changes only the rows it covers, and rows that saw no key stay O = 0, lse = -inf" *
+            doctest::test_suite("13_ring/merge_partial")) {
     attn::Rng rng(7);
     FlashOutput running = empty_result(5, 3);
     running.O = rng.normal(5, 3);
@@ -242,7 +251,8 @@ TEST_SUITE("13_ring") {
     for (std::size_t c = 0; c < 3; ++c) CHECK(running.O(3, c) == doctest::Approx(part.O(1, c)));
   }
 
-  TEST_CASE("merge_partial rejects a part that does not fit, naming the shapes, and leaves running unchanged") {
+  TEST_CASE("merge_partial rejects a part that does not fit, naming the shapes, and leaves running unchanged" *
+            doctest::test_suite("13_ring/merge_partial")) {
     FlashOutput running = empty_result(4, 3);
     const FlashOutput before = running;
     CHECK_THROWS_WITH_AS(ch13::merge_partial(running, 3, empty_result(2, 3)), doctest::Contains("(2, 3)"),
@@ -251,7 +261,8 @@ TEST_SUITE("13_ring") {
     CHECK(running.O == before.O);
   }
 
-  TEST_CASE("fold_block gives a rank's queries attention over one received block, with the causal rule on positions") {
+  TEST_CASE("fold_block gives a rank's queries attention over one received block, with the causal rule on positions" *
+            doctest::test_suite("13_ring/fold_block")) {
     attn::Rng rng(21);
     const std::size_t n = 37, P = 3;
     const Matrix Q = rng.normal(n, 16), K = rng.normal(n, 16), V = rng.normal(n, 8);
@@ -269,7 +280,8 @@ TEST_SUITE("13_ring") {
         }
   }
 
-  TEST_CASE("fold_block rejects a block whose rows do not match its chunks") {
+  TEST_CASE("fold_block rejects a block whose rows do not match its chunks" *
+            doctest::test_suite("13_ring/fold_block")) {
     attn::Rng rng(3);
     FlashOutput running = empty_result(4, 2);
     CHECK_THROWS_AS(ch13::fold_block(running, rng.normal(4, 3), {{0, 4}}, {rng.normal(5, 3), rng.normal(5, 2)},
@@ -277,7 +289,8 @@ TEST_SUITE("13_ring") {
                     std::invalid_argument);
   }
 
-  TEST_CASE("ring_attention_rank on P ranks equals attention over the whole sequence (O and lse), P = 1 to 4, any n") {
+  TEST_CASE("ring_attention_rank on P ranks equals attention over the whole sequence (O and lse), P = 1 to 4, any n" *
+            doctest::test_suite("13_ring/ring_attention_rank")) {
     attn::Rng rng(2024);
     for (std::size_t n : {5ul, 37ul, 101ul}) {
       const Matrix Q = rng.normal(n, 16), K = rng.normal(n, 16), V = rng.normal(n, 8);
@@ -297,7 +310,8 @@ TEST_SUITE("13_ring") {
     }
   }
 
-  TEST_CASE("ring_attention_rank passes P - 1 blocks and sends exactly the bytes of the formula") {
+  TEST_CASE("ring_attention_rank passes P - 1 blocks and sends exactly the bytes of the formula" *
+            doctest::test_suite("13_ring/ring_attention_rank")) {
     attn::Rng rng(5);
     const std::size_t n = 53, d_k = 16, d_v = 8;
     const Matrix Q = rng.normal(n, d_k), K = rng.normal(n, d_k), V = rng.normal(n, d_v);
@@ -313,7 +327,8 @@ TEST_SUITE("13_ring") {
       }
   }
 
-  TEST_CASE("ring_attention_rank rejects queries that are not the rank's rows, naming the shapes") {
+  TEST_CASE("ring_attention_rank rejects queries that are not the rank's rows, naming the shapes" *
+            doctest::test_suite("13_ring/ring_attention_rank")) {
     attn::Rng rng(9);
     const std::vector<KVBlock> blocks{{rng.normal(5, 4), rng.normal(5, 2)}, {rng.normal(5, 4), rng.normal(5, 2)}};
     ch13::LocalLink link(blocks, 0);

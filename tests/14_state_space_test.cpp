@@ -96,7 +96,8 @@ Vector row(const Matrix& m, std::size_t i) { return xt::row(m, i); }
 
 TEST_SUITE("14_state_space") {
   // --- zero-order hold ---------------------------------------------------------------------------------------
-  TEST_CASE("zoh_discretize of a real diagonal A gives exp(ΔA) and (exp(ΔA) − 1)/A · B, as worked by hand") {
+  TEST_CASE("zoh_discretize of a real diagonal A gives exp(ΔA) and (exp(ΔA) − 1)/A · B, as worked by hand" *
+            doctest::test_suite("14_state_space/zoh_discretize")) {
     const attn::DiagonalSSM ssm{{{-1.0f, 0.0f}, {-2.0f, 0.0f}, {-0.5f, 0.0f}},
                                 {{1.0f, 0.0f}, {2.0f, 0.0f}, {-1.0f, 0.0f}},
                                 {{1.0f, 0.0f}, {1.0f, 0.0f}, {1.0f, 0.0f}}};
@@ -128,7 +129,8 @@ TEST_SUITE("14_state_space") {
     }
   }
 
-  TEST_CASE("zoh_discretize of a complex A equals the exponential of its real 2×2 block: e^a times a rotation by b") {
+  TEST_CASE("zoh_discretize of a complex A equals the exponential of its real 2×2 block: e^a times a rotation by b" *
+            doctest::test_suite("14_state_space/zoh_discretize")) {
     // λ = a + ib acting on a complex state is the real matrix [[a, −b], [b, a]] acting on (Re x, Im x).
     const float a = -0.5f, b = 3.0f, delta = 0.3f;
     const double Da = delta * static_cast<double>(a), Db = delta * static_cast<double>(b);
@@ -164,7 +166,8 @@ TEST_SUITE("14_state_space") {
     CHECK(s.C[0] == Complex(1.0f, 0.0f));
   }
 
-  TEST_CASE("zoh_discretize refuses Re(A) ≥ 0, a step that is not positive, sizes that differ and NaN, naming them") {
+  TEST_CASE("zoh_discretize refuses Re(A) ≥ 0, a step that is not positive, sizes that differ and NaN, naming them" *
+            doctest::test_suite("14_state_space/zoh_discretize")) {
     const ComplexVector one{{1.0f, 0.0f}, {1.0f, 0.0f}};
     const attn::DiagonalSSM growing{{{-1.0f, 0.0f}, {0.25f, 1.0f}}, one, one};
     CHECK_THROWS_WITH_AS(attn::zoh_discretize(growing, 0.1f), doctest::Contains("A[1]"), std::invalid_argument);
@@ -183,7 +186,8 @@ TEST_SUITE("14_state_space") {
   // --- one time-invariant SSM, two computations ---------------------------------------------------------------
   TEST_CASE(
       "with zoh_discretize's Ā and B̄, the S4D recurrence equals the convolution with its kernel and the float64 "
-      "definitions") {
+      "definitions" *
+      doctest::test_suite("14_state_space/zoh_discretize")) {
     attn::Rng rng(141);
     for (const std::size_t n : {1, 2, 300}) {
       CAPTURE(n);
@@ -205,7 +209,8 @@ TEST_SUITE("14_state_space") {
 
   TEST_CASE(
       "FFT convolution equals direct convolution of a zoh_discretize kernel for any lengths, shorter or longer than "
-      "the input") {
+      "the input" *
+      doctest::test_suite("14_state_space/zoh_discretize")) {
     attn::Rng rng(142);
     const attn::DiscreteSSM s = attn::zoh_discretize(s4d_lin(4, rng), 0.1f);
     for (const auto [n_K, n] : {std::array<std::size_t, 2>{1, 1}, {5, 17}, {300, 300}, {1000, 257}, {257, 1000}}) {
@@ -232,7 +237,8 @@ TEST_SUITE("14_state_space") {
   }
 
   // --- the selective SSM ---------------------------------------------------------------------------------------
-  TEST_CASE("selective_step token by token equals the float64 selective recurrence") {
+  TEST_CASE("selective_step token by token equals the float64 selective recurrence" *
+            doctest::test_suite("14_state_space/selective_step")) {
     attn::Rng rng(143);
     const std::size_t n = 60, d = 5, N = 4;
     const ScanInputs in = scan_inputs(rng, n, d, N);
@@ -245,7 +251,8 @@ TEST_SUITE("14_state_space") {
     CHECK_ALLCLOSE(y, expected, scan_atol(in), 0.0);
   }
 
-  TEST_CASE("selective_step refuses bad shapes, a step ≤ 0, A ≥ 0 and NaN, and leaves the state unchanged") {
+  TEST_CASE("selective_step refuses bad shapes, a step ≤ 0, A ≥ 0 and NaN, and leaves the state unchanged" *
+            doctest::test_suite("14_state_space/selective_step")) {
     const std::size_t d = 3, N = 2;
     Matrix h = {{1.0f, 2.0f}, {3.0f, 4.0f}, {5.0f, 6.0f}};  // (d, N)
     const Matrix before = h;
@@ -266,7 +273,8 @@ TEST_SUITE("14_state_space") {
   }
 
   TEST_CASE(
-      "the selective scan on any threads, split in time or channels, equals float64, and selective_step continues it") {
+      "the selective scan on any threads, split in time or channels, equals float64, and selective_step continues it" *
+      doctest::test_suite("14_state_space/selective_step")) {
     attn::Rng rng(144);
     for (const std::size_t n : {1, 2, 7, 100, 1001}) {
       const std::size_t d = 6, N = 4;
@@ -294,7 +302,8 @@ TEST_SUITE("14_state_space") {
     }
   }
 
-  TEST_CASE("the selective scan refuses what selective_step refuses, and zero threads") {
+  TEST_CASE("the selective scan refuses what selective_step refuses, and zero threads" *
+            doctest::test_suite("14_state_space/selective_step")) {
     attn::Rng rng(145);
     const ScanInputs in = scan_inputs(rng, 8, 3, 2);
     Matrix bad_delta = in.delta;
@@ -320,7 +329,8 @@ TEST_SUITE("14_state_space") {
   }
 
   // --- the scan operator --------------------------------------------------------------------------------------
-  TEST_CASE("scan_combine applies the earlier step first: the pair equals the two steps one after the other") {
+  TEST_CASE("scan_combine applies the earlier step first: the pair equals the two steps one after the other" *
+            doctest::test_suite("14_state_space/scan_combine")) {
     // Binary fractions: every product below is exact in float32, so equality is exact.
     const attn::ScanPair first{0.5f, 2.0f}, second{3.0f, -1.0f};
     const attn::ScanPair both = attn::scan_combine(first, second);
@@ -339,7 +349,8 @@ TEST_SUITE("14_state_space") {
     CHECK(attn::scan_combine(first, identity).b == first.b);
   }
 
-  TEST_CASE("scan_combine is associative within rounding, so a scan may group the steps in any order") {
+  TEST_CASE("scan_combine is associative within rounding, so a scan may group the steps in any order" *
+            doctest::test_suite("14_state_space/scan_combine")) {
     attn::Rng rng(146);
     const std::size_t n = 1000;
     const Matrix a = rng.uniform(n, 1, 0.9f, 1.0f), b = rng.normal(n, 1);  // (n, 1) each
@@ -372,7 +383,8 @@ TEST_SUITE("14_state_space") {
   }
 
   // --- the duality -------------------------------------------------------------------------------------------
-  TEST_CASE("semiseparable_mask holds the decays after each token: ones on the diagonal, zeros above") {
+  TEST_CASE("semiseparable_mask holds the decays after each token: ones on the diagonal, zeros above" *
+            doctest::test_suite("14_state_space/semiseparable_mask")) {
     // a_0 never matters: nothing is in the state before token 0. Binary fractions: exact products.
     const Vector a = {0.75f, 0.5f, 0.25f, 1.0f};
     const Matrix L = attn::semiseparable_mask(a);
@@ -394,7 +406,8 @@ TEST_SUITE("14_state_space") {
     CHECK_ALLCLOSE(attn::semiseparable_mask(r), oracle::semiseparable(to_oracle(r)), 0.0, 40 * kEps);
   }
 
-  TEST_CASE("semiseparable_mask without decay is the causal mask of ones, and a constant λ gives λ^(i−j)") {
+  TEST_CASE("semiseparable_mask without decay is the causal mask of ones, and a constant λ gives λ^(i−j)" *
+            doctest::test_suite("14_state_space/semiseparable_mask")) {
     const Matrix ones = attn::semiseparable_mask(xt::ones<float>({5}));
     for (std::size_t i = 0; i < 5; ++i)
       for (std::size_t j = 0; j < 5; ++j) CHECK(ones(i, j) == (j <= i ? 1.0f : 0.0f));
@@ -404,7 +417,8 @@ TEST_SUITE("14_state_space") {
     CHECK(attn::semiseparable_mask(Vector(xt::zeros<float>({0}))).size() == 0);
   }
 
-  TEST_CASE("semiseparable_mask refuses decays outside [0, 1] and NaN, naming the token") {
+  TEST_CASE("semiseparable_mask refuses decays outside [0, 1] and NaN, naming the token" *
+            doctest::test_suite("14_state_space/semiseparable_mask")) {
     CHECK_THROWS_WITH_AS(attn::semiseparable_mask(Vector{0.5f, 1.5f}), doctest::Contains("a[1]"),
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(attn::semiseparable_mask(Vector{-0.1f}), doctest::Contains("a[0]"), std::invalid_argument);
@@ -412,7 +426,8 @@ TEST_SUITE("14_state_space") {
                          std::invalid_argument);
   }
 
-  TEST_CASE("masked_attention_form (L ∘ C Bᵀ) X equals the selective recurrence of a scalar-A SSM: the duality") {
+  TEST_CASE("masked_attention_form (L ∘ C Bᵀ) X equals the selective recurrence of a scalar-A SSM: the duality" *
+            doctest::test_suite("14_state_space/masked_attention_form")) {
     attn::Rng rng(148);
     for (const std::size_t n : {1, 9, 64}) {
       CAPTURE(n);
@@ -445,7 +460,8 @@ TEST_SUITE("14_state_space") {
   }
 
   TEST_CASE(
-      "chapter 08's causal linear attention is masked_attention_form with a constant decay, divided by its row sums") {
+      "chapter 08's causal linear attention is masked_attention_form with a constant decay, divided by its row sums" *
+      doctest::test_suite("14_state_space/masked_attention_form")) {
     attn::Rng rng(149);
     const std::size_t n = 50, m = 6, d_v = 4;
     const Matrix phiQ = attn::elu_plus_one(rng.normal(n, m)), phiK = attn::elu_plus_one(rng.normal(n, m));
@@ -466,7 +482,8 @@ TEST_SUITE("14_state_space") {
     }
   }
 
-  TEST_CASE("masked_attention_form refuses shapes that do not fit, naming them") {
+  TEST_CASE("masked_attention_form refuses shapes that do not fit, naming them" *
+            doctest::test_suite("14_state_space/masked_attention_form")) {
     const Matrix L = xt::zeros<float>({4, 4}), C = xt::zeros<float>({4, 2}), X = xt::zeros<float>({4, 3});
     CHECK_THROWS_WITH_AS(attn::masked_attention_form(Matrix(xt::zeros<float>({3, 4})), C, C, X),
                          doctest::Contains("(3, 4)"), std::invalid_argument);
@@ -479,7 +496,8 @@ TEST_SUITE("14_state_space") {
   // --- attention vs memory --------------------------------------------------------------------------------------
   TEST_CASE(
       "masked_attention_form without decay recalls m ≤ d_k pairs with orthogonal keys exactly, and 4·d_k pairs it "
-      "cannot") {
+      "cannot" *
+      doctest::test_suite("14_state_space/masked_attention_form")) {
     attn::Rng rng(150);
     const std::size_t d_k = 16, d_v = 16;
     for (const std::size_t m : {1, 8, 16}) {
