@@ -32,7 +32,7 @@ Matrix sinusoidal_encoding(std::size_t n, std::size_t d);
 /// \param X (n, d) queries or keys of one head, d even; rotated in place.
 /// \param first_position the position of row 0 (a decoder's cache length).
 /// \param base 10000 in the RoFormer paper and most models.
-/// \throws std::invalid_argument when d is odd or base ≤ 1 (X is then unchanged).
+/// \throws std::invalid_argument naming X's shape when d is odd, or when base ≤ 1 (X is then unchanged).
 void apply_rope(Matrix& X, std::size_t first_position = 0, float base = 10000.0f);
 
 /// ALiBi's per-head slopes: a geometric sequence m_k = 2^(−8(k + 1)/h), k = 0 … h − 1 (the paper's choice
