@@ -106,7 +106,7 @@ TEST_SUITE("07_sparse") {
     CHECK_THROWS_NAMING(attn::global_mask(4, {9}), std::invalid_argument, "9");
   }
 
-  TEST_CASE("dilated_mask allows j = i + k·r for |k| <= w, and dilation 1 is the plain window" *
+  TEST_CASE("dilated_mask allows j = i + k·dilation for |k| <= w, and dilation 1 is the plain window" *
             doctest::test_suite("07_sparse/dilated_mask")) {
     for (std::size_t n : {1u, 10u, 17u})
       for (std::size_t r : {1u, 2u, 5u}) {
