@@ -231,6 +231,31 @@ TEST_SUITE("10_backward") {
     check_grads(g, expected, gradient_tolerance(n_q, n_kv, d_k, d_v, expected));
   }
 
+  TEST_CASE("flash_backward_tile gives a row whose log-sum-exp is -inf zero gradient even where no mask hides it" *
+            doctest::test_suite("10_backward/flash_backward_tile")) {
+    // The forward saw no key for row 0 (lse = -inf), but this tile has no mask: exp(s − lse) = exp(+inf)
+    // would make its P infinite and every gradient it touches NaN. Its P is zero: the row adds nothing.
+    attn::Rng rng(107);
+    const Inputs in = random_inputs(rng, 2, 3, 4, 2);
+    const Vector lse = {-kInf, 0.5f}, D = {1.0f, 2.0f};
+    Matrix dQ = xt::zeros<float>({2, 4}), dK = xt::zeros<float>({3, 4}), dV = xt::zeros<float>({3, 2});
+    attn::flash_backward_tile(in.Q, in.K, in.V, in.dO, lse, D, dQ, dK, dV);
+    INFO("P(r, c) = exp(s − lse_r) is 0 when lse_r is -inf (the row saw no key), with or without a mask");
+    CHECK(xt::all(xt::isfinite(dQ)));
+    CHECK(xt::all(xt::isfinite(dK)));
+    CHECK(xt::all(xt::isfinite(dV)));
+    CHECK(xt::all(xt::equal(xt::row(dQ, 0), 0.0f)));
+    // Row 1 alone: dV = Pᵀ·dO over row 1, p_c = exp(s_1c − 0.5) (rounding of exp and s: ~1e-6 relative).
+    oracle::Mat dV_row1(3, 2);
+    for (std::size_t c = 0; c < 3; ++c) {
+      double s = 0.0;
+      for (std::size_t k = 0; k < 4; ++k) s += static_cast<double>(in.Q(1, k)) * in.K(c, k);
+      const double p = std::exp(s / 2.0 - 0.5);  // √d_k = 2
+      for (std::size_t j = 0; j < 2; ++j) dV_row1(c, j) = p * in.dO(1, j);
+    }
+    CHECK_ALLCLOSE(dV, dV_row1, 1e-5, 1e-5);
+  }
+
   TEST_CASE("flash_backward_tile ignores masked pairs and rows without keys, and changes nothing on bad shapes" *
             doctest::test_suite("10_backward/flash_backward_tile")) {
     attn::Rng rng(106);

@@ -78,6 +78,14 @@ TEST_SUITE("11_positions") {
       attn::apply_rope(q0, gap);
       attn::apply_rope(k0, 0);
       const double reference = static_cast<double>(xt::sum(q0 * k0)());
+      // The property holds for vectors that are not rotated at all: first, the vectors must be rotated.
+      // q_m · k_0 of the float64 rotation, 64 products of size ~1: float32 rounding ~1e-5 of Σ|q_c k_c| ≈ 50.
+      double rotated = 0.0;
+      const oracle::Mat q64 = oracle::rope(to_oracle(q), gap, 10000.0), k64 = oracle::rope(to_oracle(k), 0, 10000.0);
+      for (std::size_t c = 0; c < 64; ++c) rotated += q64(0, c) * k64(0, c);
+      CAPTURE(gap);
+      CHECK_MESSAGE(reference == doctest::Approx(rotated).epsilon(1e-5).scale(50), "q at position ", gap,
+                    " and k at 0 must be rotated by their positions before the product");
       for (std::size_t shift : {1, 13, 500, 3000}) {
         Matrix qs = q, ks = k;
         attn::apply_rope(qs, gap + shift);
@@ -117,6 +125,7 @@ TEST_SUITE("11_positions") {
     CHECK(attn::alibi_bias(3, 3, 0.0f) == Matrix(xt::zeros<float>({3, 3})));
     CHECK_THROWS_AS(attn::alibi_bias(3, 3, -0.25f), std::invalid_argument);
     CHECK_THROWS_AS(attn::alibi_bias(3, 3, std::numeric_limits<float>::quiet_NaN()), std::invalid_argument);
+    CHECK_THROWS_AS(attn::alibi_bias(3, 3, std::numeric_limits<float>::infinity()), std::invalid_argument);
     CHECK_THROWS_AS(attn::alibi_bias(4, 3, 0.5f), std::invalid_argument);
   }
 

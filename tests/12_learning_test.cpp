@@ -91,6 +91,18 @@ TEST_SUITE("12_learning") {
     CHECK(std::isfinite(static_cast<double>(b.dlogits(0, 0))));
   }
 
+  TEST_CASE("cross_entropy shifts each row by its own maximum: rows a thousand apart both stay exact" *
+            doctest::test_suite("12_learning/cross_entropy")) {
+    // One shift for the whole matrix (its largest logit, 1000) sends every exp of row 1 to exp(−998) = 0 in
+    // float32: log 0 = −inf. Row by row, each log-sum-exp is a sum of three numbers ≤ 1: float32 rounding.
+    const Matrix logits = {{1000.0f, 999.0f, 998.0f}, {0.0f, 1.0f, 2.0f}};  // (2, 3)
+    const std::vector<std::size_t> targets{1, 0};
+    const attn::LossAndGrad lg = attn::cross_entropy(logits, targets);
+    INFO("log-sum-exp per row: subtract that row's maximum, not one maximum over all rows");
+    CHECK(lg.loss == doctest::Approx(oracle::cross_entropy(to_oracle(logits), targets)).epsilon(1e-6));
+    CHECK_ALLCLOSE(lg.dlogits, oracle::cross_entropy_grad(to_oracle(logits), targets), 1e-7, 1e-5);
+  }
+
   TEST_CASE("cross_entropy refuses targets of the wrong length, an empty vocabulary and NaN logits" *
             doctest::test_suite("12_learning/cross_entropy")) {
     const Matrix logits = xt::zeros<float>({3, 4});
@@ -119,6 +131,20 @@ TEST_SUITE("12_learning") {
     attn::adamw_step(theta, Matrix(xt::ones<float>({1, 1}) * -0.5f), m, v, 2, s);
     INFO("step 2: bias corrections 1 − 0.9² and 1 − 0.999²; decay uses θ before the step");
     CHECK(static_cast<double>(theta(0, 0)) == doctest::Approx(0.90336416).epsilon(1e-6));
+  }
+
+  TEST_CASE("adamw_step adds ε to √v̂, after the bias correction and outside the square root" *
+            doctest::test_suite("12_learning/adamw_step")) {
+    // At step 1 the bias corrections give m̂ = g and v̂ = g² exactly, so θ = −lr·g / (|g| + ε) from θ = 0.
+    // With g = 0.01 and a large ε = 0.1 the places ε could go differ by a factor 3 or more:
+    // g/(√v̂ + ε) = 0.0909 (right), g/√(v̂ + ε) = 0.0316, and ε added to √v before the correction 0.0032.
+    const attn::AdamW s{1.0f, 0.9f, 0.999f, 0.1f, 0.0f};
+    Matrix theta = xt::zeros<float>({1, 1}), m = theta, v = theta;
+    attn::adamw_step(theta, Matrix(xt::ones<float>({1, 1}) * 0.01f), m, v, 1, s);
+    const double g = static_cast<double>(0.01f), eps = static_cast<double>(0.1f);
+    INFO("θ −= lr·(m̂ / (√v̂ + ε) + weight_decay·θ): ε joins the corrected root, it does not go under it");
+    // A handful of float32 operations on values ~0.01 to 1: a few ulps, 1e-5 relative leaves room.
+    CHECK(static_cast<double>(theta(0, 0)) == doctest::Approx(-g / (g + eps)).epsilon(1e-5));
   }
 
   TEST_CASE("adamw_step refuses mismatched shapes and step 0, leaving the weights unchanged" *

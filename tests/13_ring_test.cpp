@@ -16,6 +16,7 @@
 #include <set>
 #include <vector>
 
+#include "04_complexity/heap_counter.hpp"
 #include "13_ring/local_link.hpp"
 #include "13_ring/ring.hpp"
 #include "attn/rng.hpp"
@@ -77,6 +78,28 @@ FlashOutput to_result(const Expected& e) {
 RingRun run_ring(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t P, Split split, bool causal) {
   return ch13::ring_in_one_process(Q, K, V, P, split, causal, {4, 8, 1});  // small tiles: their edges are crossed too
 }
+
+/// A rank's link that watches the overlap the ring exists for: between start() and finish() the rank must
+/// compute (fold the block it holds), so the heap (chapter 04's counting allocator) must move in between;
+/// start, finish, then fold (or fold, then start) moves nothing while the block is in flight.
+class OverlapWatchingLink : public ch13::RingLink {
+ public:
+  OverlapWatchingLink(const std::vector<KVBlock>& blocks, std::size_t rank) : link_(blocks, rank) {}
+  void start(const KVBlock& outgoing, std::size_t incoming_rows) override {
+    link_.start(outgoing, incoming_rows);
+    attn::ch04::reset_heap_peak();
+    live_at_start_ = attn::ch04::heap_live_bytes();
+  }
+  KVBlock finish() override {
+    if (attn::ch04::heap_peak_bytes() <= live_at_start_) ++idle_transfers;
+    return link_.finish();
+  }
+  std::size_t idle_transfers = 0;  ///< transfers during which the rank computed nothing
+
+ private:
+  ch13::LocalLink link_;
+  std::size_t live_at_start_ = 0;
+};
 
 }  // namespace
 
@@ -325,6 +348,58 @@ TEST_SUITE("13_ring") {
           CHECK(run.bytes_received[r] == (n - run.rows[r]) * (d_k + d_v) * sizeof(float));
         }
       }
+  }
+
+  TEST_CASE("ring_attention_rank holds a few blocks at a time, never the whole sequence's keys" *
+            doctest::test_suite("13_ring/ring_attention_rank")) {
+    // n = 1024 over P = 32 ranks: a block of K and V is 32 rows of 16 + 16 floats, 4 KiB; all n keys and
+    // values are 128 KiB. A rank holds its running result, the block it folds, the one arriving and chapter
+    // 05's small tiles (4 × 8 here): the reference peaks at 21,536 bytes. The bound, 8 blocks (32 KiB), leaves
+    // room for other ways of writing it and fails any rank that gathers all keys (a quarter of them, even).
+    attn::Rng rng(31);
+    const std::size_t n = 1024, P = 32, d = 16;
+    const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // (n, d) each
+    const std::size_t block = n / P * 2 * d * sizeof(float), bound = 8 * block;
+    for (const bool causal : {false, true}) {
+      std::vector<KVBlock> blocks;
+      for (std::size_t r = 0; r < P; ++r) {
+        const Chunks chunks = ch13::rank_chunks(r, P, n, Split::contiguous);
+        blocks.push_back({ch13::gather_rows(K, chunks), ch13::gather_rows(V, chunks)});
+      }
+      const std::size_t rank = P - 1;  // causal: the last rank sees every block
+      const Matrix Q_r = ch13::gather_rows(Q, ch13::rank_chunks(rank, P, n, Split::contiguous));
+      ch13::LocalLink link(blocks, rank);
+      FlashOutput out;
+      const std::size_t peak = attn::ch04::measure_heap_peak([&] {
+        out = ch13::ring_attention_rank(rank, P, n, Split::contiguous, Q_r, blocks[rank], causal, link, {4, 8, 1});
+      });
+      CAPTURE(causal);
+      CHECK_MESSAGE(peak <= bound, "a rank held ", peak, " bytes of heap at its peak; one block of K and V is ", block,
+                    " bytes, all n keys and values ", n * 2 * d * sizeof(float),
+                    ": fold each block as it arrives and keep only the running (O, lse), never all the keys");
+      CHECK(peak >= block);  // it really measured: the arriving block alone is one
+    }
+  }
+
+  TEST_CASE("ring_attention_rank starts passing a block on before it folds it, so the transfer overlaps the work" *
+            doctest::test_suite("13_ring/ring_attention_rank")) {
+    attn::Rng rng(32);
+    const std::size_t n = 40, P = 4;
+    const Matrix K = rng.normal(n, 8), V = rng.normal(n, 4);
+    std::vector<KVBlock> blocks;
+    for (std::size_t r = 0; r < P; ++r) {
+      const Chunks chunks = ch13::rank_chunks(r, P, n, Split::contiguous);
+      blocks.push_back({ch13::gather_rows(K, chunks), ch13::gather_rows(V, chunks)});
+    }
+    for (std::size_t rank = 0; rank < P; ++rank) {
+      OverlapWatchingLink link(blocks, rank);
+      const Matrix Q = rng.normal(n / P, 8);
+      (void)ch13::ring_attention_rank(rank, P, n, Split::contiguous, Q, blocks[rank], false, link, {4, 8, 1});
+      CAPTURE(rank);
+      CHECK_MESSAGE(link.idle_transfers == 0, link.idle_transfers, " of ", P - 1,
+                    " transfers had no work beside them: at each step call link.start() with the held block, then "
+                    "fold_block() it, then link.finish()");
+    }
   }
 
   TEST_CASE("ring_attention_rank rejects queries that are not the rank's rows, naming the shapes" *

@@ -184,6 +184,19 @@ TEST_SUITE("14_state_space") {
     CHECK_THROWS_NAMING(attn::zoh_discretize(nan_entry, 0.1f), std::invalid_argument, "1");
   }
 
+  TEST_CASE("zoh_discretize refuses NaN and infinity in B and C too, naming the index" *
+            doctest::test_suite("14_state_space/zoh_discretize")) {
+    // B̄ = (Ā − 1)/A · B would carry a NaN or ∞ of B into every later state, and C into every output.
+    const ComplexVector A{{-1.0f, 0.0f}, {-2.0f, 1.0f}, {-0.5f, 0.0f}}, ones{{1.0f, 0.0f}, {1.0f, 0.0f}, {1.0f, 0.0f}};
+    for (const float bad : {kNaN, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+      ComplexVector with_bad = ones;
+      with_bad[2] = {1.0f, bad};
+      CAPTURE(bad);
+      CHECK_THROWS_NAMING(attn::zoh_discretize(attn::DiagonalSSM{A, with_bad, ones}, 0.1f), std::invalid_argument, "2");
+      CHECK_THROWS_NAMING(attn::zoh_discretize(attn::DiagonalSSM{A, ones, with_bad}, 0.1f), std::invalid_argument, "2");
+    }
+  }
+
   // --- one time-invariant SSM, two computations ---------------------------------------------------------------
   TEST_CASE(
       "with zoh_discretize's Ā and B̄, the S4D recurrence equals the convolution with its kernel and the float64 "
