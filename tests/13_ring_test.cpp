@@ -10,11 +10,19 @@
 // block, a missed block or a wrong mask moves outputs of size ~1 by 1e-2 or more.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "04_complexity/heap_counter.hpp"
 #include "13_ring/local_link.hpp"
@@ -78,6 +86,50 @@ FlashOutput to_result(const Expected& e) {
 RingRun run_ring(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t P, Split split, bool causal) {
   return ch13::ring_in_one_process(Q, K, V, P, split, causal, {4, 8, 1});  // small tiles: their edges are crossed too
 }
+
+#ifdef ATTN_CH13_MPIRUN
+/// The chapter's MPI program of this test program's track, beside it in bin/: ch13_ring_mpi_exercise for
+/// ch13_ring_exercise_test, ch13_ring_mpi for ch13_ring_solution_test.
+std::string mpi_program() {
+  std::array<char, 4096> self{};
+  const ssize_t length = readlink("/proc/self/exe", self.data(), self.size() - 1);
+  const std::string exe(self.data(), length > 0 ? static_cast<std::size_t>(length) : 0);
+  const std::string dir = exe.substr(0, exe.rfind('/') + 1);
+  return dir + (exe.find("_exercise_test") != std::string::npos ? "ch13_ring_mpi_exercise" : "ch13_ring_mpi");
+}
+
+/// The lines of an MPI run that say what went wrong: failed checks, a rank's error, the exit status.
+std::string what_went_wrong(const std::string& out) {
+  std::string lines;
+  std::size_t shown = 0, begin = 0;
+  while (begin < out.size() && shown < 12) {
+    const std::size_t end = std::min(out.find('\n', begin), out.size());
+    const std::string line = out.substr(begin, end - begin);
+    if (line.rfind("FAIL", 0) == 0 || line.find("failed:") != std::string::npos || line.rfind("exit status", 0) == 0) {
+      lines += "  " + line + "\n";
+      ++shown;
+    }
+    begin = end + 1;
+  }
+  return lines;
+}
+
+/// Runs the MPI program with --check on \p ranks ranks and returns what it printed, then "exit status N".
+std::string run_mpi_check(int ranks) {
+  // A hang is killed by mpirun's --timeout; LeakSanitizer (the asan preset) would report Open MPI's own memory.
+  const std::string command = fmt::format(
+      "ATTN_MPI_TIMEOUT=60 ASAN_OPTIONS=\"${{ASAN_OPTIONS:+$ASAN_OPTIONS:}}"
+      "detect_leaks=0\" '{}' {} '{}' --check 2>&1",
+      ATTN_CH13_MPIRUN, ranks, mpi_program());
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 512> buffer{};
+  while (std::fgets(buffer.data(), static_cast<int>(buffer.size()), pipe) != nullptr) out += buffer.data();
+  const int status = pclose(pipe);
+  return out + fmt::format("exit status {}\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+#endif
 
 /// A rank's link that watches the overlap the ring exists for: between start() and finish() the rank must
 /// compute (fold the block it holds), so the heap (chapter 04's counting allocator) must move in between;
@@ -401,6 +453,17 @@ TEST_SUITE("13_ring") {
                     "fold_block() it, then link.finish()");
     }
   }
+
+#ifdef ATTN_CH13_MPIRUN
+  TEST_CASE("ring_attention_rank across 3 MPI processes equals single-process flash (ch13_ring_mpi --check)" *
+            doctest::test_suite("13_ring/ring_attention_rank")) {
+    // The chapter's MPI program built on this track's code, started by mpirun: real non-blocking sends and
+    // receives between processes, both splits, causal and not, ragged n (and Ulysses, which is given code).
+    const std::string out = run_mpi_check(3);
+    const bool passed = out.find("FAIL") == std::string::npos && out.find("exit status 0\n") != std::string::npos;
+    CHECK_MESSAGE(passed, "mpirun -np 3 ", mpi_program(), " --check:\n", what_went_wrong(out));
+  }
+#endif
 
   TEST_CASE("ring_attention_rank rejects queries that are not the rank's rows, naming the shapes" *
             doctest::test_suite("13_ring/ring_attention_rank")) {

@@ -193,6 +193,20 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     fail "the progress line counts the untested kernel exercise"
 fi
 
+# --- 6c. chapter 13 with a ring that skips its last block: check 13 fails, across MPI processes too (a
+# chapter test, not the driver's), and the chapter's own run says the ring differs instead of "rounding" ----
+if command -v mpirun >/dev/null; then
+  use_solution 13_ring
+  sed -i 's/^    fold_block(running, Q, q_chunks, held,/    if (step + 1 < P || P == 1) fold_block(running, Q, q_chunks, held,/' \
+    "$SCRATCH/exercises/13_ring/ring.cpp"
+  run_course "chapter 13's ring skips a block" 1 check 13
+  expect "chapter 13 (ring) is not done yet: ring_attention_rank fails" "ring_attention_rank across 3 MPI processes"
+  run_course "chapter 13's broken ring, run" 1 run 13 --track exercise
+  expect "The ring does NOT equal chapter 05's flash"
+  grep -q "Differences are float32 rounding" <<<"$OUT" && fail "the broken ring's run calls its differences rounding" ||
+    ok "no claim of rounding"
+fi
+
 # --- 7. bad arguments: status 2, naming the problem -----------------------------------------------------------
 run_course "no such chapter" 2 check 99
 expect "there is no chapter 99"
