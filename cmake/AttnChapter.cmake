@@ -142,6 +142,27 @@ function(attn_add_chapter NN name)
   set_property(GLOBAL APPEND PROPERTY ATTN_CHAPTERS ${ch})
 endfunction()
 
+# attn_add_core_test(NN name [THREADED])
+# The test of a chapter's own code (tests/NN_name_core_test.cpp: kernels and helpers that are not exercises),
+# linked with the solutions and registered on the solution track only, labelled "solution" and "chNN" (and
+# "threads" with THREADED, so the tsan preset runs it): it cannot fail against the skeletons, so it must not
+# be built twice.
+function(attn_add_core_test NN name)
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "THREADED" "" "")
+  set(ch ch${NN}_${name})
+  add_executable(${ch}_core_test ${PROJECT_SOURCE_DIR}/tests/${NN}_${name}_core_test.cpp)
+  target_link_libraries(${ch}_core_test PRIVATE ${ch}_solution attn_test_support attn_test_main)
+  attn_strict_warnings(${ch}_core_test)
+  attn_use_pch(${ch}_core_test)
+  set(labels "solution;ch${NN}")
+  if(ARG_THREADED)
+    list(APPEND labels threads)
+    add_dependencies(attn_threaded_tests ${ch}_core_test)
+  endif()
+  attn_discover_tests(${ch}_core_test "solution:" "${labels}")
+  add_dependencies(attn_solution_tests ${ch}_core_test)
+endfunction()
+
 # attn_cli_test(chNN_name "sentence" STATUS code [MATCHES regex] ARGS args...)
 # A ctest case "solution:chNN_name <sentence>" that runs the chapter executable (solution track) with
 # ARGS and checks its exit status and, optionally, that its output matches the regex.

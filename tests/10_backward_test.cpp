@@ -114,6 +114,48 @@ TEST_SUITE("10_backward") {
     CHECK_THROWS_NAMING(attn::softmax_backward(P, xt::zeros<float>({2, 4})), std::invalid_argument, "(2, 4)");
   }
 
+  TEST_CASE("softmax_backward gives 0 where p = 0 even for an infinite dP, and refuses NaN, or infinity where p > 0" *
+            doctest::test_suite("10_backward/softmax_backward")) {
+    const Matrix P{{0.5f, 0.5f, 0.0f}, {0.0f, 0.0f, 0.0f}};  // (2, 3): a row with a masked key, a fully masked row
+    // Closed form: row 0 has Σ p·g = 0.5·1 + 0.5·3 = 2, so ds = 0.5·(1 − 2), 0.5·(3 − 2), 0 (exact in float32).
+    const Matrix dS = attn::softmax_backward(P, Matrix{{1.0f, 3.0f, kInf}, {-kInf, kInf, 2.0f}});
+    CHECK(dS == Matrix{{-0.5f, 0.5f, 0.0f}, {0.0f, 0.0f, 0.0f}});
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_NAMING(attn::softmax_backward(P, Matrix{{1.0f, 3.0f, nan}, {0.0f, 0.0f, 0.0f}}), std::invalid_argument,
+                        "dP[2] is nan");
+    CHECK_THROWS_NAMING(attn::softmax_backward(P, Matrix{{1.0f, kInf, 0.0f}, {0.0f, 0.0f, 0.0f}}),
+                        std::invalid_argument, "dP[1] is inf");
+    CHECK_THROWS_NAMING(attn::softmax_backward(Matrix{{0.5f, nan, 0.0f}, {0.0f, 0.0f, 0.0f}}, xt::zeros<float>({2, 3})),
+                        std::invalid_argument, "P[1] is nan");
+  }
+
+  TEST_CASE(
+      "attention_backward refuses NaN or infinite inputs, scores that could overflow, and (n_q, n_kv) "
+      "matrices that cannot fit in memory, before allocating them" *
+      doctest::test_suite("10_backward/attention_backward")) {
+    attn::Rng rng(120);
+    const Inputs in = random_inputs(rng, 4, 5, 3, 2);
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), kInf, -kInf}) {
+      CAPTURE(bad);
+      Inputs broken = in;
+      broken.Q(1, 2) = bad;
+      CHECK_THROWS_NAMING(attn::attention_backward(broken.Q, in.K, in.V, in.dO), std::invalid_argument, "Q[5]");
+      broken = in;
+      broken.V(4, 1) = bad;
+      CHECK_THROWS_NAMING(attn::attention_backward(in.Q, in.K, broken.V, in.dO), std::invalid_argument, "V[9]");
+      broken = in;
+      broken.dO(3, 0) = bad;
+      CHECK_THROWS_NAMING(attn::attention_backward(in.Q, in.K, in.V, broken.dO), std::invalid_argument, "dO[6]");
+    }
+    Inputs huge = in;
+    huge.K(0, 0) = 3e38f;  // finite, but d_k · max|q| · 3e38 is past the overflow bound (attn/checks.hpp)
+    CHECK_THROWS_NAMING(attn::attention_backward(in.Q, huge.K, in.V, in.dO), std::invalid_argument, "d_k");
+    // 100,000 queries and keys: S, P, dP and dS would be 160 GB.
+    const Matrix long_column = xt::zeros<float>({100000, 1});
+    CHECK_THROWS_NAMING(attn::attention_backward(long_column, long_column, long_column, long_column),
+                        std::invalid_argument, "available");
+  }
+
   TEST_CASE("attention_backward agrees with float64 central differences of the loss" *
             doctest::test_suite("10_backward/attention_backward")) {
     attn::Rng rng(101);
@@ -284,6 +326,36 @@ TEST_SUITE("10_backward") {
     CHECK(dQ == dQ_before);
     CHECK(dK == dK_before);
     CHECK(dV == dV_before);
+  }
+
+  TEST_CASE("flash_backward_tile and flash_backward refuse NaN in lse, O or D and +inf in lse, changing nothing" *
+            doctest::test_suite("10_backward/flash_backward")) {
+    attn::Rng rng(121);
+    const Inputs in = random_inputs(rng, 3, 4, 6, 2);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    Matrix dQ = xt::zeros<float>({3, 6}), dK = xt::zeros<float>({4, 6}), dV = xt::zeros<float>({4, 2});
+    const Vector lse{0.5f, -kInf, 0.25f}, D{0.1f, 0.2f, 0.3f};  // -inf: a row that saw no key, allowed
+    for (const float bad : {nan, kInf}) {
+      CAPTURE(bad);
+      CHECK_THROWS_NAMING(attn::flash_backward_tile(in.Q, in.K, in.V, in.dO, Vector{0.5f, bad, 0.25f}, D, dQ, dK, dV),
+                          std::invalid_argument, "lse_i[1]");
+      CHECK_THROWS_NAMING(attn::flash_backward_tile(in.Q, in.K, in.V, in.dO, lse, Vector{0.1f, 0.2f, bad}, dQ, dK, dV),
+                          std::invalid_argument, "D_i[2]");
+    }
+    CHECK(xt::all(xt::equal(dQ, 0.0f)));
+    CHECK(xt::all(xt::equal(dK, 0.0f)));
+    CHECK(xt::all(xt::equal(dV, 0.0f)));
+    const attn::FlashOutput f = attn::flash_attention(in.Q, in.K, in.V, false, 2, 2);
+    Matrix O = f.O;
+    O(2, 1) = nan;
+    CHECK_THROWS_NAMING(attn::flash_backward(in.Q, in.K, in.V, O, f.lse, in.dO, false, 2, 2), std::invalid_argument,
+                        "O[5]");
+    for (const float bad : {nan, kInf}) {
+      Vector bad_lse = f.lse;
+      bad_lse(0) = bad;
+      CHECK_THROWS_NAMING(attn::flash_backward(in.Q, in.K, in.V, f.O, bad_lse, in.dO, false, 2, 2),
+                          std::invalid_argument, "lse[0]");
+    }
   }
 
   TEST_CASE("flash_backward equals the float64 chain rule for any tiles, causal or not, from chapter 05's forward" *

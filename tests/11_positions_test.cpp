@@ -246,6 +246,34 @@ TEST_SUITE("11_positions") {
   }
 
   TEST_CASE(
+      "sinusoidal_encoding and alibi_bias give empty matrices for zero sizes and refuse, before allocating, "
+      "sizes that cannot fit" *
+      doctest::test_suite("11_positions/alibi_bias")) {
+    CHECK(attn::sinusoidal_encoding(0, 8).shape(0) == 0);
+    CHECK(attn::sinusoidal_encoding(4, 0).shape(1) == 0);
+    CHECK(attn::alibi_bias(0, 0, 0.5f).size() == 0);
+    CHECK(attn::alibi_bias(0, 3, 0.5f).shape(1) == 3);
+    const std::size_t big = std::size_t{1} << 32, huge = std::size_t{1} << 40;
+    // 2^32 × 2^32 floats wrap 64 bits; 2^40 × 8 floats (32 TiB) do not, but no machine has them available.
+    CHECK_THROWS_NAMING(attn::sinusoidal_encoding(big, big), std::invalid_argument, "sinusoidal_encoding");
+    CHECK_THROWS_NAMING(attn::sinusoidal_encoding(huge, 8), std::invalid_argument, "available");
+    CHECK_THROWS_NAMING(attn::alibi_bias(big, big, 0.5f), std::invalid_argument, "alibi_bias");
+    CHECK_THROWS_NAMING(attn::alibi_bias(huge, huge, 0.5f), std::invalid_argument, "alibi_bias");
+    CHECK_THROWS_NAMING(attn::alibi_bias(8, huge, 0.5f), std::invalid_argument, "available");
+  }
+
+  TEST_CASE("apply_rope refuses a NaN or infinite entry of X, naming it, and leaves X unchanged" *
+            doctest::test_suite("11_positions/apply_rope")) {
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()}) {
+      Matrix X{{1.0f, 2.0f, 3.0f, 4.0f}, {5.0f, 6.0f, 7.0f, bad}};
+      const Matrix before = X;
+      CHECK_THROWS_NAMING(attn::apply_rope(X, 3), std::invalid_argument, "X[7]");
+      for (std::size_t i = 0; i + 1 < X.size(); ++i) CHECK(X.data()[i] == before.data()[i]);
+    }
+  }
+
+  TEST_CASE(
       "flex_attention with a DocumentMask mask_mod that refuses one row gives it zeros, never NaN, and rejects bad "
       "input" *
       doctest::test_suite("11_positions/DocumentMask")) {

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -35,6 +37,37 @@ const std::set<std::string> kItCanBe{"猫", "狗", "鸟", "兔子", "鱼", "书"
 /// Ã = ½·A + ½·I in float64, the capacity of the edge from j to i in the flow graph.
 double mixed(const Matrix& A, std::size_t i, std::size_t j) {
   return 0.5 * static_cast<double>(A(i, j)) + (i == j ? 0.5 : 0.0);
+}
+
+/// A small model for the bad-input tests: vocabulary 10, d_model 8, 2 heads, context 8.
+ch12::Model small_model(std::size_t layers, std::uint64_t seed) {
+  ch12::Config c;
+  c.vocab = 10;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = layers;
+  c.context = 8;
+  return ch12::init_model(c, seed);
+}
+
+/// True when every parameter of \p m is zero (a backward that threw must leave the gradients so).
+bool all_zero(const ch12::Model& m) {
+  for (const Matrix* p : ch12::parameters(m))
+    if (!xt::all(xt::equal(*p, 0.0f))) return false;
+  return true;
+}
+
+/// Writes a version 1.0 .npy file by hand: \p header (the Python dict), padded as NumPy pads it, then \p data_bytes
+/// zero bytes. For files whose header lies.
+void write_npy(const std::filesystem::path& path, const std::string& header, std::size_t data_bytes) {
+  std::string dict = header;
+  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
+  dict += '\n';
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write("\x93NUMPY\x01\x00", 8);
+  const char length[2] = {static_cast<char>(dict.size() & 0xff), static_cast<char>(dict.size() >> 8)};
+  out.write(length, 2);
+  out << dict << std::string(data_bytes, '\0');
 }
 
 /// Causal (3, 3) attention with rows summing to 1, from the given lower-triangular entries.
@@ -224,6 +257,152 @@ TEST_SUITE("12_learning") {
     xt::dump_npy((dir / "layer2_W_V.npy").string(), model.layers[1].W_V);
     CHECK_THROWS_WITH_AS(ch12::load_checkpoint(dir.string()), doctest::Contains("unembed.npy is missing"),
                          std::invalid_argument);
+    std::filesystem::remove_all(dir);
+  }
+
+  TEST_CASE(
+      "backward refuses token ids outside the vocabulary and a token count other than the trace's rows, "
+      "leaving the gradients untouched") {
+    const ch12::Model model = small_model(2, 31);
+    const std::vector<std::size_t> tokens{1, 2, 3};
+    const ch12::Trace tr = ch12::forward(model, tokens);
+    const Matrix dlogits = xt::ones<float>({3, 10});  // (n, vocab)
+    ch12::Model grads = ch12::zeros_like(model);
+    CHECK_THROWS_WITH_AS(ch12::backward(model, tr, dlogits, {1, 2, 1000000}, grads),
+                         doctest::Contains("token 1000000 at position 2"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch12::backward(model, tr, dlogits, std::vector<std::size_t>(5000, 1), grads),
+                         doctest::Contains("5000 tokens for a trace of 3 positions"), std::invalid_argument);
+    Matrix nan = dlogits;
+    nan(1, 4) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(ch12::backward(model, tr, nan, tokens, grads), doctest::Contains("dlogits[14]"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch12::backward(model, tr, dlogits, tokens, grads, {{true, true}}),
+                         doctest::Contains("head mask has 1 layers"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch12::backward(model, tr, dlogits, tokens, grads, {{true, true}, {true}}),
+                         doctest::Contains("1 heads in layer 2"), std::invalid_argument);
+    CHECK(all_zero(grads));
+  }
+
+  TEST_CASE("backward refuses gradients or a trace of a 1-layer model for a 2-layer model") {
+    const ch12::Model two = small_model(2, 32), one = small_model(1, 33);
+    const std::vector<std::size_t> tokens{4, 5, 6, 7};
+    const Matrix dlogits = xt::ones<float>({4, 10});  // (n, vocab)
+    ch12::Model small_grads = ch12::zeros_like(one);
+    CHECK_THROWS_WITH_AS(ch12::backward(two, ch12::forward(two, tokens), dlogits, tokens, small_grads),
+                         doctest::Contains("the gradients have 1 layers"), std::invalid_argument);
+    CHECK(all_zero(small_grads));
+    ch12::Model grads = ch12::zeros_like(two);
+    CHECK_THROWS_WITH_AS(ch12::backward(two, ch12::forward(one, tokens), dlogits, tokens, grads),
+                         doctest::Contains("the trace is not one of this model"), std::invalid_argument);
+    CHECK(all_zero(grads));
+  }
+
+  TEST_CASE("the model refuses sizes that overflow or cannot fit, a NaN input, a bad head mask and endless steps") {
+    ch12::Config c;
+    c.vocab = c.d_model = std::size_t{1} << 32;  // 2^32 × 2^32 floats wrap 64 bits
+    c.heads = 2;
+    CHECK_THROWS_WITH_AS(ch12::init_model(c, 1), doctest::Contains("init_model"), std::invalid_argument);
+    c.vocab = std::size_t{1} << 40;  // 2^41 · 8 floats: 64 TiB
+    c.d_model = 8;
+    CHECK_THROWS_WITH_AS(ch12::init_model(c, 1), doctest::Contains("available"), std::invalid_argument);
+    c.vocab = 10;
+    c.rope_base = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(ch12::init_model(c, 1), doctest::Contains("rope_base"), std::invalid_argument);
+    attn::Rng rng(34);
+    CHECK_THROWS_WITH_AS(ch12::make_induction(8, std::size_t{1} << 40, rng), doctest::Contains("available"),
+                         std::invalid_argument);
+    const ch12::Model model = small_model(2, 35);
+    const std::vector<std::size_t> tokens{1, 2, 3, 1};
+    CHECK_THROWS_WITH_AS(ch12::integrated_gradients(model, tokens, 3, 2, std::numeric_limits<std::size_t>::max()),
+                         doctest::Contains("steps = 18446744073709551615"), std::invalid_argument);
+    Matrix X0 = ch12::embed_tokens(model, tokens);
+    X0(2, 3) = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_WITH_AS(ch12::forward_embedded(model, X0), doctest::Contains("X0[19]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch12::forward(model, tokens, {{true, true}, {true, true, false}}),
+                         doctest::Contains("3 heads in layer 2"), std::invalid_argument);
+    CHECK_THROWS_AS(ch12::previous_token_score(Matrix(xt::zeros<float>({4, 1}))), std::invalid_argument);
+    CHECK_THROWS_AS(ch12::accuracy(Matrix(xt::zeros<float>({3, 10})), {1, 2}), std::invalid_argument);
+  }
+
+  TEST_CASE("load_checkpoint refuses truncated, header-only, padded, misshapen and lying .npy files, naming each") {
+    const ch12::Model model = small_model(2, 36);
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("attn_ch12_bad_npy_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    const auto fresh = [&] {
+      std::filesystem::remove_all(dir);
+      ch12::save_checkpoint(model, dir.string());
+      REQUIRE(ch12::load_checkpoint(dir.string()).embed == model.embed);
+    };
+    const std::filesystem::path embed = dir / "embed.npy";
+    const auto refused = [&](const char* what) {
+      CAPTURE(what);
+      CHECK_THROWS_WITH_AS(ch12::load_checkpoint(dir.string()), doctest::Contains(what), std::invalid_argument);
+    };
+    fresh();
+    std::filesystem::resize_file(embed, std::filesystem::file_size(embed) - 10);  // truncated in the data
+    refused("embed.npy holds 310 bytes of data where its header's shape (10, 8) needs 320");
+    std::filesystem::resize_file(embed, 128);  // the header alone (xtensor pads it to 128 bytes)
+    refused("embed.npy holds 0 bytes of data");
+    std::filesystem::resize_file(embed, 20);  // cut inside the header
+    refused("embed.npy ends inside its header");
+    fresh();
+    std::filesystem::resize_file(embed, std::filesystem::file_size(embed) + 4);  // something appended
+    refused("embed.npy holds 324 bytes of data");
+    // Headers that lie: a trillion rows, a negative size, sizes whose product wraps 64 bits; the data is 320 bytes.
+    const std::string f4 = "{'descr': '<f4', 'fortran_order': False, 'shape': ";
+    write_npy(embed, f4 + "(1000000000000, 8), }", 320);
+    refused("embed.npy holds 320 bytes of data where its header's shape (1000000000000, 8) needs 32000000000000");
+    write_npy(embed, f4 + "(-10, 8), }", 320);
+    refused("embed.npy declares a shape entry of -10");
+    write_npy(embed, f4 + "(4294967296, 4294967296), }", 320);
+    refused("does not fit in 64 bits");
+    write_npy(embed, "{'descr': '<f8', 'fortran_order': False, 'shape': (10, 8), }", 640);
+    refused("embed.npy does not hold <f4 values");
+    write_npy(embed, "{'descr': '<f4', 'fortran_order': True, 'shape': (10, 8), }", 320);
+    refused("embed.npy is in Fortran order");
+    write_npy(embed, f4 + "(10, 8), }", 320);  // an honest hand-written file loads
+    CHECK(xt::all(xt::equal(ch12::load_checkpoint(dir.string()).embed, 0.0f)));
+    // config.npy: a header claiming (2^32, 2^32), then sizes whose parameters cannot fit in memory.
+    const std::filesystem::path config = dir / "config.npy";
+    write_npy(config, "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 48);
+    refused("config.npy");
+    const xt::xtensor<double, 1> huge{1e9, 1e9, 2.0, 2.0, 8.0, 10000.0};  // 2·10^18 floats of embedding alone
+    xt::dump_npy(config.string(), huge);
+    refused("the configuration in");
+    const xt::xtensor<double, 1> five{10.0, 8.0, 2.0, 2.0, 8.0};
+    xt::dump_npy(config.string(), five);
+    refused("config.npy is (5,); the configuration in config.npy needs (6,)");
+    std::filesystem::remove_all(dir);
+  }
+
+  TEST_CASE("save_checkpoint never replaces a file it did not write: a folder of the user's is refused untouched") {
+    const ch12::Model model = small_model(1, 37);
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("attn_ch12_users_folder_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    {
+      std::ofstream users(dir / "embed.npy");
+      users << "the user's own file";
+    }
+    CHECK_THROWS_WITH_AS(ch12::save_checkpoint(model, dir.string()),
+                         doctest::Contains("holds files this chapter did not write"), std::invalid_argument);
+    std::ifstream back(dir / "embed.npy");
+    std::string text;
+    std::getline(back, text);
+    CHECK(text == "the user's own file");
+    CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()) == 1);
+    // A file where the folder should be, and empty text, are refused too.
+    CHECK_THROWS_WITH_AS(ch12::save_checkpoint(model, (dir / "embed.npy").string()),
+                         doctest::Contains("is not a folder"), std::invalid_argument);
+    CHECK_THROWS_AS(ch12::save_checkpoint(model, ""), std::invalid_argument);
+    // A folder a checkpoint was written into is the chapter's: saving again replaces its files.
+    std::filesystem::remove_all(dir);
+    ch12::save_checkpoint(model, dir.string());
+    const ch12::Model other = small_model(1, 38);
+    ch12::save_checkpoint(other, dir.string());
+    CHECK(ch12::load_checkpoint(dir.string()).embed == other.embed);
     std::filesystem::remove_all(dir);
   }
 }

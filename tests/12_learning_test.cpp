@@ -16,6 +16,7 @@
 #include "attn/rng.hpp"
 #include "oracle/12_learning_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -156,6 +157,53 @@ TEST_SUITE("12_learning") {
     CHECK_THROWS_AS(attn::adamw_step(theta, Matrix(xt::ones<float>({2, 2})), m, v, 0, attn::AdamW{}),
                     std::invalid_argument);
     CHECK(theta == before);
+  }
+
+  TEST_CASE(
+      "adamw_step refuses settings that give NaN weights, and a NaN or infinite gradient or weight, leaving "
+      "everything unchanged" *
+      doctest::test_suite("12_learning/adamw_step")) {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    Matrix theta = xt::ones<float>({2, 2}), m = xt::zeros<float>({2, 2}), v = m;
+    const Matrix zero_grad = xt::zeros<float>({2, 2}), before = theta;
+    const auto with = [](float lr, float beta1, float beta2, float eps, float decay) {
+      return attn::AdamW{lr, beta1, beta2, eps, decay};
+    };
+    // β1 = 1 or β2 = 1: the bias correction 1 − βᵗ is 0; β2 > 1 or < 0: v can turn negative; ε = 0 with a zero
+    // gradient: 0 / 0; a NaN or negative learning rate or decay.
+    for (const attn::AdamW& bad : {with(1e-3f, 1.0f, 0.999f, 1e-8f, 0.0f), with(1e-3f, 0.9f, 1.0f, 1e-8f, 0.0f),
+                                   with(1e-3f, 0.9f, 1.5f, 1e-8f, 0.0f), with(1e-3f, -0.1f, 0.999f, 1e-8f, 0.0f),
+                                   with(1e-3f, 0.9f, 0.999f, 0.0f, 0.0f), with(1e-3f, 0.9f, 0.999f, inf, 0.0f),
+                                   with(nan, 0.9f, 0.999f, 1e-8f, 0.0f), with(-1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f),
+                                   with(inf, 0.9f, 0.999f, 1e-8f, 0.0f), with(1e-3f, nan, 0.999f, 1e-8f, 0.0f),
+                                   with(1e-3f, 0.9f, 0.999f, 1e-8f, nan), with(1e-3f, 0.9f, 0.999f, 1e-8f, -0.5f)}) {
+      CAPTURE(bad.lr);
+      CAPTURE(bad.beta1);
+      CAPTURE(bad.beta2);
+      CAPTURE(bad.eps);
+      CAPTURE(bad.weight_decay);
+      CHECK_THROWS_NAMING(attn::adamw_step(theta, zero_grad, m, v, 1, bad), std::invalid_argument, "adamw_step");
+    }
+    Matrix bad_grad = zero_grad;
+    bad_grad(1, 0) = nan;
+    CHECK_THROWS_NAMING(attn::adamw_step(theta, bad_grad, m, v, 1, attn::AdamW{}), std::invalid_argument, "grad[2]");
+    Matrix bad_theta = theta;
+    bad_theta(0, 1) = -inf;
+    CHECK_THROWS_NAMING(attn::adamw_step(bad_theta, zero_grad, m, v, 1, attn::AdamW{}), std::invalid_argument,
+                        "param[1]");
+    CHECK(theta == before);
+    CHECK(xt::all(xt::equal(m, 0.0f)));
+    CHECK(xt::all(xt::equal(v, 0.0f)));
+  }
+
+  TEST_CASE("induction_score and attention_rollout refuse an attention map holding NaN or infinity" *
+            doctest::test_suite("12_learning/attention_rollout")) {
+    Matrix A = xt::eye<float>(3);
+    A(2, 0) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_NAMING(attn::induction_score(A, {1, 2, 1}), std::invalid_argument, "A[6]");
+    CHECK_THROWS_NAMING(attn::attention_rollout({Matrix(xt::eye<float>(3)), A}), std::invalid_argument, "[6]");
+    A(2, 0) = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_AS(attn::attention_rollout({A}), std::invalid_argument);
   }
 
   TEST_CASE("induction_score is 1 for a perfect induction head and 0 for a head on the twin or the previous token" *

@@ -5,8 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
+#include "13_ring/local_link.hpp"
 #include "13_ring/ulysses.hpp"
 #include "attn/rng.hpp"
 #include "oracle/05_flash_cpu_oracle.hpp"
@@ -52,5 +54,37 @@ TEST_SUITE("13_ring") {
     CHECK_THROWS_WITH_AS(ch13::ulysses_in_one_process(Q, K, V, 5, false), doctest::Contains("P = 5 ranks, h = 4"),
                          std::invalid_argument);
     CHECK_THROWS_AS(ch13::ulysses_bytes_sent(0, 5, n, h, d_k, d_v), std::invalid_argument);
+  }
+
+  TEST_CASE("the ring's size helpers refuse counts past 64 bits and chunks that end before they begin, never wrap") {
+    const std::size_t max = std::numeric_limits<std::size_t>::max(), big = std::size_t{1} << 40;
+    CHECK_THROWS_AS(ch13::even_chunk(1, 3, max), std::invalid_argument);  // index·n wraps
+    CHECK(ch13::even_chunk(1, 3, 9).begin == 3);
+    CHECK_THROWS_AS(ch13::rows_of({{0, 5}, {7, 2}}), std::invalid_argument);
+    CHECK_THROWS_AS(ch13::rows_of({{0, max}, {0, 2}}), std::invalid_argument);
+    // Σ_{i<n} (i + 1) = n(n + 1)/2: exact at n = 2^32 (2^63 + 2^31), refused where it does not fit.
+    const std::size_t n32 = std::size_t{1} << 32;
+    CHECK(ch13::pairs_computed({{0, n32}}, n32, true) == (std::size_t{1} << 63) + (std::size_t{1} << 31));
+    CHECK_THROWS_AS(ch13::pairs_computed({{0, max}}, max, true), std::invalid_argument);
+    CHECK_THROWS_AS(ch13::pairs_computed({{0, big}}, big, false), std::invalid_argument);
+    CHECK_THROWS_AS(ch13::ring_bytes_sent(0, {max, 1}, 8, 8), std::invalid_argument);
+    CHECK_THROWS_AS(ch13::ring_bytes_sent(0, {std::size_t{1} << 60, 1}, 64, 64), std::invalid_argument);
+    CHECK_THROWS_AS(ch13::ulysses_bytes_sent(0, 2, big, 4, big, big), std::invalid_argument);
+    // A chunk past X's rows is refused before the (2^40, 2) result is allocated.
+    CHECK_THROWS_WITH_AS(ch13::gather_rows(Matrix(Matrix::shape_type{4, 2}, 1.0f), {{0, big}}),
+                         doctest::Contains("reaches past X (4, 2)"), std::invalid_argument);
+  }
+
+  TEST_CASE(
+      "ring_in_one_process refuses P = 0, more ranks than positions, and keys or values that are not Q's length") {
+    attn::Rng rng(78);
+    const Matrix Q = rng.normal(4, 8), K = rng.normal(4, 8), V = rng.normal(4, 6);
+    CHECK_THROWS_WITH_AS(ch13::ring_in_one_process(Q, K, V, 0, ch13::Split::contiguous, false),
+                         doctest::Contains("P = 0"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch13::ring_in_one_process(Q, K, V, 100000, ch13::Split::zigzag, true),
+                         doctest::Contains("P = 100000"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        ch13::ring_in_one_process(Q, rng.normal(9, 8), rng.normal(9, 6), 2, ch13::Split::contiguous, false),
+        doctest::Contains("(9, 8)"), std::invalid_argument);
   }
 }

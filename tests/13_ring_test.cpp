@@ -336,6 +336,44 @@ TEST_SUITE("13_ring") {
     CHECK(running.O == before.O);
   }
 
+  TEST_CASE(
+      "merge_partial refuses a row0 near SIZE_MAX, NaN or infinite O and NaN or +inf lse, leaving running "
+      "unchanged" *
+      doctest::test_suite("13_ring/merge_partial")) {
+    FlashOutput running = empty_result(4, 3);
+    running.lse(1) = 0.5f;
+    running.O(1, 2) = 2.0f;
+    const FlashOutput before = running;
+    FlashOutput part = empty_result(2, 3);
+    part.lse(0) = 0.25f;  // a row that saw keys; row 1 saw none (-inf, allowed)
+    CHECK_THROWS_NAMING(ch13::merge_partial(running, std::numeric_limits<std::size_t>::max(), part),
+                        std::invalid_argument, "at row 18446744073709551615");
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      CAPTURE(bad);
+      FlashOutput broken = part;
+      broken.O(0, 1) = bad;
+      CHECK_THROWS_NAMING(ch13::merge_partial(running, 0, broken), std::invalid_argument, "part O[1]");
+      broken = part;
+      broken.lse(1) = bad;
+      CHECK_THROWS_NAMING(ch13::merge_partial(running, 0, broken), std::invalid_argument, "part lse[1]");
+    }
+    CHECK(running.O == before.O);
+    CHECK(running.lse == before.lse);
+  }
+
+  TEST_CASE("ring_source, zigzag_chunks and causal_block neither wrap nor accept chunks that end before they begin" *
+            doctest::test_suite("13_ring/causal_block")) {
+    const std::size_t max = std::numeric_limits<std::size_t>::max();
+    // After s steps rank r holds rank r − s's block (mod P), also for a P near SIZE_MAX, where rank + P wraps.
+    CHECK(ch13::ring_source(5, 2, max) == 3);
+    CHECK(ch13::ring_source(0, 1, max) == max - 1);
+    CHECK(ch13::ring_source(1, max - 1, max) == 2);
+    CHECK_THROWS_AS(ch13::zigzag_chunks(0, max / 2 + 1, 8), std::invalid_argument);  // 2P pieces wrap
+    CHECK_THROWS_NAMING(ch13::causal_block(Chunk{5, 2}, Chunk{0, 4}), std::invalid_argument, "[5, 2)");
+    const std::size_t past = std::size_t{1} << 63;  // positions past ptrdiff_t's range
+    CHECK_THROWS_AS(ch13::causal_block(Chunk{0, 4}, Chunk{past, past + 4}), std::invalid_argument);
+  }
+
   TEST_CASE("fold_block gives a rank's queries attention over one received block, with the causal rule on positions" *
             doctest::test_suite("13_ring/fold_block")) {
     attn::Rng rng(21);

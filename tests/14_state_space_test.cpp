@@ -285,6 +285,26 @@ TEST_SUITE("14_state_space") {
   }
 
   TEST_CASE(
+      "selective_step refuses a NaN or infinite state and finite inputs that would overflow, leaving h as it was" *
+      doctest::test_suite("14_state_space/selective_step")) {
+    Matrix h = {{1.0f, 2.0f}, {3.0f, 4.0f}};  // (d, N)
+    const Vector x = {1.0f, 1.0f}, delta = {0.1f, 0.1f}, B = {1.0f, 1.0f}, C = {1.0f, 1.0f};
+    const Matrix A = {{-1.0f, -2.0f}, {-1.0f, -2.0f}};  // (d, N)
+    Matrix nan_h = h;
+    nan_h(1, 0) = kNaN;
+    CHECK_THROWS_NAMING(attn::selective_step(nan_h, x, delta, A, B, C), std::invalid_argument, "h[2]");
+    const Matrix before = h;
+    // Δ·x·B = 0.1 · 1e20 · 1e20 = 1e39: past float's largest value (3.4e38) though every input is finite.
+    CHECK_THROWS_NAMING(attn::selective_step(h, Vector{1e20f, 1.0f}, delta, A, Vector{1e20f, 1.0f}, C),
+                        std::invalid_argument, "past float's largest value");
+    CHECK_MESSAGE(xt::all(xt::equal(h, before)), "a call that throws must leave the state h as it was");
+    // A state of 2e38 stays finite, but the output may sum N = 2 of them: the bound is 4e38.
+    Matrix large = {{2e38f, 0.0f}, {0.0f, 0.0f}};
+    CHECK_THROWS_NAMING(attn::selective_step(large, x, delta, A, B, C), std::invalid_argument, "the output 4e+38");
+    CHECK(large(0, 0) == 2e38f);
+  }
+
+  TEST_CASE(
       "the selective scan on any threads, split in time or channels, equals float64, and selective_step continues it" *
       doctest::test_suite("14_state_space/selective_step")) {
     attn::Rng rng(144);
@@ -427,6 +447,25 @@ TEST_SUITE("14_state_space") {
     CHECK(decayed(5, 0) == 0.03125f);  // 0.5^5, exact
     CHECK(decayed(4, 2) == 0.25f);
     CHECK(attn::semiseparable_mask(Vector(xt::zeros<float>({0}))).size() == 0);
+  }
+
+  TEST_CASE("semiseparable_mask refuses, before allocating, an (n, n) mask that cannot fit in memory" *
+            doctest::test_suite("14_state_space/semiseparable_mask")) {
+    // n = 100,000: 40 GB of mask.
+    CHECK_THROWS_NAMING(attn::semiseparable_mask(Vector(xt::ones<float>({100000}))), std::invalid_argument,
+                        "available");
+    CHECK(attn::semiseparable_mask(Vector(xt::zeros<float>({0}))).size() == 0);  // no token: an empty mask
+  }
+
+  TEST_CASE("masked_attention_form refuses NaN or infinity in L, C, B or X, naming it" *
+            doctest::test_suite("14_state_space/masked_attention_form")) {
+    const Matrix L = {{1.0f, 0.0f}, {0.5f, 1.0f}}, C = {{1.0f}, {2.0f}}, B = {{3.0f}, {4.0f}}, X = {{1.0f}, {1.0f}};
+    Matrix bad = X;
+    bad(1, 0) = kNaN;
+    CHECK_THROWS_NAMING(attn::masked_attention_form(L, C, B, bad), std::invalid_argument, "X[1]");
+    Matrix bad_L = L;
+    bad_L(1, 0) = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_NAMING(attn::masked_attention_form(bad_L, C, B, X), std::invalid_argument, "L[2]");
   }
 
   TEST_CASE("semiseparable_mask refuses decays outside [0, 1] and NaN, naming the token" *

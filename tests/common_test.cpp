@@ -111,6 +111,17 @@ TEST_SUITE("common") {
     CHECK(isa == (attn::vector_isa() == "baseline" ? "scalar" : attn::vector_isa()));
   }
 
+  TEST_CASE("checked_allocation refuses, with the estimate, a buffer past 64 bits or past the memory available") {
+    CHECK(attn::checked_allocation("x", {4, 5, 6}) == 120);
+    CHECK(attn::checked_allocation("x", {std::size_t{1} << 62, 0}) == 0);
+    // 2^60 bytes (an exabyte) is more than any machine this runs on has available.
+    CHECK_THROWS_WITH_AS(attn::checked_allocation("the tiles", {std::size_t{1} << 40, std::size_t{1} << 20}),
+                         doctest::Contains("the tiles: 1099511627776 × 1048576 bytes = 1153 PB, more than the"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::checked_allocation("the tiles", {std::size_t{1} << 40, std::size_t{1} << 40}),
+                         doctest::Contains("does not fit in 64 bits"), std::invalid_argument);
+  }
+
   TEST_CASE("checked_product multiplies sizes and refuses, naming the factors, a product past 64 bits") {
     CHECK(attn::checked_product("x", {4, 5, 6}) == 120);
     CHECK(attn::checked_product("x", {std::size_t{1} << 62, 0}) == 0);  // a zero factor: nothing to count

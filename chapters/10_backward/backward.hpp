@@ -33,11 +33,13 @@ struct AttentionGrads {
 /// The softmax's backward, row by row, without forming its Jacobian: for each row p = softmax(s) and the
 /// incoming gradient g = ∂L/∂p, returns ∂L/∂s = J g with J = diag(p) − p pᵀ, that is
 /// `ds_j = p_j (g_j − Σ_k g_k p_k)`. O(cols) per row instead of the Jacobian's O(cols²).
-/// Entries with p_j = 0 (masked keys, fully masked rows) get ds_j = 0.
+/// Entries with p_j = 0 (masked keys, fully masked rows) get ds_j = 0 and take no part in the sum, whatever
+/// their g_j (even ±inf).
 /// \param P (rows, cols) softmax outputs, each row summing to 1 (or all zeros for a fully masked row).
 /// \param dP (rows, cols) ∂L/∂P.
 /// \return dS (rows, cols) ∂L/∂S.
-/// \throws std::invalid_argument naming both shapes when they differ.
+/// \throws std::invalid_argument naming both shapes when they differ, naming the first NaN/Inf of P, or an entry
+///         of dP that is NaN, or ±inf where p ≠ 0.
 Matrix softmax_backward(const Matrix& P, const Matrix& dP);
 
 /// Full attention's backward, the textbook way: recompute S and P = softmax(S) (n_q, n_kv) as chapter 02's
@@ -50,7 +52,9 @@ Matrix softmax_backward(const Matrix& P, const Matrix& dP);
 /// \param mask (n_q, n_kv), true = may attend; empty (the default) = every pair allowed. A query with no
 ///        allowed key (its output is zero whatever Q, K, V are) gets a zero gradient and gives none.
 /// \return dQ (n_q, d_k), dK (n_kv, d_k), dV (n_kv, d_v).
-/// \throws std::invalid_argument naming the shapes when Q, K, V, dO or the mask do not fit together.
+/// \throws std::invalid_argument naming the shapes when Q, K, V, dO or the mask do not fit together, naming the
+///         first NaN/Inf of Q, K, V or dO, when a score could overflow (attn/checks.hpp), or when its four
+///         (n_q, n_kv) matrices would not fit in memory (naming the estimate, before allocating).
 AttentionGrads attention_backward(const Matrix& Q, const Matrix& K, const Matrix& V, const Matrix& dO,
                                   const Mask& mask = Mask());
 
@@ -70,7 +74,8 @@ AttentionGrads attention_backward(const Matrix& Q, const Matrix& K, const Matrix
 /// \param dK_j (B_c, d_k) accumulated in place.
 /// \param dV_j (B_c, d_v) accumulated in place.
 /// \param allowed (B_r, B_c), true = may attend; empty (the default) = all pairs allowed.
-/// \throws std::invalid_argument naming the shapes when they do not fit together (nothing is changed then).
+/// \throws std::invalid_argument naming the shapes when they do not fit together, naming the first NaN/Inf of
+///         Q_i, K_j, V_j, dO_i or D_i or NaN/+inf of lse_i, or when a score could overflow (nothing is changed then).
 void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j, const Matrix& dO_i,
                          const Vector& lse_i, const Vector& D_i, Matrix& dQ_i, Matrix& dK_j, Matrix& dV_j,
                          const Mask& allowed = Mask());
@@ -90,7 +95,8 @@ void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j
 /// \param B_c keys per block (≥ 1).
 /// \return dQ (n_q, d_k), dK (n_kv, d_k), dV (n_kv, d_v).
 /// \throws std::invalid_argument naming the shapes when the inputs do not fit together, when B_r or B_c is 0,
-///         when causal and n_q > n_kv, or naming the first NaN/Inf in Q, K, V or dO.
+///         when causal and n_q > n_kv, naming the first NaN/Inf in Q, K, V, O or dO or NaN/+inf in lse, or when a
+///         score could overflow (attn/checks.hpp).
 AttentionGrads flash_backward(const Matrix& Q, const Matrix& K, const Matrix& V, const Matrix& O, const Vector& lse,
                               const Matrix& dO, bool causal, std::size_t B_r, std::size_t B_c);
 

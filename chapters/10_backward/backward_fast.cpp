@@ -209,21 +209,36 @@ HeadsGrads flash_backward_fast(const Tensor3& Q, const Tensor3& K, const Tensor3
                       config.B_c, config.lanes, config.threads));
   require(!causal || n_q <= n_kv,
           fmt::format("{}: causal with {} queries but only {} keys; n_q <= n_kv", where, n_q, n_kv));
-  require_finite(where, "Q", Q.data(), Q.size());
-  require_finite(where, "K", K.data(), K.size());
-  require_finite(where, "V", V.data(), V.size());
+  require_attention_inputs(where, Q, K, V);  // finite, and no score can overflow
   require_finite(where, "dO", dO.data(), dO.size());
+  require_finite(where, "O", O.data(), O.size());
+  require_finite(where, "lse", lse.data(), lse.size(), /*allow_minus_inf=*/true);  // -inf: a row that saw no key
+
+  // Tiles larger than the sequence and lanes beyond the key blocks would only hold memory: one tile covers
+  // the whole sequence either way, and a lane with no key block adds exact zeros to dQ. So the same bits.
+  BackwardConfig cfg = config;
+  cfg.B_r = std::min(cfg.B_r, std::max<std::size_t>(n_q, 1));
+  cfg.B_c = std::min(cfg.B_c, std::max<std::size_t>(n_kv, 1));
+  cfg.lanes = std::min(cfg.lanes, std::max<std::size_t>(n_kv / cfg.B_c + (n_kv % cfg.B_c != 0 ? 1 : 0), 1));
+  // Every buffer, before any is allocated: the gradients, D, Kᵀ and Vᵀ, the other lanes' dQ, the tiles.
+  const std::size_t floats =
+      checked_sum(where, {checked_product(where, {h, n_q, d_k}), checked_product(where, {2, h, n_kv, d_k}),
+                          checked_product(where, {2, h, n_kv, d_v}), checked_product(where, {h, n_q}),
+                          checked_product(where, {cfg.lanes - 1, h, n_q, d_k}),
+                          checked_product(where, {static_cast<std::size_t>(cfg.threads), 2, cfg.B_r, cfg.B_c})});
+  checked_allocation("flash_backward_fast: dQ, dK, dV, D, Kᵀ, Vᵀ, the lanes' dQ and the tiles",
+                     {floats, sizeof(float)});
 
   // Not initialised here: prepare_head() zeroes them head by head on every thread (see run()).
   HeadsGrads g{Tensor3::from_shape({h, n_q, d_k}), Tensor3::from_shape({h, n_kv, d_k}),
                Tensor3::from_shape({h, n_kv, d_v})};
   std::unique_ptr<float[]> D(new float[h * n_q]);  // (h, n_q)
   std::unique_ptr<float[]> Kt(new float[h * d_k * n_kv]), Vt(new float[h * d_v * n_kv]);
-  std::unique_ptr<float[]> dQ_lanes(new float[(config.lanes - 1) * h * n_q * d_k]);  // (lanes − 1, h, n_q, d_k)
+  std::unique_ptr<float[]> dQ_lanes(new float[(cfg.lanes - 1) * h * n_q * d_k]);  // (lanes − 1, h, n_q, d_k)
   if (h * n_q * n_kv > 0)
     run({Q.data(), K.data(), V.data(), O.data(), dO.data(), lse.data(), D.get(), Kt.get(), Vt.get(), g.dQ.data(),
          dQ_lanes.get(), g.dK.data(), g.dV.data(), h, n_q, n_kv, d_k, d_v, causal},
-        config);
+        cfg);
   else
     for (Tensor3* t : {&g.dQ, &g.dK, &g.dV}) t->fill(0.0f);  // no pair of query and key: zero gradients
   return g;

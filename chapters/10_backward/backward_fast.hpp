@@ -37,10 +37,13 @@ struct HeadsGrads {
 /// \param lse (h, n_q) the forward's log-sum-exp (chapter 05's flash_attention_fast() returns both).
 /// \param dO (h, n_q, d_v) ∂L/∂O.
 /// \param causal query i sees key j only when j ≤ i + n_kv − n_q.
-/// \param config tile sizes, lanes and threads.
+/// \param config tile sizes, lanes and threads. Tiles larger than n_q or n_kv are cut to them and lanes to the
+///        number of key blocks: the result is the same bits, without memory that would hold nothing.
 /// \return dQ, dK, dV.
 /// \throws std::invalid_argument naming the shapes when they do not fit, when a tile size, the lanes or the
-///         thread count is 0, when causal and n_q > n_kv, or naming the first NaN/Inf of Q, K, V or dO.
+///         thread count is 0, when causal and n_q > n_kv, naming the first NaN/Inf of Q, K, V, O or dO or NaN/+inf
+///         of lse, when a score could overflow (attn/checks.hpp), or when its buffers would not fit in memory
+///         (naming the estimate, before allocating).
 HeadsGrads flash_backward_fast(const Tensor3& Q, const Tensor3& K, const Tensor3& V, const Tensor3& O,
                                const Matrix& lse, const Tensor3& dO, bool causal, const BackwardConfig& config = {});
 

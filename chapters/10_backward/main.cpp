@@ -30,6 +30,7 @@
 #include "10_backward/backward_fast.hpp"
 #include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
+#include "attn/checks.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
@@ -431,6 +432,9 @@ int main(int argc, char** argv) {
   chapter.cli().add_option("--d", d, "Head dimension d_k = d_v of the long run")->check(CLI::Range(1, 1024));
   chapter.bench_ceilings({1, 2});  // backward_simple runs on one core, the others on two
   return chapter.run(argc, argv, [&] {
+    // The long run holds about twelve (n, d) float matrices (Q, K, V, dO, O, dQ, dK, dV, Kᵀ, Vᵀ, a lane's dQ and
+    // the data's draw): refused with the estimate before the chapter starts, not in std::bad_alloc at its end.
+    attn::checked_allocation("--n and --d: the long run's 12 × n × d floats", {12, n, d, sizeof(float)});
     softmax_jacobian();
     full_backward_traced();
     flash_equals_full();

@@ -24,6 +24,7 @@
 #include "05_flash_cpu/flash_fast.hpp"
 #include "05_flash_cpu/row_ops.hpp"
 #include "05_flash_cpu/tile_kernels.hpp"
+#include "11_positions/modifiers.hpp"
 #include "attn/checks.hpp"
 #include "attn/tensor.hpp"
 
@@ -42,6 +43,9 @@ struct NoMask {
 /// What a tile of B_r queries × B_c keys holds under a mask_mod.
 enum class Tile : std::uint8_t { empty, partial, full };
 
+/// How many tiles of \p B cover \p n items: ⌈n / B⌉, written so that it cannot wrap for any n.
+constexpr std::size_t tiles_of(std::size_t n, std::size_t B) { return n / B + (n % B != 0 ? 1 : 0); }
+
 /// Which tiles a mask_mod leaves empty, partial or full, per head: computed once, reused by every call
 /// with the same mask (as FlexAttention's create_block_mask).
 struct BlockMask {
@@ -56,19 +60,22 @@ struct BlockMask {
 // [block_mask]
 /// Evaluates \p mask_mod on every (head, q, kv) and records each tile's state. O(heads·n_q·n_kv) calls of
 /// mask_mod, once; a kernel call then costs only the tiles that are not empty.
-/// \throws std::invalid_argument when a tile size is 0.
+/// \throws std::invalid_argument when a tile size is 0, when mask_mod's parameters are out of range
+///         (check_modifier()), or when the tiles would not fit in memory (naming the estimate).
 template <class MaskMod>
 BlockMask make_block_mask(const MaskMod& mask_mod, std::size_t heads, std::size_t n_q, std::size_t n_kv,
                           std::size_t B_r, std::size_t B_c) {
   require(B_r > 0 && B_c > 0, fmt::format("make_block_mask: B_r = {} and B_c = {} must be positive", B_r, B_c));
-  BlockMask bm{heads, n_q, n_kv, B_r, B_c, (n_q + B_r - 1) / B_r, (n_kv + B_c - 1) / B_c, {}};
-  bm.tiles.resize(heads * bm.T_r * bm.T_c);  // (heads, T_r, T_c)
+  check_modifier("make_block_mask", mask_mod, heads, n_q, n_kv);
+  BlockMask bm{heads, n_q, n_kv, B_r, B_c, tiles_of(n_q, B_r), tiles_of(n_kv, B_c), {}};
+  bm.tiles.resize(checked_allocation("make_block_mask: the tiles heads × T_r × T_c × 1 byte",
+                                     {heads, bm.T_r, bm.T_c, sizeof(Tile)}));  // (heads, T_r, T_c)
   for (std::size_t h = 0; h < heads; ++h)
     for (std::size_t i = 0; i < bm.T_r; ++i)
       for (std::size_t j = 0; j < bm.T_c; ++j) {
         std::size_t allowed = 0, pairs = 0;
-        for (std::size_t q = i * B_r; q < std::min(n_q, (i + 1) * B_r); ++q)
-          for (std::size_t kv = j * B_c; kv < std::min(n_kv, (j + 1) * B_c); ++kv, ++pairs)
+        for (std::size_t q = i * B_r; q < n_q && q - i * B_r < B_r; ++q)  // not (i + 1)·B_r, which can wrap
+          for (std::size_t kv = j * B_c; kv < n_kv && kv - j * B_c < B_c; ++kv, ++pairs)
             allowed += mask_mod(h, q, kv) ? 1 : 0;
         bm.tiles[(h * bm.T_r + i) * bm.T_c + j] = allowed == 0       ? Tile::empty
                                                   : allowed == pairs ? Tile::full
@@ -205,8 +212,10 @@ void flex_block(const Problem& p, const FlexConfig& cfg, const ScoreMod& score_m
 /// \param config tiles and threads.
 /// \return O (h, n_q, d_v) and lse (h, n_q).
 /// \throws std::invalid_argument naming the shapes when they do not fit (inputs, or a block mask made for
-///         other shapes or tiles), when a tile size or the thread count is 0, naming the first NaN/Inf, or when
-///         a score could overflow (the course's overflow policy: attn/checks.hpp). An exception in a worker
+///         other shapes or tiles, or missing some), when a tile size or the thread count is 0, when a modifier's
+///         parameter is out of range (check_modifier()), naming the first NaN/Inf, when a score could overflow
+///         (the course's overflow policy: attn/checks.hpp), or when the output or the score tiles would not fit
+///         in memory (naming the estimate). An exception in a worker
 ///         thread reaches the caller; OpenBLAS's thread count is restored either way.
 template <class ScoreMod = NoScoreMod, class MaskMod = NoMask>
 ch05::FlashHeadsOutput flex_attention(const Tensor3& Q, const Tensor3& K, const Tensor3& V,
@@ -221,23 +230,36 @@ ch05::FlashHeadsOutput flex_attention(const Tensor3& Q, const Tensor3& K, const 
   require(config.B_r > 0 && config.B_c > 0 && config.threads > 0,
           fmt::format("{}: B_r = {}, B_c = {}, threads = {}; all must be positive", where, config.B_r, config.B_c,
                       config.threads));
+  check_modifier(where, score_mod, h, n_q, n_kv);
+  check_modifier(where, mask_mod, h, n_q, n_kv);
   require_attention_inputs(where, Q, K, V);  // every element finite, and no score can overflow
+  // Before allocating anything: the output, and one score tile per thread.
+  checked_allocation("flex_attention: the output h × n_q × d_v floats", {h, n_q, d_v, sizeof(float)});
+  checked_allocation("flex_attention: the score tiles threads × B_r × B_c floats",
+                     {static_cast<std::size_t>(config.threads), config.B_r, config.B_c, sizeof(float)});
   BlockMask own;
   if constexpr (!std::is_same_v<MaskMod, NoMask>) {
     if (block_mask == nullptr) {
       own = make_block_mask(mask_mod, h, n_q, n_kv, config.B_r, config.B_c);
       block_mask = &own;
     }
-    require(block_mask->n_q == n_q && block_mask->n_kv == n_kv && block_mask->B_r == config.B_r &&
-                block_mask->B_c == config.B_c && (block_mask->heads == 1 || block_mask->heads == h),
+    const BlockMask& bm = *block_mask;
+    require(bm.n_q == n_q && bm.n_kv == n_kv && bm.B_r == config.B_r && bm.B_c == config.B_c &&
+                (bm.heads == 1 || bm.heads == h),
             fmt::format("{}: the block mask is for {} heads, ({}, {}) pairs in ({}, {}) tiles; the call has {} heads, "
                         "({}, {}) pairs, ({}, {}) tiles",
-                        where, block_mask->heads, block_mask->n_q, block_mask->n_kv, block_mask->B_r, block_mask->B_c,
-                        h, n_q, n_kv, config.B_r, config.B_c));
+                        where, bm.heads, bm.n_q, bm.n_kv, bm.B_r, bm.B_c, h, n_q, n_kv, config.B_r, config.B_c));
+    // A block mask built by hand, or edited, must still hold every tile: the kernel reads them unchecked.
+    require(bm.T_r == tiles_of(n_q, bm.B_r) && bm.T_c == tiles_of(n_kv, bm.B_c) &&
+                bm.tiles.size() == checked_product("flex_attention: block mask tiles", {bm.heads, bm.T_r, bm.T_c}),
+            fmt::format("{}: the block mask has T_r = {}, T_c = {} and {} tiles; ({}, {}) pairs in ({}, {}) tiles "
+                        "need T_r = {}, T_c = {} and {} × T_r × T_c tiles",
+                        where, bm.T_r, bm.T_c, bm.tiles.size(), n_q, n_kv, bm.B_r, bm.B_c, tiles_of(n_q, bm.B_r),
+                        tiles_of(n_kv, bm.B_c), bm.heads));
   }
   ch05::FlashHeadsOutput out{Tensor3(Tensor3::shape_type{h, n_q, d_v}), Matrix(Matrix::shape_type{h, n_q})};
   const detail::Problem p{Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), h, n_q, n_kv, d_k, d_v};
-  const std::size_t T_r = (n_q + config.B_r - 1) / config.B_r, items = h * T_r;
+  const std::size_t T_r = tiles_of(n_q, config.B_r), items = h * T_r;
   // Chapter 05's micro-kernels need whole panels per tile; else both products are OpenBLAS calls.
   const std::size_t width = ch05::key_panel_width();
   ch05::PackedKeys keys(K.data(), h, n_kv, d_k, width > 0 && config.B_c % width == 0);

@@ -5,9 +5,12 @@
 /// Chapter code, not an exercise (the document mask is: attn::DocumentMask in positions.hpp).
 #pragma once
 
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+
+#include <fmt/format.h>
 
 #include "attn/tensor.hpp"
 
@@ -25,7 +28,7 @@ struct SlidingWindow {
   std::size_t window = 256;
   std::size_t offset = 0;
   bool operator()(std::size_t, std::size_t q, std::size_t kv) const {
-    return kv <= q + offset && q + offset < kv + window;
+    return kv <= q + offset && q + offset - kv < window;  // not kv + window: a window of SIZE_MAX must not wrap
   }
 };
 
@@ -52,5 +55,36 @@ struct SoftCap {
   float operator()(float s, std::size_t, std::size_t, std::size_t) const { return cap * std::tanh(s / cap); }
 };
 // [modifiers]
+
+/// What flex_attention() and make_block_mask() check before any work: a modifier's parameters, so that one out of
+/// range is an std::invalid_argument naming it, never a silently wrong mask or score. This one is for modifiers
+/// with nothing to check (Causal, PrefixLM, a reader's own lambda); the overloads below check the others.
+template <class Modifier>
+void check_modifier(const char*, const Modifier&, std::size_t /*heads*/, std::size_t /*n_q*/, std::size_t /*n_kv*/) {}
+
+/// \throws std::invalid_argument when the window is 0 (no query would see anything).
+inline void check_modifier(const char* where, const SlidingWindow& m, std::size_t, std::size_t, std::size_t) {
+  require(m.window > 0, fmt::format("{}: SlidingWindow's window = 0; a query must see at least itself", where));
+}
+
+/// \throws std::invalid_argument when there is not one slope per head, a slope is negative or not finite, or a
+/// position does not fit in an int (Alibi's distances are computed in int).
+inline void check_modifier(const char* where, const Alibi& m, std::size_t heads, std::size_t n_q, std::size_t n_kv) {
+  require(m.slopes.size() == heads,
+          fmt::format("{}: Alibi has {} slopes for {} heads; it needs one per head", where, m.slopes.size(), heads));
+  for (std::size_t k = 0; k < heads; ++k)
+    require(std::isfinite(m.slopes(k)) && m.slopes(k) >= 0.0f,
+            fmt::format("{}: Alibi's slopes[{}] = {}; slopes are finite and non-negative", where, k, m.slopes(k)));
+  constexpr auto kMaxPosition = static_cast<std::size_t>(INT_MAX);
+  require(n_kv <= kMaxPosition && n_q <= kMaxPosition && m.offset <= kMaxPosition - n_q,
+          fmt::format("{}: Alibi with n_q = {}, n_kv = {} and offset = {}; positions must stay below 2^31", where, n_q,
+                      n_kv, m.offset));
+}
+
+/// \throws std::invalid_argument when the cap is not a positive finite number.
+inline void check_modifier(const char* where, const SoftCap& m, std::size_t, std::size_t, std::size_t) {
+  require(std::isfinite(m.cap) && m.cap > 0.0f,
+          fmt::format("{}: SoftCap's cap = {}; it must be a positive finite number", where, m.cap));
+}
 
 }  // namespace attn::ch11

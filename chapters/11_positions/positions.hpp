@@ -24,6 +24,7 @@ namespace attn {
 /// \param n positions 0 … n − 1.
 /// \param d the model width.
 /// \return (n, d).
+/// \throws std::invalid_argument when n·d floats do not fit in memory (naming the estimate), before allocating.
 Matrix sinusoidal_encoding(std::size_t n, std::size_t d);
 
 /// Rotary position embedding (RoPE), in place: row p of \p X is at position \p first_position + p, and each
@@ -32,7 +33,8 @@ Matrix sinusoidal_encoding(std::size_t n, std::size_t d);
 /// \param X (n, d) queries or keys of one head, d even; rotated in place.
 /// \param first_position the position of row 0 (a decoder's cache length).
 /// \param base 10000 in the RoFormer paper and most models.
-/// \throws std::invalid_argument naming X's shape when d is odd, or when base ≤ 1 (X is then unchanged).
+/// \throws std::invalid_argument naming X's shape when d is odd; when base ≤ 1 or an entry of X is NaN or
+///         infinite (X is then unchanged).
 void apply_rope(Matrix& X, std::size_t first_position = 0, float base = 10000.0f);
 
 /// ALiBi's per-head slopes: a geometric sequence m_k = 2^(−8(k + 1)/h), k = 0 … h − 1 (the paper's choice
@@ -48,7 +50,8 @@ Vector alibi_slopes(std::size_t h);
 /// \param n_kv number of keys (≥ n_q).
 /// \param slope the head's slope (≥ 0).
 /// \return (n_q, n_kv).
-/// \throws std::invalid_argument when slope is negative or not finite, or n_q > n_kv.
+/// \throws std::invalid_argument when slope is negative or not finite, n_q > n_kv, or n_q·n_kv floats do not fit
+///         in memory (naming the estimate), before allocating.
 Matrix alibi_bias(std::size_t n_q, std::size_t n_kv, float slope);
 
 /// A mask_mod for packed sequences: several documents concatenated into one sequence, and a token may

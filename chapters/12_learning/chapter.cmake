@@ -20,3 +20,5 @@ attn_discover_tests(ch12_learning_core_test "solution:" "solution;ch12")
 add_dependencies(attn_solution_tests ch12_learning_core_test)
 attn_cli_test(ch12_learning "writes its trained model as a checkpoint of .npy files" STATUS 0
               MATCHES "checkpoint: the trained model written" ARGS --steps 20 --pronoun-steps 5 --save-checkpoint ${CMAKE_BINARY_DIR}/ch12_checkpoint)
+attn_cli_test(ch12_learning "refuses to write a checkpoint into / with status 2, before training" STATUS 2
+              MATCHES "--save-checkpoint" ARGS --save-checkpoint /)

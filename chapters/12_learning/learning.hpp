@@ -53,7 +53,9 @@ struct AdamW {
 /// \param v (rows, cols) second moment, updated.
 /// \param t the step number, 1 for the first step (it sets the bias corrections).
 /// \param settings learning rate, β1, β2, ε and weight decay.
-/// \throws std::invalid_argument naming the shapes when they differ, or when t is 0 (nothing is changed then).
+/// \throws std::invalid_argument naming the shapes when they differ, when t is 0, when a setting is out of range
+///         (lr < 0, β1 or β2 outside [0, 1), ε ≤ 0, weight_decay < 0, or any of them not finite), or naming the
+///         first NaN/Inf of grad or param (nothing is changed then).
 void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::size_t t, const AdamW& settings);
 
 /// The induction score of one head (Olsson et al. 2022): for every query i whose token occurred before,
@@ -62,7 +64,7 @@ void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::si
 /// 0 when no token repeats.
 /// \param A (n, n) the head's attention on \p tokens (rows are queries).
 /// \param tokens (n) the sequence.
-/// \throws std::invalid_argument when A is not (n, n) for n = tokens.size().
+/// \throws std::invalid_argument when A is not (n, n) for n = tokens.size(), or naming its first NaN/Inf.
 double induction_score(const Matrix& A, const std::vector<std::size_t>& tokens);
 
 /// Attention rollout (Abnar & Zuidema 2020): how much of each input token reaches each position through
@@ -70,7 +72,8 @@ double induction_score(const Matrix& A, const std::vector<std::size_t>& tokens);
 /// (A_l averaged over heads), rollout = Ã_L · … · Ã_2 · Ã_1; row i is position i's mix of inputs.
 /// \param layers (L) per layer its head-averaged attention, (n, n) each, first layer first.
 /// \return (n, n), each row summing to 1 when each A_l's rows do.
-/// \throws std::invalid_argument when \p layers is empty or a matrix is not (n, n) with the first's n.
+/// \throws std::invalid_argument when \p layers is empty, a matrix is not (n, n) with the first's n, or one holds a
+///         NaN/Inf.
 Matrix attention_rollout(const std::vector<Matrix>& layers);
 
 /// @}

@@ -488,8 +488,21 @@ int main(int argc, char** argv) {
       .add_option("--length", setup.train.length, "Tokens per sequence (the period is drawn from length/4 … length/2)")
       ->check(CLI::Range(8, 64));
   std::string checkpoint;
-  chapter.cli().add_option("--save-checkpoint", checkpoint,
-                           "Folder to write the trained induction model into, as .npy files (numpy.load reads them)");
+  chapter.cli()
+      .add_option("--save-checkpoint", checkpoint,
+                  "Folder for the trained induction model as .npy files (numpy.load reads them): a new or empty "
+                  "one, or one an earlier run wrote")
+      ->type_name("DIR")
+      ->check(
+          [](const std::string& dir) -> std::string {
+            try {  // at parse time: a folder it may not write is refused with status 2 before any training
+              ch12::prepare_checkpoint_dir(dir);
+            } catch (const std::invalid_argument& e) {
+              return e.what();
+            }
+            return "";
+          },
+          "", "a folder for the checkpoint");
   return chapter.run(argc, argv, [&] {
     attn::set_blas_threads(1);  // one thread: the loss curve is the same bit for bit on every run
     setup.config.context = setup.train.length;

@@ -4,10 +4,14 @@
 #include "12_learning/model.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <numeric>
+#include <regex>
 
 #include <fmt/format.h>
 #include <xtensor/xnpy.hpp>
@@ -15,6 +19,7 @@
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "10_backward/backward.hpp"
 #include "11_positions/positions.hpp"
+#include "attn/checks.hpp"
 
 namespace attn::ch12 {
 
@@ -29,15 +34,39 @@ Matrix head_columns(const Matrix& M, std::size_t h, std::size_t d_k) {
 
 bool head_kept(const HeadMask& keep, std::size_t l, std::size_t h) { return keep.empty() || keep.at(l).at(h); }
 
+/// A head mask is empty (every head runs) or has one flag per head of every layer.
+void require_head_mask(const char* where, const HeadMask& keep, const Config& c) {
+  if (keep.empty()) return;
+  require(keep.size() == c.layers,
+          fmt::format("{}: the head mask has {} layers, the model {}", where, keep.size(), c.layers));
+  for (std::size_t l = 0; l < keep.size(); ++l)
+    require(keep[l].size() == c.heads, fmt::format("{}: the head mask has {} heads in layer {}, the model {}", where,
+                                                   keep[l].size(), l + 1, c.heads));
+}
+
+/// The checks of a configuration, before anything is allocated: no size 0, an even head width, a finite RoPE
+/// base above 1, and every parameter together small enough to fit in memory (with the estimate).
+void require_config(const char* where, const Config& c) {
+  require(c.vocab > 0 && c.d_model > 0 && c.heads > 0 && c.layers > 0 && c.context > 0,
+          fmt::format("{}: vocab = {}, d_model = {}, heads = {}, layers = {}, context = {}: none may be 0", where,
+                      c.vocab, c.d_model, c.heads, c.layers, c.context));
+  require(c.d_model % c.heads == 0 && head_width(c) % 2 == 0,
+          fmt::format("{}: d_model = {} over {} heads must give an even head width (RoPE rotates pairs)", where,
+                      c.d_model, c.heads));
+  require(std::isfinite(c.rope_base) && c.rope_base > 1.0f,
+          fmt::format("{}: rope_base = {} must be a finite number above 1", where, c.rope_base));
+  // embed and unembed are (vocab, d_model) each, every layer four (d_model, d_model).
+  const std::size_t per_layer = checked_product(where, {4, c.d_model, c.d_model});
+  const std::size_t floats = checked_sum(
+      where, {checked_product(where, {2, c.vocab, c.d_model}), checked_product(where, {c.layers, per_layer})});
+  checked_allocation(fmt::format("{}: the parameters (2·vocab·d_model + layers·4·d_model²) floats", where).c_str(),
+                     {floats, sizeof(float)});
+}
+
 }  // namespace
 
 Model init_model(const Config& c, std::uint64_t seed) {
-  require(c.vocab > 0 && c.d_model > 0 && c.heads > 0 && c.layers > 0 && c.context > 0,
-          fmt::format("init_model: vocab = {}, d_model = {}, heads = {}, layers = {}, context = {}: none may be 0",
-                      c.vocab, c.d_model, c.heads, c.layers, c.context));
-  require(c.d_model % c.heads == 0 && head_width(c) % 2 == 0,
-          fmt::format("init_model: d_model = {} over {} heads must give an even head width (RoPE rotates pairs)",
-                      c.d_model, c.heads));
+  require_config("init_model", c);
   Rng rng(seed);
   const float d = static_cast<float>(c.d_model);
   Model m;
@@ -77,55 +106,179 @@ std::vector<const Matrix*> parameters(const Model& m) {
 
 namespace {
 
-/// Every parameter of \p m with the file name save_checkpoint() gives it.
-template <class M, class P>
-std::vector<std::pair<std::string, P>> named_parameters(M& m) {
-  std::vector<std::pair<std::string, P>> out{{"embed", &m.embed}};
-  for (std::size_t l = 0; l < m.layers.size(); ++l) {
-    auto& L = m.layers[l];
-    out.emplace_back(fmt::format("layer{}_W_Q", l + 1), &L.W_Q);
-    out.emplace_back(fmt::format("layer{}_W_K", l + 1), &L.W_K);
-    out.emplace_back(fmt::format("layer{}_W_V", l + 1), &L.W_V);
-    out.emplace_back(fmt::format("layer{}_W_O", l + 1), &L.W_O);
-  }
-  out.emplace_back("unembed", &m.unembed);
-  return out;
+/// The file and the shape of parameter \p i of a model configured as \p c, in parameters()' order:
+/// embed.npy (vocab, d_model), layerL_W_Q/K/V/O.npy (d_model, d_model), unembed.npy (d_model, vocab).
+struct ParameterFile {
+  std::string name;
+  std::size_t rows, cols;
+};
+
+ParameterFile parameter_file(const Config& c, std::size_t i) {
+  if (i == 0) return {"embed.npy", c.vocab, c.d_model};
+  if (i > 4 * c.layers) return {"unembed.npy", c.d_model, c.vocab};
+  return {fmt::format("layer{}_W_{}.npy", (i - 1) / 4 + 1, "QKVO"[(i - 1) % 4]), c.d_model, c.d_model};
 }
 
-/// The .npy file \p path as a T array, or std::invalid_argument naming the file (xtensor's own error says
-/// only that some file failed to open).
+[[noreturn]] void refuse_file(const std::filesystem::path& path, const std::string& why) {
+  throw std::invalid_argument(fmt::format("load_checkpoint: {} {}", path.string(), why));
+}
+
+/// The shape a .npy file's header declares, after checking everything xt::load_npy does not: the magic
+/// string, a complete header of the little-endian \p descr type in C order, a shape of sizes, and exactly
+/// the data bytes that shape needs in the rest of the file (a truncated, header-only or padded file, or a
+/// header that lies about its shape, is refused before any data is read).
+std::vector<std::size_t> npy_shape(const std::filesystem::path& path, const char* descr) {
+  if (!std::filesystem::is_regular_file(path)) refuse_file(path, "is missing");
+  std::ifstream in(path, std::ios::binary);
+  char magic[10] = {};
+  if (!in.read(magic, 10) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+    refuse_file(path, "is not a .npy file (no \\x93NUMPY magic string and version)");
+  const auto byte = [&](int k) { return static_cast<std::size_t>(static_cast<unsigned char>(magic[k])); };
+  std::size_t header_length = byte(8) | byte(9) << 8, prefix = 10;
+  if (byte(6) >= 2) {  // versions 2 and 3: a 4-byte header length
+    char more[2] = {};
+    if (!in.read(more, 2)) refuse_file(path, "ends inside its header");
+    header_length |= static_cast<std::size_t>(static_cast<unsigned char>(more[0])) << 16 |
+                     static_cast<std::size_t>(static_cast<unsigned char>(more[1])) << 24;
+    prefix = 12;
+  }
+  const std::uintmax_t file_bytes = std::filesystem::file_size(path);
+  if (header_length > file_bytes - prefix) refuse_file(path, "ends inside its header");
+  std::string header(header_length, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_length));
+  const auto field = [&](const char* key) {
+    const std::size_t at = header.find(key);
+    if (at == std::string::npos) refuse_file(path, fmt::format("has no {} in its header", key));
+    return at + std::strlen(key);
+  };
+  const std::size_t d = header.find_first_not_of(" ", field("'descr':"));
+  if (header.compare(d, std::strlen(descr) + 2, fmt::format("'{}'", descr)) != 0)
+    refuse_file(path, fmt::format("does not hold {} values (its header: {})", descr, header));
+  if (header.compare(header.find_first_not_of(" ", field("'fortran_order':")), 5, "False") != 0)
+    refuse_file(path, "is in Fortran order; a checkpoint is in C (row-major) order");
+  const std::size_t open = header.find('(', field("'shape':")), close = header.find(')', open);
+  if (open == std::string::npos || close == std::string::npos) refuse_file(path, "has no shape tuple in its header");
+  std::vector<std::size_t> shape;
+  std::string entry;
+  for (std::size_t k = open + 1; k <= close; ++k) {
+    const char ch = header[k];
+    if (ch != ',' && ch != ')') {
+      if (ch != ' ') entry += ch;
+      continue;
+    }
+    if (entry.empty()) continue;  // "(6,)": the comma of a 1-tuple
+    const bool digits = entry.size() <= 19 && std::all_of(entry.begin(), entry.end(), [](char c) {
+                          return std::isdigit(static_cast<unsigned char>(c)) != 0;
+                        });
+    if (!digits) refuse_file(path, fmt::format("declares a shape entry of {}, which is not a size", entry));
+    shape.push_back(std::stoull(entry));
+    entry.clear();
+  }
+  std::size_t data_bytes = sizeof(float) * (descr[2] == '8' ? 2 : 1);
+  for (std::size_t extent : shape) {
+    if (extent != 0 && data_bytes > std::numeric_limits<std::size_t>::max() / extent)
+      refuse_file(path, fmt::format("declares the shape {}, whose size does not fit in 64 bits",
+                                    header.substr(open, close - open + 1)));
+    data_bytes *= extent;
+  }
+  if (file_bytes - prefix - header_length != data_bytes)
+    refuse_file(path,
+                fmt::format("holds {} bytes of data where its header's shape {} needs {}: it is truncated or "
+                            "its header lies",
+                            file_bytes - prefix - header_length, header.substr(open, close - open + 1), data_bytes));
+  return shape;
+}
+
+/// "(24, 32)", or "(6,)" as NumPy writes a 1-tuple.
+std::string tuple_str(const std::vector<std::size_t>& shape) {
+  std::string list;
+  for (std::size_t e : shape) list += (list.empty() ? "" : ", ") + std::to_string(e);
+  return "(" + list + (shape.size() == 1 ? ",)" : ")");
+}
+
+/// Refuses the .npy file \p path, before reading its data, unless npy_shape() accepts it and finds \p shape.
 template <class T>
-xt::xarray<T> read_npy(const std::filesystem::path& path) {
-  if (!std::filesystem::is_regular_file(path))
-    throw std::invalid_argument(fmt::format("load_checkpoint: {} is missing", path.string()));
+void require_npy(const std::filesystem::path& path, const std::vector<std::size_t>& shape) {
+  const std::vector<std::size_t> found = npy_shape(path, sizeof(T) == 4 ? "<f4" : "<f8");
+  if (found != shape)
+    refuse_file(path,
+                fmt::format("is {}; the configuration in config.npy needs {}", tuple_str(found), tuple_str(shape)));
+}
+
+/// The .npy file \p path as a T array of \p shape (checked first by require_npy()).
+template <class T>
+xt::xarray<T> read_npy(const std::filesystem::path& path, const std::vector<std::size_t>& shape) {
+  require_npy<T>(path, shape);
   try {
     return xt::load_npy<T>(path.string());
   } catch (const std::exception& e) {
-    throw std::invalid_argument(fmt::format("load_checkpoint: {} is not a readable {} .npy file ({})", path.string(),
-                                            sizeof(T) == 4 ? "float32" : "float64", e.what()));
+    refuse_file(path, fmt::format("is not a readable .npy file ({})", e.what()));
   }
 }
 
 }  // namespace
 
+namespace {
+
+/// Is \p name a file save_checkpoint() writes (config.npy, embed.npy, unembed.npy, layerL_W_Q/K/V/O.npy) or
+/// the marker?
+bool checkpoint_file_name(const std::string& name) {
+  static const std::regex layer_file("layer[0-9]+_W_[QKVO]\\.npy");
+  return name == kCheckpointMarker || name == "config.npy" || name == "embed.npy" || name == "unembed.npy" ||
+         std::regex_match(name, layer_file);
+}
+
+[[noreturn]] void refuse_dir(const std::string& dir, const std::string& why) {
+  throw std::invalid_argument(fmt::format("save_checkpoint: '{}' {}", dir, why));
+}
+
+}  // namespace
+
+void prepare_checkpoint_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (dir.empty()) throw std::invalid_argument("save_checkpoint: the folder is empty text; name a folder");
+  const fs::path folder(dir), marker = folder / kCheckpointMarker;
+  std::error_code ec;
+  if (fs::exists(folder, ec)) {
+    if (!fs::is_directory(folder, ec)) refuse_dir(dir, "exists and is not a folder");
+    bool empty = true, marked = false;
+    std::string foreign;
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      empty = false;
+      marked = marked || name == kCheckpointMarker;
+      if (foreign.empty() && (!checkpoint_file_name(name) || !it->is_regular_file())) foreign = name;
+    }
+    if (ec) refuse_dir(dir, "cannot be read: " + ec.message());
+    if (!empty && (!marked || !foreign.empty()))
+      refuse_dir(
+          dir, fmt::format("holds files this chapter did not write ({}); give a new or empty folder, or one "
+                           "an earlier --save-checkpoint wrote (it holds {})",
+                           foreign.empty() ? "and no " + std::string(kCheckpointMarker) : foreign, kCheckpointMarker));
+  } else if (!fs::create_directories(folder, ec) || ec) {
+    refuse_dir(dir, "cannot be created: " + (ec ? ec.message() : std::string("unknown error")));
+  }
+  std::ofstream out(marker, std::ios::trunc);
+  out << "A checkpoint of chapter 12's model, written by ch12_learning --save-checkpoint (attn::ch12::save_checkpoint)."
+         "\nRead it with attn::ch12::load_checkpoint or numpy.load; a later run may replace these files.\n";
+  if (!out) refuse_dir(dir, "cannot be written into");
+}
+
 void save_checkpoint(const Model& model, const std::string& dir) {
   const std::filesystem::path folder(dir);
-  std::filesystem::create_directories(folder);
+  prepare_checkpoint_dir(dir);
   const Config& c = model.config;
   const xt::xtensor<double, 1> config{static_cast<double>(c.vocab),   static_cast<double>(c.d_model),
                                       static_cast<double>(c.heads),   static_cast<double>(c.layers),
                                       static_cast<double>(c.context), static_cast<double>(c.rope_base)};
   xt::dump_npy((folder / "config.npy").string(), config);
-  for (const auto& [name, p] : named_parameters<const Model, const Matrix*>(model))
-    xt::dump_npy((folder / (name + ".npy")).string(), *p);
+  const std::vector<const Matrix*> P = parameters(model);
+  for (std::size_t i = 0; i < P.size(); ++i) xt::dump_npy((folder / parameter_file(c, i).name).string(), *P[i]);
 }
 
 Model load_checkpoint(const std::string& dir) {
   const std::filesystem::path folder(dir);
-  const xt::xarray<double> saved = read_npy<double>(folder / "config.npy");
-  require(saved.dimension() == 1 && saved.size() == 6,
-          fmt::format("load_checkpoint: {} holds {} numbers; a configuration has 6", (folder / "config.npy").string(),
-                      saved.size()));
+  const xt::xarray<double> saved = read_npy<double>(folder / "config.npy", {6});
   for (std::size_t i = 0; i < 5; ++i)  // five sizes, then RoPE's base
     require(
         saved(i) >= 1.0 && saved(i) <= 1e9 && saved(i) == std::floor(saved(i)),
@@ -139,14 +292,20 @@ Model load_checkpoint(const std::string& dir) {
   c.layers = static_cast<std::size_t>(saved(3));
   c.context = static_cast<std::size_t>(saved(4));
   c.rope_base = static_cast<float>(saved(5));
-  Model m = init_model(c, 0);  // the shapes; every value is replaced below
-  for (auto& [name, p] : named_parameters<Model, Matrix*>(m)) {
-    const std::filesystem::path file = folder / (name + ".npy");
-    const xt::xarray<float> values = read_npy<float>(file);
-    require(values.dimension() == 2 && values.shape(0) == p->shape(0) && values.shape(1) == p->shape(1),
-            fmt::format("load_checkpoint: {} is {}; the configuration in config.npy needs ({}, {})", file.string(),
-                        shape_str(values), p->shape(0), p->shape(1)));
-    *p = values;
+  require_config(fmt::format("load_checkpoint: the configuration in {}", (folder / "config.npy").string()).c_str(), c);
+  // Every weight file's header and size first: nothing is allocated for a file that is missing or lies.
+  const std::size_t count = 4 * c.layers + 2;
+  for (std::size_t i = 0; i < count; ++i) {
+    const ParameterFile f = parameter_file(c, i);
+    require_npy<float>(folder / f.name, {f.rows, f.cols});
+  }
+  Model m;
+  m.config = c;
+  m.layers.resize(c.layers);
+  const std::vector<Matrix*> P = parameters(m);
+  for (std::size_t i = 0; i < count; ++i) {
+    const ParameterFile f = parameter_file(c, i);
+    *P[i] = read_npy<float>(folder / f.name, {f.rows, f.cols});  // (rows, cols)
   }
   return m;
 }
@@ -170,8 +329,8 @@ Trace forward_embedded(const Model& model, const Matrix& X0, const HeadMask& kee
   const std::size_t n = X0.shape(0), d_k = head_width(c);
   require(X0.shape(1) == c.d_model && n > 0 && n <= c.context,
           fmt::format("forward: X0 is {}; the model takes (1 … {}, {})", shape_str(X0), c.context, c.d_model));
-  require(keep.empty() || keep.size() == c.layers,
-          fmt::format("forward: the head mask has {} layers, the model {}", keep.size(), c.layers));
+  require_finite("forward", "X0", X0.data(), X0.size());
+  require_head_mask("forward", keep, c);
   Trace tr;
   tr.residual.push_back(X0);
   const Mask causal = causal_mask(n, n);  // (n, n)
@@ -226,13 +385,60 @@ void rope_backward(Matrix& G, float base) {
     }
 }
 
+namespace {
+
+/// Refuses a trace, gradients or tokens that do not belong to \p model and an n-token sequence: backward()
+/// indexes all of them by the model's layers, heads and sizes without further checks.
+void require_backward_inputs(const Model& model, const Trace& tr, const Matrix& dlogits,
+                             const std::vector<std::size_t>& tokens, const Model& grads, const HeadMask& keep) {
+  constexpr const char* where = "backward";
+  const Config& c = model.config;
+  const std::size_t n = tr.logits.shape(0), d_k = head_width(c);
+  require(dlogits.shape() == tr.logits.shape() && tr.logits.shape(1) == c.vocab,
+          fmt::format("{}: dlogits is {} and the trace's logits are {}; the model needs (n, {}) for both", where,
+                      shape_str(dlogits), shape_str(tr.logits), c.vocab));
+  require_finite(where, "dlogits", dlogits.data(), dlogits.size());
+  const auto is = [](const Matrix& M, std::size_t rows, std::size_t cols) {
+    return M.shape(0) == rows && M.shape(1) == cols;
+  };
+  bool trace_fits = tr.residual.size() == c.layers + 1 && tr.heads_out.size() == c.layers && tr.q.size() == c.layers &&
+                    tr.k.size() == c.layers && tr.v.size() == c.layers && tr.attention.size() == c.layers;
+  for (std::size_t l = 0; trace_fits && l <= c.layers; ++l) trace_fits = is(tr.residual[l], n, c.d_model);
+  for (std::size_t l = 0; trace_fits && l < c.layers; ++l) {
+    trace_fits = is(tr.heads_out[l], n, c.d_model) && tr.q[l].size() == c.heads && tr.k[l].size() == c.heads &&
+                 tr.v[l].size() == c.heads && tr.attention[l].size() == c.heads;
+    for (std::size_t h = 0; trace_fits && h < c.heads; ++h)
+      trace_fits =
+          is(tr.q[l][h], n, d_k) && is(tr.k[l][h], n, d_k) && is(tr.v[l][h], n, d_k) && is(tr.attention[l][h], n, n);
+  }
+  require(trace_fits, fmt::format("{}: the trace is not one of this model ({} layers of {} heads, d_model = {}) on {} "
+                                  "tokens: it has {} residual streams and {} layers of heads",
+                                  where, c.layers, c.heads, c.d_model, n, tr.residual.size(), tr.q.size()));
+  bool grads_fit = grads.layers.size() == c.layers && grads.embed.shape() == model.embed.shape() &&
+                   grads.unembed.shape() == model.unembed.shape();
+  for (std::size_t l = 0; grads_fit && l < c.layers; ++l)
+    for (const Matrix* W : {&grads.layers[l].W_Q, &grads.layers[l].W_K, &grads.layers[l].W_V, &grads.layers[l].W_O})
+      grads_fit = grads_fit && is(*W, c.d_model, c.d_model);
+  require(grads_fit, fmt::format("{}: the gradients have {} layers and an embedding of {}; the model has {} layers and "
+                                 "{} (make them with zeros_like(model))",
+                                 where, grads.layers.size(), shape_str(grads.embed), c.layers, shape_str(model.embed)));
+  require(tokens.empty() || tokens.size() == n,
+          fmt::format("{}: {} tokens for a trace of {} positions; give one per position, or none", where, tokens.size(),
+                      n));
+  for (std::size_t t = 0; t < tokens.size(); ++t)
+    require(tokens[t] < c.vocab, fmt::format("{}: token {} at position {} is outside the vocabulary 0 … {}", where,
+                                             tokens[t], t, c.vocab - 1));
+  require_head_mask(where, keep, c);
+}
+
+}  // namespace
+
 // [backward]
 Matrix backward(const Model& model, const Trace& tr, const Matrix& dlogits, const std::vector<std::size_t>& tokens,
                 Model& grads, const HeadMask& keep) {
   const Config& c = model.config;
   const std::size_t n = tr.logits.shape(0), d_k = head_width(c);
-  require(dlogits.shape() == tr.logits.shape(),
-          fmt::format("backward: dlogits is {} but the logits are {}", shape_str(dlogits), shape_str(tr.logits)));
+  require_backward_inputs(model, tr, dlogits, tokens, grads, keep);  // before grads is touched
   grads.unembed += matmul_transpose_a(tr.residual.back(), dlogits);  // (d, vocab)
   Matrix dX = matmul(dlogits, model.unembed, true);                  // (n, d): ∂L/∂(final stream)
   const Mask causal = causal_mask(n, n);
@@ -271,6 +477,7 @@ InductionSequence make_induction(std::size_t n, std::size_t vocab, Rng& rng) {
           fmt::format("make_induction: n = {} with a vocabulary of {}; need n ≥ 4 and up to n − n/4 = {} distinct "
                       "tokens",
                       n, vocab, n >= shortest ? n - shortest : 0));
+  checked_allocation("make_induction: the shuffled vocabulary vocab × 8 bytes", {vocab, sizeof(std::size_t)});
   std::uniform_int_distribution<std::size_t> pick_period(shortest, n / 2);
   const std::size_t period = pick_period(rng.engine()), fresh = n - period;  // fresh: distinct tokens needed
   std::vector<std::size_t> all(vocab);
@@ -320,7 +527,11 @@ Vector gradient_times_input(const Model& model, const std::vector<std::size_t>& 
 
 Vector integrated_gradients(const Model& model, const std::vector<std::size_t>& tokens, std::size_t row,
                             std::size_t target, std::size_t steps, const HeadMask& keep) {
-  require(steps > 0, "integrated_gradients: steps = 0; the path integral needs at least one point");
+  // Past 10^5 midpoints the rule's error (∝ 1/steps²) is far below float32's rounding of each gradient: more
+  // steps only take longer (SIZE_MAX of them would never end).
+  constexpr std::size_t kMaxSteps = 100000;
+  require(steps > 0 && steps <= kMaxSteps,
+          fmt::format("integrated_gradients: steps = {}; the path integral needs 1 to {} points", steps, kMaxSteps));
   const Matrix X0 = embed_tokens(model, tokens);  // (n, d)
   require_answer(model, tokens.size(), row, target);
   Matrix mean_grad = xt::zeros<float>(X0.shape());  // (n, d)
@@ -334,6 +545,7 @@ Vector integrated_gradients(const Model& model, const std::vector<std::size_t>& 
 
 double previous_token_score(const Matrix& A) {
   const std::size_t n = A.shape(0);
+  require(A.shape(1) == n, fmt::format("previous_token_score: A is {}; an attention map is (n, n)", shape_str(A)));
   if (n < 2) return 0.0;
   double sum = 0.0;
   for (std::size_t i = 1; i < n; ++i) sum += static_cast<double>(A(i, i - 1));
@@ -341,8 +553,10 @@ double previous_token_score(const Matrix& A) {
 }
 
 double accuracy(const Matrix& logits, const std::vector<std::size_t>& targets) {
+  require(targets.size() == logits.shape(0),
+          fmt::format("accuracy: logits are {} but there are {} targets", shape_str(logits), targets.size()));
   std::size_t counted = 0, right = 0;
-  for (std::size_t i = 0; i < targets.size() && i < logits.shape(0); ++i) {
+  for (std::size_t i = 0; i < targets.size(); ++i) {
     if (targets[i] == kIgnore) continue;
     ++counted;
     const auto row = xt::row(logits, i);

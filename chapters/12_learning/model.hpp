@@ -60,7 +60,9 @@ struct Trace {
 
 /// A model with the given sizes and small Gaussian weights (seeded).
 /// \throws std::invalid_argument when vocab, d_model, heads, layers or context is 0, or d_model is not a
-///         multiple of heads, or the head width d_model / heads is odd (RoPE rotates pairs).
+///         multiple of heads, or the head width d_model / heads is odd (RoPE rotates pairs), or rope_base is not a
+///         finite number above 1, or the parameters would not fit in memory (naming the estimate, before
+///         allocating).
 Model init_model(const Config& config, std::uint64_t seed);
 
 /// A model of zeros with the shapes of \p like (for gradients and optimiser moments).
@@ -71,14 +73,29 @@ std::vector<Matrix*> parameters(Model& model);
 /// The same, read-only.
 std::vector<const Matrix*> parameters(const Model& model);
 
-/// Writes \p model into the folder \p dir (created if missing) as NumPy .npy files, with xtensor's own
-/// xt::dump_npy: config.npy (vocab, d_model, heads, layers, context, rope_base, float64), embed.npy
+/// The file that marks a folder as a checkpoint's: prepare_checkpoint_dir() writes it first.
+inline constexpr const char* kCheckpointMarker = "written_by_ch12_learning.txt";
+
+/// Makes \p dir ready for save_checkpoint(), or refuses it (std::invalid_argument naming it) when it is empty
+/// text, exists and is not a folder, cannot be created or written, or holds files this chapter did not write:
+/// only a new or empty folder, or one holding a checkpoint written before (kCheckpointMarker and the
+/// checkpoint's own .npy files), is accepted, so a file of the user's (or '/') is never replaced. Creates the
+/// folder when missing and writes kCheckpointMarker into it. The chapter calls it when it parses the command
+/// line, so a bad --save-checkpoint fails with status 2 before training.
+void prepare_checkpoint_dir(const std::string& dir);
+
+/// Writes \p model into the folder \p dir (prepare_checkpoint_dir() first) as NumPy .npy files, with xtensor's
+/// own xt::dump_npy: config.npy (vocab, d_model, heads, layers, context, rope_base, float64), embed.npy
 /// (vocab, d_model), layer1_W_Q.npy … layerL_W_O.npy (d_model, d_model) and unembed.npy (d_model, vocab).
-/// Python reads them with numpy.load. Throws std::runtime_error naming the file it cannot write.
+/// Python reads them with numpy.load. Throws std::invalid_argument when prepare_checkpoint_dir() refuses \p dir
+/// (nothing is written then), std::runtime_error naming the file it cannot write.
 void save_checkpoint(const Model& model, const std::string& dir);
 
 /// The model save_checkpoint() wrote into \p dir, bit for bit. Throws std::invalid_argument naming the file
-/// when one is missing, unreadable, or holds a shape or configuration that does not fit.
+/// when one is missing, unreadable, or holds a shape or configuration that does not fit; every file's header
+/// (magic, type <f4 or <f8, C order, a shape of sizes) and length (exactly the bytes its shape needs: not
+/// truncated, not header-only, nothing appended) are checked, and every weight file's shape compared with
+/// config.npy's, before any weight is allocated or read.
 Model load_checkpoint(const std::string& dir);
 
 /// The rows of the embedding for \p tokens: (n, d_model).
@@ -87,7 +104,8 @@ Matrix embed_tokens(const Model& model, const std::vector<std::size_t>& tokens);
 
 /// The forward pass from an embedded sequence X0 (n, d_model) (forward() embeds tokens first; integrated
 /// gradients scales X0). \p keep ablates heads.
-/// \throws std::invalid_argument naming the shapes when X0 does not fit the model or n exceeds the context.
+/// \throws std::invalid_argument naming the shapes when X0 does not fit the model or n exceeds the context, naming
+///         the first NaN/Inf of X0, or when \p keep is not empty and not (layers) × (heads).
 Trace forward_embedded(const Model& model, const Matrix& X0, const HeadMask& keep = HeadMask());
 
 /// The forward pass of \p tokens: logits (n, vocab) for the next token at every position, and the trace.
@@ -96,6 +114,9 @@ Trace forward(const Model& model, const std::vector<std::size_t>& tokens, const 
 /// The backward pass: given dlogits = ∂L/∂logits (n, vocab), adds ∂L/∂θ into \p grads (same shapes as the
 /// model) and returns ∂L/∂X0 (n, d_model), the gradient at the embedded input. \p tokens says which rows
 /// of the embedding receive ∂L/∂X0 (none when empty: the input was not a token sequence).
+/// \throws std::invalid_argument, before \p grads is touched, when the trace or \p grads do not have the model's
+///         layers, heads and shapes, dlogits is not (n, vocab) or holds a NaN/Inf, tokens is neither empty nor
+///         (n), a token is ≥ vocab, or \p keep is not empty and not (layers) × (heads).
 Matrix backward(const Model& model, const Trace& trace, const Matrix& dlogits, const std::vector<std::size_t>& tokens,
                 Model& grads, const HeadMask& keep = HeadMask());
 
@@ -118,11 +139,13 @@ inline constexpr std::size_t kIgnore = static_cast<std::size_t>(-1);
 /// the repeat (i = n − L … n − 2) predicts tokens[i + 1] = tokens[i + 1 − L]: find the earlier occurrence of
 /// the current token, copy the token after it. The period varies, so no fixed offset (which RoPE would make
 /// easy) solves the task: the model must match content. Everything else is kIgnore.
-/// \throws std::invalid_argument when n < 4 or n − n/4 > vocab (not enough distinct tokens).
+/// \throws std::invalid_argument when n < 4 or n − n/4 > vocab (not enough distinct tokens), or when vocab is too
+///         large to shuffle in memory (naming the estimate, before allocating).
 InductionSequence make_induction(std::size_t n, std::size_t vocab, Rng& rng);
 
 /// Mean attention from each query i ≥ 1 to key i − 1: 1 for a perfect previous-token head.
 /// \param A (n, n) one head's attention.
+/// \throws std::invalid_argument when A is not square.
 double previous_token_score(const Matrix& A);
 
 /// Gradient × input (Shrikumar et al. 2016) for the logit of \p target at position \p row: per position j,
@@ -134,11 +157,12 @@ Vector gradient_times_input(const Model& model, const std::vector<std::size_t>& 
 /// Integrated gradients (Sundararajan et al. 2017) from the all-zero input: per position j,
 /// Σ_d X0(j, d)·mean over α of ∂logit/∂X0(j, d) at α·X0, α at the midpoints of \p steps equal intervals of
 /// (0, 1]. For a model linear in X0 it equals gradient × input. Returns (n).
-/// \throws std::invalid_argument when steps is 0, row ≥ n or target ≥ vocab.
+/// \throws std::invalid_argument when steps is 0 or above 100,000, row ≥ n or target ≥ vocab.
 Vector integrated_gradients(const Model& model, const std::vector<std::size_t>& tokens, std::size_t row,
                             std::size_t target, std::size_t steps, const HeadMask& keep = HeadMask());
 
 /// Fraction of predictable positions (target ≠ kIgnore) whose largest logit is the target.
+/// \throws std::invalid_argument when there is not one target per row of \p logits.
 double accuracy(const Matrix& logits, const std::vector<std::size_t>& targets);
 
 }  // namespace attn::ch12

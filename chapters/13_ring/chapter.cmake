@@ -1,12 +1,8 @@
 # Chapter 13's parts beyond attn_add_chapter(): the test of its given code (Ulysses), on the solution track
 # only, and the MPI program with its ctest cases.
 
-# Chapter 13's own code (no exercise in it): solution track only, like chapter 06's core test.
-add_executable(ch13_ring_core_test ${PROJECT_SOURCE_DIR}/tests/13_ring_core_test.cpp)
-target_link_libraries(ch13_ring_core_test PRIVATE ch13_ring_solution attn_test_support attn_test_main)
-attn_strict_warnings(ch13_ring_core_test)
-attn_discover_tests(ch13_ring_core_test "solution:" "solution;ch13")
-add_dependencies(attn_solution_tests ch13_ring_core_test)
+# Chapter 13's own code (no exercise in it): solution track only, labelled threads (its kernels run threads).
+attn_add_core_test(13 ring THREADED)
 
 # Chapter 13's MPI program (ch13_ring_mpi, and ch13_ring_mpi_exercise on the learner's code) and its ctest
 # cases at np = 1 … 4. Open MPI is optional: without it this part is skipped with a message and the rest of

@@ -4,8 +4,11 @@
 /// book's tables). It checks what the rank sends against the ring's own schedule and counts the bytes.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "13_ring/ring.hpp"
 
@@ -46,6 +49,10 @@ struct RingRun {
   std::vector<std::size_t> transfers;       ///< start/finish pairs per rank
 };
 
+/// The most ranks ring_in_one_process() simulates: it runs all P² steps one after the other, and 1024 ranks are
+/// already a million folds.
+inline constexpr std::size_t kMaxRanksInOneProcess = 1024;
+
 /// The whole ring in one process: ring_attention_rank() of rank 0, 1, …, P-1 over LocalLinks, every rank's
 /// rows put back at their positions. (Inline: it runs the learner's contract, so it lives with the tracks.)
 /// \param Q (n, d_k) the whole sequence's queries.
@@ -55,9 +62,19 @@ struct RingRun {
 /// \param split how positions are assigned to ranks.
 /// \param causal apply the causal rule.
 /// \param tiles block sizes and threads of the fast kernel inside each step.
+/// \throws std::invalid_argument when P is 0, above n (a rank would own nothing) or above kMaxRanksInOneProcess,
+///         or naming the shapes when K or V does not have Q's n rows (and as ring_attention_rank() does).
 inline RingRun ring_in_one_process(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t P, Split split,
                                    bool causal, const Tiles& tiles = {}) {
   const std::size_t n = Q.shape(0);
+  require(P > 0 && P <= std::max<std::size_t>(n, 1) && P <= kMaxRanksInOneProcess,
+          fmt::format("ring_in_one_process: P = {} ranks for n = {} positions; need 1 ≤ P ≤ n and P ≤ {} (one process "
+                      "runs all P² steps)",
+                      P, n, kMaxRanksInOneProcess));
+  require(K.shape(0) == n && V.shape(0) == n,
+          fmt::format("ring_in_one_process: Q is {}, K {} and V {}; the ring needs one key and value per query "
+                      "position",
+                      shape_str(Q), shape_str(K), shape_str(V)));
   std::vector<KVBlock> blocks;
   std::vector<Chunks> chunks;
   for (std::size_t r = 0; r < P; ++r) {

@@ -89,12 +89,13 @@ std::size_t ring_source(std::size_t rank, std::size_t step, std::size_t P);
 /// \p rank owns pieces rank and 2P-1-rank, in that order. Under the causal rule each rank then does the
 /// same work (an early piece sees few keys, a late one many).
 /// \return two chunks (either may be empty when n < 2P).
-/// \throws std::invalid_argument when P = 0 or rank ≥ P.
+/// \throws std::invalid_argument when P = 0, rank ≥ P or 2P does not fit in std::size_t.
 Chunks zigzag_chunks(std::size_t rank, std::size_t P, std::size_t n);
 
 /// How the query chunk \p q sees the key chunk \p k under the causal rule: hidden when every key comes
 /// after every query, full when every key comes at or before every query, diagonal otherwise (with the
 /// offset that turns the global rule into local indices). An empty chunk is hidden.
+/// \throws std::invalid_argument when a chunk ends before it begins or past 2^63 (the offset is signed).
 CausalBlock causal_block(Chunk q, Chunk k);
 
 /// Merges a partial result over other keys into rows [row0, row0 + part rows) of \p running, with chapter
@@ -103,7 +104,8 @@ CausalBlock causal_block(Chunk q, Chunk k);
 /// \param running O (rows, d_v) and lse (rows), updated in place.
 /// \param row0 the first row of \p running that \p part covers.
 /// \param part O (part rows, d_v) and lse (part rows).
-/// \throws std::invalid_argument naming the shapes when they do not fit (running is left unchanged).
+/// \throws std::invalid_argument naming the shapes when they do not fit, or naming the first NaN/Inf of an O or
+///         NaN/+inf of an lse (running is left unchanged).
 void merge_partial(FlashOutput& running, std::size_t row0, const FlashOutput& part);
 
 /// Folds one received key/value block into a rank's running result: for every (query chunk, key chunk)
@@ -140,7 +142,7 @@ FlashOutput ring_attention_rank(std::size_t rank, std::size_t P, std::size_t n, 
 // --- given: the split and the bookkeeping around it (chapters/13_ring/layout.cpp) ----------------------
 
 /// Piece \p index of \p parts near-equal pieces of [0, n): [index·n/parts, (index+1)·n/parts).
-/// \throws std::invalid_argument when parts = 0 or index ≥ parts.
+/// \throws std::invalid_argument when parts = 0, index ≥ parts, or parts·n does not fit in std::size_t.
 Chunk even_chunk(std::size_t index, std::size_t parts, std::size_t n);
 
 /// The chunks rank \p rank owns under \p split (one for contiguous, two for zigzag).
@@ -149,6 +151,7 @@ inline Chunks rank_chunks(std::size_t rank, std::size_t P, std::size_t n, Split 
 }
 
 /// Total positions of \p chunks.
+/// \throws std::invalid_argument when a chunk ends before it begins or the total does not fit.
 std::size_t rows_of(const Chunks& chunks);
 
 /// The rows of \p X (n, d) at the positions of \p chunks, chunk after chunk: (rows_of(chunks), d).
@@ -161,12 +164,13 @@ void scatter_rows(Matrix& X, const Matrix& part, const Chunks& chunks);
 
 /// The (query, key) pairs the ring computes for queries at \p q_chunks over all n keys: n per query,
 /// or, when \p causal, position + 1 per query (counted, not measured).
+/// \throws std::invalid_argument when a chunk ends before it begins or the count does not fit in std::size_t.
 std::size_t pairs_computed(const Chunks& q_chunks, std::size_t n, bool causal);
 
 /// Bytes rank r sends around the ring in one attention (float32): it passes on every block except the
 /// one it would receive last, i.e. (n - rows of rank r+1) rows of K and V: (n - rows[(r+1) mod P])·(d_k +
 /// d_v)·4. \p rows holds every rank's row count (P entries).
-/// \throws std::invalid_argument when rank ≥ rows.size().
+/// \throws std::invalid_argument when rank ≥ rows.size() or the count does not fit in std::size_t.
 std::size_t ring_bytes_sent(std::size_t rank, const std::vector<std::size_t>& rows, std::size_t d_k, std::size_t d_v);
 
 /// @}

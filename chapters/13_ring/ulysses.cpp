@@ -5,6 +5,7 @@
 
 #include "05_flash_cpu/flash_fast.hpp"
 #include "13_ring/ring.hpp"
+#include "attn/checks.hpp"
 
 namespace attn::ch13 {
 
@@ -63,7 +64,12 @@ std::size_t ulysses_bytes_sent(std::size_t rank, std::size_t P, std::size_t n, s
   require(P > 0 && P <= h && rank < P,
           fmt::format("ulysses_bytes_sent: rank {} of P = {} ranks, h = {} heads (needs rank < P ≤ h)", rank, P, h));
   const std::size_t rows = even_chunk(rank, P, n).size(), g = even_chunk(rank, P, h).size();
-  return ((h - g) * rows * (2 * d_k + d_v) + g * (n - rows) * d_v) * sizeof(float);
+  constexpr const char* what = "ulysses_bytes_sent";  // refused, never wrapped
+  const std::size_t width = checked_sum(what, {checked_product(what, {2, d_k}), d_v});
+  return checked_product(
+      what,
+      {checked_sum(what, {checked_product(what, {h - g, rows, width}), checked_product(what, {g, n - rows, d_v})}),
+       sizeof(float)});
 }
 
 }  // namespace attn::ch13

@@ -33,7 +33,7 @@ UlyssesRun ulysses_in_one_process(const Tensor3& Q, const Tensor3& K, const Tens
 /// other ranks own, then O of the other n - rows_r tokens for its own g_r heads (g_r = even_chunk(rank, P,
 /// h) heads): ((h - g_r)·rows_r·(2·d_k + d_v) + g_r·(n - rows_r)·d_v)·4, float32; when P divides h and n,
 /// (h/P)·((P-1)·rows_r·(2·d_k + d_v) + (n - rows_r)·d_v)·4.
-/// \throws std::invalid_argument naming the sizes unless rank < P ≤ h.
+/// \throws std::invalid_argument naming the sizes unless rank < P ≤ h, or when the count does not fit.
 std::size_t ulysses_bytes_sent(std::size_t rank, std::size_t P, std::size_t n, std::size_t h, std::size_t d_k,
                                std::size_t d_v);
 

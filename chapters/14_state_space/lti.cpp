@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
+
 #if ATTN_HAVE_FFTW
 #include <fftw3.h>
 #endif
@@ -29,8 +31,9 @@ void require_same_n(const char* where, const DiscreteSSM& ssm) {
 // [ssm_kernel]
 Vector ssm_kernel(const DiscreteSSM& ssm, std::size_t n) {
   require_same_n("ssm_kernel", ssm);
-  Vector K = xt::zeros<float>({n});  // (n)
-  ComplexVector power = ssm.B_bar;   // (N) Ā^l ∘ B̄, one multiplication per entry and tap
+  checked_allocation("ssm_kernel: the kernel n floats", {n, sizeof(float)});  // before allocating
+  Vector K = xt::zeros<float>({n});                                           // (n)
+  ComplexVector power = ssm.B_bar;  // (N) Ā^l ∘ B̄, one multiplication per entry and tap
   for (std::size_t l = 0; l < n; ++l) {
     Complex sum = 0.0f;
     for (std::size_t k = 0; k < power.size(); ++k) {

@@ -14,7 +14,8 @@ namespace attn::ch14 {
 /// \param ssm Ā, B̄, C, each (N).
 /// \param n kernel length.
 /// \return (n) K.
-/// \throws std::invalid_argument naming the sizes when Ā, B̄ and C differ in N.
+/// \throws std::invalid_argument naming the sizes when Ā, B̄ and C differ in N, or when n floats would not fit in
+///         memory (naming the estimate, before allocating).
 Vector ssm_kernel(const DiscreteSSM& ssm, std::size_t n);
 
 /// The SSM as a recurrence: `x_t = Ā ∘ x_{t−1} + B̄ u_t`, `y_t = Re(C · x_t)`, from x_{−1} = 0; O(n·N) time and

@@ -5,11 +5,14 @@
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
+
 namespace attn::ch14 {
 
 Matrix orthonormal_rows(Rng& rng, std::size_t m, std::size_t d) {
   require(m <= d, fmt::format("orthonormal_rows: m = {} rows cannot be orthogonal in d = {} dimensions", m, d));
-  Matrix Q = rng.normal(m, d);  // (m, d)
+  checked_allocation("orthonormal_rows: m × d floats", {m, d, sizeof(float)});  // before allocating
+  Matrix Q = rng.normal(m, d);                                                  // (m, d)
   for (std::size_t i = 0; i < m; ++i) {
     // Subtract the parts along the rows before, twice (one pass of Gram–Schmidt loses orthogonality in float).
     for (int pass = 0; pass < 2; ++pass)
@@ -30,6 +33,7 @@ RecallTask recall_task(const Matrix& K, const Matrix& V) {
   require(K.shape(0) == V.shape(0),
           fmt::format("recall_task: K is {} and V is {}; one value per key is needed", shape_str(K), shape_str(V)));
   const std::size_t m = K.shape(0), d_k = K.shape(1), d_v = V.shape(1);
+  checked_product("recall_task: 2m rows", {2, m});
   RecallTask task{xt::zeros<float>({2 * m, d_k}), xt::zeros<float>({2 * m, d_k}), xt::zeros<float>({2 * m, d_v})};
   xt::view(task.B, xt::range(0, m), xt::all()) = K;      // write: the key is the input matrix
   xt::view(task.X, xt::range(0, m), xt::all()) = V;      // ... and the value is the input
@@ -38,6 +42,10 @@ RecallTask recall_task(const Matrix& K, const Matrix& V) {
 }
 
 double relative_error(const Matrix& recalled, const Matrix& V) {
+  require(recalled.shape() == V.shape(), fmt::format("relative_error: recalled is {} and V is {}; they need one shape",
+                                                     shape_str(recalled), shape_str(V)));
+  require_finite("relative_error", "recalled", recalled.data(), recalled.size());
+  require_finite("relative_error", "V", V.data(), V.size());
   double num = 0.0, den = 0.0;
   for (std::size_t i = 0; i < V.size(); ++i) {
     const double e = static_cast<double>(recalled.data()[i]) - V.data()[i];

@@ -13,7 +13,8 @@ namespace attn::ch14 {
 
 /// \p m rows of length \p d that are orthonormal (Gram–Schmidt on Gaussian rows), m ≤ d.
 /// \return (m, d).
-/// \throws std::invalid_argument when m > d (at most d vectors of length d can be orthogonal).
+/// \throws std::invalid_argument when m > d (at most d vectors of length d can be orthogonal), or when m·d floats
+///         would not fit in memory (naming the estimate, before allocating).
 Matrix orthonormal_rows(Rng& rng, std::size_t m, std::size_t d);
 
 /// The recall task as a sequence of 2m tokens for an SSM with state width N = d_k: tokens 0 … m−1 write pair j
@@ -29,6 +30,7 @@ struct RecallTask {
 RecallTask recall_task(const Matrix& K, const Matrix& V);
 
 /// ‖V̂ − V‖_F / ‖V‖_F: the relative error of recalled values \p recalled (m, d_v) against \p V (m, d_v).
+/// \throws std::invalid_argument naming both shapes when they differ, or the first NaN/Inf of either.
 double relative_error(const Matrix& recalled, const Matrix& V);
 
 }  // namespace attn::ch14

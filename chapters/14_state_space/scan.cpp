@@ -208,7 +208,11 @@ bool use_scan_kernels(const std::string& isa) {
   return true;
 }
 
-void vector_exp(const float* from, float* to, std::size_t n) { kernels().exp_to(from, to, n); }
+void vector_exp(const float* from, float* to, std::size_t n) {
+  // The kernels write 16 lanes at a time: any other n would write past the end of `to`.
+  if (n % 16 != 0) throw std::invalid_argument(fmt::format("vector_exp: n = {} is not a multiple of 16", n));
+  kernels().exp_to(from, to, n);
+}
 
 double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N) {
   return 4.0 * static_cast<double>(n) * static_cast<double>(3 * d + 2 * N);
@@ -221,6 +225,11 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
   check(x, delta, A, B, C, threads);
   const ScanKernels& kernel = kernels();
   const std::size_t n = x.shape(0), d = x.shape(1), N = A.shape(1), T = static_cast<std::size_t>(threads);
+  if (N == 0) {  // no state: nothing is remembered, every output is the empty sum 0 (the kernels need N ≥ 1)
+    require_finite("selective_scan", "x", x.data(), x.size());
+    require_finite("selective_scan", "delta", delta.data(), delta.size());
+    return {Matrix(xt::zeros<float>({n, d})), Matrix(xt::zeros<float>({d, N}))};
+  }
   // (n, d), not zero-filled: every entry is written by the scan (a serial fill of 16 MiB would be Amdahl's again).
   Matrix y(Matrix::shape_type{n, d});
   Matrix h = xt::zeros<float>({d, N});  // (d, N) the final state

@@ -48,6 +48,7 @@ struct ScanStats {
 /// \param B (n, N) input matrices, one per token.
 /// \param C (n, N) output matrices, one per token.
 /// \param threads ≥ 1; more threads than tokens (time) or channels (channels) leave the extra ones idle.
+///        With N = 0 there is no state: y is all zeros and h is (d, 0), whatever the split.
 /// \param split how the threads share the work.
 /// \param stats when not null, receives the CPU time the call's threads spent and the fix-up's size (see ScanStats).
 /// \return y (n, d) and the final state h (d, N).
@@ -71,6 +72,7 @@ bool use_scan_kernels(const std::string& isa);
 
 /// to[0, n) ← e^from with the active kernels' exponential, n a multiple of 16, every value ≤ 0: the operation the
 /// scan spends most of its time in (d·N of them per token), for the benchmark's ceiling.
+/// \throws std::invalid_argument when n is not a multiple of 16 (the kernels would write past the end).
 void vector_exp(const float* from, float* to, std::size_t n);
 
 /// Bytes a selective scan must move at least: x, Δ, B, C read once and y written once, float32:

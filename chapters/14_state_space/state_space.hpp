@@ -64,7 +64,8 @@ DiscreteSSM zoh_discretize(const DiagonalSSM& ssm, float delta);
 /// \param C (N) the token's output matrix, shared by the channels.
 /// \return (d) y, the token's output per channel.
 /// \throws std::invalid_argument naming the shapes when they do not fit; naming the entry when some
-///         Δ_c ≤ 0 or A(c, k) ≥ 0, or a value is not finite.
+///         Δ_c ≤ 0 or A(c, k) ≥ 0, or a value (h included) is not finite; when finite inputs could overflow the
+///         state or the output (max|h| + max(Δ|x|)·max|B|, times N·max|C|, past float's largest value).
 Vector selective_step(Matrix& h, const Vector& x, const Vector& delta, const Matrix& A, const Vector& B,
                       const Vector& C);
 
@@ -89,7 +90,8 @@ ScanPair scan_combine(ScanPair earlier, ScanPair later);
 /// gives chapter 08's λ^{i−j}.
 /// \param a (n) the decay of every token, in [0, 1] (a_t = exp(Δ_t A) for a scalar A < 0).
 /// \return (n, n) lower triangular.
-/// \throws std::invalid_argument naming the index and the value of an entry outside [0, 1] or not finite.
+/// \throws std::invalid_argument naming the index and the value of an entry outside [0, 1] or not finite, or when
+///         the (n, n) mask would not fit in memory (naming the estimate, before allocating).
 Matrix semiseparable_mask(const Vector& a);
 
 /// The attention form of the selective SSM (Mamba-2's state-space duality): `Y = (L ∘ C Bᵀ) X`, where
@@ -102,7 +104,7 @@ Matrix semiseparable_mask(const Vector& a);
 /// \param X (n, p) the values (the inputs of p channels).
 /// \return (n, p) Y.
 /// \throws std::invalid_argument naming the shapes when L is not (n, n) for the n of C, B and X, or C and
-///         B differ in N.
+///         B differ in N; naming the first NaN/Inf of L, C, B or X.
 Matrix masked_attention_form(const Matrix& L, const Matrix& C, const Matrix& B, const Matrix& X);
 
 /// @}

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "attn/measure.hpp"
+
 // OpenBLAS's own extensions (its cblas.h would clash with the cblas header xtensor-blas includes).
 extern "C" int openblas_get_num_threads(void);
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -44,6 +46,21 @@ std::size_t checked_sum(const char* what, std::initializer_list<std::size_t> ter
     sum += t;
   }
   return sum;
+}
+
+std::size_t checked_allocation(const char* what, std::initializer_list<std::size_t> factors) {
+  const std::size_t bytes = checked_product(what, factors);
+  const std::size_t available = available_memory_bytes();
+  if (available > 0 && bytes > available) {
+    std::string list;
+    for (std::size_t f : factors) list += (list.empty() ? "" : " × ") + std::to_string(f);
+    throw std::invalid_argument(
+        fmt::format("{}: {} bytes = {}, more than the {} available now; refused before "
+                    "allocating",
+                    what, list, human_bytes(static_cast<double>(bytes), false),
+                    human_bytes(static_cast<double>(available), false)));
+  }
+  return bytes;
 }
 
 namespace {

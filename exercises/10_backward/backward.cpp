@@ -21,7 +21,7 @@ constexpr const char* kChapter = "10_backward";
 
 Matrix softmax_backward(const Matrix& P, const Matrix& dP) {
   // TODO(learner): dS, the gradient of the loss with respect to the scores, from P and dP row by row,
-  //   without building a Jacobian (backward.hpp states the formula). Mismatched shapes are an error.
+  //   without building a Jacobian (backward.hpp states the formula and what it refuses).
   throw not_implemented("softmax_backward", kChapter,
                         "J·g with J = diag(p) − p·pᵀ is p ∘ g − p·(pᵀg): one dot product per row, no Jacobian.");
 }
@@ -29,7 +29,8 @@ Matrix softmax_backward(const Matrix& P, const Matrix& dP) {
 AttentionGrads attention_backward(const Matrix& Q, const Matrix& K, const Matrix& V, const Matrix& dO,
                                   const Mask& mask) {
   // TODO(learner): dQ, dK and dV of attention (with the mask, when given), from the forward's pieces and
-  //   dO; shapes that do not fit are an error naming them. The page derives each product's gradient.
+  //   dO; bad input (shapes, NaN/Inf, sizes that cannot be allocated) is refused as backward.hpp says. The
+  //   page derives each product's gradient.
   throw not_implemented("attention_backward", kChapter,
                         "O = P·V and S = Q·Kᵀ/√d_k: each product's gradient is the other factor, transposed.");
 }
@@ -38,7 +39,7 @@ void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j
                          const Vector& lse_i, const Vector& D_i, Matrix& dQ_i, Matrix& dK_j, Matrix& dV_j,
                          const Mask& allowed) {
   // TODO(learner): add this tile's share of dQ_i, dK_j and dV_j, knowing only the tile, the forward's
-  //   log-sum-exp and D_i (never the rest of the row). Nothing may change when the shapes do not fit.
+  //   log-sum-exp and D_i (never the rest of the row). Nothing may change when the input is refused.
   throw not_implemented("flash_backward_tile", kChapter,
                         "recompute P from the log-sum-exp (exp(s − lse)), and use D_i where the row sum of dP∘P was.");
 }

@@ -19,13 +19,15 @@ constexpr const char* kChapter = "11_positions";
 
 Matrix sinusoidal_encoding(std::size_t n, std::size_t d) {
   // TODO(learner): PE(p, c) = sin(p·ω) for even c and cos(p·ω) for odd c, with ω = 10000^(−(c − c mod 2)/d):
-  //   columns 2i and 2i + 1 share one frequency. Compute the angle in double.
+  //   columns 2i and 2i + 1 share one frequency. Compute the angle in double. Refuse sizes that cannot fit
+  //   before allocating: attn::checked_allocation (attn/checks.hpp) does it and names the estimate.
   throw not_implemented("sinusoidal_encoding", kChapter,
                         "each pair of columns is a sine and a cosine of p·ω_i, ω_i = 10000^(−2i/d).");
 }
 
 void apply_rope(Matrix& X, std::size_t first_position, float base) {
-  // TODO(learner): refuse an odd d (and base ≤ 1) before touching X. For row p (position first_position + p)
+  // TODO(learner): refuse an odd d (and base ≤ 1, and a NaN/Inf in X: attn::require_finite) before touching X. For row
+  // p (position first_position + p)
   //   and each pair i: angle = position·base^(−2i/d); (x0, x1) ← (cos·x0 − sin·x1, sin·x0 + cos·x1).
   throw not_implemented("apply_rope", kChapter,
                         "rotate each pair of columns (2i, 2i+1) by position·θ_i, θ_i = base^(−2i/d).");
@@ -37,7 +39,8 @@ Vector alibi_slopes(std::size_t h) {
 }
 
 Matrix alibi_bias(std::size_t n_q, std::size_t n_kv, float slope) {
-  // TODO(learner): bias(i, j) = −slope·|i + n_kv − n_q − j|; refuse a negative (or NaN) slope and n_q > n_kv.
+  // TODO(learner): bias(i, j) = −slope·|i + n_kv − n_q − j|; refuse a negative (or NaN) slope and n_q > n_kv,
+  //   and (attn::checked_allocation) an (n_q, n_kv) that cannot fit, before allocating it.
   throw not_implemented("alibi_bias", kChapter, "the penalty grows linearly with the distance between query and key.");
 }
 

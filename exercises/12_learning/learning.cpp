@@ -25,20 +25,20 @@ LossAndGrad cross_entropy(const Matrix& logits, const std::vector<std::size_t>& 
 
 void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::size_t t, const AdamW& settings) {
   // TODO(learner): one AdamW step on every element, as learning.hpp writes it; nothing changes when the
-  //   shapes or t are refused.
+  //   shapes, t, the settings or the values are refused.
   throw not_implemented("adamw_step", kChapter,
                         "Adam's step is m̂ / (√v̂ + ε), about ±1 per coordinate; the decay is applied to θ itself.");
 }
 
 double induction_score(const Matrix& A, const std::vector<std::size_t>& tokens) {
-  // TODO(learner): the head's induction score, as learning.hpp defines it; A must be (n, n) for n tokens.
+  // TODO(learner): the head's induction score, as learning.hpp defines it; A must be (n, n) for n tokens, and finite.
   throw not_implemented("induction_score", kChapter,
                         "An induction head at token t looks one step past t's earlier occurrence: at what came next.");
 }
 
 Matrix attention_rollout(const std::vector<Matrix>& layers) {
   // TODO(learner): attention rollout over the layers, the residual stream counted as learning.hpp says;
-  //   an empty list and mismatched shapes are refused.
+  //   an empty list, mismatched shapes and NaN/Inf are refused.
   throw not_implemented("attention_rollout", kChapter,
                         "Position i after layer 2 mixes positions after layer 1, which mix the inputs: multiply.");
 }

@@ -19,13 +19,14 @@ constexpr const char* kChapter = "13_ring";
 
 std::size_t ring_source(std::size_t rank, std::size_t step, std::size_t P) {
   // TODO(learner): every step passes each block to rank + 1. Which rank's block has reached `rank` after
-  //   `step` steps? Mind the unsigned wrap-around. P == 0, rank >= P or step >= P is std::invalid_argument.
+  //   `step` steps? Mind the unsigned wrap-around (rank + P itself can wrap when P is near SIZE_MAX).
+  //   P == 0, rank >= P or step >= P is std::invalid_argument.
   throw not_implemented("ring_source", kChapter, "one subtraction modulo P; add P first, the indices are unsigned.");
 }
 
 Chunks zigzag_chunks(std::size_t rank, std::size_t P, std::size_t n) {
   // TODO(learner): cut [0, n) into 2P pieces with even_chunk(); rank owns piece `rank` and piece 2P-1-rank,
-  //   in that order. P == 0 or rank >= P is std::invalid_argument.
+  //   in that order. P == 0, rank >= P or a 2P that does not fit (attn::checked_product) is std::invalid_argument.
   throw not_implemented("zigzag_chunks", kChapter,
                         "two calls to even_chunk(index, 2 * P, n): one early, one late piece.");
 }
@@ -33,6 +34,7 @@ Chunks zigzag_chunks(std::size_t rank, std::size_t P, std::size_t n) {
 CausalBlock causal_block(Chunk q, Chunk k) {
   // TODO(learner): query position i sees key position j when j ≤ i. Compare the first and last positions
   //   of the two chunks: hidden, full or diagonal; offset = q.begin - k.begin. An empty chunk is hidden.
+  //   A chunk that ends before it begins, or past 2^63 (offset is a ptrdiff_t), is std::invalid_argument.
   throw not_implemented(
       "causal_block", kChapter,
       "the last query is q.end - 1 and the last key k.end - 1; a key AT the query's position is visible.");

@@ -27,7 +27,7 @@ DiscreteSSM zoh_discretize(const DiagonalSSM& ssm, float delta) {
 Vector selective_step(Matrix& h, const Vector& x, const Vector& delta, const Matrix& A, const Vector& B,
                       const Vector& C) {
   // TODO(learner): one token of the selective SSM for every channel: the state updated in place, then read
-  //   with C; h is untouched when the input is refused.
+  //   with C; h is untouched when the input is refused (state_space.hpp lists what, overflow included).
   throw not_implemented("selective_step", kChapter,
                         "decay the state, add the token's input, then read it with C: the token sees itself.");
 }
@@ -40,7 +40,8 @@ ScanPair scan_combine(ScanPair earlier, ScanPair later) {
 
 Matrix semiseparable_mask(const Vector& a) {
   // TODO(learner): (n, n) with L(i, j) = a_{j+1} · … · a_i for j ≤ i (1 on the diagonal) and 0 for j > i.
-  //   Every a_t must be finite and in [0, 1] (std::invalid_argument naming t and the value otherwise).
+  //   Every a_t must be finite and in [0, 1] (std::invalid_argument naming t and the value otherwise), and an
+  //   (n, n) that cannot fit is refused before allocating (attn::checked_allocation).
   throw not_implemented("semiseparable_mask", kChapter,
                         "token j's input meets the decays of the tokens AFTER it, j+1 … i; a_j itself is not one of "
                         "them.");
@@ -48,7 +49,7 @@ Matrix semiseparable_mask(const Vector& a) {
 
 Matrix masked_attention_form(const Matrix& L, const Matrix& C, const Matrix& B, const Matrix& X) {
   // TODO(learner): Y = (L ∘ C Bᵀ) X, shape (n, p): attn::matmul(C, B, true) is C Bᵀ, `*=` multiplies entry by
-  //   entry. Check that L is (n, n), C and B are (n, N) and X is (n, p) first.
+  //   entry. Check that L is (n, n), C and B are (n, N) and X is (n, p), and that all are finite, first.
   throw not_implemented("masked_attention_form", kChapter,
                         "attention's Q Kᵀ with C as queries and B as keys, masked by L instead of a softmax.");
 }

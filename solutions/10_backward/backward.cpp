@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "attn/checks.hpp"
 
 namespace attn {
 
@@ -35,12 +36,21 @@ Matrix softmax_backward(const Matrix& P, const Matrix& dP) {
   require(P.shape() == dP.shape(),
           fmt::format("softmax_backward: P is {} but dP is {}; they need the same shape", shape_str(P), shape_str(dP)));
   const std::size_t rows = P.shape(0), cols = P.shape(1);
+  require_finite("softmax_backward", "P", P.data(), P.size());
+  // A key with p = 0 (masked) takes no part: its dP may be anything but NaN, even ±inf, and its ds is 0.
+  for (std::size_t e = 0; e < P.size(); ++e)
+    require(std::isfinite(dP.data()[e]) || (P.data()[e] == 0.0f && !std::isnan(dP.data()[e])),
+            fmt::format("softmax_backward: dP[{}] is {} where P[{}] = {}; only a key with p = 0 may have an infinite "
+                        "dP",
+                        e, dP.data()[e], e, P.data()[e]));
   Matrix dS = xt::zeros<float>({rows, cols});  // (rows, cols)
   for (std::size_t r = 0; r < rows; ++r) {
     // J g = diag(p) g − p (pᵀ g): the Jacobian is never formed, only the one number pᵀ g per row.
     float p_dot_g = 0.0f;
-    for (std::size_t c = 0; c < cols; ++c) p_dot_g += P(r, c) * dP(r, c);
-    for (std::size_t c = 0; c < cols; ++c) dS(r, c) = P(r, c) * (dP(r, c) - p_dot_g);
+    for (std::size_t c = 0; c < cols; ++c)
+      if (P(r, c) != 0.0f) p_dot_g += P(r, c) * dP(r, c);
+    for (std::size_t c = 0; c < cols; ++c)
+      if (P(r, c) != 0.0f) dS(r, c) = P(r, c) * (dP(r, c) - p_dot_g);
   }
   return dS;
 }
@@ -56,6 +66,11 @@ AttentionGrads attention_backward(const Matrix& Q, const Matrix& K, const Matrix
                       shape_str(Q), shape_str(K), shape_str(V), shape_str(dO)));
   require(mask.size() == 0 || (mask.shape(0) == n_q && mask.shape(1) == n_kv),
           fmt::format("attention_backward: the mask is {} but the scores are ({}, {})", shape_str(mask), n_q, n_kv));
+  require_attention_inputs("attention_backward", Q, K, V);  // finite, and no score can overflow
+  require_finite("attention_backward", "dO", dO.data(), dO.size());
+  // S, P, dP and dS are (n_q, n_kv) each: refused with the estimate before any is allocated.
+  checked_allocation("attention_backward: S, P, dP and dS, 4 × n_q × n_kv floats (flash_backward holds none of them)",
+                     {4, n_q, n_kv, sizeof(float)});
   const float scale = inverse_sqrt_dk(Q.shape(1));
   // The forward, keeping what the backward needs: P, the (n_q, n_kv) matrix flash_backward will not store.
   Matrix S = scaled_scores(Q, K);                          // (n_q, n_kv)
@@ -90,6 +105,10 @@ void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j
                   shape_str(dQ_i), shape_str(dK_j), shape_str(dV_j), shape_str(Q_i), shape_str(K_j), shape_str(V_j)));
   require(allowed.size() == 0 || (allowed.shape(0) == B_r && allowed.shape(1) == B_c),
           fmt::format("flash_backward_tile: the mask is {} but the tile is ({}, {})", shape_str(allowed), B_r, B_c));
+  require_attention_inputs("flash_backward_tile", Q_i, K_j, V_j);
+  require_finite("flash_backward_tile", "dO_i", dO_i.data(), dO_i.size());
+  require_finite("flash_backward_tile", "lse_i", lse_i.data(), lse_i.size(), /*allow_minus_inf=*/true);  // -inf: no key
+  require_finite("flash_backward_tile", "D_i", D_i.data(), D_i.size());
 
   const float scale = inverse_sqrt_dk(d_k);
   // P_ij recomputed from the forward's log-sum-exp: exp(s − lse) = exp(s) / Σ exp, the softmax without a sum.
@@ -121,10 +140,10 @@ AttentionGrads flash_backward(const Matrix& Q, const Matrix& K, const Matrix& V,
           fmt::format("flash_backward: tile sizes must be positive, got B_r = {}, B_c = {}", B_r, B_c));
   require(!causal || n_q <= n_kv,
           fmt::format("flash_backward: causal with {} queries but only {} keys; n_q <= n_kv", n_q, n_kv));
-  require_finite("flash_backward", "Q", Q.data(), Q.size());
-  require_finite("flash_backward", "K", K.data(), K.size());
-  require_finite("flash_backward", "V", V.data(), V.size());
+  require_attention_inputs("flash_backward", Q, K, V);  // finite, and no score can overflow
   require_finite("flash_backward", "dO", dO.data(), dO.size());
+  require_finite("flash_backward", "O", O.data(), O.size());
+  require_finite("flash_backward", "lse", lse.data(), lse.size(), /*allow_minus_inf=*/true);  // -inf: saw no key
 
   // D_i = rowsum(dO ∘ O) = rowsum(dP ∘ P): one number per query row, O(n_q), computed once.
   const Vector D = xt::sum(dO * O, {1});  // (n_q)

@@ -9,11 +9,14 @@
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
+
 namespace attn {
 
 // [sinusoidal_encoding]
 Matrix sinusoidal_encoding(std::size_t n, std::size_t d) {
-  Matrix PE = xt::zeros<float>({n, d});  // (n, d)
+  checked_allocation("sinusoidal_encoding: the encoding n × d floats", {n, d, sizeof(float)});  // before allocating
+  Matrix PE = xt::zeros<float>({n, d});                                                         // (n, d)
   for (std::size_t p = 0; p < n; ++p)
     for (std::size_t c = 0; c < d; ++c) {
       // Columns 2i and 2i + 1 share the frequency ω_i = 10000^(−2i/d): a sine and a cosine, one rotating pair.
@@ -32,6 +35,7 @@ void apply_rope(Matrix& X, std::size_t first_position, float base) {
           fmt::format("apply_rope: X is {}; RoPE rotates pairs of columns, so d must be even", shape_str(X)));
   require(std::isfinite(base) && base > 1.0f,
           fmt::format("apply_rope: base = {} must be a finite number above 1", base));
+  require_finite("apply_rope", "X", X.data(), X.size());  // a NaN would rotate into its pair's other column
   for (std::size_t p = 0; p < n; ++p) {
     const double position = static_cast<double>(first_position + p);
     for (std::size_t i = 0; i < d / 2; ++i) {
@@ -62,6 +66,7 @@ Matrix alibi_bias(std::size_t n_q, std::size_t n_kv, float slope) {
                       slope));
   require(n_q <= n_kv,
           fmt::format("alibi_bias: {} queries but only {} keys; queries are the last n_q positions", n_q, n_kv));
+  checked_allocation("alibi_bias: the bias n_q × n_kv floats", {n_q, n_kv, sizeof(float)});  // before allocating
   const std::size_t offset = n_kv - n_q;        // query i sits at position i + offset
   Matrix bias = xt::zeros<float>({n_q, n_kv});  // (n_q, n_kv)
   for (std::size_t i = 0; i < n_q; ++i)

@@ -46,6 +46,16 @@ void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::si
           fmt::format("adamw_step: param {}, grad {}, m {}, v {} must all have one shape", shape_str(param),
                       shape_str(grad), shape_str(m), shape_str(v)));
   require(t >= 1, "adamw_step: t = 0; steps count from 1 (the bias corrections divide by 1 − βᵗ)");
+  // Settings out of range give NaN weights without a word: β = 1 makes 1 − βᵗ zero, β > 1 a negative v, ε = 0
+  // divides 0 by 0 for a zero gradient.
+  require(std::isfinite(s.lr) && s.lr >= 0.0f, fmt::format("adamw_step: lr = {}; it must be finite and ≥ 0", s.lr));
+  require(s.beta1 >= 0.0f && s.beta1 < 1.0f && s.beta2 >= 0.0f && s.beta2 < 1.0f,
+          fmt::format("adamw_step: beta1 = {}, beta2 = {}; both must be in [0, 1)", s.beta1, s.beta2));
+  require(std::isfinite(s.eps) && s.eps > 0.0f, fmt::format("adamw_step: eps = {}; it must be finite and > 0", s.eps));
+  require(std::isfinite(s.weight_decay) && s.weight_decay >= 0.0f,
+          fmt::format("adamw_step: weight_decay = {}; it must be finite and ≥ 0", s.weight_decay));
+  require_finite("adamw_step", "grad", grad.data(), grad.size());
+  require_finite("adamw_step", "param", param.data(), param.size());
   const double c1 = 1.0 - std::pow(static_cast<double>(s.beta1), static_cast<double>(t));
   const double c2 = 1.0 - std::pow(static_cast<double>(s.beta2), static_cast<double>(t));
   for (std::size_t i = 0; i < param.size(); ++i) {
@@ -68,6 +78,7 @@ double induction_score(const Matrix& A, const std::vector<std::size_t>& tokens) 
   const std::size_t n = tokens.size();
   require(A.shape(0) == n && A.shape(1) == n,
           fmt::format("induction_score: A is {} for {} tokens; it must be ({}, {})", shape_str(A), n, n, n));
+  require_finite("induction_score", "A", A.data(), A.size());
   double sum = 0.0;
   std::size_t queries = 0;
   for (std::size_t i = 1; i < n; ++i)
@@ -90,6 +101,7 @@ Matrix attention_rollout(const std::vector<Matrix>& layers) {
     require(
         layers[l].shape(0) == n && layers[l].shape(1) == n,
         fmt::format("attention_rollout: layer {} is {}; every layer must be ({}, {})", l, shape_str(layers[l]), n, n));
+    require_finite("attention_rollout", "a layer's attention", layers[l].data(), layers[l].size());
     const Matrix mixed = 0.5f * layers[l] + 0.5f * xt::eye<float>(n);  // (n, n): the residual keeps half
     rollout = matmul(mixed, rollout);                                  // later layers multiply on the left
   }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "05_flash_cpu/flash_fast.hpp"
+#include "attn/checks.hpp"
 
 namespace attn::ch13 {
 
@@ -38,14 +39,15 @@ std::size_t ring_source(std::size_t rank, std::size_t step, std::size_t P) {
   require(P > 0 && rank < P && step < P,
           fmt::format("ring_source: rank {} at step {} of a ring of P = {} (need rank < P, step < P)", rank, step, P));
   // Each step moves every block one rank forward, so after s steps rank r holds what rank r - s had.
-  // (+ P before the subtraction: the indices are unsigned.)
-  return (rank + P - step) % P;
+  // (Unsigned indices: below step, wrap around by adding P − step, which cannot overflow as rank + P could.)
+  return rank >= step ? rank - step : rank + (P - step);
 }
 // [ring_source]
 
 // [zigzag_chunks]
 Chunks zigzag_chunks(std::size_t rank, std::size_t P, std::size_t n) {
   require(P > 0 && rank < P, fmt::format("zigzag_chunks: rank {} of P = {} ranks", rank, P));
+  checked_product("zigzag_chunks: 2P pieces", {2, P});
   // Piece r is early (few keys visible), piece 2P-1-r as late as r is early: their sum is the same for all r.
   return Chunks{even_chunk(rank, 2 * P, n), even_chunk(2 * P - 1 - rank, 2 * P, n)};
 }
@@ -53,6 +55,10 @@ Chunks zigzag_chunks(std::size_t rank, std::size_t P, std::size_t n) {
 
 // [causal_block]
 CausalBlock causal_block(Chunk q, Chunk k) {
+  constexpr auto kMaxPosition = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+  require(q.begin <= q.end && k.begin <= k.end && q.end <= kMaxPosition && k.end <= kMaxPosition,
+          fmt::format("causal_block: chunks [{}, {}) and [{}, {}); a chunk has begin ≤ end < 2^63", q.begin, q.end,
+                      k.begin, k.end));
   const auto offset = static_cast<std::ptrdiff_t>(q.begin) - static_cast<std::ptrdiff_t>(k.begin);
   if (q.size() == 0 || k.size() == 0) return {Visibility::hidden, offset};
   // Query i sees key j when j ≤ i. The first key after the last query: nothing visible.
@@ -66,10 +72,16 @@ CausalBlock causal_block(Chunk q, Chunk k) {
 // [merge_partial]
 void merge_partial(FlashOutput& running, std::size_t row0, const FlashOutput& part) {
   const std::size_t rows = part.O.shape(0);
+  // row0 ≤ running rows − rows, not row0 + rows ≤ running rows: a row0 near SIZE_MAX must not wrap around.
   require(running.O.shape(0) == running.lse.shape(0) && part.lse.shape(0) == rows &&
-              part.O.shape(1) == running.O.shape(1) && row0 + rows <= running.O.shape(0),
+              part.O.shape(1) == running.O.shape(1) && rows <= running.O.shape(0) && row0 <= running.O.shape(0) - rows,
           fmt::format("merge_partial: part O {} lse {} at row {} does not fit running O {} lse {}", shape_str(part.O),
                       shape_str(part.lse), row0, shape_str(running.O), shape_str(running.lse)));
+  // O finite; lse finite or -inf (a row that saw no key).
+  require_finite("merge_partial", "part O", part.O.data(), part.O.size());
+  require_finite("merge_partial", "part lse", part.lse.data(), part.lse.size(), /*allow_minus_inf=*/true);
+  require_finite("merge_partial", "running O", running.O.data(), running.O.size());
+  require_finite("merge_partial", "running lse", running.lse.data(), running.lse.size(), /*allow_minus_inf=*/true);
   const OnlineState merged =
       merge_states(state_of(running.O, running.lse, row0, rows), state_of(part.O, part.lse, 0, rows));
   for (std::size_t r = 0; r < rows; ++r) {

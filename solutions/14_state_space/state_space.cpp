@@ -5,10 +5,14 @@
 // and formatting one per entry of A cost more than the decode step itself.
 #include "14_state_space/state_space.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "attn/checks.hpp"
 
 namespace attn {
 
@@ -73,6 +77,24 @@ Vector selective_step(Matrix& h, const Vector& x, const Vector& delta, const Mat
     if (!(A.data()[i] < 0.0f))
       throw std::invalid_argument(fmt::format(
           "selective_step: A(c, k) = {} at c = {}, k = {}; a stable state needs A < 0", A.data()[i], i / N, i % N));
+  require_finite("selective_step", "h", h.data(), h.size());
+  // Finite inputs can still overflow: since exp(ΔA) ≤ 1, every new |h(c, k)| ≤ max|h| + max(Δ|x|)·max|B| and
+  // every |y_c| ≤ N·max|C| times that. Refused, h unchanged, when the bound passes float's largest value.
+  const auto max_abs = [](const float* v, std::size_t size) {
+    double m = 0.0;
+    for (std::size_t i = 0; i < size; ++i) m = std::max(m, static_cast<double>(std::fabs(v[i])));
+    return m;
+  };
+  double step_input = 0.0;  // max over c of Δ_c |x_c|
+  for (std::size_t c = 0; c < d; ++c)
+    step_input = std::max(step_input, static_cast<double>(delta(c) * std::fabs(x(c))));
+  const double h_bound = max_abs(h.data(), h.size()) + step_input * max_abs(B.data(), N);
+  const double y_bound = static_cast<double>(N) * max_abs(C.data(), N) * h_bound;
+  if (!(std::max(h_bound, y_bound) <= static_cast<double>(std::numeric_limits<float>::max())))
+    throw std::invalid_argument(fmt::format(
+        "selective_step: the state could reach {:.3g} and the output {:.3g}, past float's largest value; scale x, B, "
+        "C or h down",
+        h_bound, y_bound));
   Vector y = xt::zeros<float>({d});  // (d)
   for (std::size_t c = 0; c < d; ++c) {
     const float dx = delta(c) * x(c);  // Mamba's B̄ = Δ·B: the first-order form of the ZOH input
@@ -98,6 +120,7 @@ ScanPair scan_combine(ScanPair earlier, ScanPair later) {
 // [semiseparable_mask]
 Matrix semiseparable_mask(const Vector& a) {
   const std::size_t n = a.size();
+  checked_allocation("semiseparable_mask: the (n, n) mask n × n floats", {n, n, sizeof(float)});  // before allocating
   for (std::size_t t = 0; t < n; ++t)
     if (!(std::isfinite(a(t)) && a(t) >= 0.0f && a(t) <= 1.0f))
       throw std::invalid_argument(
@@ -120,6 +143,10 @@ Matrix masked_attention_form(const Matrix& L, const Matrix& C, const Matrix& B, 
         fmt::format("masked_attention_form: L is {}, C {}, B {} and X {}; they must be (n, n), (n, N), (n, N) and "
                     "(n, p)",
                     shape_str(L), shape_str(C), shape_str(B), shape_str(X)));
+  require_finite("masked_attention_form", "L", L.data(), L.size());
+  require_finite("masked_attention_form", "C", C.data(), C.size());
+  require_finite("masked_attention_form", "B", B.data(), B.size());
+  require_finite("masked_attention_form", "X", X.data(), X.size());
   Matrix M = matmul(C, B, /*transpose_b=*/true);  // (n, n)  C Bᵀ: every query against every key, as in attention
   M *= L;                                         // (n, n)  the decay mask replaces softmax (and hides the future)
   return matmul(M, X);                            // (n, p)

@@ -30,6 +30,15 @@ std::size_t checked_product(const char* what, std::initializer_list<std::size_t>
 /// The sum a + b + … of sizes, or std::invalid_argument naming \p what and the terms when it does not fit.
 std::size_t checked_sum(const char* what, std::initializer_list<std::size_t> terms);
 
+/// The bytes a · b · … an allocation would take, after two checks made before allocating anything: the
+/// product fits in std::size_t (checked_product()), and it is no more than the memory the system reports as
+/// available now (attn::available_memory_bytes(); not checked where the system does not say). Either failure
+/// is std::invalid_argument naming \p what, the factors and the estimate, e.g. "sinusoidal_encoding: the
+/// encoding n × d × 4 = 1099511627776 × 1024 × 4 bytes = 4.5 PB, more than the 12 GB available now". Use it
+/// for every buffer whose size the caller chose, so an absurd size is refused at once instead of ending in
+/// std::bad_alloc, the OOM killer or minutes of swapping.
+std::size_t checked_allocation(const char* what, std::initializer_list<std::size_t> factors);
+
 /// a + b, or the largest std::size_t when that overflows: for window ends like i + w, where w may be "the
 /// whole sequence" written as SIZE_MAX.
 constexpr std::size_t saturating_add(std::size_t a, std::size_t b) {
