@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "11_positions/flex.hpp"
@@ -132,7 +133,7 @@ TEST_SUITE("11_positions") {
   TEST_CASE(
       "DocumentMask keeps each token inside its own document, causally, and its block mask skips exactly the empty "
       "tiles" *
-      doctest::test_suite("11_positions/DocumentMask")) {
+      doctest::test_suite("11_positions/make_block_mask")) {
     const attn::DocumentMask docs{{0, 0, 0, 1, 1, 2, 2, 2, 2, 2}, true};
     CHECK(docs(0, 2, 0));
     CHECK(docs(0, 2, 2));
@@ -169,7 +170,7 @@ TEST_SUITE("11_positions") {
   TEST_CASE(
       "flex_attention with each modifier (alibi_slopes, DocumentMask, ...) equals dense float64 attention, same bias "
       "and mask" *
-      doctest::test_suite("11_positions/DocumentMask")) {
+      doctest::test_suite("11_positions/make_block_mask")) {
     attn::Rng rng(112);
     const std::size_t h = 2;
     for (const auto& shape :
@@ -276,7 +277,7 @@ TEST_SUITE("11_positions") {
   TEST_CASE(
       "flex_attention with a DocumentMask mask_mod that refuses one row gives it zeros, never NaN, and rejects bad "
       "input" *
-      doctest::test_suite("11_positions/DocumentMask")) {
+      doctest::test_suite("11_positions/make_block_mask")) {
     attn::Rng rng(113);
     const Tensor3 Q = one_head(rng.normal(12, 8)), K = one_head(rng.normal(12, 8)), V = one_head(rng.normal(12, 4));
     const attn::DocumentMask docs{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1}, true};
@@ -296,7 +297,7 @@ TEST_SUITE("11_positions") {
   TEST_CASE(
       "flex_attention with alibi_slopes gives bit-identical results on 1, 2 and 3 threads, on every instruction set "
       "of chapter 05's micro-kernels" *
-      doctest::test_suite("11_positions/alibi_slopes")) {
+      doctest::test_suite("11_positions/make_block_mask")) {
     attn::Rng rng(114);
     const std::size_t h = 3, n = 150, d = 32;
     Tensor3 Q = xt::zeros<float>({h, n, d}), K = Q, V = Q;  // (h, n, d)
@@ -334,5 +335,117 @@ TEST_SUITE("11_positions") {
       }
     }
     attn::ch05::use_tile_kernels("auto");
+  }
+
+  TEST_CASE("make_block_mask marks each tile empty, partial or full, per head, the ragged last tiles included" *
+            doctest::test_suite("11_positions/make_block_mask")) {
+    // Head 0: a window |q − kv| ≤ 2; head 1: keys below 4 only; head 2: every pair. 10 queries × 13 keys in
+    // tiles of 4 × 5: the last row of tiles has 2 queries and the last column 3 keys, so a tile is full when
+    // all of ITS pairs are allowed (4 × 5 = 20 is never reached there: head 2's ragged tiles are full too).
+    const attn::MaskModFn mask = [](std::size_t h, std::size_t q, std::size_t kv) {
+      return h == 0 ? (q > kv ? q - kv : kv - q) <= 2 : h == 1 ? kv < 4 : true;
+    };
+    const std::size_t n_q = 10, n_kv = 13, B_r = 4, B_c = 5;
+    const ch11::BlockMask bm = attn::make_block_mask(mask, 3, n_q, n_kv, B_r, B_c);
+    REQUIRE(bm.T_r == 3);
+    REQUIRE(bm.T_c == 3);
+    REQUIRE(bm.tiles.size() == 3 * 3 * 3);
+    for (std::size_t h = 0; h < 3; ++h)
+      for (std::size_t i = 0; i < 3; ++i)
+        for (std::size_t j = 0; j < 3; ++j) {
+          std::size_t allowed = 0, pairs = 0;
+          for (std::size_t q = i * B_r; q < std::min(n_q, (i + 1) * B_r); ++q)
+            for (std::size_t kv = j * B_c; kv < std::min(n_kv, (j + 1) * B_c); ++kv, ++pairs) allowed += mask(h, q, kv);
+          const ch11::Tile want = allowed == 0       ? ch11::Tile::empty
+                                  : allowed == pairs ? ch11::Tile::full
+                                                     : ch11::Tile::partial;
+          CAPTURE(h);
+          CAPTURE(i);
+          CAPTURE(j);
+          CHECK_MESSAGE(bm.at(h, i, j) == want, "the tile has ", allowed, " allowed of its ", pairs,
+                        " pairs: none is empty, all is full (count the pairs the tile really has)");
+        }
+    CHECK(attn::make_block_mask(mask, 2, 0, 0, 4, 5).tiles.empty());  // no query, no key: no tile
+    CHECK_THROWS_NAMING(attn::make_block_mask(mask, 1, 4, 4, 0, 2), std::invalid_argument, "B_r");
+  }
+
+  TEST_CASE("flex_attention_tiles equals float64 attention with the same score_mod and mask_mod, lse included" *
+            doctest::test_suite("11_positions/flex_attention_tiles")) {
+    attn::Rng rng(115);
+    const std::size_t n_q = 11, n_kv = 17, d = 8, offset = n_kv - n_q;
+    const Matrix Q = rng.normal(n_q, d), K = rng.normal(n_kv, d), V = rng.normal(n_kv, 3);
+    const oracle::Mat q = to_oracle(Q), k = to_oracle(K), v = to_oracle(V);
+    const float slope = 0.25f, cap = 1.5f;
+    const std::vector<std::size_t> docs{0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2};  // (n_kv)
+    // Soft-capping after a score would be masked: a masked score must stay -inf, not become −cap.
+    const attn::ScoreModFn alibi = [&](float s, std::size_t, std::size_t i, std::size_t j) {
+      return s - slope * static_cast<float>(i + offset > j ? i + offset - j : j - i - offset);
+    };
+    const attn::ScoreModFn softcap = [&](float s, std::size_t, std::size_t, std::size_t) {
+      return cap * std::tanh(s / cap);
+    };
+    const attn::MaskModFn causal = [&](std::size_t, std::size_t i, std::size_t j) { return j <= i + offset; };
+    const attn::MaskModFn same_doc = [&](std::size_t, std::size_t i, std::size_t j) {
+      return docs[i + offset] == docs[j] && j <= i + offset;
+    };
+    const oracle::ScoreFn alibi64 = [&](double s, std::size_t i, std::size_t j) {
+      return s - static_cast<double>(slope) * std::fabs(static_cast<double>(i + offset) - static_cast<double>(j));
+    };
+    const oracle::ScoreFn softcap64 = [&](double s, std::size_t, std::size_t) {
+      return static_cast<double>(cap) * std::tanh(s / static_cast<double>(cap));
+    };
+    const double tol = attention_tolerance(n_kv, d);
+    for (const auto& [B_r, B_c] : {std::pair<std::size_t, std::size_t>{4, 5}, {3, 8}, {16, 32}}) {
+      CAPTURE(B_r);
+      CAPTURE(B_c);
+      const auto run = [&](const attn::ScoreModFn& score, const attn::MaskModFn& mask, const oracle::ScoreFn& score64,
+                           const char* what) {
+        INFO(what);
+        const attn::FlashOutput out =
+            attn::flex_attention_tiles(Q, K, V, 0, score, mask, attn::make_block_mask(mask, 1, n_q, n_kv, B_r, B_c));
+        const oracle::MaskFn allowed = [&](std::size_t i, std::size_t j) { return mask(0, i, j); };
+        CHECK_ALLCLOSE(out.O, oracle::modified_attention(q, k, v, score64, allowed), tol, 0.0);
+        CHECK_ALLCLOSE(out.lse, oracle::modified_log_sum_exp(q, k, score64, allowed), tol, tol);
+      };
+      run(alibi, causal, alibi64, "ALiBi, causal");
+      run(softcap, same_doc, softcap64, "soft-capping, documents: the mask after score_mod");
+    }
+  }
+
+  TEST_CASE("flex_attention_tiles skips the empty tiles and calls mask_mod only in partial ones" *
+            doctest::test_suite("11_positions/flex_attention_tiles")) {
+    // A causal mask over 12 × 12 in tiles of 4 × 4: of 9 tiles, 3 are empty (above the diagonal), 3 full and
+    // 3 partial. score_mod runs once per pair of the 6 tiles computed (96 pairs), mask_mod once per pair of
+    // the 3 partial ones (48 pairs); a loop that visits every tile makes 144 score_mod calls.
+    attn::Rng rng(116);
+    const Matrix Q = rng.normal(12, 4), K = rng.normal(12, 4), V = rng.normal(12, 2);
+    std::size_t score_calls = 0, mask_calls = 0;
+    const attn::MaskModFn causal = [](std::size_t, std::size_t i, std::size_t j) { return j <= i; };
+    const ch11::BlockMask bm = attn::make_block_mask(causal, 1, 12, 12, 4, 4);
+    const attn::ScoreModFn counting_score = [&](float s, std::size_t, std::size_t, std::size_t) {
+      ++score_calls;
+      return s;
+    };
+    const attn::MaskModFn counting_mask = [&](std::size_t h, std::size_t i, std::size_t j) {
+      ++mask_calls;
+      return causal(h, i, j);
+    };
+    const attn::FlashOutput out = attn::flex_attention_tiles(Q, K, V, 0, counting_score, counting_mask, bm);
+    CHECK_MESSAGE(out.tiles_visited == 6, "tiles_visited = ", out.tiles_visited, ": the 3 empty tiles are skipped");
+    CHECK_MESSAGE(score_calls == 96, score_calls, " score_mod calls: an empty tile is never computed");
+    CHECK_MESSAGE(mask_calls == 48, mask_calls, " mask_mod calls: a full tile needs no mask");
+    // A query that may see nothing: zeros and lse = -inf, never NaN.
+    const attn::MaskModFn none_for_3 = [](std::size_t, std::size_t i, std::size_t j) { return i != 3 && j <= i; };
+    const attn::FlashOutput blind = attn::flex_attention_tiles(
+        Q, K, V, 0, [](float s, std::size_t, std::size_t, std::size_t) { return s; }, none_for_3,
+        attn::make_block_mask(none_for_3, 1, 12, 12, 4, 4));
+    CHECK(xt::all(xt::equal(xt::row(blind.O, 3), 0.0f)));
+    CHECK(std::isinf(blind.lse(3)));
+    CHECK(xt::all(xt::isfinite(blind.O)));
+    CHECK_THROWS_NAMING(attn::flex_attention_tiles(Q, rng.normal(12, 3), V, 0, counting_score, causal, bm),
+                        std::invalid_argument, "(12, 3)");
+    CHECK_THROWS_AS(
+        attn::flex_attention_tiles(Q, K, V, 0, counting_score, causal, attn::make_block_mask(causal, 1, 12, 11, 4, 4)),
+        std::invalid_argument);  // a block mask made for 11 keys
   }
 }
