@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "attn/checks.hpp"
 #include "attn/errors.hpp"
 
 namespace attn {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "05_flash_cpu/flash_fast.hpp"
+#include "attn/checks.hpp"
 #include "attn/errors.hpp"
 
 namespace attn::ch13 {

@@ -3,11 +3,14 @@
 // Watch your code run the chapter: `./course run 14 --track exercise`.
 #include "14_state_space/state_space.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
 #include "attn/errors.hpp"
 
 namespace attn {
