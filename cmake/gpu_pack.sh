@@ -6,8 +6,11 @@
 #   DEST/run.sh            chapters/06_flash_cuda/gpu_run.sh: tests, sanitizers, ladder, SDPA, recording
 #   DEST/bin/              ch06_flash_cuda and its two test programs (sm_80 and sm_90 code, sm_90 PTX)
 #   DEST/lib/              the shared libraries they need that a CUDA machine lacks (OpenBLAS, gfortran,
-#                          quadmath, fmt, Google Benchmark, libstdc++, libgcc_s): all ldd resolves except
-#                          glibc's own libraries and CUDA's (cudart, cuBLAS, the driver)
+#                          quadmath, fmt, Google Benchmark): all ldd resolves except glibc's own libraries,
+#                          CUDA's (cudart, cuBLAS, the driver) and the C++ runtime
+#   DEST/lib/fallback/     the C++ runtime (libstdc++, libgcc_s), which run.sh loads only when the machine's
+#                          own is missing or too old: Debian 12's copies need glibc 2.36, newer than the
+#                          programs need, so packed in lib/ they would stop a machine whose own would serve
 #   DEST/sdpa_compare.py   PyTorch's SDPA on the same shapes, the summary table, the recording
 #   DEST/SOURCES_HASH      cmake/sources_hash.sh over the sources the recording must come from
 #
@@ -46,17 +49,39 @@ cp "$root/chapters/06_flash_cuda/sdpa_compare.py" "$dest/"
 # the machine's loader) and CUDA's (the GPU machine's own CUDA 13 runtime and cuBLAS, matching its driver).
 system='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libresolv|libutil)\.so'
 cuda='^(libcuda|libcudart|libcublas|libcublasLt|libnvrtc|libnvJitLink)\.so'
+cxx_runtime='^(libstdc\+\+|libgcc_s)\.so'
+mkdir -p "$dest/lib/fallback"
 ldd "${programs[@]/#/$dest/bin/}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
   while read -r name path; do
     if [[ "$name" =~ $system ]] || [[ "$name" =~ $cuda ]]; then continue; fi
-    cp -L "$path" "$dest/lib/$name"
+    if [[ "$name" =~ $cxx_runtime ]]; then cp -L "$path" "$dest/lib/fallback/$name"; else cp -L "$path" "$dest/lib/$name"; fi
   done
+
+# What the packed files ask of the machine, read from their version-needs sections (readelf -V): the newest
+# version of $1 (GLIBC, GLIBCXX, CXXABI) that any of the other arguments needs.
+newest_needed() {
+  local prefix=$1
+  shift
+  readelf -V --wide "$@" 2>/dev/null | awk -v p="$prefix" '
+    /^Version needs section/ {needs = 1; next}
+    /^Version (definition|symbols) section/ {needs = 0}
+    needs { for (i = 1; i < NF; i++) if ($i == "Name:" && index($(i + 1), p "_") == 1) print substr($(i + 1), length(p) + 2) }' |
+    sort -uV | tail -n 1
+}
+programs_and_libs=("$dest"/bin/* "$dest"/lib/*.so*)
+glibc=$(newest_needed GLIBC "${programs_and_libs[@]}")
+glibcxx=$(newest_needed GLIBCXX "${programs_and_libs[@]}")
+cxxabi=$(newest_needed CXXABI "${programs_and_libs[@]}")
+fallback_glibc=$(newest_needed GLIBC "$dest"/lib/fallback/*)
 
 cat >"$dest/README.txt" <<EOF
 Chapter 06's GPU check, packed by ./course gpu-pack (sources $(cat "$dest/SOURCES_HASH")).
 Needs: an NVIDIA driver, CUDA 13's runtime and cuBLAS (libcudart.so.13, libcublas.so.13), python3 with torch,
-glibc 2.34 or newer. Nothing else: the other libraries are in lib/.
-Run:   ./run.sh OUT_DIR          (about 3-5 minutes on an H100/H200; results appear in OUT_DIR as they exist)
+glibc $glibc or newer, and a C++ runtime whose libstdc++ has GLIBCXX_$glibcxx and CXXABI_$cxxabi (read from
+the packed files with readelf). When the machine's libstdc++ or libgcc_s is missing or older, run.sh loads the
+copies in lib/fallback/ instead; those need glibc $fallback_glibc. Every other library is in lib/.
+Run:   ./run.sh OUT_DIR           (about 3 minutes on an H100/H200, 7 at most: every step has a time limit;
+                                   results appear in OUT_DIR as they exist, all of them in results.tar.gz)
        ./run.sh --dry-run OUT_DIR (no GPU needed: every step up to the first kernel launch)
 Then copy OUT_DIR/06_flash_cuda.txt into the course's book/recorded/ (the book shows it; a test checks that
 its first line matches the sources' hash).
@@ -64,7 +89,8 @@ EOF
 
 size=$(du -sb "$dest" | cut -f1)
 echo "gpu_pack.sh: $dest: $((size / 1024)) KiB (limit $((limit / 1024)) KiB)"
-(cd "$dest" && du -b bin/* lib/* | sort -k2 | awk '{printf "  %10d  %s\n", $1, $2}')
+(cd "$dest" && du -b bin/* lib/*.so* lib/fallback/* | sort -k2 | awk '{printf "  %10d  %s\n", $1, $2}')
+echo "gpu_pack.sh: needs glibc $glibc, GLIBCXX_$glibcxx, CXXABI_$cxxabi (lib/fallback/: glibc $fallback_glibc)"
 if [ "$size" -gt "$limit" ]; then
   echo "gpu_pack.sh: the pack is larger than 48 MiB" >&2
   exit 1

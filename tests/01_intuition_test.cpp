@@ -169,4 +169,16 @@ TEST_SUITE("01_intuition") {
     const Matrix K = xt::zeros<float>({3, 0});
     CHECK_THROWS_NAMING(attn::attention_weights(q, K), std::invalid_argument, "(3, 0)");
   }
+
+  TEST_CASE("attention_weights refuses scores that would overflow and NaN, and blend_values refuses NaN or infinity" *
+            doctest::test_suite("01_intuition/blend_values")) {
+    // q·k = −1e40 for both keys: −inf in float, and the weights would be [0, 0] instead of summing to 1.
+    CHECK_THROWS_NAMING(attn::attention_weights(Vector{1e20f}, Matrix{{-1e20f}, {-1e20f}}), std::invalid_argument,
+                        "d_k");
+    CHECK_THROWS_NAMING(attn::attention_weights(Vector{std::nanf(""), 1.0f}, Matrix{{1.0f, 2.0f}}),
+                        std::invalid_argument, "nan");
+    CHECK_THROWS_NAMING(attn::blend_values(Vector{0.5f, std::nanf("")}, Matrix{{1.0f}, {2.0f}}), std::invalid_argument,
+                        "weights[1]");
+    CHECK_THROWS_NAMING(attn::blend_values(Vector{0.5f, 0.5f}, Matrix{{1.0f}, {kInf}}), std::invalid_argument, "V[1]");
+  }
 }

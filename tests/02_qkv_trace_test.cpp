@@ -204,6 +204,23 @@ TEST_SUITE("02_qkv_trace") {
     CHECK_ALLCLOSE(A, expected, kWeightAtol, weight_rtol(11, 0.0));
   }
 
+  TEST_CASE("softmax_rows keeps float32's precision on a row of 2^20 scores: the row's length costs nothing" *
+            doctest::test_suite("02_qkv_trace/softmax_rows")) {
+    attn::Rng rng(29);
+    const std::size_t n = 1 << 20;
+    const Matrix S = rng.normal(1, n);  // (1, n)
+    const Matrix A = attn::softmax_rows(S);
+    Mat expected(1, n);
+    expected.v = attn::oracle::softmax(to_oracle(S).row(0));
+    // Summed in double, the n terms lose n·2^-53 = 2^-33 relative: nothing at float's scale. What is left is
+    // relative to each weight: rounding s_j − m (u·|s_j − m|), the exp (≤ 1 ulp, 2u), the rounding of the sum or
+    // of its inverse (u) and the division (u): γ_6 + u·max|s_j − m|, about 16u here. A float running sum of
+    // 2^20 terms may be n·u off, and every weight with it: 63u for these scores.
+    const double spread = static_cast<double>(xt::amax(S)() - xt::amin(S)());
+    INFO("sum the row in double (or pairwise): a float running sum of 2^20 terms loses digits");
+    CHECK_ALLCLOSE(A, expected, 0.0, gamma(std::size_t{6}) + kU * spread);
+  }
+
   TEST_CASE("softmax_rows gives non-negative rows that sum to one, for scores of any spread" *
             doctest::test_suite("02_qkv_trace/softmax_rows")) {
     attn::Rng rng(26);

@@ -6,13 +6,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "06_flash_cuda/flash_cuda.hpp"
 #include "06_flash_cuda/ladder.hpp"
+#include "06_flash_cuda/random_inputs.hpp"
 #include "06_flash_cuda/tiles.hpp"
 #include "support/gpu_skip.hpp"
 
@@ -88,6 +91,80 @@ TEST_SUITE("06_flash_cuda") {
       }
   }
   // [vt_store_test]
+
+  TEST_CASE("the timing inputs drawn on the GPU are standard normal: mean, variance and tail mass of 10^6 draws") {
+    // The kernel calls this same function; here the host draws N = 10^6 values of one stream. Limits at 5
+    // standard errors: mean 1/√N = 0.001, variance √(2/N) = 0.0014, the mass beyond 2σ (p = 0.0455)
+    // √(p(1 - p)/N) = 0.0002.
+    constexpr int N = 1000000;
+    double sum = 0.0, sum_sq = 0.0, extreme = 0.0;
+    int beyond_2 = 0, not_finite = 0;
+    for (int i = 0; i < N; ++i) {
+      const double z = attn::ch06::hash_normal(66, static_cast<std::uint64_t>(i));
+      not_finite += std::isfinite(z) ? 0 : 1;
+      sum += z;
+      sum_sq += z * z;
+      beyond_2 += std::fabs(z) > 2.0 ? 1 : 0;
+      extreme = std::max(extreme, std::fabs(z));
+    }
+    const double mean = sum / N, variance = sum_sq / N - mean * mean;
+    CHECK(not_finite == 0);
+    CHECK(std::fabs(mean) < 0.005);
+    CHECK(std::fabs(variance - 1.0) < 0.007);
+    CHECK(std::fabs(beyond_2 / static_cast<double>(N) - 0.0455) < 0.001);
+    CHECK(extreme <= 5.8);  // 24-bit u₁: |z| ≤ √(48 ln 2) = 5.77
+    // Q, K and V use neighbouring seeds: their streams must not be shifted copies of each other.
+    int equal = 0;
+    for (int i = 0; i < 1000; ++i)
+      equal += attn::ch06::hash_normal(66, static_cast<std::uint64_t>(i)) ==
+                       attn::ch06::hash_normal(67, static_cast<std::uint64_t>(i + 1))
+                   ? 1
+                   : 0;
+    CHECK(equal == 0);
+  }
+
+  TEST_CASE("a rung failing its check against the CPU is reported, the timing still runs, and the run fails after") {
+    using attn::ch06::RungCheck;
+    std::vector<RungCheck> seen;
+    bool timed = false;
+    const auto checks = [] {
+      return std::vector<RungCheck>{{"3 flash fp32", 64, false, true, ""},
+                                    {"4 flash tc bf16", 128, true, false, ""},
+                                    {"1 naive", 64, false, false, "cudaLaunchKernel failed: too many resources"}};
+    };
+    const auto time = [&](const std::vector<RungCheck>& c) {
+      seen = c;
+      timed = true;
+    };
+    std::string message;
+    try {
+      attn::ch06::check_then_time(checks, time);
+    } catch (const std::runtime_error& e) {
+      message = e.what();
+    }
+    CHECK(timed);
+    REQUIRE(seen.size() == 3);  // the timing gets every check, to skip a rung that could not run
+    CHECK(message.find("4 flash tc bf16 at d = 128, causal: its output differs from the CPU's") != std::string::npos);
+    CHECK(message.find("1 naive at d = 64, not causal: it could not run: cudaLaunchKernel failed") !=
+          std::string::npos);
+    CHECK(message.find("3 flash fp32") == std::string::npos);
+    // A timing that stops (a broken rung can break the device) does not hide the failed checks.
+    CHECK_THROWS_WITH_AS(
+        attn::ch06::check_then_time(checks,
+                                    [](const std::vector<RungCheck>&) { throw std::runtime_error("cudaMalloc"); }),
+        doctest::Contains("4 flash tc bf16 at d = 128, causal: its output differs from the CPU's\n  1 naive at d = 64, "
+                          "not causal: it could not run: cudaLaunchKernel failed: too many resources\nthen the timing "
+                          "stopped: cudaMalloc"),
+        std::runtime_error);
+    // Every check passed: the timing runs and nothing is thrown.
+    timed = false;
+    CHECK_NOTHROW(attn::ch06::check_then_time(
+        [] {
+          return std::vector<RungCheck>{{"2 cublas", 64, true, true, ""}};
+        },
+        time));
+    CHECK(timed);
+  }
 
   TEST_CASE("on the GPU, every rung refuses a causal call with more queries than keys before launching") {
     REQUIRE_DEVICE();

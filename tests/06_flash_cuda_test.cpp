@@ -285,4 +285,12 @@ TEST_SUITE("06_flash_cuda") {
     }
 #endif
   }
+
+  TEST_CASE("flash_launch_shape counts the query tiles without wrapping for n_q and B_r near SIZE_MAX" *
+            doctest::test_suite("06_flash_cuda/flash_launch_shape")) {
+    const std::size_t max = std::numeric_limits<std::size_t>::max();
+    CHECK(attn::flash_launch_shape(1, 1, max, max, 128).grid.x == 1);      // one tile holds every query (it was 0)
+    CHECK(attn::flash_launch_shape(1, 1, max, max / 2, 128).grid.x == 3);  // 2 whole tiles and 1 of a single query
+    CHECK_THROWS_AS(attn::flash_launch_shape(1, 1, max, 1, 128), std::invalid_argument);  // past grid.x's limit
+  }
 }

@@ -380,6 +380,11 @@ TEST_SUITE("07_sparse") {
     CHECK(attn::allowed_pairs(attn::dilated_mask(n, kHuge, kHuge)) == n);  // only the diagonal fits
     CHECK(attn::window_block_layout(n, kHuge, false, 2, 3).tiles() == 6);  // every tile of 3 × 2
     CHECK(attn::window_block_layout(n, kHuge, false, 2, 3).partial_tiles() == 0);
+    // 2^33 tokens: billions of tiles (a terabyte of partial masks even for a window of 64) are refused before any
+    // is built, with the estimate.
+    CHECK_THROWS_NAMING(attn::window_block_layout(std::size_t{1} << 33, 64, false, 64, 64), std::invalid_argument,
+                        "available");
+    CHECK_THROWS_AS(attn::window_block_layout(std::size_t{1} << 33, kHuge, false, 64, 64), std::invalid_argument);
     attn::Rng rng(78);
     const Matrix Q = rng.normal(n, 4), K = rng.normal(n, 4), V = rng.normal(n, 3);
     const auto dense = attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V));

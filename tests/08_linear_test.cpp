@@ -357,4 +357,21 @@ TEST_SUITE("08_linear: chapter code") {
     CHECK_THROWS_NAMING(attn::ch08::linear_attention_weights(phi, phi, empty_but_shaped), std::invalid_argument,
                         "(0, 3)");
   }
+
+  TEST_CASE(
+      "linear_attention refuses negative features, and positive_random_features refuses NaN in Omega and rows whose "
+      "features leave float's range") {
+    const Matrix V = {{1.0f}, {2.0f}};
+    CHECK_THROWS_NAMING(attn::linear_attention(Matrix{{1.0f, 1.0f}}, Matrix{{1.0f, 2.0f}, {-3.0f, 1.0f}}, V),
+                        std::invalid_argument, "phiK[2] = -3");
+    CHECK_THROWS_NAMING(attn::linear_attention(Matrix{{-1.0f, 1.0f}}, Matrix{{1.0f, 2.0f}, {3.0f, 1.0f}}, V),
+                        std::invalid_argument, "phiQ[0]");
+    attn::Rng rng(81);
+    const Matrix Omega = rng.normal(16, 4), X = rng.normal(3, 4);
+    Matrix bad_omega = Omega;
+    bad_omega(5, 1) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_NAMING(attn::positive_random_features(X, bad_omega), std::invalid_argument, "Omega[21]");
+    // X·1e4: ‖x̂‖²/2 is about 1e8, so every exp underflows and the features would all be 0 without a word.
+    CHECK_THROWS_NAMING(attn::positive_random_features(Matrix(X * 1e4f), Omega), std::invalid_argument, "row 0");
+  }
 }

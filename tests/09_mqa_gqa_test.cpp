@@ -299,6 +299,8 @@ TEST_SUITE("09_mqa_gqa") {
             doctest::test_suite("09_mqa_gqa/kv_cache_bytes")) {
     const std::size_t huge = std::size_t{1} << 62;
     CHECK_THROWS_NAMING(attn::KVCache(4, huge, 4, 4), std::invalid_argument, "4611686018427387904");  // the size n
+    // 2^40 positions of 4 + 4 floats: 32 TiB fit in 64 bits but in no machine's memory; refused before allocating.
+    CHECK_THROWS_NAMING(attn::KVCache(1, std::size_t{1} << 40, 4, 4), std::invalid_argument, "available");
     CHECK_THROWS_NAMING(attn::kv_cache_bytes(1, 1, std::size_t{1} << 40, std::size_t{1} << 40, 4),
                         std::invalid_argument, "1099511627776");  // 2^82 bytes, not 0
     CHECK(attn::kv_cache_bytes(1, 1, std::size_t{1} << 30, std::size_t{1} << 30, 4) == std::size_t{1} << 63);

@@ -9,14 +9,19 @@
 // the inputs). A missing 1/√d_k, a missing D or a transposed product is off by O(G), thousands of times more.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "04_complexity/heap_counter.hpp"
 #include "05_flash_cpu/flash_cpu.hpp"
+#include "05_flash_cpu/flash_fast.hpp"
+#include "05_flash_cpu/tile_kernels.hpp"
 #include "10_backward/backward.hpp"
 #include "10_backward/backward_fast.hpp"
 #include "attn/rng.hpp"
@@ -81,6 +86,36 @@ const std::vector<Shape> kShapes = {
     {7, 7, 16, 5, 4, 4},        {33, 33, 32, 32, 8, 16}, {20, 45, 16, 8, 7, 11},
     {130, 130, 64, 64, 32, 48}, {50, 50, 8, 8, 64, 64},  {3, 10, 8, 12, 2, 3},
 };
+
+/// Queries that each meet one dominant key: K = a·Q for unit rows q_i, with a chosen so that query i's score for key i
+/// is at least 50 above its score for any other key (e^-50 ≈ 2e-22: the other weights vanish beside 1 in float32). Q
+/// and K are random, so the scores round; V and dO are small nonzero integers, so every product and sum of them (dP =
+/// dO Vᵀ, D = rowsum(dO ∘ O) with O = V) is exact and the only rounding left is the scores'. Then P_ii = exp(s_ii −
+/// lse_i) = exp(0) = 1 exactly, dV = dO exactly and dS_ii = 0 exactly, provided the backward recomputes s_ii with the
+/// very bits the forward computed it with.
+Inputs dominant_key_inputs(attn::Rng& rng, std::size_t n, std::size_t d_k, std::size_t d_v) {
+  Matrix Q = rng.normal(n, d_k);  // (n, d_k), rows scaled to length 1: q_i·q_i > q_i·q_j for every j ≠ i
+  for (std::size_t i = 0; i < n; ++i) {
+    auto q = xt::row(Q, i);
+    q /= std::sqrt(static_cast<float>(xt::sum(q * q)()));
+  }
+  double smallest_gap = std::numeric_limits<double>::infinity();  // of q_i·q_i − q_i·q_j, before the factor a
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      if (j != i) {
+        double gap = 0.0;
+        for (std::size_t c = 0; c < d_k; ++c) gap += static_cast<double>(Q(i, c)) * (Q(i, c) - Q(j, c));
+        smallest_gap = std::min(smallest_gap, gap);
+      }
+  REQUIRE(smallest_gap > 0.0);
+  const float a = static_cast<float>(60.0 * std::sqrt(static_cast<double>(d_k)) / smallest_gap);  // gap ≥ 60 exactly
+  const auto integers = [&](std::size_t rows, std::size_t cols) {
+    Matrix m = xt::floor(rng.uniform(rows, cols, 1.0f, 5.0f));  // (rows, cols) in {1, 2, 3, 4}
+    const Matrix sign = rng.uniform(rows, cols);                // (rows, cols)
+    return Matrix(xt::where(sign < 0.5f, -m, m));
+  };
+  return {Q, Matrix(a * Q), integers(n, d_v), integers(n, d_v)};
+}
 
 }  // namespace
 
@@ -395,6 +430,40 @@ TEST_SUITE("10_backward") {
     }
   }
 
+  TEST_CASE(
+      "flash_backward recomputes the forward's scores bit for bit: with one dominant key per query, dV is exactly dO "
+      "and dQ, dK vanish" *
+      doctest::test_suite("10_backward/flash_backward")) {
+    attn::Rng rng(111);
+    const std::size_t n = 7, d_v = 8;
+    for (const std::size_t d_k : {6, 16, 64}) {  // d_k = 64: OpenBLAS's sums round differently for other shapes
+      const Inputs in = dominant_key_inputs(rng, n, d_k, d_v);
+      const oracle::Grads expected = oracle_grads(in, nullptr);
+      double size = 0.0;  // of the exact dQ and dK: every term has a weight e^-50 or smaller (dS_ii is exactly 0)
+      for (const oracle::Mat* x : {&expected.dQ, &expected.dK})
+        for (double v : x->v) size = std::max(size, std::fabs(v));
+      REQUIRE(size < 1e-18);
+      // The forward's tiles, as the contract asks: short tiles at the ends, tiles the diagonal crosses.
+      for (const auto& [B_r, B_c] : {std::array<std::size_t, 2>{2, 3}, {4, 4}, {3, 5}, {5, 2}, {1, 7}, {7, 1}})
+        for (const bool causal : {false, true}) {
+          CAPTURE(d_k);
+          CAPTURE(B_r);
+          CAPTURE(B_c);
+          CAPTURE(causal);
+          const attn::FlashOutput fwd = attn::flash_attention(in.Q, in.K, in.V, causal, B_r, B_c);
+          REQUIRE(fwd.O == in.V);  // the forward: each output is its dominant key's value, exactly
+          const AttentionGrads g = attn::flash_backward(in.Q, in.K, in.V, fwd.O, fwd.lse, in.dO, causal, B_r, B_c);
+          INFO(
+              "P_ii = exp(s_ii − lse_i) must be exp(0) = 1: compute s_ii with the forward's products, in tiles of "
+              "the forward's shapes (a tile the diagonal crosses is not cut), 1/√d_k applied as it did");
+          CHECK(g.dV == in.dO);
+          // Exactly, dQ and dK are below 1e-18; a float32 entry above 1e-12 is the rounding of a term of size 1.
+          CHECK(static_cast<double>(xt::amax(xt::abs(g.dK))()) < 1e-12);
+          CHECK(static_cast<double>(xt::amax(xt::abs(g.dQ))()) < 1e-12);
+        }
+    }
+  }
+
   TEST_CASE("flash_backward holds nothing n×n: its heap peak is the gradients plus a few tiles" *
             doctest::test_suite("10_backward/flash_backward")) {
     const std::size_t n = 512, d = 8, B = 32;
@@ -491,5 +560,52 @@ TEST_SUITE("10_backward") {
                     std::invalid_argument);
     CHECK_THROWS_NAMING(attn::ch10::flash_backward_fast(Z, Z, Z, Z, xt::zeros<float>({1, 5}), Z, false),
                         std::invalid_argument, "(1, 5)");
+  }
+}
+
+TEST_SUITE("10_backward: chapter code") {
+  TEST_CASE(
+      "the fast backward recomputes the fast forward's scores bit for bit, whatever the tiles: with one dominant key "
+      "per query, dV is exactly dO and dQ, dK vanish") {
+    if (attn::ch05::key_panel_width() == 0) {
+      MESSAGE("skipped: this CPU has neither AVX2 nor AVX-512, so both passes use OpenBLAS and agree to rounding");
+      return;
+    }
+    attn::Rng rng(112);
+    const std::size_t h = 2, n = 100, d_k = 64, d_v = 8;  // d_k = 64: where OpenBLAS's products round differently
+    attn::Tensor3 Q = xt::zeros<float>({h, n, d_k}), K = xt::zeros<float>({h, n, d_k}),
+                  V = xt::zeros<float>({h, n, d_v}), dO = xt::zeros<float>({h, n, d_v});
+    for (std::size_t k = 0; k < h; ++k) {
+      const Inputs in = dominant_key_inputs(rng, n, d_k, d_v);
+      xt::view(Q, k) = in.Q;
+      xt::view(K, k) = in.K;
+      xt::view(V, k) = in.V;
+      xt::view(dO, k) = in.dO;
+    }
+    for (const char* isa : {"AVX-512", "AVX2+FMA"}) {
+      if (!attn::ch05::use_tile_kernels(isa)) continue;  // a CPU without AVX-512 still checks AVX2
+      const std::string isa_name = isa;
+      CAPTURE(isa_name);
+      // The defaults (forward 128 × 512, backward 64 × 128) and smaller tiles of other shapes: all whole panels.
+      for (const auto& [fwd, bwd] : {std::pair<attn::ch05::FastConfig, attn::ch10::BackwardConfig>{{}, {}},
+                                     {{16, 64, 2}, {8, 32, 2, 2}},
+                                     {{7, 32, 2}, {64, 128, 3, 2}}})
+        for (const bool causal : {false, true}) {
+          CAPTURE(fwd.B_r);
+          CAPTURE(fwd.B_c);
+          CAPTURE(bwd.B_r);
+          CAPTURE(bwd.B_c);
+          CAPTURE(causal);
+          const attn::ch05::FlashHeadsOutput f = attn::ch05::flash_attention_fast(Q, K, V, causal, fwd);
+          REQUIRE(f.O == V);
+          const attn::ch10::HeadsGrads g = attn::ch10::flash_backward_fast(Q, K, V, f.O, f.lse, dO, causal, bwd);
+          INFO("P_ii = exp(s_ii − lse_i) must be exp(0) = 1: the backward must compute s_ii as the forward did");
+          CHECK(g.dV == dO);
+          // As for flash_backward above: exactly, dQ and dK are below 1e-18.
+          CHECK(static_cast<double>(xt::amax(xt::abs(g.dK))()) < 1e-12);
+          CHECK(static_cast<double>(xt::amax(xt::abs(g.dQ))()) < 1e-12);
+        }
+    }
+    attn::ch05::use_tile_kernels("auto");
   }
 }

@@ -109,13 +109,21 @@ TEST_SUITE("11_positions") {
     CHECK(Y == Matrix{{1.0f, 2.0f}});
   }
 
-  TEST_CASE("alibi_slopes form the geometric sequence 2^(−8(k+1)/h)" *
+  TEST_CASE("alibi_slopes are the paper's: 2^(−8k/h) for h a power of two, filled from 2h's otherwise" *
             doctest::test_suite("11_positions/alibi_slopes")) {
     INFO("for h = 8 the slopes are 1/2, 1/4, …, 1/256");
     CHECK(attn::alibi_slopes(8) == Vector{0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f, 0.0078125f, 0.00390625f});
     CHECK(attn::alibi_slopes(1) == Vector{0.00390625f});
     const Vector four = attn::alibi_slopes(4);
     CHECK(four == Vector{0.25f, 0.0625f, 0.015625f, 0.00390625f});
+    INFO("h = 6: the four slopes of h = 4, then every other slope of h = 8 (1/2, 1/8), not 2^(−8k/6)");
+    CHECK(attn::alibi_slopes(6) == Vector{0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f});
+    // Every h from 1 to 40 against the paper's own recursion in float64: each slope is one exp2, rounded once
+    // to float (ε relative; the powers of two exactly).
+    for (std::size_t h = 1; h <= 40; ++h) {
+      CAPTURE(h);
+      CHECK_ALLCLOSE(attn::alibi_slopes(h), oracle::alibi_slopes(h), 0.0, 2.0 * std::ldexp(1.0, -24));
+    }
     CHECK_THROWS_AS(attn::alibi_slopes(0), std::invalid_argument);
   }
 
@@ -146,6 +154,13 @@ TEST_SUITE("11_positions") {
     CHECK(both_ways(0, 0, 1));
     CHECK_FALSE(both_ways(0, 0, 2));
     CHECK_THROWS_AS(docs(0, 10, 0), std::out_of_range);
+    INFO("with 4 queries for the 10 tokens, query q is token q + 6: the queries are the last tokens");
+    const attn::DocumentMask last_four{docs.document, true, 6};
+    CHECK(last_four(0, 0, 5));        // token 6 sees token 5, the start of its document
+    CHECK_FALSE(last_four(0, 0, 4));  // but not the document before it
+    CHECK_FALSE(last_four(0, 0, 7));  // nor its future
+    CHECK(last_four(0, 3, 9));
+    CHECK_THROWS_AS(last_four(0, 4, 0), std::out_of_range);
     // Tiles of 2 × 3 over 10 × 10: count by hand what the block mask must say, tile by tile.
     const ch11::BlockMask bm = ch11::make_block_mask(docs, 1, 10, 10, 2, 3);
     std::size_t empty = 0, full = 0;
@@ -192,7 +207,7 @@ TEST_SUITE("11_positions") {
                                       for (std::size_t t = 0; t < n_kv; ++t) doc[t] = t / 29;  // documents of 29 tokens
                                       return doc;
                                     }(),
-                                    true};
+                                    true, offset};
       const double tol = attention_tolerance(n_kv, d);
       // n is a multiple of neither tile. B_c = 24 is not a whole number of chapter 05's key panels (16 or 32
       // keys), so both products are OpenBLAS calls; B_c = 64 is, so they run on its micro-kernels.
@@ -205,7 +220,7 @@ TEST_SUITE("11_positions") {
           const auto all = [](std::size_t, std::size_t) { return true; };
           const auto check = [&](const attn::ch05::FlashHeadsOutput& out, const oracle::Mat& expected,
                                  const char* what) {
-            INFO(what);
+            INFO(std::string(what));
             CHECK_ALLCLOSE(Matrix(xt::view(out.O, k)), expected, tol, 0.0);
           };
           check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::NoMask{}, nullptr, config),
@@ -223,7 +238,7 @@ TEST_SUITE("11_positions") {
                 oracle::modified_attention(
                     q, kk, v,
                     [&](double s, std::size_t i, std::size_t j) {
-                      return s - std::exp2(-8.0 * static_cast<double>(k + 1) / static_cast<double>(h)) *
+                      return s - oracle::alibi_slopes(h)[k] *
                                      std::fabs(static_cast<double>(i + offset) - static_cast<double>(j));
                     },
                     [&](std::size_t i, std::size_t j) { return j <= i + offset; }),
@@ -232,16 +247,16 @@ TEST_SUITE("11_positions") {
                 oracle::modified_attention(
                     q, kk, v, [](double s, std::size_t, std::size_t) { return 1.5 * std::tanh(s / 1.5); }, all),
                 "soft-capping at 1.5");
-          if (n_q == n_kv) {
-            check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::PrefixLM{9}, nullptr, config),
-                  oracle::modified_attention(q, kk, v, identity,
-                                             [](std::size_t i, std::size_t j) { return j < 9 || j <= i; }),
-                  "prefix-LM with a prefix of 9");
-            check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, docs, nullptr, config),
-                  oracle::modified_attention(q, kk, v, identity,
-                                             [&](std::size_t i, std::size_t j) { return i / 29 == j / 29 && j <= i; }),
-                  "your DocumentMask, documents of 29 tokens");
-          }
+          // Prefix-LM and documents, aligned like every mask: query i sits at position i + offset.
+          check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::PrefixLM{9, offset}, nullptr, config),
+                oracle::modified_attention(q, kk, v, identity,
+                                           [&](std::size_t i, std::size_t j) { return j < 9 || j <= i + offset; }),
+                "prefix-LM with a prefix of 9");
+          check(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, docs, nullptr, config),
+                oracle::modified_attention(
+                    q, kk, v, identity,
+                    [&](std::size_t i, std::size_t j) { return (i + offset) / 29 == j / 29 && j <= i + offset; }),
+                "your DocumentMask, documents of 29 tokens");
         }
     }
   }
@@ -315,7 +330,7 @@ TEST_SUITE("11_positions") {
       for (std::size_t k = 0; k < h; ++k) {
         const oracle::Mat q = to_oracle(Matrix(xt::view(Q, k))), kk = to_oracle(Matrix(xt::view(K, k))),
                           v = to_oracle(Matrix(xt::view(V, k)));
-        const double slope = std::exp2(-8.0 * static_cast<double>(k + 1) / static_cast<double>(h));
+        const double slope = oracle::alibi_slopes(h)[k];  // h = 3: 1/16, 1/256, then 1/4
         CHECK_ALLCLOSE(Matrix(xt::view(one.O, k)),
                        oracle::modified_attention(
                            q, kk, v,

@@ -25,6 +25,8 @@ using attn::test::to_oracle;
 namespace ch12 = attn::ch12;
 namespace oracle = attn::oracle;
 
+constexpr double kEps = 1.0 / (1 << 24);  // float32's unit roundoff, 2^-24
+
 constexpr std::size_t kSkip = ch12::kIgnore;
 
 /// The float32 model's weights as the oracle's float64 transformer.
@@ -120,7 +122,7 @@ TEST_SUITE("12_learning") {
     // m̂ = 0.5, v̂ = 0.25, m̂/√v̂ = 1, θ = 1 − 0.1·(1 + 0.01·1) = 0.899. Step 2, g = −0.5: m = −0.005,
     // v = 0.00049975, m̂ = −0.005/0.19 = −1/38, v̂ = 0.00049975/0.001999 = 0.25, m̂/√v̂ = −1/19,
     // θ = 0.899 − 0.1·(−1/19 + 0.01·0.899) = 0.90336416.
-    attn::AdamW s{0.1f, 0.9f, 0.999f, 1e-8f, 0.01f};
+    attn::AdamW s{0.1f, 0.9, 0.999, 1e-8f, 0.01f};
     Matrix theta = xt::ones<float>({1, 1}), m = xt::zeros<float>({1, 1}), v = m;
     attn::adamw_step(theta, Matrix(xt::ones<float>({1, 1}) * 0.5f), m, v, 1, s);
     // Values ~1 through a handful of float32 operations: a few ulps (1e-7 each); 1e-6 leaves room, and is far
@@ -132,6 +134,54 @@ TEST_SUITE("12_learning") {
     attn::adamw_step(theta, Matrix(xt::ones<float>({1, 1}) * -0.5f), m, v, 2, s);
     INFO("step 2: bias corrections 1 − 0.9² and 1 − 0.999²; decay uses θ before the step");
     CHECK(static_cast<double>(theta(0, 0)) == doctest::Approx(0.90336416).epsilon(1e-6));
+  }
+
+  TEST_CASE("adamw_step follows the float64 AdamW with β1 = 0.9, β2 = 0.999 for ten steps, to float32 rounding" *
+            doctest::test_suite("12_learning/adamw_step")) {
+    attn::Rng rng(121);
+    attn::AdamW s;  // the defaults: β1 = 0.9, β2 = 0.999, exactly as PyTorch's
+    s.lr = 1e-2f;
+    s.weight_decay = 0.01f;
+    const std::size_t T = 10;
+    Matrix theta = rng.normal(4, 5), m = xt::zeros<float>({4, 5}), v = m;  // (4, 5)
+    oracle::AdamWState exact{to_oracle(theta).v, std::vector<double>(20, 0.0), std::vector<double>(20, 0.0)};
+    // Every step rounds m, v and θ to float once (ε = 2^-24 relative each); an error in m or v decays by β after
+    // it, so after t steps m and v are within t·ε of their largest size so far. θ adds its own rounding and the
+    // step's error from those of m and v: lr·(|Δm̂|/√v̂ + |m̂|·|Δv̂|/(2 v̂^{3/2})), to first order.
+    double m_size = 0.0, v_size = 0.0, theta_tol = 0.0;
+    for (std::size_t t = 1; t <= T; ++t) {
+      CAPTURE(t);
+      const Matrix g = rng.normal(4, 5, 0.0f, 0.1f);  // (4, 5)
+      attn::adamw_step(theta, g, m, v, t, s);
+      oracle::adamw_step(exact, to_oracle(g).v, t, static_cast<double>(s.lr), 0.9, 0.999, static_cast<double>(s.eps),
+                         static_cast<double>(s.weight_decay));
+      const double c1 = 1.0 - std::pow(0.9, static_cast<double>(t)), c2 = 1.0 - std::pow(0.999, static_cast<double>(t));
+      for (std::size_t i = 0; i < 20; ++i) {
+        m_size = std::max(m_size, std::fabs(exact.m[i]));
+        v_size = std::max(v_size, exact.v[i]);
+      }
+      const double m_tol = static_cast<double>(t) * kEps * m_size, v_tol = static_cast<double>(t) * kEps * v_size;
+      double step_tol = 0.0;
+      for (std::size_t i = 0; i < 20; ++i) {
+        const double m_hat = exact.m[i] / c1, v_hat = exact.v[i] / c2;
+        step_tol = std::max(
+            step_tol, static_cast<double>(s.lr) * (m_tol / c1 / std::sqrt(v_hat) +
+                                                   std::fabs(m_hat) * v_tol / c2 / (2.0 * v_hat * std::sqrt(v_hat))) +
+                          kEps * std::fabs(exact.theta[i]));
+      }
+      theta_tol += step_tol;
+      INFO(
+          "m = β1·m + (1 − β1)·g and v = β2·v + (1 − β2)·g² with β and 1 − β exactly as given (a float 1 − 0.999f "
+          "is 0.000999987: v 1.3e-5 off)");
+      const auto as_matrix = [](const std::vector<double>& x) {
+        oracle::Mat out(4, 5);
+        out.v = x;
+        return out;
+      };
+      CHECK_ALLCLOSE(m, as_matrix(exact.m), m_tol, 0.0);
+      CHECK_ALLCLOSE(v, as_matrix(exact.v), v_tol, 0.0);
+      CHECK_ALLCLOSE(theta, as_matrix(exact.theta), 2.0 * theta_tol, 0.0);
+    }
   }
 
   TEST_CASE("adamw_step adds ε to √v̂, after the bias correction and outside the square root" *

@@ -68,4 +68,25 @@ TEST_SUITE("14_state_space") {
                     std::invalid_argument);
     CHECK(ch14::relative_error(Matrix{{1.0f, 0.0f}}, V) == doctest::Approx(0.894427191));  // ‖(0, −2)‖/‖(1, 2)‖ = 2/√5
   }
+
+  TEST_CASE("the LTI kernel, recurrence and convolutions refuse NaN or infinity, and a state that would grow") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const attn::Vector u = {1.0f, 2.0f, nan}, K = {0.5f, 0.25f};
+    CHECK_THROWS_WITH_AS(ch14::causal_convolution_direct(K, u), doctest::Contains("u[2]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        ch14::causal_convolution_direct(attn::Vector{std::numeric_limits<float>::infinity()}, attn::Vector{1.0f}),
+        doctest::Contains("K[0]"), std::invalid_argument);
+    if (ch14::fft_available())
+      CHECK_THROWS_WITH_AS(ch14::causal_convolution_fft(K, u), doctest::Contains("u[2]"), std::invalid_argument);
+    const attn::DiscreteSSM stable{
+        {attn::Complex(0.5f, 0.0f)}, {attn::Complex(1.0f, 0.0f)}, {attn::Complex(1.0f, 0.0f)}};
+    CHECK_THROWS_WITH_AS(ch14::ssm_recurrence(stable, u), doctest::Contains("u[2]"), std::invalid_argument);
+    attn::DiscreteSSM growing = stable;
+    growing.A_bar[0] = attn::Complex(0.0f, 2.0f);  // |Ā| = 2: the kernel doubles every tap, inf past 128 taps
+    CHECK_THROWS_WITH_AS(ch14::ssm_kernel(growing, 200), doctest::Contains("|A_bar[0]| = 2"), std::invalid_argument);
+    attn::DiscreteSSM broken = stable;
+    broken.C[0] = attn::Complex(nan, 0.0f);
+    CHECK_THROWS_WITH_AS(ch14::ssm_recurrence(broken, attn::Vector{1.0f}), doctest::Contains("entry 0"),
+                         std::invalid_argument);
+  }
 }

@@ -167,6 +167,44 @@ TEST_SUITE("14_state_space") {
     CHECK(s.C[0] == Complex(1.0f, 0.0f));
   }
 
+  TEST_CASE("zoh_discretize keeps its digits at small steps: B̄ from Δ = 1e-6 to 1 to float32 rounding" *
+            doctest::test_suite("14_state_space/zoh_discretize")) {
+    // Mamba's steps start at Δ = 0.001, where e^{ΔA} is within 5e-4 of 1: (Ā − 1)/A computed as written keeps only
+    // the last few bits of Ā and is 6e-5 wrong relative (A = −0.5), 7e-4 at Δ = 1e-4.
+    attn::Rng rng(143);
+    attn::DiagonalSSM ssm = s4d_lin(6, rng);
+    ssm.A.emplace_back(-0.5f, 0.0f);  // the real A of the issue found against PyTorch
+    ssm.A.emplace_back(-3.0f, 40.0f);
+    const Matrix b = rng.normal(ssm.A.size(), 2);  // (N, 2) a complex B, real and imaginary parts
+    ssm.B.clear();
+    for (std::size_t k = 0; k < ssm.A.size(); ++k) ssm.B.emplace_back(b(k, 0), b(k, 1));
+    ssm.C.resize(ssm.A.size(), Complex(1.0f, 0.0f));
+    for (const float delta : {1e-6f, 1e-5f, 1e-4f, 1e-3f, 1e-2f, 0.1f, 1.0f}) {
+      const attn::DiscreteSSM s = attn::zoh_discretize(ssm, delta);
+      for (std::size_t k = 0; k < ssm.A.size(); ++k) {
+        CAPTURE(delta);
+        CAPTURE(k);
+        // The oracle: Van Loan's block exponential of the entry's real 2×2 form, [[a, −b], [b, a]].
+        const double a = ssm.A[k].real(), w = ssm.A[k].imag();
+        oracle::Mat A(2, 2), B(2, 1);
+        A(0, 0) = a, A(0, 1) = -w, A(1, 0) = w, A(1, 1) = a;
+        B(0, 0) = ssm.B[k].real(), B(1, 0) = ssm.B[k].imag();
+        const oracle::Zoh z = oracle::zoh(A, B, delta);
+        const std::complex<double> A_bar(z.A_bar(0, 0), z.A_bar(1, 0)), B_bar(z.B_bar(0, 0), z.B_bar(1, 0));
+        // float32 arithmetic: ΔA rounds each part by ε, which moves e^{ΔA} by ≤ ε|ΔA||Ā| and e^{ΔA} − 1 by
+        // ≤ ε|ΔA| (|e^{ΔA}| < 1), hence B̄ by ≤ ε·Δ|B|; then about ten operations of ≤ 2 ulp each (expm1, cos, sin,
+        // the complex division and product). 16ε relative, plus the rounding of ΔA.
+        const double dB = static_cast<double>(delta) * std::abs(std::complex<double>(ssm.B[k]));
+        const double dA = static_cast<double>(delta) * std::abs(std::complex<double>(ssm.A[k]));
+        CHECK(std::abs(std::complex<double>(s.A_bar[k]) - A_bar) <= 16.0 * kEps * (1.0 + dA) * std::abs(A_bar));
+        CHECK_MESSAGE(std::abs(std::complex<double>(s.B_bar[k]) - B_bar) <= 16.0 * kEps * (std::abs(B_bar) + dB),
+                      "B̄ = ", std::complex<double>(s.B_bar[k]), " against ", B_bar, ", relative error ",
+                      std::abs(std::complex<double>(s.B_bar[k]) - B_bar) / std::abs(B_bar),
+                      ": e^{ΔA} − 1 must not be computed as Ā − 1 (it cancels when ΔA is small)");
+      }
+    }
+  }
+
   TEST_CASE("zoh_discretize refuses Re(A) ≥ 0, a step that is not positive, sizes that differ and NaN, naming them" *
             doctest::test_suite("14_state_space/zoh_discretize")) {
     const ComplexVector one{{1.0f, 0.0f}, {1.0f, 0.0f}};
@@ -219,6 +257,31 @@ TEST_SUITE("14_state_space") {
       impulse(0) = 1.0f;
       CHECK_ALLCLOSE(attn::ch14::ssm_recurrence(s, impulse), K, recurrence_atol(m, N, 1.0), 0.0);
     }
+  }
+
+  TEST_CASE(
+      "the S4D kernel and the direct convolution of a long sequence (Δ = 0.001, n = 4,096) are right to float32 "
+      "rounding" *
+      doctest::test_suite("14_state_space/zoh_discretize")) {
+    // At Δ = 0.001, |Ā| is within 5e-4 of 1: the kernel's 4,096 taps are 4,096 powers of Ā, and each output of the
+    // convolution sums up to 4,096 products. In float, either accumulates n·ε of rounding (2.4e-4 relative).
+    attn::Rng rng(144);
+    const std::size_t N = 16, n = 4096;
+    const attn::DiscreteSSM s = attn::zoh_discretize(s4d_lin(N, rng), 0.001f);
+    const std::vector<double> K = oracle::ssm_kernel(to_double(s.A_bar), to_double(s.B_bar), to_double(s.C), n);
+    // K_l rounds to float once (ε|K_l|); before that, l ≤ n complex products and N sums in double (and the oracle's
+    // std::pow) err by at most 4·n·2^-53 of Σ_k |C_k B̄_k| (|Ā_k| ≤ 1).
+    const double kDoubleEps = 1.0 / 9007199254740992.0;  // 2^-53
+    const double gain = magnitude(s).gain;
+    const Vector K_track = attn::ch14::ssm_kernel(s, n);  // (n)
+    CHECK_ALLCLOSE(K_track, K, 4.0 * static_cast<double>(n) * kDoubleEps * gain, kEps);
+    // The convolution of that kernel: y_t rounds to float once (ε|y_t|); the sums of n exact products in double
+    // err by n·2^-53·Σ_j |K_j||u_{t−j}| on each side, the track's and the oracle's.
+    const Vector u = xt::flatten(Matrix(rng.normal(n, 1)));  // (n)
+    const std::vector<double> y = oracle::causal_convolution(to_oracle(K_track), to_oracle(u));
+    const double l1 = static_cast<double>(xt::sum(xt::abs(K_track))());
+    CHECK_ALLCLOSE(attn::ch14::causal_convolution_direct(K_track, u), y,
+                   2.0 * static_cast<double>(n) * kDoubleEps * l1 * max_abs(u), kEps);
   }
 
   TEST_CASE(

@@ -3,8 +3,10 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -101,8 +103,39 @@ TEST_SUITE("common") {
   TEST_CASE("the tests run with the best OpenBLAS kernel the CPU supports unless the user chose one") {
     const attn::BlasInfo blas = attn::blas_info();
     CHECK(!blas.kernel.empty());
-    if (blas.chosen_by.rfind("set by the user", 0) == 0) return;                // the user's choice stands
+    if (blas.chosen_by.rfind("set by you", 0) == 0) return;                     // the user's choice stands
     CHECK(attn::better_blas_kernel_for(attn::cpu_flags(), blas.kernel) == "");  // main() restarted with it
+  }
+
+  TEST_CASE("a CPU's model name is shortened to at most 40 columns, so machine lines fit any CPU") {
+    CHECK(attn::short_cpu_name("Intel(R) Xeon(R) Platinum 8480+ Processor") == "Intel Xeon Platinum 8480+");
+    CHECK(attn::short_cpu_name("Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz") == "Intel Core i7-8700");
+    CHECK(attn::short_cpu_name(" AMD EPYC 9R14 96-Core Processor") == "AMD EPYC 9R14 96-Core");
+    CHECK(attn::short_cpu_name("") == "unknown CPU");
+    const std::string long_name = attn::short_cpu_name(std::string(30, 'x') + " " + std::string(30, 'y'));
+    CHECK(long_name.size() == 40);
+    CHECK(long_name.substr(37) == "...");
+    // A cut never leaves half of a UTF-8 character behind.
+    CHECK(attn::short_cpu_name(std::string(36, 'x') + "处理器") == std::string(36, 'x') + "...");
+  }
+
+  TEST_CASE("the machine line's CPU and BLAS parts fit a line each with a long model name (ATTN_FAKE_CPUINFO)") {
+    const std::string path = "attn_test_cpuinfo.txt";
+    std::ofstream(path) << "model name\t: Intel(R) Xeon(R) Platinum 8592+ Processor, as long as a model name "
+                           "gets on some machines @ 1.90GHz\nflags\t\t: fpu sse2 avx2 fma\n";
+    setenv("ATTN_FAKE_CPUINFO", path.c_str(), 1);
+    const std::string line = attn::machine_line(), name = attn::cpu_name();
+    const std::set<std::string> flags = attn::cpu_flags();
+    unsetenv("ATTN_FAKE_CPUINFO");
+    std::remove(path.c_str());
+    CHECK(name == "Intel Xeon Platinum 8592+, as long as...");
+    CHECK(flags == std::set<std::string>{"fpu", "sse2", "avx2", "fma"});
+    // Its two parts go on lines of their own ("# CPU: ...", "# BLAS: ..." in recordings): each fits.
+    const std::size_t split = line.find("; ");
+    REQUIRE(split != std::string::npos);
+    INFO(line);
+    CHECK(attn::display_width(line.substr(0, split)) <= 92);
+    CHECK(attn::display_width(line.substr(split + 2)) <= 92);
   }
 
   TEST_CASE("the FMA peak loop runs the widest vector instructions the CPU reports") {

@@ -29,7 +29,8 @@ Vector stable_softmax(const Vector& logits);
 /// \param K (n, d_k) what each of the n tokens offers, one key per row.
 /// \return (n) attention weights over the n tokens, summing to 1 (n = 0 gives an empty vector).
 /// \throws std::invalid_argument naming both shapes if q's length differs from K's columns, or is 0
-///         (d_k = 0: no feature to compare, and nothing to divide by).
+///         (d_k = 0: no feature to compare, and nothing to divide by); naming a NaN/Inf of q or K, or when a
+///         score could overflow (the course's overflow policy, attn/checks.hpp).
 Vector attention_weights(const Vector& q, const Matrix& K);
 
 /// The output of attention for one query: the weighted average `Σ_j w_j V_j` of the value rows.
@@ -37,7 +38,8 @@ Vector attention_weights(const Vector& q, const Matrix& K);
 /// \param weights (n) attention weights (from attention_weights()).
 /// \param V (n, d_v) the content each token carries, one value per row.
 /// \return (d_v) the blend.
-/// \throws std::invalid_argument naming both shapes if weights has not one entry per row of V.
+/// \throws std::invalid_argument naming both shapes if weights has not one entry per row of V, or naming the
+///         first NaN/Inf of weights or V.
 Vector blend_values(const Vector& weights, const Matrix& V);
 
 /// The question the pronoun 它 ("it") asks, written in the chapter's key space: a (d_k) vector whose

@@ -31,6 +31,7 @@
 #include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
 #include "attn/format.hpp"
+#include "attn/machine.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
@@ -78,14 +79,6 @@ using attn::si;  // 2.61e12 → "2.61 T": counts read better with SI prefixes
 
 /// Bytes in decimal units (kB, MB, GB), like the seed's "40 GB".
 std::string decimal_bytes(double b) { return attn::human_bytes(b, /*binary=*/false); }
-
-std::string cpu_name() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
 
 // [measure_point]
 /// Runs full attention at (n, d): first once through the guard, counting the heap it holds; then, unless
@@ -193,7 +186,7 @@ void write_figures(const attn::Chapter& chapter, const std::vector<Point>& by_n,
     std::vector<double> fitted;
     for (double xi : x) fitted.push_back(fit.coefficient * std::pow(xi, fit.exponent));
     attn::write_svg_plot(
-        *path, {fmt::format("Full attention time on {}", cpu_name()),
+        *path, {fmt::format("Full attention time on {}", attn::cpu_name()),
                 label,
                 "seconds (median)",
                 true,
@@ -276,8 +269,10 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
 
   fmt::print("Chapter 04: the O(n²·d) wall. Full attention is chapter 02's scaled_dot_product_attention.\n");
   if (!book)
-    fmt::print("Machine: {} ({} hardware threads), OpenBLAS for the products; median of {} runs after a warm-up.\n",
-               cpu_name(), std::thread::hardware_concurrency(), o.repeats);
+    fmt::print("{}", attn::wrapped(fmt::format("Machine: {}, OpenBLAS for the products; median of {} runs after a "
+                                               "warm-up.",
+                                               attn::cpu_model(), o.repeats),
+                                   100, ""));
 
   const std::vector<std::size_t> ns = doubling(o.min_n, o.max_n);
   const std::vector<std::size_t> ds = doubling(32, o.max_d);

@@ -97,7 +97,8 @@ FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, b
 /// \param i the row wanted, i < n_q.
 /// \param causal whether lse came from a causal run.
 /// \return (n_kv), summing to 1 (or all zeros when lse_i = -inf).
-/// \throws std::invalid_argument when the shapes do not fit, i ≥ n_q, or causal and n_q > n_kv.
+/// \throws std::invalid_argument when the shapes do not fit, i ≥ n_q, causal and n_q > n_kv, lse_i is NaN or +inf,
+///         or Q or K holds a NaN/Inf (or a score could overflow).
 Vector attention_row(const Matrix& Q, const Matrix& K, const Vector& lse, std::size_t i, bool causal);
 
 /// Floats the tiled forward (FlashAttention-2 order, non-causal, n_q = n_kv = \p n, d_k = d_v = \p d)

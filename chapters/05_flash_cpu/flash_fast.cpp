@@ -144,9 +144,18 @@ void check_and_run(const Problem& p, std::size_t elements_q, std::size_t element
       fmt::format("{}: B_r = {}, B_c = {}, threads = {}; all must be positive", where, cfg.B_r, cfg.B_c, cfg.threads));
   require(!p.causal || p.n_q <= p.n_kv,
           fmt::format("{}: causal with {} queries but only {} keys; n_q <= n_kv", where, p.n_q, p.n_kv));
-  checked_product("flash_attention_fast: the score tile B_r × B_c floats", {cfg.B_r, cfg.B_c, sizeof(float)});
   require_attention_inputs(where, p.Q, elements_q, p.d_k, p.K, elements_kv, p.d_k, p.V, p.h * p.n_kv * p.d_v);
-  if (p.h * p.n_q > 0) run(p, cfg);
+  // Key tiles larger than the sequence hold nothing more: one tile covers it either way, so B_c is cut to it (the
+  // same bits; B_c stays a multiple of the key panels when it was one). B_r stays as given: chapter 10's backward
+  // recomputes these scores bit for bit only from the forward's own row blocks. Then each thread's score tile is
+  // refused, with the estimate, when it cannot fit.
+  FastConfig used = cfg;
+  const std::size_t width = key_panel_width();
+  const std::size_t keys = std::max<std::size_t>(p.n_kv, 1);
+  used.B_c = std::min(cfg.B_c, width > 0 && cfg.B_c % width == 0 ? (keys + width - 1) / width * width : keys);
+  checked_allocation("flash_attention_fast: the score tiles threads × B_r × B_c floats",
+                     {static_cast<std::size_t>(cfg.threads), used.B_r, used.B_c, sizeof(float)});
+  if (p.h * p.n_q > 0) run(p, used);
 }
 
 }  // namespace

@@ -32,12 +32,13 @@ struct FlashHeadsOutput {
 /// \param K (h, n_kv, d_k) keys.
 /// \param V (h, n_kv, d_v) values.
 /// \param causal query i sees key j only when j ≤ i + n_kv - n_q (chapter 02's causal_mask()).
-/// \param config block sizes and thread count.
+/// \param config block sizes and thread count. Key tiles larger than the sequence are cut to it (the same bits).
 /// \return O (h, n_q, d_v) and lse (h, n_q).
 /// \throws std::invalid_argument naming the shapes when they do not fit, when a block size or the thread
-///         count is 0, when causal and n_q > n_kv, naming the first NaN/Inf of Q, K or V, or when a score
-///         could overflow (the course's overflow policy: attn/checks.hpp). An exception in a worker thread
-///         (std::bad_alloc of a huge tile) reaches the caller; OpenBLAS's thread count is restored either way.
+///         count is 0, when causal and n_q > n_kv, naming the first NaN/Inf of Q, K or V, when a score
+///         could overflow (the course's overflow policy: attn/checks.hpp), or when the threads' score tiles
+///         would not fit in memory (with the estimate). An exception in a worker thread reaches the caller;
+///         OpenBLAS's thread count is restored either way.
 FlashHeadsOutput flash_attention_fast(const Tensor3& Q, const Tensor3& K, const Tensor3& V, bool causal,
                                       const FastConfig& config = {});
 

@@ -13,6 +13,7 @@
 
 #include "06_flash_cuda/cuda_check.cuh"
 #include "06_flash_cuda/ladder.hpp"
+#include "06_flash_cuda/random_inputs.hpp"
 
 namespace attn::ch06 {
 namespace {
@@ -27,16 +28,16 @@ __global__ void fill_kernel(float* p, long long count, float value) {
   if (i < count) p[i] = value;
 }
 
-// Uniform values in [-1, 1) from a hash of the index (splitmix64): random data for the ceilings, without
-// a random-number library.
-__global__ void fill_random_kernel(float* p, long long count, unsigned long long seed) {
+// Uniform values in [-1, 1) (random_inputs.hpp): random data for the ceilings.
+__global__ void fill_uniform_kernel(float* p, long long count, unsigned long long seed) {
   const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-  if (i >= count) return;
-  unsigned long long x = seed + static_cast<unsigned long long>(i + 1) * 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  p[i] = static_cast<float>(x >> 40) * 0x1.0p-23f - 1.0f;  // 24 random bits → [0, 2) → [-1, 1)
+  if (i < count) p[i] = hash_uniform(seed, static_cast<std::uint64_t>(i));
+}
+
+// Standard normal values (random_inputs.hpp): the timing run's Q, K and V, drawn where they are used.
+__global__ void fill_normal_kernel(float* p, long long count, unsigned long long seed) {
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (i < count) p[i] = hash_normal(seed, static_cast<std::uint64_t>(i));
 }
 
 // Two CUDA events that are destroyed on every path, the error paths included.
@@ -183,12 +184,30 @@ void GpuWorkspace::upload(const std::vector<float>& Q, const std::vector<float>&
   if (Q.size() != w.q_count || K.size() != w.kv_count || V.size() != w.kv_count)
     throw std::invalid_argument("GpuWorkspace::upload: Q, K, V sizes " + std::to_string(Q.size()) + ", " +
                                 std::to_string(K.size()) + ", " + std::to_string(V.size()) + " do not match the shape");
-  const std::pair<const std::vector<float>*, std::pair<float*, __nv_bfloat16*>> parts[] = {
-      {&Q, {w.Q, w.Q16}}, {&K, {w.K, w.K16}}, {&V, {w.V, w.V16}}};
-  for (const auto& [host, device] : parts) {
-    ATTN_CUDA_CHECK(cudaMemcpy(device.first, host->data(), host->size() * sizeof(float), cudaMemcpyHostToDevice));
-    const auto count = static_cast<long long>(host->size());
-    to_bf16_kernel<<<blocks_for(count, 256), 256>>>(device.first, device.second, count);
+  const std::pair<const std::vector<float>*, float*> parts[] = {{&Q, w.Q}, {&K, w.K}, {&V, w.V}};
+  for (const auto& [host, device] : parts)
+    ATTN_CUDA_CHECK(cudaMemcpy(device, host->data(), host->size() * sizeof(float), cudaMemcpyHostToDevice));
+  make_bf16_copies();
+}
+
+void GpuWorkspace::fill_normal(std::uint64_t seed) {
+  Impl& w = *impl_;
+  const std::pair<float*, std::size_t> parts[] = {{w.Q, w.q_count}, {w.K, w.kv_count}, {w.V, w.kv_count}};
+  for (const auto& [device, count] : parts) {
+    const auto n = static_cast<long long>(count);
+    fill_normal_kernel<<<blocks_for(n, 256), 256>>>(device, n, seed++);  // one stream per tensor
+    ATTN_CUDA_CHECK_LAUNCH();
+  }
+  make_bf16_copies();
+}
+
+void GpuWorkspace::make_bf16_copies() {
+  Impl& w = *impl_;
+  const std::pair<const float*, std::pair<__nv_bfloat16*, std::size_t>> parts[] = {
+      {w.Q, {w.Q16, w.q_count}}, {w.K, {w.K16, w.kv_count}}, {w.V, {w.V16, w.kv_count}}};
+  for (const auto& [fp32, bf16] : parts) {
+    const auto count = static_cast<long long>(bf16.second);
+    to_bf16_kernel<<<blocks_for(count, 256), 256>>>(fp32, bf16.first, count);
     ATTN_CUDA_CHECK_LAUNCH();
   }
   ATTN_CUDA_CHECK(cudaDeviceSynchronize());
@@ -240,7 +259,7 @@ Ceilings measure_ceilings() {
   constexpr long long kCount = static_cast<long long>(count);
   const DeviceBuffer<float> A(device_alloc<float>(count)), B(device_alloc<float>(count)), C(device_alloc<float>(count));
   for (float* p : {A.get(), B.get(), C.get()}) {
-    fill_random_kernel<<<blocks_for(kCount, 256), 256>>>(p, kCount, reinterpret_cast<std::uintptr_t>(p));
+    fill_uniform_kernel<<<blocks_for(kCount, 256), 256>>>(p, kCount, reinterpret_cast<std::uintptr_t>(p));
     ATTN_CUDA_CHECK_LAUNCH();
   }
   cublasHandle_t raw = nullptr;
@@ -262,7 +281,7 @@ Ceilings measure_ceilings() {
   auto* B16 = reinterpret_cast<__nv_bfloat16*>(C.get());
   to_bf16_kernel<<<blocks_for(kCount, 256), 256>>>(A.get(), A16, kCount);
   ATTN_CUDA_CHECK_LAUNCH();
-  fill_random_kernel<<<blocks_for(kCount, 256), 256>>>(A.get(), kCount, 12345);
+  fill_uniform_kernel<<<blocks_for(kCount, 256), 256>>>(A.get(), kCount, 12345);
   ATTN_CUDA_CHECK_LAUNCH();
   to_bf16_kernel<<<blocks_for(kCount, 256), 256>>>(A.get(), B16, kCount);
   ATTN_CUDA_CHECK_LAUNCH();

@@ -109,6 +109,10 @@ class GpuWorkspace {
 
   /// Copies Q (bh, n_q, d), K and V (bh, n_kv, d) to the device and makes their bf16 copies there.
   void upload(const std::vector<float>& Q, const std::vector<float>& K, const std::vector<float>& V);
+  /// Fills Q, K and V on the device with standard normal values (random_inputs.hpp's hash_normal; streams
+  /// \p seed, \p seed + 1, \p seed + 2) and makes their bf16 copies: the timing run's inputs, drawn by the
+  /// GPU in milliseconds instead of by one CPU core in seconds.
+  void fill_normal(std::uint64_t seed);
   /// The device pointers for a launcher.
   DeviceQKV tensors() const;
   /// Sets O to NaN and the LSE to NaN, so a rung that forgets a row is caught.
@@ -121,6 +125,7 @@ class GpuWorkspace {
   double median_ms(const std::function<void()>& launch, int repeats, int warmup) const;
 
  private:
+  void make_bf16_copies();  ///< Q16, K16, V16 from Q, K, V, on the device
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -132,6 +137,24 @@ struct Ceilings {
   double fp32_tflops = 0, bf16_tflops = 0, copy_gbs = 0;
 };
 Ceilings measure_ceilings();
+
+// --- the timing run's order (no GPU needed to test it) ------------------------------------------------
+
+/// One rung's check against the CPU at one head size and mask, before the timing run.
+struct RungCheck {
+  std::string rung;
+  int d = 0;
+  bool causal = false;
+  bool ok = false;
+  std::string error;  ///< what the rung threw when it could not even run (empty when it ran)
+};
+
+/// The timing run after its checks: runs \p check (every rung against the CPU), then \p time with the
+/// checks' results even when some failed, then throws std::runtime_error naming every failed rung, head
+/// size and mask, so the program still exits non-zero. A failed check costs the run its verdict, not its
+/// measurements: a lent GPU machine may be gone before a second try.
+void check_then_time(const std::function<std::vector<RungCheck>()>& check,
+                     const std::function<void(const std::vector<RungCheck>&)>& time);
 
 // --- host arithmetic (no GPU needed) --------------------------------------------------------------------
 

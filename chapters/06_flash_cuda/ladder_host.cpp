@@ -15,6 +15,27 @@
 
 namespace attn::ch06 {
 
+void check_then_time(const std::function<std::vector<RungCheck>()>& check,
+                     const std::function<void(const std::vector<RungCheck>&)>& time) {
+  const std::vector<RungCheck> checks = check();
+  std::string failed;
+  for (const RungCheck& c : checks)
+    if (!c.ok)
+      failed += "\n  " + c.rung + " at d = " + std::to_string(c.d) + (c.causal ? ", causal" : ", not causal") +
+                (c.error.empty() ? ": its output differs from the CPU's" : ": it could not run: " + c.error);
+  if (failed.empty()) {
+    time(checks);
+    return;
+  }
+  try {
+    time(checks);
+  } catch (const std::exception& e) {  // a broken rung may have broken the device: say both
+    throw std::runtime_error("these checks against the CPU failed:" + failed +
+                             "\nthen the timing stopped: " + e.what());
+  }
+  throw std::runtime_error("the timings were taken, but these checks against the CPU failed:" + failed);
+}
+
 std::vector<KernelPlan> kernel_plans(std::size_t d) {
   const int di = static_cast<int>(d);
   return {{"3 flash fp32", tiles::kFp32Br, tiles::kFp32Bc, tiles::kFp32Threads, 4, tiles::fp32_smem_bytes(di)},

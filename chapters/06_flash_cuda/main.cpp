@@ -12,11 +12,14 @@
 // stops before the first kernel launch)      Book page: book/06_flash_cuda.md
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <limits>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -259,12 +262,13 @@ attn::FlashOutput cpu_reference(const Matrix& Q, const Matrix& K, const Matrix& 
 
 // [validate]
 // Every rung on the same small, ragged problem, against the CPU: fp32 rungs by relative error, the bf16
-// rung by FlashAttention's rule (at most twice the error of a bf16 reference computation).
-void validate(const std::vector<ch06::Rung>& rungs, int d) {
+// rung by FlashAttention's rule (at most twice the error of a bf16 reference computation). A rung that
+// fails, or cannot even run, is reported and the run goes on to the timings (see check_then_time).
+std::vector<ch06::RungCheck> validate(const std::vector<ch06::Rung>& rungs, int d) {
   attn::heading(fmt::format("Each rung against the CPU (bh = 4, n = 300, d = {}, both masks)", d));
   attn::Table t({"rung", "causal", "max |O - O_cpu| / max |O_cpu|", "max |lse - lse_cpu|", "limit", "ok"});
   attn::Rng rng(6);
-  bool all_ok = true;
+  std::vector<ch06::RungCheck> checks;
   for (const bool causal : {false, true}) {
     const ch06::Shape shape{4, 300, 300, d, causal};
     const std::size_t count = static_cast<std::size_t>(shape.bh) * 300 * static_cast<std::size_t>(d);
@@ -284,9 +288,19 @@ void validate(const std::vector<ch06::Rung>& rungs, int d) {
     ch06::GpuWorkspace workspace(shape, /*with_scores=*/true);
     workspace.upload(Q, K, V);
     for (const ch06::Rung& rung : rungs) {
-      workspace.poison_outputs();
-      rung.launch(shape, workspace.tensors());
-      const std::vector<float> O = workspace.download_O(), lse = workspace.download_lse();
+      ch06::RungCheck check{rung.name, d, causal, false, ""};
+      std::vector<float> O, lse;
+      try {
+        workspace.poison_outputs();
+        rung.launch(shape, workspace.tensors());
+        O = workspace.download_O();
+        lse = workspace.download_lse();
+      } catch (const std::exception& e) {
+        check.error = e.what();
+        checks.push_back(check);
+        t.add_row({rung.name, causal ? "yes" : "no", "could not run", "-", "-", "NO"});
+        continue;
+      }
       double o_err = 0.0, lse_err = 0.0;  // NaN (a row left poisoned) makes the error NaN: a failure
       for (int h = 0; h < shape.bh; ++h)
         for (std::size_t k = 0; k < ref[0].O.size(); ++k) {
@@ -301,19 +315,26 @@ void validate(const std::vector<ch06::Rung>& rungs, int d) {
       // fp32 rungs: float sums of length d and n on both sides (the CPU reference is fp32 too), 1e-5 level.
       // bf16: twice the bf16 reference's own error; its lse: inputs rounded to 8 bits move s by ~|s|/256.
       const double limit = rung.tensor_cores ? 2.0 * bf16_ref_err : 2e-5 * ref_scale;
-      const bool ok = o_err <= limit && lse_err <= (rung.tensor_cores ? 0.1 : 1e-4);
-      all_ok = all_ok && ok;
+      check.ok = o_err <= limit && lse_err <= (rung.tensor_cores ? 0.1 : 1e-4);
+      checks.push_back(check);
       t.add_row({rung.name, causal ? "yes" : "no", fmt::format("{:.2e}", o_err / ref_scale),
-                 fmt::format("{:.2e}", lse_err), fmt::format("{:.2e}", limit / ref_scale), ok ? "yes" : "NO"});
+                 fmt::format("{:.2e}", lse_err), fmt::format("{:.2e}", limit / ref_scale), check.ok ? "yes" : "NO"});
     }
   }
   t.print();
-  if (!all_ok) throw std::runtime_error("a rung disagrees with the CPU reference (see the table above)");
+  return checks;
 }
 // [validate]
 
 // [time_ladder]
-void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const ch06::DeviceInfo& device) {
+// A rung whose check could not even run is not timed (it would stop the run at its first launch); one whose
+// output differed from the CPU's is timed, and named again when the run ends.
+void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const ch06::DeviceInfo& device,
+                 const std::vector<ch06::RungCheck>& checks) {
+  const auto could_not_run = [&](const ch06::Rung& rung) {
+    return std::any_of(checks.begin(), checks.end(),
+                       [&](const ch06::RungCheck& c) { return c.rung == rung.name && !c.error.empty(); });
+  };
   attn::heading("Measuring this GPU's ceilings (cuBLAS SGEMM without TF32, cuBLAS bf16 GEMM, copy bandwidth)");
   const ch06::Ceilings c = ch06::measure_ceilings();
   fmt::print("fp32: {:.1f} TFLOP/s   bf16 tensor cores: {:.1f} TFLOP/s   copy: {:.0f} GB/s\n", c.fp32_tflops,
@@ -326,7 +347,7 @@ void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const c
     if (!csv) throw std::runtime_error("cannot write " + o.csv);
     csv << kCsvHeader << std::flush;
   }
-  attn::Rng rng(66);
+  std::uint64_t seed = 66;
   for (const int n : o.n)
     for (const int d : o.d)
       for (const bool causal : {false, true}) {
@@ -336,11 +357,15 @@ void time_ladder(const std::vector<ch06::Rung>& rungs, const Options& o, const c
         // skip such shapes (over 16 GiB or half the free memory) instead of taking minutes to prove it.
         const bool room_for_S = s_bytes <= std::min(16.0 * (1ull << 30), 0.5 * static_cast<double>(device.free_bytes));
         ch06::GpuWorkspace workspace(shape, room_for_S);
-        const std::size_t count =
-            static_cast<std::size_t>(o.bh) * static_cast<std::size_t>(n) * static_cast<std::size_t>(d);
-        workspace.upload(random_values(rng, count), random_values(rng, count), random_values(rng, count));
+        workspace.fill_normal(seed);  // drawn on the GPU: no host time, no transfer
+        seed += 3;
         double naive_ms = 0.0;
         for (const ch06::Rung& rung : rungs) {
+          if (could_not_run(rung)) {
+            t.add_row({rung.name, std::to_string(n), std::to_string(d), causal ? "yes" : "no",
+                       "not timed: its check could not run", "-", "-", "-"});
+            continue;
+          }
           if (rung.materialises_S && !room_for_S) {
             t.add_row({rung.name, std::to_string(n), std::to_string(d), causal ? "yes" : "no",
                        fmt::format("S needs {}", attn::human_bytes(s_bytes)), "-", "-", "-"});
@@ -395,12 +420,20 @@ void tell_the_story(const attn::Chapter& chapter, const Options& o) {
 #if ATTN_HAVE_CUDA
   if (!device.present) return;
   const auto rungs = ladder();
-  for (const int d : o.d) validate(rungs, d);
+  const auto check_every_rung = [&] {
+    std::vector<ch06::RungCheck> checks;
+    for (const int d : o.d)
+      for (ch06::RungCheck& c : validate(rungs, d)) checks.push_back(std::move(c));
+    return checks;
+  };
   if (chapter.book_mode()) {
-    fmt::print("\n(Timings are left out of the book's captured output; recorded runs are in book/recorded/.)\n");
+    ch06::check_then_time(check_every_rung, [](const std::vector<ch06::RungCheck>&) {
+      fmt::print("\n(Timings are left out of the book's captured output; recorded runs are in book/recorded/.)\n");
+    });
     return;
   }
-  time_ladder(rungs, o, device);
+  ch06::check_then_time(check_every_rung,
+                        [&](const std::vector<ch06::RungCheck>& checks) { time_ladder(rungs, o, device, checks); });
 #else
   (void)chapter;
   (void)o;
@@ -419,9 +452,7 @@ void BM_rung(benchmark::State& state) {
   const auto rung = ladder()[static_cast<std::size_t>(state.range(0))];
   const ch06::Shape shape{64, 4096, 4096, 128, state.range(1) != 0};
   ch06::GpuWorkspace workspace(shape, rung.materialises_S);
-  attn::Rng rng(67);
-  const std::size_t count = 64u * 4096u * 128u;
-  workspace.upload(random_values(rng, count), random_values(rng, count), random_values(rng, count));
+  workspace.fill_normal(67);
   for (auto _ : state)
     state.SetIterationTime(workspace.median_ms([&] { rung.launch(shape, workspace.tensors()); }, 1, 0) * 1e-3);
   state.SetLabel(rung.name);

@@ -3,14 +3,17 @@
 timed on, one summary table of every rung's TFLOP/s and "% of SDPA", and the recording for the book.
 
 usage: sdpa_compare.py LADDER_CSV --n N... --d D... [--bh BH] [--repeats R] [--csv SDPA_CSV]
-                       [--record FILE --device-name NAME --sources-hash HASH] [--status FILE] [--dry-run]
+                       [--record FILE --device-name NAME --sources-hash HASH] [--status FILE]
+                       [--time-limit SECONDS] [--skip-sdpa REASON] [--dry-run]
 
 LADDER_CSV is what `ch06_flash_cuda --csv` wrote (rung,n,d,causal,bh,ms,tflops,pct_ceiling). SDPA runs in
 bf16 (the tensor-core rung's precision) with shape (1, bh, n, d), timed like the ladder: CUDA events
 around enough back-to-back calls to last about 2 ms, after a warm-up, the median of the samples. Each
 shape's result is appended to SDPA_CSV as soon as it is measured. --dry-run (no GPU): no PyTorch, no
-timing; the table and the recording are written from whatever the ladder CSV holds. Exit status 3 when
-PyTorch or its CUDA support is missing (the recording then has the ladder alone).
+timing; the table and the recording are written from whatever the ladder CSV holds. --time-limit: no new
+shape is timed once that many seconds have passed since the start (the recording then has the shapes
+timed before; exit status 4). --skip-sdpa REASON: no PyTorch; the recording has the ladder alone and says
+why. Exit status 3 when PyTorch or its CUDA support is missing (the recording then has the ladder alone).
 Called by chapters/06_flash_cuda/gpu_run.sh (the GPU pack's run.sh); book page: book/06_flash_cuda.md.
 """
 import argparse
@@ -20,6 +23,7 @@ import itertools
 import math
 import statistics
 import sys
+import time
 
 
 def sdpa_ms(torch, bh, n, d, causal, repeats):
@@ -119,20 +123,29 @@ def main():
     p.add_argument("--device-name", default="")
     p.add_argument("--sources-hash", default="unknown")
     p.add_argument("--status", help="a file of status lines (tests, sanitizers) to copy into the recording")
+    p.add_argument("--time-limit", type=float, help="time no new shape after this many seconds from the start")
+    p.add_argument("--skip-sdpa", metavar="REASON", help="no PyTorch: the recording has the ladder alone, and why")
     p.add_argument("--dry-run", action="store_true", help="no PyTorch, no timing: exercise the recording step")
     a = p.parse_args()
+    started = time.monotonic()
 
     with open(a.ladder_csv) as f:
         rows = list(csv.DictReader(f))
     shapes = list(itertools.product(a.n, a.d, (False, True)))
-    torch = None if a.dry_run else load_torch()
+    torch = None if (a.dry_run or a.skip_sdpa) else load_torch()
     sdpa = {}
+    stopped_early = False
     if torch is not None:
         out = open(a.csv, "w") if a.csv else None
         if out:
             out.write("n,d,causal,bh,ms,tflops\n")
             out.flush()
         for n, d, causal in shapes:
+            if a.time_limit is not None and time.monotonic() - started > a.time_limit:
+                print(f"sdpa_compare: {a.time_limit:.0f} s have passed: SDPA timed on {len(sdpa)} of {len(shapes)} "
+                      "shapes", file=sys.stderr)
+                stopped_early = True
+                break
             ms = sdpa_ms(torch, a.bh, n, d, causal, a.repeats)
             sdpa[(n, d, causal)] = (ms, flops(a.bh, n, d, causal) / (ms * 1e-3) / 1e12)
             if out:
@@ -145,7 +158,10 @@ def main():
     print(text)
     if a.record:
         how = ("DRY RUN: no kernel was launched and nothing was timed" if a.dry_run else
-               f"torch {torch.__version__}" if torch is not None else "no PyTorch: no SDPA column")
+               f"no SDPA column: {a.skip_sdpa}" if a.skip_sdpa else
+               f"torch {torch.__version__}" + (f", SDPA on {len(sdpa)} of {len(shapes)} shapes (time limit)"
+                                               if stopped_early else "") if torch is not None else
+               "no PyTorch: no SDPA column")
         status = open(a.status).read().rstrip() if a.status else ""
         with open(a.record, "w") as f:
             f.write(f"sources {a.sources_hash}\n")
@@ -154,7 +170,9 @@ def main():
             f.write(text + "\n")
             if status:
                 f.write("\n" + status + "\n")
-    return 0 if (torch is not None or a.dry_run) else 3
+    if a.dry_run or a.skip_sdpa:
+        return 0
+    return 3 if torch is None else 4 if stopped_early else 0
 
 
 if __name__ == "__main__":

@@ -5,14 +5,7 @@
 
 #include <cstddef>
 
-#ifdef __CUDACC__
-#define ATTN_HOST_DEVICE __host__ __device__
-#else
-/// Marks the index functions below as callable from both sides: they run in the kernels and in the
-/// host's tests (no GPU needed to check them). nvcc reads it as `__host__ __device__`; a C++ compiler as
-/// nothing.
-#define ATTN_HOST_DEVICE
-#endif
+#include "06_flash_cuda/host_device.hpp"
 
 namespace attn::ch06::tiles {
 

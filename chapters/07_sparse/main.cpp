@@ -490,6 +490,7 @@ int main(int argc, char** argv) {
                               }),
                args.end());
   argc = static_cast<int>(args.size());
+  args.push_back(nullptr);  // argv[argc] is nullptr, as main's own
   argv = args.data();
   attn::Chapter chapter("ch07_sparse", "Chapter 07: sparse attention (local, global, random, dilated)");
   chapter.bench_ceilings({static_cast<int>(worker_threads())});

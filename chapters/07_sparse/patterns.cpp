@@ -80,6 +80,17 @@ std::size_t BlockLayout::computed_pairs() const {
 // [window_block_layout]
 BlockLayout window_block_layout(std::size_t n, std::size_t w, bool causal, std::size_t B_r, std::size_t B_c) {
   require(B_r > 0 && B_c > 0, fmt::format("window_block_layout: tiles of {} x {}; both sizes must be >= 1", B_r, B_c));
+  // Before building anything, bounds on what the layout will hold: the band of a row of tiles spans B_r + w keys
+  // (+ 2w without the causal rule), so at most that / B_c + 2 tiles (16 bytes of indices each); of those, only
+  // the ones its two edges cross are partial, at most 2·(B_r/B_c + 2), each with a mask of up to B_r × B_c bytes.
+  const std::size_t T_r = n / B_r + (n % B_r != 0 ? 1 : 0), T_c = n / B_c + (n % B_c != 0 ? 1 : 0);
+  const std::size_t band = saturating_add(B_r, causal ? w : saturating_add(w, w));
+  const std::size_t crossed = saturating_add(B_r / B_c, 2);  // tiles one edge of the band crosses in a row of tiles
+  const std::size_t kept = std::min(T_c, saturating_add(band / B_c, 2)),
+                    partial = std::min(kept, saturating_add(crossed, crossed));
+  checked_allocation("window_block_layout: the tiles' indices, 16 bytes per tile", {T_r, kept, 16});
+  checked_allocation("window_block_layout: the partial tiles' masks, B_r × B_c bytes each",
+                     {T_r, partial, std::min(B_r, n), std::min(B_c, n)});
   BlockLayout L;
   L.n_q = L.n_kv = n;
   L.B_r = B_r;

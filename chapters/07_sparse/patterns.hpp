@@ -90,6 +90,8 @@ struct BlockLayout {
 /// band, without an (n, n) mask: at n = 65,536 the mask alone would take 4 GiB. Equal to
 /// block_layout(local_window_mask(n, w, causal), B_r, B_c) (the tests check it); with w ≥ n and not
 /// causal every tile is full, which is dense tiled attention.
+/// \throws std::invalid_argument when a tile size is 0, or when a bound on the layout's tiles or partial masks does
+///         not fit in memory (naming the estimate, before building anything).
 BlockLayout window_block_layout(std::size_t n, std::size_t w, bool causal, std::size_t B_r, std::size_t B_c);
 
 /// Block-sparse attention with the online softmax (FlashAttention's running max m and sum ℓ): for each

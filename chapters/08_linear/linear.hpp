@@ -31,8 +31,8 @@ Matrix elu_plus_one(const Matrix& X);
 /// \param X (n, d_k) rows of queries or keys.
 /// \param Omega (m, d_k) the random projections, one feature per row (the same for queries and keys).
 /// \return (n, m) positive features.
-/// \throws std::invalid_argument naming both shapes when X and Omega differ in d_k, or the index of a NaN or
-///         infinite entry of X.
+/// \throws std::invalid_argument naming both shapes when X and Omega differ in d_k, the index of a NaN or
+///         infinite entry of X or Omega, or a row whose features all leave float's range (exp under- or overflows).
 Matrix positive_random_features(const Matrix& X, const Matrix& Omega);
 
 /// Linear attention by associativity: row i of the result is
@@ -49,7 +49,8 @@ Matrix positive_random_features(const Matrix& X, const Matrix& Omega);
 /// \param V (n_kv, d_v) values.
 /// \return (n_q, d_v).
 /// \throws std::invalid_argument naming the shapes when phiQ and phiK differ in m or phiK and V in n_kv,
-///         or the inputs (attn::require_attention_inputs(): a NaN/Inf, or features so large a φ(q)·φ(k) overflows).
+///         or the inputs (attn::require_attention_inputs(): a NaN/Inf, or features so large a φ(q)·φ(k) overflows),
+///         or naming a negative feature (features are weights).
 Matrix linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V);
 
 /// What causal linear attention remembers after reading t tokens: `S = Σ_{j≤t} λ^{t−j} φ(k_j)ᵀ v_j`

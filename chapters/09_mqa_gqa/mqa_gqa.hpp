@@ -74,8 +74,8 @@ class KVCache {
   /// \param capacity tokens it can hold (the context length it was sized for).
   /// \param d_k width of a key (≥ 1).
   /// \param d_v width of a value (≥ 1).
-  /// \throws std::invalid_argument when g, d_k or d_v is 0, or when the bytes of K or V do not fit in
-  ///         64 bits (naming the sizes); std::bad_alloc when they fit but the machine has not got them.
+  /// \throws std::invalid_argument when g, d_k or d_v is 0, or when the bytes of K and V do not fit in
+  ///         64 bits or in the memory available now (naming the sizes and the estimate), before allocating.
   KVCache(std::size_t g, std::size_t capacity, std::size_t d_k, std::size_t d_v);
 
   std::size_t kv_heads() const { return K_.shape(0); }  ///< g
@@ -125,12 +125,13 @@ Matrix decode_step(KVCache& cache, const Matrix& q, const Matrix& k, const Matri
 /// @}
 
 // The cache's bookkeeping is given, not an exercise: allocation, sizes, rollback.
-// The sizes are checked before anything is allocated: g · capacity · d floats must not wrap around.
+// The sizes are checked before anything is allocated: g · capacity · d floats must not wrap around, and the keys and
+// the values together must fit in the memory available (attn::checked_allocation, with the estimate).
 inline KVCache::KVCache(std::size_t g, std::size_t capacity, std::size_t d_k, std::size_t d_v)
-    : K_((checked_product("KVCache: the keys' bytes g × capacity × d_k × 4", {g, capacity, d_k, sizeof(float)}),
+    : K_((checked_allocation("KVCache: the keys and values g × capacity × (d_k + d_v) × 4",
+                             {g, capacity, checked_sum("KVCache: d_k + d_v", {d_k, d_v}), sizeof(float)}),
           xt::zeros<float>({g, capacity, d_k}))),
-      V_((checked_product("KVCache: the values' bytes g × capacity × d_v × 4", {g, capacity, d_v, sizeof(float)}),
-          xt::zeros<float>({g, capacity, d_v}))) {
+      V_(xt::zeros<float>({g, capacity, d_v})) {
   require(g > 0 && d_k > 0 && d_v > 0, "KVCache: g = " + std::to_string(g) + ", d_k = " + std::to_string(d_k) +
                                            ", d_v = " + std::to_string(d_v) + "; each must be at least 1");
 }

@@ -91,8 +91,11 @@ void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j
 /// \param lse (n_q) the forward's log-sum-exp (chapter 05's flash_attention() returns both).
 /// \param dO (n_q, d_v) ∂L/∂O.
 /// \param causal apply the causal mask (as the forward did).
-/// \param B_r query rows per block (≥ 1).
-/// \param B_c keys per block (≥ 1).
+/// \param B_r query rows per block (≥ 1): pass the forward's.
+/// \param B_c keys per block (≥ 1): pass the forward's. With the forward's tiles, every tile has the shape the
+///        forward computed it in (a tile the diagonal crosses is whole and masked in both), so its scores are the
+///        same OpenBLAS products and round the same, and exp(s − lse) is the forward's P exactly: with one key far
+///        above the others it is 1, and dV = dO. Other tiles give the same gradients up to float rounding.
 /// \return dQ (n_q, d_k), dK (n_kv, d_k), dV (n_kv, d_v).
 /// \throws std::invalid_argument naming the shapes when the inputs do not fit together, when B_r or B_c is 0,
 ///         when causal and n_q > n_kv, naming the first NaN/Inf in Q, K, V, O or dO or NaN/+inf in lse, or when a

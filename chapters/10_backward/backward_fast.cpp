@@ -8,12 +8,18 @@
 //      (lane 0 into the output itself), and the lanes' dQs are summed in lane order at the end: every float
 //      is added in an order fixed by the lanes alone, so 1, 2 or 16 threads give the same bits, and no two
 //      threads ever write the same memory (nothing to race on, nothing to lock).
-//   3. OpenBLAS runs single-threaded inside each thread; the five products of a tile are sgemm calls on
-//      pointers into Q, dO, the gradients and copies of Kᵀ and Vᵀ made once per call, with the 1/√d_k folded
-//      into their alpha. The copies are there for OpenBLAS: S = Q Kᵀ read from K itself is a product whose
-//      operands both run along d, which OpenBLAS packs into buffers on every call at these tile sizes (its
-//      small-matrix kernels decline it); read from Kᵀ it is a plain product its small kernels take as it lies,
-//      and so are the other four. All five on the small kernels made the backward about 9% faster.
+//   3. S = Q_i K_jᵀ / √d_k is recomputed by chapter 05's own micro-kernel (tile_kernels.inl) on keys packed
+//      once per call, as the fast forward computed it: every score is the same FMA chain over d_k followed by
+//      the same multiplication by 1/√d_k, so it has the forward's bits whatever the tile sizes, and exp(S − lse)
+//      is the forward's P exactly (one dominant key gives P = 1, hence dV = dO, as PyTorch's backward does).
+//      An OpenBLAS product of other tile shapes rounds the sums differently (P = 1.000015 in the test, d_k = 64).
+//      The other four products are sgemm calls, OpenBLAS single-threaded inside each thread, on pointers into
+//      dO, the gradients and a copy of Vᵀ made once per call, with the 1/√d_k folded into their alpha. The copy
+//      is there for OpenBLAS: dP = dO Vᵀ read from V itself is a product whose operands both run along d, which
+//      OpenBLAS packs into buffers on every call at these tile sizes (its small-matrix kernels decline it); read
+//      from Vᵀ it is a plain product its small kernels take as it lies. Without the micro-kernels (no AVX2, or a
+//      B_c that is no whole number of key panels: the fast forward then falls back to OpenBLAS too) S is an
+//      sgemm on a copy of Kᵀ, and agrees with the forward's to rounding only.
 //   4. P is recomputed with chapter 05's vectorised exp (row_ops.cpp) as exp(S − lse), and dS = P ∘ (dP − D)
 //      is one vectorised loop. Causal: query blocks that cannot see a key block are never visited, the tile
 //      the diagonal crosses is cut at its last row's last visible key, and row by row inside.
@@ -31,6 +37,7 @@
 #include <fmt/format.h>
 
 #include "05_flash_cpu/row_ops.hpp"
+#include "05_flash_cpu/tile_kernels.hpp"
 #include "attn/checks.hpp"
 
 namespace attn::ch10 {
@@ -47,8 +54,9 @@ ATTN_VECTOR_CLONES void softmax_grad_row(const float* p, float* dp, std::size_t 
 /// One problem: h heads of contiguous (n, d) matrices.
 struct Problem {
   const float *Q, *K, *V, *O, *dO, *lse;
-  float* D;                        // (h, n_q): rowsum(dO ∘ O), written by prepare_head()
-  float *Kt, *Vt;                  // (h, d_k, n_kv) and (h, d_v, n_kv): Kᵀ and Vᵀ, written by prepare_head()
+  float* D;                // (h, n_q): rowsum(dO ∘ O), written by prepare_head()
+  float *Kt, *Vt;          // (h, d_k, n_kv) and (h, d_v, n_kv): Kᵀ (none with keys) and Vᵀ, by prepare_head()
+  ch05::PackedKeys* keys;  // K packed for chapter 05's score kernel; keys->used() false: S from Kt by sgemm
   float *dQ, *dQ_lanes, *dK, *dV;  // dQ_lanes: (lanes − 1, h, n_q, d_k), the other lanes' dQ
   std::size_t h, n_q, n_kv, d_k, d_v;
   bool causal;
@@ -78,7 +86,7 @@ void prepare_head(const Problem& p, const BackwardConfig& cfg, std::size_t head)
     for (std::size_t c = 0; c < p.d_v; ++c) sum += g[c] * o[c];
     p.D[head * p.n_q + r] = sum;
   }
-  transpose(p.K + head * p.n_kv * p.d_k, p.n_kv, p.d_k, p.Kt + head * p.d_k * p.n_kv);
+  if (!p.keys->used()) transpose(p.K + head * p.n_kv * p.d_k, p.n_kv, p.d_k, p.Kt + head * p.d_k * p.n_kv);
   transpose(p.V + head * p.n_kv * p.d_v, p.n_kv, p.d_v, p.Vt + head * p.d_v * p.n_kv);
   std::fill_n(p.dQ + head * p.n_q * p.d_k, p.n_q * p.d_k, 0.0f);
   std::fill_n(p.dK + head * p.n_kv * p.d_k, p.n_kv * p.d_k, 0.0f);
@@ -120,16 +128,22 @@ void backward_tile(const Problem& p, const BackwardConfig& cfg, std::size_t head
   const float* Q_i = p.Q + (head * p.n_q + r0) * p.d_k;    // (rows, d_k)
   const float* dO_i = p.dO + (head * p.n_q + r0) * p.d_v;  // (rows, d_v)
   const float* K_j = p.K + (head * p.n_kv + c0) * p.d_k;   // (cols, d_k)
-  const float* Kt_j = p.Kt + head * p.d_k * p.n_kv + c0;   // (d_k, cols), leading dimension n_kv
   const float* Vt_j = p.Vt + head * p.d_v * p.n_kv + c0;   // (d_v, cols), leading dimension n_kv
   float* dK_j = p.dK + (head * p.n_kv + c0) * p.d_k;       // (cols, d_k), owned by this lane
   float* dV_j = p.dV + (head * p.n_kv + c0) * p.d_v;       // (cols, d_v), owned by this lane
   float* dQ_i = dQ + (head * p.n_q + r0) * p.d_k;          // (rows, d_k), this lane's dQ
   const float* lse = p.lse + head * p.n_q + r0;
   const float* D = p.D + head * p.n_q + r0;
-  // P = exp(scale · Q_i K_jᵀ − lse), rows × cols, leading dimension B_c
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(cols), i(p.d_k), scale, Q_i, i(p.d_k), Kt_j,
-              i(p.n_kv), 0.0f, w.P.data(), i(ld));
+  // P = exp(scale · Q_i K_jᵀ − lse), rows × cols, leading dimension B_c; S by the forward's own kernel (point 3)
+  if (p.keys->used()) {
+    const std::size_t width = ch05::key_panel_width();
+    ch05::scores_tile(Q_i, rows, p.d_k, p.d_k, p.keys->head(head) + (c0 / width) * p.d_k * width,
+                      (cols + width - 1) / width, scale, w.P.data(), ld);
+  } else {
+    const float* Kt_j = p.Kt + head * p.d_k * p.n_kv + c0;  // (d_k, cols), leading dimension n_kv
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(cols), i(p.d_k), scale, Q_i, i(p.d_k), Kt_j,
+                i(p.n_kv), 0.0f, w.P.data(), i(ld));
+  }
   for (std::size_t r = 0; r < rows; ++r) {
     float* s = w.P.data() + r * ld;
     const std::size_t horizon = r0 + r + offset + 1;  // causal: row r sees keys [0, horizon)
@@ -218,7 +232,9 @@ HeadsGrads flash_backward_fast(const Tensor3& Q, const Tensor3& K, const Tensor3
   // the whole sequence either way, and a lane with no key block adds exact zeros to dQ. So the same bits.
   BackwardConfig cfg = config;
   cfg.B_r = std::min(cfg.B_r, std::max<std::size_t>(n_q, 1));
-  cfg.B_c = std::min(cfg.B_c, std::max<std::size_t>(n_kv, 1));
+  // B_c only down to whole key panels: the packed score kernel (bit for bit the forward's) needs them.
+  const std::size_t panel = std::max<std::size_t>(ch05::key_panel_width(), 1);
+  cfg.B_c = std::min(cfg.B_c, std::max<std::size_t>((n_kv + panel - 1) / panel * panel, 1));
   cfg.lanes = std::min(cfg.lanes, std::max<std::size_t>(n_kv / cfg.B_c + (n_kv % cfg.B_c != 0 ? 1 : 0), 1));
   // Every buffer, before any is allocated: the gradients, D, Kᵀ and Vᵀ, the other lanes' dQ, the tiles.
   const std::size_t floats =
@@ -233,11 +249,14 @@ HeadsGrads flash_backward_fast(const Tensor3& Q, const Tensor3& K, const Tensor3
   HeadsGrads g{Tensor3::from_shape({h, n_q, d_k}), Tensor3::from_shape({h, n_kv, d_k}),
                Tensor3::from_shape({h, n_kv, d_v})};
   std::unique_ptr<float[]> D(new float[h * n_q]);  // (h, n_q)
-  std::unique_ptr<float[]> Kt(new float[h * d_k * n_kv]), Vt(new float[h * d_v * n_kv]);
+  // Keys packed as the fast forward packs them, when it runs its micro-kernels on tiles of whole panels too.
+  ch05::PackedKeys keys(K.data(), h, n_kv, d_k, ch05::key_panel_width() > 0 && cfg.B_c % ch05::key_panel_width() == 0);
+  std::unique_ptr<float[]> Kt(new float[keys.used() ? 0 : h * d_k * n_kv]), Vt(new float[h * d_v * n_kv]);
   std::unique_ptr<float[]> dQ_lanes(new float[(cfg.lanes - 1) * h * n_q * d_k]);  // (lanes − 1, h, n_q, d_k)
   if (h * n_q * n_kv > 0)
-    run({Q.data(), K.data(), V.data(), O.data(), dO.data(), lse.data(), D.get(), Kt.get(), Vt.get(), g.dQ.data(),
-         dQ_lanes.get(), g.dK.data(), g.dV.data(), h, n_q, n_kv, d_k, d_v, causal},
+    run({Q.data(), K.data(), V.data(),    O.data(),       dO.data(),   lse.data(),  D.get(), Kt.get(),
+         Vt.get(), &keys,    g.dQ.data(), dQ_lanes.get(), g.dK.data(), g.dV.data(), h,       n_q,
+         n_kv,     d_k,      d_v,         causal},
         cfg);
   else
     for (Tensor3* t : {&g.dQ, &g.dK, &g.dV}) t->fill(0.0f);  // no pair of query and key: zero gradients

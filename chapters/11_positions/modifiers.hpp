@@ -34,8 +34,9 @@ struct SlidingWindow {
 
 /// mask_mod: the first \p prefix tokens see each other both ways (the prompt); the rest is causal.
 struct PrefixLM {
-  std::size_t prefix = 0;
-  bool operator()(std::size_t, std::size_t q, std::size_t kv) const { return kv < prefix || kv <= q; }
+  std::size_t prefix = 0;  ///< positions [0, prefix) of the keys
+  std::size_t offset = 0;  ///< n_kv − n_q, as for Causal: the queries are the last n_q positions
+  bool operator()(std::size_t, std::size_t q, std::size_t kv) const { return kv < prefix || kv <= q + offset; }
 };
 
 /// score_mod: ALiBi, s − m_head·|position of q − position of kv|.

@@ -8,6 +8,11 @@
 /// modifiers of the scores: the learner's flex_attention_tiles() applies them in chapter 05's tile loop, the
 /// tiles a block mask (make_block_mask()) leaves empty skipped; chapters/11_positions/flex.hpp is the same
 /// loop made fast.
+///
+/// One alignment rule for every mask and bias (ALiBi, DocumentMask, and flex.hpp's causal, sliding-window and
+/// prefix-LM masks, as chapter 02's causal mask): with n_q ≤ n_kv, the queries are the last n_q positions, so
+/// query i sits at position i + offset, offset = n_kv − n_q (a decoder's new tokens after its cache: the
+/// bottom-right alignment). PyTorch's `is_causal=True` aligns to the top left instead.
 #pragma once
 
 #include <algorithm>
@@ -64,10 +69,12 @@ Matrix sinusoidal_encoding(std::size_t n, std::size_t d);
 ///         infinite (X is then unchanged).
 void apply_rope(Matrix& X, std::size_t first_position = 0, float base = 10000.0f);
 
-/// ALiBi's per-head slopes: a geometric sequence m_k = 2^(−8(k + 1)/h), k = 0 … h − 1 (the paper's choice
-/// for h a power of two; used here for every h).
+/// ALiBi's per-head slopes, the paper's (Press et al. 2022, and every model trained with ALiBi): for h a power of
+/// two the geometric sequence m_k = 2^(−8k/h), k = 1 … h. For any other h, with c the largest power of two below
+/// h: the c slopes of c heads, then every other slope of 2c heads (2^(−8/2c), 2^(−24/2c), …, the ones halfway
+/// between), the first h − c of them. h = 6: 1/4, 1/16, 1/64, 1/256, then 1/2, 1/8.
 /// \param h number of heads (≥ 1).
-/// \return (h), decreasing from 2^(−8/h) to 2^(−8).
+/// \return (h): for h a power of two, decreasing from 2^(−8/h) to 2^(−8).
 /// \throws std::invalid_argument when h is 0.
 Vector alibi_slopes(std::size_t h);
 
@@ -84,10 +91,11 @@ Matrix alibi_bias(std::size_t n_q, std::size_t n_kv, float slope);
 /// A mask_mod for packed sequences: several documents concatenated into one sequence, and a token may
 /// attend only to tokens of its own document (causal within it when \p causal).
 struct DocumentMask {
-  std::vector<std::size_t> document;  ///< (n) the document of each token, non-decreasing
+  std::vector<std::size_t> document;  ///< (n_kv) the document of each token, non-decreasing
   bool causal = true;                 ///< also hide later tokens of the same document
+  std::size_t offset = 0;             ///< n_kv − n_q: query q is token q + offset (the file's alignment rule)
   /// May query \p q see key \p kv? (Every head alike.)
-  /// \throws std::out_of_range when q or kv is past the end of `document`.
+  /// \throws std::out_of_range when q + offset or kv is past the end of `document`.
   bool operator()(std::size_t head, std::size_t q, std::size_t kv) const;
 };
 

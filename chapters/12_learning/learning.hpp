@@ -37,9 +37,11 @@ LossAndGrad cross_entropy(const Matrix& logits, const std::vector<std::size_t>& 
 
 /// AdamW's settings (Loshchilov & Hutter 2019): Adam plus weight decay applied to the weights directly.
 struct AdamW {
-  float lr = 1e-3f;           ///< step size
-  float beta1 = 0.9f;         ///< decay of the first moment (the mean gradient)
-  float beta2 = 0.999f;       ///< decay of the second moment (the mean squared gradient)
+  float lr = 1e-3f;  ///< step size
+  /// Decay of the first moment (the mean gradient). The β are doubles, as PyTorch's (Python floats) are: as a
+  /// float, 0.999 is 0.99900001 and 1 − β2 comes out 0.000999987, which puts every v off by 1.3e-5.
+  double beta1 = 0.9;
+  double beta2 = 0.999;       ///< decay of the second moment (the mean squared gradient)
   float eps = 1e-8f;          ///< added to √v̂ so that a zero gradient does not divide by zero
   float weight_decay = 0.0f;  ///< decoupled: θ −= lr·weight_decay·θ, not added to the gradient
 };

@@ -20,7 +20,7 @@ struct TrainSettings {
   std::size_t length = 20;  ///< tokens per sequence (make_induction draws the period)
   std::size_t batch = 16;   ///< sequences per step
   std::size_t steps = 800;  ///< optimiser steps
-  AdamW adamw{3e-3f, 0.9f, 0.98f, 1e-8f, 0.0f};
+  AdamW adamw{3e-3f, 0.9, 0.98, 1e-8f, 0.0f};
   std::uint64_t seed = 12;  ///< model initialisation and data
 };
 

@@ -59,3 +59,31 @@ add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh 1 "ran
                               ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 3 $<TARGET_FILE:ch13_ring_mpi_solution>
                               --check --fail-on-rank 1)
 set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+set(name "solution:ch13_ring_mpi says its times are not meaningful when ranks outnumber the machine's cores")
+add_test(NAME ${name} COMMAND bash -c "\"$0\" 0 'ranks share [0-9]+ cores' \"$1\" $(( $(getconf _NPROCESSORS_ONLN) + 1 )) \
+                                       \"$2\" --n 64 --heads 0 --repeats 1"
+                              ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh
+                              $<TARGET_FILE:ch13_ring_mpi_solution>)
+set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+set(name "solution:ch13_ring_mpi on one rank times without the note about shared cores")
+add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 1 $<TARGET_FILE:ch13_ring_mpi_solution>
+                              --n 64 --heads 0 --repeats 1)
+set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0
+                                        FAIL_REGULAR_EXPRESSION "ranks share")
+# Bad launches and options stop with status 2 before any work: mpirun.sh's NP (0 meant every slot to mpirun, -1
+# exited 1) and PROGRAM (a missing one exited 132), --pingpong on one rank, --fail-on-rank '' (read as rank 0) or
+# past the ranks.
+foreach(case "NP '0'|0|${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh;0;$<TARGET_FILE:ch13_ring_mpi_solution>;--check"
+             "NP '-1'|-1|${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh;-1;$<TARGET_FILE:ch13_ring_mpi_solution>;--check"
+             "PROGRAM '/no/such/program'|missing|${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh;2;/no/such/program"
+             "--pingpong: .*at least 2|pingpong|${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh;1;$<TARGET_FILE:ch13_ring_mpi_solution>;--pingpong"
+             "--fail-on-rank: an empty value|fail-empty|bash;-c;exec ${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh 2 $<TARGET_FILE:ch13_ring_mpi_solution> --check --fail-on-rank ''"
+             "--fail-on-rank 5: there is no such rank|fail-past|${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh;2;$<TARGET_FILE:ch13_ring_mpi_solution>;--check;--fail-on-rank;5")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 regex)
+  list(GET parts 1 label)
+  list(SUBLIST parts 2 -1 command)
+  set(name "solution:ch13_ring_mpi refuses a bad launch with status 2 before any work (${label})")
+  add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/cmake/run_cli_test.sh 2 "${regex}" ${command})
+  set_tests_properties(${name} PROPERTIES LABELS "solution;ch13;mpi" TIMEOUT 120 ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+endforeach()

@@ -262,13 +262,13 @@ int main(int argc, char** argv) {
   double gflops = kMeasuredGflops, alpha_us = kMeasuredAlphaUs, link_gbs = kMeasuredLinkGBs;
   chapter.cli()
       .add_option("--cpu-gflops", gflops, "Attention GFLOP/s of one rank (α–β model)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1e-3, 1e9));  // a thousandth of a GFLOP/s to an exaFLOP/s: finite times, never inf
   chapter.cli()
       .add_option("--alpha-us", alpha_us, "Latency between ranks, µs (α–β model)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e9));  // up to a quarter of an hour per message
   chapter.cli()
       .add_option("--link-gbs", link_gbs, "Bandwidth between ranks, GB/s (α–β model)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1e-6, 1e9));
   return chapter.run(argc, argv, [&] {
     cpu.flops = gflops * 1e9;
     cpu.alpha_s = alpha_us * 1e-6;

@@ -36,7 +36,9 @@
 #include "05_flash_cpu/flash_fast.hpp"
 #include "13_ring/ring.hpp"
 #include "13_ring/ulysses.hpp"
+#include "attn/machine.hpp"
 #include "attn/measure.hpp"
+#include "attn/print.hpp"
 #include "attn/rng.hpp"
 
 namespace {
@@ -480,6 +482,27 @@ Timing time_all_ranks(int repeats, RunOnce&& run_once) {
   return {walls[walls.size() / 2], cpus[cpus.size() / 2]};
 }
 
+/// On rank 0, a note when some machine runs more ranks than it has cores ("" otherwise). Ranks that share a
+/// core take turns, so their times say how the scheduler interleaved them, not how balanced the ring is.
+std::string oversubscription_note(const World& w) {
+  MPI_Comm node;  // the ranks of this rank's machine
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &node);
+  int here = 1;
+  MPI_Comm_size(node, &here);
+  MPI_Comm_free(&node);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const int cores = online > 0 ? static_cast<int>(online) : 1;
+  // (ranks beyond the cores, cores) of the machine with the most ranks beyond its cores.
+  int worst[2] = {here - cores, cores}, worst_all[2] = {0, 0};
+  MPI_Reduce(worst, worst_all, 1, MPI_2INT, MPI_MAXLOC, 0, MPI_COMM_WORLD);
+  if (w.rank != 0 || worst_all[0] <= 0) return "";
+  const int cores_there = worst_all[1];
+  return fmt::format(
+      "note: {} ranks share {} cores on one machine, so ranks take turns on a core: the times below show how "
+      "the system interleaved them, not the balance of the splits. Time with at most {} ranks here.",
+      cores_there + worst_all[0], cores_there, cores_there);
+}
+
 void timed_run(const World& w, std::size_t n, std::size_t d, bool causal, int repeats, bool memory) {
   Timing single;
   if (!memory) {  // single-process flash on as many threads as there are ranks, the others asleep
@@ -489,9 +512,11 @@ void timed_run(const World& w, std::size_t n, std::size_t d, bool causal, int re
     if (w.rank == 0) Q = make_rows(all, d, 13, 0), K = make_rows(all, d, 13, 1), V = make_rows(all, d, 13, 2);
     single = time_single_process(w, repeats, [&] { (void)attn::ch05::flash_attention_fast(Q, K, V, causal, config); });
   }
+  const std::string note = oversubscription_note(w);
   if (w.rank == 0) {
     std::printf("\nn = %zu, d = %zu, causal = %d, %d ranks, 1 thread each; median of %d runs\n", n, d, causal ? 1 : 0,
                 w.P, repeats);
+    std::printf("%s", attn::wrapped(note, 100, "").c_str());
     if (!memory)
       std::printf("single-process flash (chapter 05, %d threads): %.3f s, %.3f CPU-s\n", w.P, single.wall, single.cpu);
   }
@@ -622,7 +647,10 @@ double half_round_trip(const World& w, std::size_t bytes, int repeats) {
 
 void pingpong(const World& w) {
   attn::require(w.P >= 2, "--pingpong needs at least 2 ranks (mpirun -np 2)");
-  if (w.rank == 0) std::printf("\nping-pong between ranks 0 and 1 (half a round trip, median of 21):\n");
+  const std::string note = oversubscription_note(w);
+  if (w.rank == 0)
+    std::printf("\nping-pong between ranks 0 and 1 (half a round trip, median of 21):\n%s",
+                attn::wrapped(note, 100, "").c_str());
   for (std::size_t bytes : {8ul, 1024ul, 65536ul, 1ul << 20, 16ul << 20, 64ul << 20}) {
     const double t = half_round_trip(w, bytes, 21);
     if (w.rank == 0)
@@ -634,6 +662,7 @@ void pingpong(const World& w) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  attn::use_best_blas_kernel();  // before MPI starts: the restart replaces this process
   MPI_Init(&argc, &argv);
   World w;
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
@@ -651,7 +680,11 @@ int main(int argc, char** argv) {
                "Memory run: zigzag only, one run, no single-process reference (each rank makes only its rows)");
   app.add_option("--heads", heads, "Heads of the timed Ulysses-beside-the-ring run (0: skip it; else at least P)")
       ->check(CLI::Range(0, 256));
-  app.add_option("--fail-on-rank", g_fail_on_rank, "Make this rank throw (tests that the job stops)");
+  app.add_option("--fail-on-rank", g_fail_on_rank, "Make this rank throw (tests that the job stops)")
+      ->check(CLI::Validator(
+          [](const std::string& value) { return value.empty() ? std::string("an empty value names no rank") : ""; },
+          "RANK"))
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--repeats", repeats, "Timed runs (median reported)")->check(CLI::Range(1, 100));
   try {
     app.parse(argc, argv);
@@ -660,15 +693,25 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return status == 0 ? 0 : 2;
   }
-  if (!check && !ping && !memory && heads > 0 && heads < static_cast<std::size_t>(w.P)) {  // every rank sees it
-    if (w.rank == 0)
-      std::fprintf(stderr,
-                   "--heads %zu: Ulysses splits the heads over the ranks, so it needs at least P = %d heads "
-                   "(or --heads 0 to skip it)\n",
-                   heads, w.P);
+  // Checks every rank makes alike on the parsed values, so that all of them stop with status 2 together.
+  const auto refuse = [&](const std::string& message) {
+    if (w.rank == 0) std::fprintf(stderr, "%s\n", message.c_str());
     MPI_Finalize();
     return 2;
-  }
+  };
+  if (ping && w.P < 2)
+    return refuse(
+        fmt::format("--pingpong: it measures between ranks 0 and 1, so it needs at least 2 "
+                    "ranks (mpirun -np 2); this job has {}",
+                    w.P));
+  if (g_fail_on_rank >= w.P)
+    return refuse(fmt::format("--fail-on-rank {}: there is no such rank in a job of {} (ranks 0 to {})", g_fail_on_rank,
+                              w.P, w.P - 1));
+  if (!check && !ping && !memory && heads > 0 && heads < static_cast<std::size_t>(w.P))
+    return refuse(
+        fmt::format("--heads {}: Ulysses splits the heads over the ranks, so it needs at least P = {} heads "
+                    "(or --heads 0 to skip it)",
+                    heads, w.P));
   int status = 0;
   try {
     attn::set_blas_threads(1);  // one core per rank: OpenBLAS must not start its own threads on top

@@ -181,10 +181,14 @@ int Chapter::run_benchmarks(int argc, char** argv) {
       return kExitUsage;
     }
   }
+  const bool listing = std::any_of(args.begin(), args.end(), [](const char* a) {
+    return std::string(a).rfind("--benchmark_list_tests", 0) == 0 && std::string(a) != "--benchmark_list_tests=false";
+  });
   int bench_argc = static_cast<int>(args.size());
+  args.push_back(nullptr);  // argv[argc] is nullptr, as main's own
   benchmark::Initialize(&bench_argc, args.data());
   add_machine_to_benchmark_context();
-  add_ceilings_to_benchmark_context(ceiling_threads_);
+  if (!listing) add_ceilings_to_benchmark_context(ceiling_threads_);  // a list runs nothing: no ceilings
   if (benchmark::ReportUnrecognizedArguments(bench_argc, args.data())) return kExitUsage;
   const std::size_t ran = benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
@@ -193,7 +197,7 @@ int Chapter::run_benchmarks(int argc, char** argv) {
 }
 
 int Chapter::run(int argc, char** argv, const std::function<void()>& story) {
-  use_best_blas_kernel(argv);  // restarts the program with the CPU's best OpenBLAS kernel when it needs one
+  use_best_blas_kernel();  // restarts the program with the CPU's best OpenBLAS kernel when it needs one
   if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return run_benchmarks(argc, argv);
   check_every_value(app_);
   try {

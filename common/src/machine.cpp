@@ -7,12 +7,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+
+#include "attn/print.hpp"
 
 // OpenBLAS's own extensions (the build insists on OpenBLAS: see the top-level CMakeLists.txt).
 extern "C" {
@@ -27,11 +31,35 @@ namespace {
 constexpr const char* kCoreType = "OPENBLAS_CORETYPE";
 // Set beside OPENBLAS_CORETYPE when the course chose the kernel, so the restarted program can say so.
 constexpr const char* kChosenByCourse = "ATTN_BLAS_KERNEL_CHOSEN_BY_COURSE";
+// Set only across the restart itself, so the restarted process knows it is one (and can report it).
+constexpr const char* kRestarted = "ATTN_BLAS_RESTARTED";
+
+std::string getenv_or(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : fallback;
+}
+
+/// /proc/cpuinfo, or the file ATTN_FAKE_CPUINFO names: tests make a program believe it runs on another
+/// CPU (a long model name, other flags) without that CPU.
+std::string cpuinfo_path() { return getenv_or("ATTN_FAKE_CPUINFO", "/proc/cpuinfo"); }
+
+/// The kernel OpenBLAS picked, or the one ATTN_FAKE_OPENBLAS_KERNEL names (a test's way to take the restart
+/// path on a CPU whose OpenBLAS already picks its best kernel).
+std::string openblas_pick() { return getenv_or("ATTN_FAKE_OPENBLAS_KERNEL", openblas_get_corename()); }
+
+/// This process's own command line, read back from /proc/self/cmdline: the restart must not depend on an
+/// argv that main() may have edited (chapter 07 drops its own bench flags) or not terminated with nullptr.
+std::vector<std::string> own_command_line() {
+  std::ifstream file("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> words;
+  for (std::string word; std::getline(file, word, '\0');) words.push_back(word);
+  return words;
+}
 
 }  // namespace
 
 std::set<std::string> cpu_flags() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::ifstream cpuinfo(cpuinfo_path());
   std::string line;
   while (std::getline(cpuinfo, line)) {
     if (line.rfind("flags", 0) != 0) continue;
@@ -60,22 +88,37 @@ int kernel_level(const std::string& kernel) {
   return avx512.count(kernel) ? 2 : avx2.count(kernel) ? 1 : 0;
 }
 
-std::string getenv_or(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : fallback;
-}
-
 }  // namespace
 
+std::string short_cpu_name(const std::string& model_name) {
+  // Trademark signs and filler words say nothing about the machine; they only make lines wrap.
+  static const std::regex noise(R"(\((R|r|TM|tm)\)|\b(CPU|Processor|processor)\b|@.*$)");
+  std::string name = std::regex_replace(model_name, noise, " ");
+  std::istringstream words(name);
+  name.clear();
+  for (std::string w; words >> w;) name += (name.empty() || w[0] == ',' ? "" : " ") + w;
+  if (name.empty()) return "unknown CPU";
+  constexpr std::size_t kMaxColumns = 40;  // the machine lines stay inside 100 columns with any CPU
+  if (name.size() > kMaxColumns) {
+    name.resize(kMaxColumns - 3);
+    // A cut UTF-8 character goes whole: its continuation bytes (10xxxxxx), then its first byte (11xxxxxx).
+    const auto byte = [&] { return static_cast<unsigned char>(name.back()); };
+    while (!name.empty() && (byte() & 0xC0) == 0x80) name.pop_back();
+    if (!name.empty() && (byte() & 0xC0) == 0xC0) name.pop_back();
+    name += "...";
+  }
+  return name;
+}
+
+std::string cpu_name() {
+  std::ifstream cpuinfo(cpuinfo_path());
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0) return short_cpu_name(line.substr(line.find(':') + 1));
+  return "unknown CPU";
+}
+
 std::string cpu_model() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line, model = "unknown CPU";
-  while (std::getline(cpuinfo, line))
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  return fmt::format("{} ({} hardware threads)", model, std::thread::hardware_concurrency());
+  return fmt::format("{} ({} hardware threads)", cpu_name(), std::thread::hardware_concurrency());
 }
 
 std::string vector_isa() {
@@ -92,23 +135,54 @@ std::string better_blas_kernel_for(const std::set<std::string>& cpu_flags, const
 
 std::string better_blas_kernel() {
   if (std::getenv(kCoreType) != nullptr) return "";
-  return better_blas_kernel_for(cpu_flags(), openblas_get_corename());
+  return better_blas_kernel_for(cpu_flags(), openblas_pick());
 }
 
-void use_best_blas_kernel(char** argv) {
+namespace {
+
+/// Replaces this process by itself with \p kernel chosen; returns (with the reason) only when that failed.
+std::string restart_with(const std::string& kernel) {
+  const std::vector<std::string> words = own_command_line();
+  if (words.empty()) return "restarting failed: /proc/self/cmdline is unreadable";
+  std::vector<char*> argv;  // execv wants char* const[] ending in nullptr; words outlives the call
+  for (const std::string& w : words) argv.push_back(const_cast<char*>(w.c_str()));
+  argv.push_back(nullptr);
+  setenv(kCoreType, kernel.c_str(), 1);
+  setenv(kChosenByCourse, "1", 1);
+  setenv(kRestarted, "1", 1);
+  execv("/proc/self/exe", argv.data());  // returns only when it failed
+  std::string why = fmt::format("restarting failed: {}", std::strerror(errno));
+  unsetenv(kCoreType);  // this process still runs the old kernel: say so in its reports
+  unsetenv(kChosenByCourse);
+  unsetenv(kRestarted);
+  return why;
+}
+
+/// In a restarted process: forgets the marker (children start as usual) and, for the tests, says on
+/// stderr that the restart happened and with which arguments, when ATTN_TRACE_BLAS_RESTART=1.
+void note_restart() {
+  if (getenv_or(kRestarted, "") != "1") return;
+  unsetenv(kRestarted);
+  if (getenv_or("ATTN_TRACE_BLAS_RESTART", "") != "1") return;
+  std::string args;
+  const std::vector<std::string> words = own_command_line();
+  for (std::size_t i = 1; i < words.size(); ++i) args += " [" + words[i] + "]";
+  fmt::print(stderr, "attn: restarted with OPENBLAS_CORETYPE={}; arguments:{}\n", getenv_or(kCoreType, "?"), args);
+}
+
+}  // namespace
+
+void use_best_blas_kernel() {
+  note_restart();
   const std::string kernel = better_blas_kernel();
   if (kernel.empty()) return;
-  std::string why = "ATTN_BLAS_NO_REEXEC=1";
-  if (getenv_or("ATTN_BLAS_NO_REEXEC", "") != "1") {
-    setenv(kCoreType, kernel.c_str(), 1);
-    setenv(kChosenByCourse, "1", 1);
-    execv("/proc/self/exe", argv);  // returns only when it failed
-    why = fmt::format("restarting failed: {}", std::strerror(errno));
-    unsetenv(kCoreType);  // this process still runs the old kernel: say so in its reports
-    unsetenv(kChosenByCourse);
-  }
-  fmt::print(stderr, "note: OpenBLAS runs its slower '{}' kernels on this {} CPU; run with OPENBLAS_CORETYPE={} ({})\n",
-             openblas_get_corename(), vector_isa(), kernel, why);
+  const std::string why =
+      getenv_or("ATTN_BLAS_NO_REEXEC", "") == "1" ? std::string("ATTN_BLAS_NO_REEXEC=1") : restart_with(kernel);
+  fmt::print(stderr, "{}",
+             wrapped(fmt::format("note: OpenBLAS runs its slower '{}' kernels on this {} CPU; run with "
+                                 "OPENBLAS_CORETYPE={} ({})",
+                                 openblas_pick(), vector_isa(), kernel, why),
+                     100, ""));
 }
 
 BlasInfo blas_info() {
@@ -119,11 +193,9 @@ BlasInfo blas_info() {
   const auto flags = cpu_flags();
   const int cpu = isa_level(flags);
   info.best_kernel = cpu == 2 ? (flags.count("avx512_bf16") ? "Cooperlake" : "SkylakeX") : cpu == 1 ? "Haswell" : "";
-  const char* set = std::getenv(kCoreType);
-  info.chosen_by = set == nullptr ? "chosen by OpenBLAS from the CPU model"
-                   : getenv_or(kChosenByCourse, "") == "1"
-                       ? fmt::format("chosen by the course from the CPU flags: {}={}", kCoreType, set)
-                       : fmt::format("set by the user: {}={}", kCoreType, set);
+  info.chosen_by = std::getenv(kCoreType) == nullptr       ? "OpenBLAS's pick by CPU model"
+                   : getenv_or(kChosenByCourse, "") == "1" ? "picked by the course from the CPU flags"
+                                                           : fmt::format("set by you: {}", kCoreType);
   return info;
 }
 

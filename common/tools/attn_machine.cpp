@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "usage: {} [--better-kernel]\n", argv[0]);
     return 2;
   }
-  attn::use_best_blas_kernel(argv);
+  attn::use_best_blas_kernel();
   fmt::print("{}\n", attn::machine_line());
   return 0;
 }

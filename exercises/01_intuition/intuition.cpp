@@ -36,6 +36,7 @@ Vector attention_weights(const Vector& q, const Matrix& K) {
 
 Vector blend_values(const Vector& weights, const Matrix& V) {
   // TODO(learner): the weighted average of V's rows: out[c] = sum_j weights[j] * V(j, c), shape (d_v).
+  //   Check the shapes, and refuse a NaN or infinity in weights or V (attn::require_finite).
   throw not_implemented("blend_values", kChapter, "a weighted sum of rows is a vector-matrix product: wᵀV.");
 }
 

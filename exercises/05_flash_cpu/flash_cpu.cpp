@@ -51,7 +51,8 @@ FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, b
 
 Vector attention_row(const Matrix& Q, const Matrix& K, const Vector& lse, std::size_t i, bool causal) {
   // TODO(learner): A(i, j) = exp(q_i·k_j / sqrt(d_k) - lse_i) for the keys row i may see, 0 elsewhere
-  //   (and all zeros when lse_i is -inf).
+  //   (and all zeros when lse_i is -inf). Refuse a NaN or +inf lse_i, and NaN/Inf in Q or K
+  //   (attn::require_attention_inputs).
   throw not_implemented("attention_row", kChapter, "softmax(s)_j = exp(s_j) / Σ exp = exp(s_j - log Σ exp).");
 }
 

@@ -28,7 +28,8 @@ std::size_t flash_smem_bytes(std::size_t B_r, std::size_t B_c, std::size_t d, st
 LaunchShape flash_launch_shape(std::size_t batch, std::size_t heads, std::size_t n_q, std::size_t B_r,
                                unsigned threads_per_block) {
   // TODO(learner): grid = (query tiles, heads, batch), block = (threads_per_block, 1, 1). Reject zeros and
-  //   heads or batch above 65535 (CUDA's grid.y/grid.z limit) with std::invalid_argument.
+  //   heads or batch above 65535 (CUDA's grid.y/grid.z limit) with std::invalid_argument. Count the query tiles
+  //   without (n_q + B_r − 1), which wraps for n_q near SIZE_MAX.
   throw not_implemented("flash_launch_shape", kChapter,
                         "one block per query tile per head per batch entry; round the tile count up.");
 }

@@ -24,14 +24,16 @@ Matrix elu_plus_one(const Matrix& X) {
 
 Matrix positive_random_features(const Matrix& X, const Matrix& Omega) {
   // TODO(learner): (n, m) with entry (i, r) = exp(ω_r·x̂_i − ‖x̂_i‖²/2) / √m, where x̂ = x / d_k^{1/4} and ω_r is
-  //   row r of Omega (m, d_k). X and Omega must agree in d_k; X must be finite.
+  //   row r of Omega (m, d_k). X and Omega must agree in d_k; X and Omega must be finite; a row whose features all
+  //   underflow to 0 (or overflow) is refused, naming it.
   throw not_implemented("positive_random_features", kChapter,
                         "attn::matmul(X, Omega, true, 1/d_k^{1/4}) gives every ω_r·x̂ at once; then one exp per entry.");
 }
 
 Matrix linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V) {
   // TODO(learner): O(i, :) = φ(q_i)(φ(K)ᵀV) / (φ(q_i)·φ(K)ᵀ1), shape (n_q, d_v), WITHOUT the (n_q, n_kv) matrix.
-  //   Check the shapes first, then the inputs (attn::require_attention_inputs: NaN/Inf). Stay safe when the features
+  //   Check the shapes first, then the inputs (attn::require_attention_inputs: NaN/Inf; and every feature ≥ 0).
+  //   Stay safe when the features
   //   are tiny (1e-30): scaling all of φ(K), or one row of φ(Q), by a constant does not change the answer. A zero
   //   denominator gives a row of zeros.
   throw not_implemented("linear_attention", kChapter,

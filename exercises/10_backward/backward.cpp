@@ -40,7 +40,8 @@ void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j
                          const Vector& lse_i, const Vector& D_i, Matrix& dQ_i, Matrix& dK_j, Matrix& dV_j,
                          const Mask& allowed) {
   // TODO(learner): add this tile's share of dQ_i, dK_j and dV_j, knowing only the tile, the forward's
-  //   log-sum-exp and D_i (never the rest of the row). Nothing may change when the input is refused.
+  //   log-sum-exp and D_i (never the rest of the row), its scores rounded as chapter 05's tile_step rounds
+  //   them. Nothing may change when the input is refused.
   throw not_implemented("flash_backward_tile", kChapter,
                         "recompute P from the log-sum-exp (exp(s − lse)), and use D_i where the row sum of dP∘P was.");
 }

@@ -38,8 +38,11 @@ void apply_rope(Matrix& X, std::size_t first_position, float base) {
 }
 
 Vector alibi_slopes(std::size_t h) {
-  // TODO(learner): m_k = 2^(−8(k + 1)/h) for k = 0 … h − 1; refuse h = 0.
-  throw not_implemented("alibi_slopes", kChapter, "a geometric sequence from 2^(−8/h) down to 2^(−8).");
+  // TODO(learner): for h a power of two, m_k = 2^(−8k/h) for k = 1 … h. Otherwise, c = the largest power of two
+  //   below h: the c slopes of c heads, then the first h − c of every other slope of 2c heads. Refuse h = 0.
+  throw not_implemented("alibi_slopes", kChapter,
+                        "a geometric sequence from 2^(−8/h) down to 2^(−8) when h is a power of two; the paper fills "
+                        "other head counts from the next power of two.");
 }
 
 Matrix alibi_bias(std::size_t n_q, std::size_t n_kv, float slope) {
@@ -49,7 +52,8 @@ Matrix alibi_bias(std::size_t n_q, std::size_t n_kv, float slope) {
 }
 
 bool DocumentMask::operator()(std::size_t head, std::size_t q, std::size_t kv) const {
-  // TODO(learner): same document (document.at(q) == document.at(kv)), and with causal also kv ≤ q.
+  // TODO(learner): query q is token q + offset (queries aligned to the end of the keys): same document
+  //   (document.at(q + offset) == document.at(kv)), and with causal also kv ≤ q + offset.
   throw not_implemented("DocumentMask", kChapter, "a token sees only its own document (and, causal, only its past).");
 }
 

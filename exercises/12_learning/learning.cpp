@@ -24,8 +24,9 @@ LossAndGrad cross_entropy(const Matrix& logits, const std::vector<std::size_t>& 
 }
 
 void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::size_t t, const AdamW& settings) {
-  // TODO(learner): one AdamW step on every element, as learning.hpp writes it; nothing changes when the
-  //   shapes, t, the settings or the values are refused.
+  // TODO(learner): one AdamW step on every element, as learning.hpp writes it, to float32 rounding of the
+  //   float64 formula (mind 1 − β2 in float); nothing changes when the shapes, t, the settings or the values
+  //   are refused.
   throw not_implemented("adamw_step", kChapter,
                         "Adam's step is m̂ / (√v̂ + ε), about ±1 per coordinate; the decay is applied to θ itself.");
 }

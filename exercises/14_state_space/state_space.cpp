@@ -20,8 +20,9 @@ constexpr const char* kChapter = "14_state_space";
 }
 
 DiscreteSSM zoh_discretize(const DiagonalSSM& ssm, float delta) {
-  // TODO(learner): the zero-order-hold discretisation of every entry, after the checks state_space.hpp
-  //   lists (sizes, Δ, finite entries, Re(A) < 0).
+  // TODO(learner): the zero-order-hold discretisation of every entry, to float32 rounding even for a tiny Δ
+  //   (where Ā is within a hair of 1), after the checks state_space.hpp lists (sizes, Δ, finite entries,
+  //   Re(A) < 0).
   throw not_implemented("zoh_discretize", kChapter,
                         "holding u constant over one step, x(t+Δ) = e^{ΔA} x(t) + (e^{ΔA} − 1)/A · B u: two formulas "
                         "per entry, not Δ·B (that is Euler's first-order guess).");

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
+
 namespace attn {
 
 // [stable_softmax]
@@ -24,7 +26,8 @@ Vector stable_softmax(const Vector& logits) {
   // exp(x - m) <= 1 for every entry: no overflow, and at least one term (the max) is exactly 1, so the
   // sum is >= 1 and the division is safe. exp(-inf - m) = 0 gives masked entries their zero weight.
   p = xt::exp(logits - m);
-  const float sum = xt::sum(p)();
+  // Summed in double: over a long row (chapter 02 calls this once per row of scores) a float sum loses digits.
+  const float sum = static_cast<float>(xt::sum<double>(p)());
   p /= sum;
   return p;
 }
@@ -37,6 +40,10 @@ Vector attention_weights(const Vector& q, const Matrix& K) {
                                               shape_str(q), shape_str(K)));
   require(q.size() > 0, fmt::format("attention_weights: q is {} and K is {}: with d_k = 0 there is nothing to compare",
                                     shape_str(q), shape_str(K)));
+  // Finite, and no score can overflow (q = [1e20] against keys of -1e20 would give -inf scores, then all-zero
+  // weights that do not sum to 1): the course's overflow policy, attn/checks.hpp.
+  require_attention_inputs("attention_weights", q.data(), q.size(), q.size(), K.data(), K.size(), K.shape(1), nullptr,
+                           0);
   // One dot product per key: K q is (n, d_k)·(d_k) = (n). Dividing by √d_k keeps the scores' spread
   // independent of d_k (chapter 02 measures why that matters).
   const Vector scores = xt::linalg::dot(K, q) / std::sqrt(static_cast<float>(q.size()));  // (n)
@@ -49,6 +56,8 @@ Vector blend_values(const Vector& weights, const Matrix& V) {
   require(weights.size() == V.shape(0), fmt::format("blend_values: weights is {} but V is {}; one weight per "
                                                     "row of V is needed",
                                                     shape_str(weights), shape_str(V)));
+  require_finite("blend_values", "weights", weights.data(), weights.size());
+  require_finite("blend_values", "V", V.data(), V.size());
   // wᵀ V: (n)·(n, d_v) = (d_v), each output feature the weighted average of that feature over the tokens.
   Vector out = xt::linalg::dot(weights, V);  // (d_v)
   return out;

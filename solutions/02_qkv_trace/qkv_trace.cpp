@@ -40,9 +40,11 @@ Matrix softmax_rows(const Matrix& S) {
     float* a = A.data() + i * cols;
     const float m = cols ? *std::max_element(s, s + cols) : -std::numeric_limits<float>::infinity();
     if (std::isinf(m)) continue;  // every entry masked: the row stays zero, not 0/0
-    float sum = 0.0f;
+    // The sum in double: a float running sum of n terms errs by up to n·u (63u on a row of 2^20 scores), and every
+    // weight with it; in double the row's length costs nothing at float's precision.
+    double sum = 0.0;
     for (std::size_t j = 0; j < cols; ++j) sum += (a[j] = std::exp(s[j] - m));  // each term <= 1
-    const float inv = 1.0f / sum;                                               // sum >= 1: the max contributed exp(0)
+    const float inv = static_cast<float>(1.0 / sum);                            // sum >= 1: the max contributed exp(0)
     for (std::size_t j = 0; j < cols; ++j) a[j] *= inv;
   }
   return A;

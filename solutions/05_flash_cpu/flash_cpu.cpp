@@ -123,8 +123,11 @@ FlashOutput flash_attention(const Matrix& Q, const Matrix& K, const Matrix& V, b
     OnlineState state = empty_state(rows, d_v);                           // m, ℓ (rows), acc (rows, d_v)
     // Causal: the last row of this block sees keys up to r0 + rows - 1 + offset; later tiles are skipped.
     const std::size_t kv_end = causal ? std::min(n_kv, r0 + rows + offset) : n_kv;
-    for (std::size_t c0 = 0; c0 < kv_end; c0 += B_c) {      // inner loop: K_j, V_j stream past the block
-      const std::size_t cols = std::min(B_c, kv_end - c0);  // the last tile may be short
+    for (std::size_t c0 = 0; c0 < kv_end; c0 += B_c) {  // inner loop: K_j, V_j stream past the block
+      // The last tile may be short. A tile the diagonal crosses is computed whole and masked, not cut at the last
+      // visible key: chapter 10's backward recomputes these scores from tiles of the same shapes, so that they
+      // are the same products and round the same.
+      const std::size_t cols = std::min(B_c, n_kv - c0);
       const Matrix K_j = xt::view(K, xt::range(c0, c0 + cols), xt::all());  // (cols, d_k)
       const Matrix V_j = xt::view(V, xt::range(c0, c0 + cols), xt::all());  // (cols, d_v)
       // Only a tile the diagonal crosses needs a mask: its last key lies beyond the first row's horizon.
@@ -151,6 +154,10 @@ Vector attention_row(const Matrix& Q, const Matrix& K, const Vector& lse, std::s
                       shape_str(Q), shape_str(K), shape_str(lse)));
   require(i < n_q, fmt::format("attention_row: row {} asked for but Q has {} rows", i, n_q));
   require(!causal || n_q <= n_kv, fmt::format("attention_row: causal with {} queries but only {} keys", n_q, n_kv));
+  require(std::isfinite(lse(i)) || lse(i) == kMinusInf,
+          fmt::format("attention_row: lse[{}] is {}; a log-sum-exp is finite, or -inf for a row that saw no key", i,
+                      lse(i)));
+  require_attention_inputs("attention_row", Q.data(), Q.size(), d_k, K.data(), K.size(), d_k, nullptr, 0);
   Vector a = xt::zeros<float>({n_kv});  // (n_kv)
   if (lse(i) == kMinusInf) return a;    // the row saw no key
   const std::size_t visible = causal ? i + (n_kv - n_q) + 1 : n_kv;

@@ -41,7 +41,7 @@ LaunchShape flash_launch_shape(std::size_t batch, std::size_t heads, std::size_t
   require(heads <= kMaxGridYZ && batch <= kMaxGridYZ,
           fmt::format("flash_launch_shape: heads = {} and batch = {} become grid.y and grid.z, at most {} each", heads,
                       batch, kMaxGridYZ));
-  const std::size_t query_tiles = (n_q + B_r - 1) / B_r;  // the last tile may be ragged
+  const std::size_t query_tiles = n_q / B_r + (n_q % B_r != 0);  // the last tile may be ragged; n_q + B_r − 1 can wrap
   require(query_tiles <= kMaxGridX,
           fmt::format("flash_launch_shape: {} query tiles exceed grid.x's limit {}", query_tiles, kMaxGridX));
   // The outer loop of chapter 05 (over query tiles) becomes the grid; the heads and the batch are more of it.

@@ -70,6 +70,7 @@ Matrix positive_random_features(const Matrix& X, const Matrix& Omega) {
           fmt::format("positive_random_features: X is {} and Omega is {}; both need d_k columns", shape_str(X),
                       shape_str(Omega)));
   require_finite("positive_random_features", "X", X.data(), X.size());
+  require_finite("positive_random_features", "Omega", Omega.data(), Omega.size());
   const std::size_t n = X.shape(0), d_k = X.shape(1), m = Omega.shape(0);
   // x̂ = x / d_k^{1/4}, so that q̂·k̂ = q·k/√d_k: the softmax's own scaling, split between q and k.
   const float to_hat = 1.0f / std::sqrt(std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1))));
@@ -79,7 +80,16 @@ Matrix positive_random_features(const Matrix& X, const Matrix& Omega) {
     float half_norm2 = 0.0f;  // ‖x̂‖²/2
     for (std::size_t c = 0; c < d_k; ++c) half_norm2 += 0.5f * (X(i, c) * to_hat) * (X(i, c) * to_hat);
     // E_ω[exp(ω·q̂ − ‖q̂‖²/2) exp(ω·k̂ − ‖k̂‖²/2)] = exp(‖q̂+k̂‖²/2 − ‖q̂‖²/2 − ‖k̂‖²/2) = exp(q̂·k̂).
-    for (std::size_t r = 0; r < m; ++r) phi(i, r) = std::exp(phi(i, r) - half_norm2) * inv_sqrt_m;
+    float row_max = 0.0f;
+    for (std::size_t r = 0; r < m; ++r)
+      row_max = std::max(row_max, phi(i, r) = std::exp(phi(i, r) - half_norm2) * inv_sqrt_m);
+    // Every feature of the row 0 (or inf): exp under- or overflowed float, and the row would weigh nothing (or NaN)
+    // in linear attention without a word. Refused, naming the row.
+    require(
+        m == 0 || (row_max > 0.0f && std::isfinite(row_max)),
+        fmt::format("positive_random_features: the features of row {} are {} (‖x̂‖²/2 = {}): exp left float's range; "
+                    "scale X down",
+                    i, row_max, half_norm2));
   }
   return phi;
 }
@@ -94,6 +104,11 @@ Matrix linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V)
           fmt::format("linear_attention: phiK is {} and V is {}; one value per key is needed", shape_str(phiK),
                       shape_str(V)));
   require_attention_inputs("linear_attention", phiQ, phiK, V);  // finite, and no φ(q)·φ(k) can overflow
+  // Features are weights: a negative one could make a denominator 0 or negative and the output garbage.
+  for (const Matrix* phi : {&phiQ, &phiK})
+    for (std::size_t e = 0; e < phi->size(); ++e)
+      require(phi->data()[e] >= 0.0f, fmt::format("linear_attention: {}[{}] = {}; features must be ≥ 0",
+                                                  phi == &phiQ ? "phiQ" : "phiK", e, phi->data()[e]));
   const std::size_t n_q = phiQ.shape(0), m = phiQ.shape(1), d_v = V.shape(1);
   Matrix O = xt::zeros<float>({n_q, d_v});  // (n_q, d_v)
   // One constant for all keys cancels between numerator and denominator: divide by the largest feature.

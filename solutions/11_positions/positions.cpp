@@ -60,9 +60,15 @@ void apply_rope(Matrix& X, std::size_t first_position, float base) {
 // [alibi]
 Vector alibi_slopes(std::size_t h) {
   require(h > 0, "alibi_slopes: h = 0; there must be at least one head");
+  // The paper's rule: c = the largest power of two ≤ h; c heads get 2^(−8k/c), k = 1 … c, and the h − c others
+  // the slopes halfway between them in the exponent, 2^(−8(2k − 1)/2c): every other slope of 2c heads.
+  std::size_t c = 1;
+  while (2 * c <= h) c *= 2;
+  const double step = 8.0 / static_cast<double>(c);
   Vector slopes = xt::zeros<float>({h});  // (h)
-  for (std::size_t k = 0; k < h; ++k)
-    slopes(k) = static_cast<float>(std::exp2(-8.0 * static_cast<double>(k + 1) / static_cast<double>(h)));
+  for (std::size_t k = 0; k < c; ++k) slopes(k) = static_cast<float>(std::exp2(-step * static_cast<double>(k + 1)));
+  for (std::size_t k = 0; k < h - c; ++k)
+    slopes(c + k) = static_cast<float>(std::exp2(-step * (static_cast<double>(k) + 0.5)));
   return slopes;
 }
 
@@ -86,7 +92,7 @@ Matrix alibi_bias(std::size_t n_q, std::size_t n_kv, float slope) {
 
 // [document_mask]
 bool DocumentMask::operator()(std::size_t /*head*/, std::size_t q, std::size_t kv) const {
-  return document.at(q) == document.at(kv) && (!causal || kv <= q);
+  return document.at(q + offset) == document.at(kv) && (!causal || kv <= q + offset);
 }
 // [document_mask]
 

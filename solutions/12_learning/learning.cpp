@@ -49,21 +49,22 @@ void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::si
   // Settings out of range give NaN weights without a word: β = 1 makes 1 − βᵗ zero, β > 1 a negative v, ε = 0
   // divides 0 by 0 for a zero gradient.
   require(std::isfinite(s.lr) && s.lr >= 0.0f, fmt::format("adamw_step: lr = {}; it must be finite and ≥ 0", s.lr));
-  require(s.beta1 >= 0.0f && s.beta1 < 1.0f && s.beta2 >= 0.0f && s.beta2 < 1.0f,
+  require(s.beta1 >= 0.0 && s.beta1 < 1.0 && s.beta2 >= 0.0 && s.beta2 < 1.0,
           fmt::format("adamw_step: beta1 = {}, beta2 = {}; both must be in [0, 1)", s.beta1, s.beta2));
   require(std::isfinite(s.eps) && s.eps > 0.0f, fmt::format("adamw_step: eps = {}; it must be finite and > 0", s.eps));
   require(std::isfinite(s.weight_decay) && s.weight_decay >= 0.0f,
           fmt::format("adamw_step: weight_decay = {}; it must be finite and ≥ 0", s.weight_decay));
   require_finite("adamw_step", "grad", grad.data(), grad.size());
   require_finite("adamw_step", "param", param.data(), param.size());
-  const double c1 = 1.0 - std::pow(static_cast<double>(s.beta1), static_cast<double>(t));
-  const double c2 = 1.0 - std::pow(static_cast<double>(s.beta2), static_cast<double>(t));
+  const double c1 = 1.0 - std::pow(s.beta1, static_cast<double>(t));
+  const double c2 = 1.0 - std::pow(s.beta2, static_cast<double>(t));
   for (std::size_t i = 0; i < param.size(); ++i) {
-    const float g = grad.data()[i];
+    const double g = grad.data()[i];
     float& mi = m.data()[i];
     float& vi = v.data()[i];
-    mi = s.beta1 * mi + (1.0f - s.beta1) * g;
-    vi = s.beta2 * vi + (1.0f - s.beta2) * g * g;
+    // The moments are stored in float but updated in double, with β and 1 − β exactly as given: each rounds once.
+    mi = static_cast<float>(s.beta1 * static_cast<double>(mi) + (1.0 - s.beta1) * g);
+    vi = static_cast<float>(s.beta2 * static_cast<double>(vi) + (1.0 - s.beta2) * g * g);
     const double m_hat = static_cast<double>(mi) / c1, v_hat = static_cast<double>(vi) / c2;
     float& p = param.data()[i];
     // Decoupled weight decay: it shrinks θ itself, untouched by Adam's per-coordinate scaling.

@@ -24,6 +24,15 @@ std::string complex_str(Complex z) {
   return fmt::format("{} {} {}i", z.real(), z.imag() < 0 ? '-' : '+', std::fabs(z.imag()));
 }
 
+/// e^z − 1 for Re z ≤ 0, without the cancellation of `std::exp(z) − 1.0f`: for a small step, e^z is within a
+/// few ulps of 1 and subtracting 1 keeps only those ulps (at |z| = 5e-4 the result is already 5e-5 wrong).
+/// Written as `e^{x+iy} − 1 = (e^x − 1) cos y − 2 sin²(y/2) + i e^x sin y`, with std::expm1 for e^x − 1, nothing
+/// cancels: when cos y ≥ 0 both real terms are ≤ 0, and when cos y < 0 the real part is e^x cos y − 1 < −1.
+Complex complex_expm1(Complex z) {
+  const float x = z.real(), y = z.imag(), half_sin = std::sin(0.5f * y);
+  return {std::expm1(x) * std::cos(y) - 2.0f * half_sin * half_sin, std::exp(x) * std::sin(y)};
+}
+
 }  // namespace
 
 // [zoh_discretize]
@@ -48,9 +57,10 @@ DiscreteSSM zoh_discretize(const DiagonalSSM& ssm, float delta) {
   DiscreteSSM out{ComplexVector(N), ComplexVector(N), ssm.C};
   for (std::size_t k = 0; k < N; ++k) {
     // u held constant over [t, t + Δ]: x(t+Δ) = e^{ΔA} x(t) + ∫₀^Δ e^{sA} ds · B u = e^{ΔA} x(t) + (e^{ΔA} − 1)/A · B
-    // u.
-    out.A_bar[k] = std::exp(delta * ssm.A[k]);
-    out.B_bar[k] = (out.A_bar[k] - 1.0f) / ssm.A[k] * ssm.B[k];
+    // u. The (e^{ΔA} − 1) is complex_expm1(), not Ā − 1: Mamba's steps start at Δ = 0.001, where Ā − 1 loses 4 digits.
+    const Complex z = delta * ssm.A[k];
+    out.A_bar[k] = std::exp(z);
+    out.B_bar[k] = complex_expm1(z) / ssm.A[k] * ssm.B[k];
   }
   return out;
 }

@@ -1,12 +1,13 @@
 // attn_crosscheck_cases DIR: the C++ half of `./course crosscheck`.
 //
-// What it does: runs the public functions of chapters 02, 03, 05, 07, 08 and 09 (the reference solutions)
-// on small seeded inputs and writes, for every case, the inputs and the course's output as .npy files
-// under DIR/<case>/ (xt::dump_npy; masks as uint8, 1 = may attend). tests/crosscheck/crosscheck.py loads
-// them with numpy, runs PyTorch on the same inputs, each convention both ways, and prints the errors.
-// What it leaves out: timing (bench --vs-torch does that), and any judgement: it only writes numbers.
-// How to run it: ./course crosscheck (builds this, creates build/torch-venv once, runs both halves).
-// Book pages: the "In PyTorch" sections of chapters 02, 03, 05, 07, 08 and 09.
+// What it does: runs the public functions of chapters 02, 03, 05, 07–12 and 14 (the reference solutions and
+// the chapters' own code) on small seeded inputs and writes, for every case, the inputs and the course's output as .npy
+// files under DIR/<case>/ (xt::dump_npy; masks as uint8, 1 = may attend). tests/crosscheck/crosscheck.py loads them
+// with numpy, runs PyTorch on the same inputs, each convention both ways, and prints the errors. What it leaves out:
+// timing (bench --vs-torch does that), and any judgement: it only writes numbers. How to run it: ./course crosscheck
+// (builds this, creates build/torch-venv once, runs both halves). Book pages: the "In PyTorch" sections of chapters 02,
+// 03, 05 and 07–14.
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
@@ -20,6 +21,15 @@
 #include "07_sparse/sparse.hpp"
 #include "08_linear/linear.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
+#include "10_backward/backward.hpp"
+#include "11_positions/flex.hpp"
+#include "11_positions/modifiers.hpp"
+#include "11_positions/positions.hpp"
+#include "12_learning/learning.hpp"
+#include "12_learning/model.hpp"
+#include "14_state_space/lti.hpp"
+#include "14_state_space/scan.hpp"
+#include "14_state_space/state_space.hpp"
 #include "attn/rng.hpp"
 
 namespace fs = std::filesystem;
@@ -154,6 +164,174 @@ void chapter_09(const fs::path& root) {
   Case(root, "09_gqa").put("Q", Q).put("K", K).put("V", V).put("out", attn::grouped_attention(Q, K, V, true));
 }
 
+void chapter_10(const fs::path& root) {
+  attn::Rng rng(10);
+  // Ragged n (a multiple of no tile), d_v ≠ d_k; the flash pair with the forward's tiles, as the contract asks.
+  const auto gradients = [&](const std::string& name, std::size_t n_q, std::size_t n_kv, bool causal) {
+    const Matrix Q = rng.normal(n_q, 16), K = rng.normal(n_kv, 16), V = rng.normal(n_kv, 8);  // d_k 16, d_v 8
+    const Matrix dO = rng.normal(n_q, 8);                                                     // (n_q, d_v)
+    const attn::FlashOutput f = attn::flash_attention(Q, K, V, causal, 16, 24);
+    const attn::AttentionGrads g = attn::flash_backward(Q, K, V, f.O, f.lse, dO, causal, 16, 24);
+    Case c(root, name);
+    c.put("Q", Q).put("K", K).put("V", V).put("dO", dO).put("dQ", g.dQ).put("dK", g.dK).put("dV", g.dV);
+    if (!causal) {  // the textbook backward too, which keeps P
+      const attn::AttentionGrads full = attn::attention_backward(Q, K, V, dO);
+      c.put("dQ_full", full.dQ).put("dK_full", full.dK).put("dV_full", full.dV);
+    }
+  };
+  gradients("10_grad", 37, 37, false);
+  gradients("10_grad_causal", 37, 37, true);
+  gradients("10_grad_causal_short_q", 20, 45, true);
+  {  // one dominant key per query (60 above the others), integer V and dO: the exact dV is dO
+    const std::size_t n = 7, d_k = 64;
+    Matrix Q = rng.normal(n, d_k);  // (n, d_k), unit rows
+    for (std::size_t i = 0; i < n; ++i) {
+      auto q = xt::row(Q, i);
+      q /= std::sqrt(static_cast<float>(xt::sum(q * q)()));
+    }
+    double gap = 1e30;
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        if (i != j)
+          gap = std::min(gap, static_cast<double>(xt::sum(xt::row(Q, i) * (xt::row(Q, i) - xt::row(Q, j)))()));
+    const Matrix K = static_cast<float>(60.0 * 8.0 / gap) * Q;  // (n, d_k): s_ii − s_ij ≥ 60
+    const auto integers = [&] {
+      const Matrix m = xt::floor(rng.uniform(n, 8, 1.0f, 5.0f));  // (n, 8)
+      return Matrix(xt::where(rng.uniform(n, 8) < 0.5f, -m, m));
+    };
+    const Matrix V = integers(), dO = integers();
+    const attn::FlashOutput f = attn::flash_attention(Q, K, V, false, 4, 4);
+    const attn::AttentionGrads g = attn::flash_backward(Q, K, V, f.O, f.lse, dO, false, 4, 4);
+    Case(root, "10_dominant")
+        .put("Q", Q)
+        .put("K", K)
+        .put("V", V)
+        .put("dO", dO)
+        .put("dQ", g.dQ)
+        .put("dK", g.dK)
+        .put("dV", g.dV);
+  }
+}
+
+void chapter_11(const fs::path& root) {
+  namespace ch11 = attn::ch11;
+  attn::Rng rng(11);
+  {                                       // RoPE on rows at positions 3 … 12, the course's interleaved pairs
+    const Matrix X = rng.normal(10, 16);  // (n, d)
+    Matrix out = X;
+    attn::apply_rope(out, 3, 10000.0f);
+    Case(root, "11_rope").put("X", X).put("out", out);
+  }
+  // Every modifier with n_q = 20 < n_kv = 45: the queries are the last 20 positions (offset 25).
+  const std::size_t n_q = 20, n_kv = 45, d = 16, offset = n_kv - n_q;
+  const auto heads = [&](std::size_t h, std::size_t n) {
+    Tensor3 t = xt::zeros<float>({h, n, d});  // (h, n, d)
+    for (std::size_t k = 0; k < h; ++k) xt::view(t, k) = rng.normal(n, d);
+    return t;
+  };
+  const ch11::FlexConfig config{16, 32, 1};
+  {
+    const std::size_t h = 6;  // not a power of two: the paper's slopes differ from a plain geometric sequence
+    const Tensor3 Q = heads(h, n_q), K = heads(h, n_kv), V = heads(h, n_kv);
+    const ch11::Alibi alibi{attn::alibi_slopes(h), offset};
+    Case(root, "11_alibi")
+        .put("Q", Q)
+        .put("K", K)
+        .put("V", V)
+        .put("slopes", alibi.slopes)
+        .put("out", ch11::flex_attention(Q, K, V, alibi, ch11::Causal{offset}, nullptr, config).O);
+  }
+  const Tensor3 Q = heads(2, n_q), K = heads(2, n_kv), V = heads(2, n_kv);
+  const auto put = [&](const std::string& name, const Tensor3& out) {
+    Case(root, name).put("Q", Q).put("K", K).put("V", V).put("out", out);
+  };
+  put("11_causal", ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::Causal{offset}, nullptr, config).O);
+  put("11_window",
+      ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::SlidingWindow{8, offset}, nullptr, config).O);
+  put("11_prefix", ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::PrefixLM{10, offset}, nullptr, config).O);
+  std::vector<std::size_t> document(n_kv);  // (n_kv) documents of 12 tokens
+  for (std::size_t t = 0; t < n_kv; ++t) document[t] = t / 12;
+  put("11_documents",
+      ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, attn::DocumentMask{document, true, offset}, nullptr, config).O);
+  put("11_softcap", ch11::flex_attention(Q, K, V, ch11::SoftCap{1.5f}, ch11::NoMask{}, nullptr, config).O);
+}
+
+void chapter_12(const fs::path& root) {
+  namespace ch12 = attn::ch12;
+  attn::Rng rng(12);
+  const ch12::Model model = ch12::init_model(ch12::Config{}, 12);
+  const ch12::InductionSequence seq = ch12::make_induction(16, model.config.vocab, rng);
+  const ch12::Trace trace = ch12::forward(model, seq.tokens);
+  const attn::LossAndGrad lg = attn::cross_entropy(trace.logits, seq.targets);
+  ch12::Model grads = ch12::zeros_like(model);
+  ch12::backward(model, trace, lg.dlogits, seq.tokens, grads);
+  // One AdamW step from zero moments, with the chapter's training settings (β = 0.9, 0.98; no weight decay).
+  ch12::Model after = model, m = ch12::zeros_like(model), v = ch12::zeros_like(model);
+  const attn::AdamW settings{3e-3f, 0.9, 0.98, 1e-8f, 0.0f};
+  const std::vector<Matrix*> P = ch12::parameters(after), G = ch12::parameters(grads), M = ch12::parameters(m),
+                             Vs = ch12::parameters(v);
+  for (std::size_t i = 0; i < P.size(); ++i) attn::adamw_step(*P[i], *G[i], *M[i], *Vs[i], 1, settings);
+  Case c(root, "12_model");
+  xt::xtensor<std::int64_t, 1> tokens = xt::zeros<std::int64_t>({seq.tokens.size()}), targets = tokens;  // (n)
+  for (std::size_t i = 0; i < seq.tokens.size(); ++i) {
+    tokens(i) = static_cast<std::int64_t>(seq.tokens[i]);
+    targets(i) = seq.targets[i] == ch12::kIgnore ? -1 : static_cast<std::int64_t>(seq.targets[i]);  // -1: ignored
+  }
+  c.put("tokens", tokens).put("targets", targets).put("logits", trace.logits);
+  c.put("loss", xt::xtensor<double, 1>{lg.loss});
+  const std::vector<const Matrix*> P0 = ch12::parameters(model);
+  for (std::size_t i = 0; i < P0.size(); ++i) {
+    const std::string name = "p" + std::to_string(i);  // embed, each layer's W_Q W_K W_V W_O, unembed
+    c.put(name, *P0[i]).put(name + "_grad", *G[i]).put(name + "_after", *P[i]);
+  }
+  c.put("config",
+        xt::xtensor<double, 1>{static_cast<double>(model.config.heads), static_cast<double>(model.config.rope_base)});
+}
+
+void chapter_14(const fs::path& root) {
+  namespace ch14 = attn::ch14;
+  attn::Rng rng(14);
+  {  // ZOH of S4D-Lin's A = −1/2 + iπk with a complex B, at Mamba's smallest initial step and a large one
+    attn::DiagonalSSM ssm;
+    const Matrix b = rng.normal(8, 2);  // (N, 2)
+    for (std::size_t k = 0; k < 8; ++k) {
+      ssm.A.emplace_back(-0.5f, static_cast<float>(M_PI * static_cast<double>(k)));
+      ssm.B.emplace_back(b(k, 0), b(k, 1));
+      ssm.C.emplace_back(1.0f, 0.0f);
+    }
+    for (const float delta : {0.001f, 0.1f}) {
+      const attn::DiscreteSSM s = attn::zoh_discretize(ssm, delta);
+      xt::xtensor<float, 2> A = xt::zeros<float>({8, 2}), B = A, A_bar = A, B_bar = A;  // (N, 2): real, imaginary
+      for (std::size_t k = 0; k < 8; ++k) {
+        A(k, 0) = ssm.A[k].real(), A(k, 1) = ssm.A[k].imag(), B(k, 0) = ssm.B[k].real(), B(k, 1) = ssm.B[k].imag();
+        A_bar(k, 0) = s.A_bar[k].real(), A_bar(k, 1) = s.A_bar[k].imag();
+        B_bar(k, 0) = s.B_bar[k].real(), B_bar(k, 1) = s.B_bar[k].imag();
+      }
+      Case(root, delta < 0.01f ? "14_zoh_small" : "14_zoh")
+          .put("A", A)
+          .put("B", B)
+          .put("delta", xt::xtensor<float, 1>{delta})
+          .put("A_bar", A_bar)
+          .put("B_bar", B_bar);
+    }
+    // The S4D kernel at that small step, n = 4,096, and the causal convolution with it, direct (sums in double)
+    const attn::DiscreteSSM s = attn::zoh_discretize(ssm, 0.001f);
+    const Matrix u_col = rng.normal(4096, 1);  // (n, 1)
+    const attn::Vector u = xt::flatten(u_col), K = ch14::ssm_kernel(s, 4096);
+    Case(root, "14_conv").put("K", K).put("u", u).put("out", ch14::causal_convolution_direct(K, u));
+  }
+  {  // the selective scan, Mamba-like inputs (Δ log-uniform in [0.001, 0.1], A = −(k + 1))
+    const ch14::ScanInputs in = ch14::scan_inputs(rng, 64, 4, 8);
+    Case(root, "14_scan")
+        .put("x", in.x)
+        .put("delta", in.delta)
+        .put("A", in.A)
+        .put("B", in.B)
+        .put("C", in.C)
+        .put("out", ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C).y);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,6 +347,10 @@ int main(int argc, char** argv) {
     chapter_07(root);
     chapter_08(root);
     chapter_09(root);
+    chapter_10(root);
+    chapter_11(root);
+    chapter_12(root);
+    chapter_14(root);
   } catch (const std::exception& e) {
     std::cerr << "attn_crosscheck_cases: " << e.what() << "\n";
     return 1;

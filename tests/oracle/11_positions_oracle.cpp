@@ -66,4 +66,19 @@ std::vector<double> modified_log_sum_exp(const Mat& Q, const Mat& K, const Score
   return lse;
 }
 
+std::vector<double> alibi_slopes(std::size_t h) {
+  const double log2h = std::log2(static_cast<double>(h));
+  if (std::floor(log2h) == log2h) {
+    const double start = std::pow(2.0, -std::pow(2.0, -(log2h - 3.0)));
+    std::vector<double> slopes;
+    for (std::size_t i = 0; i < h; ++i) slopes.push_back(start * std::pow(start, static_cast<double>(i)));
+    return slopes;
+  }
+  const std::size_t c = static_cast<std::size_t>(std::pow(2.0, std::floor(log2h)));
+  std::vector<double> slopes = alibi_slopes(c);
+  const std::vector<double> twice = alibi_slopes(2 * c);
+  for (std::size_t i = 0; slopes.size() < h; i += 2) slopes.push_back(twice[i]);
+  return slopes;
+}
+
 }  // namespace attn::oracle

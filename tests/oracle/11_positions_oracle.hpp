@@ -17,6 +17,11 @@ Mat sinusoidal(std::size_t n, std::size_t d);
 /// X with each pair of columns (2i, 2i + 1) of row p turned by the angle (first + p)·base^(−2i/d): (n, d).
 Mat rope(const Mat& X, std::size_t first, double base);
 
+/// ALiBi's slopes as the paper's code computes them (Press et al. 2022, get_slopes): for h a power of two,
+/// start·start^i with start = 2^(−2^−(log₂h − 3)); otherwise those of the closest power of two c below h,
+/// followed by the even-indexed slopes of 2c heads, the first h − c of them. (h)
+std::vector<double> alibi_slopes(std::size_t h);
+
 /// A score modification in float64: (scaled score, query index, key index) → new score.
 using ScoreFn = std::function<double(double, std::size_t, std::size_t)>;
 /// A mask: (query index, key index) → may attend.

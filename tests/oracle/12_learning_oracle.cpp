@@ -78,4 +78,14 @@ Mat cross_entropy_grad(const Mat& logits, const std::vector<std::size_t>& target
   return g;
 }
 
+void adamw_step(AdamWState& s, const std::vector<double>& grad, std::size_t t, double lr, double beta1, double beta2,
+                double eps, double weight_decay) {
+  const double c1 = 1.0 - std::pow(beta1, static_cast<double>(t)), c2 = 1.0 - std::pow(beta2, static_cast<double>(t));
+  for (std::size_t i = 0; i < s.theta.size(); ++i) {
+    s.m[i] = beta1 * s.m[i] + (1.0 - beta1) * grad[i];
+    s.v[i] = beta2 * s.v[i] + (1.0 - beta2) * grad[i] * grad[i];
+    s.theta[i] -= lr * (s.m[i] / c1 / (std::sqrt(s.v[i] / c2) + eps) + weight_decay * s.theta[i]);
+  }
+}
+
 }  // namespace attn::oracle

@@ -32,4 +32,14 @@ double cross_entropy(const Mat& logits, const std::vector<std::size_t>& targets)
 /// Its gradient with respect to the logits: (softmax − onehot) / C on counted rows, 0 elsewhere.
 Mat cross_entropy_grad(const Mat& logits, const std::vector<std::size_t>& targets);
 
+/// AdamW's weights and moments, in float64.
+struct AdamWState {
+  std::vector<double> theta, m, v;
+};
+
+/// Step \p t (from 1) of AdamW (Loshchilov & Hutter 2019) on every entry, as its formulas read:
+/// m = β1 m + (1 − β1) g, v = β2 v + (1 − β2) g², θ −= lr (m/(1 − β1ᵗ) / (√(v/(1 − β2ᵗ)) + ε) + weight_decay θ).
+void adamw_step(AdamWState& s, const std::vector<double>& grad, std::size_t t, double lr, double beta1, double beta2,
+                double eps, double weight_decay);
+
 }  // namespace attn::oracle

@@ -6,6 +6,6 @@
 #include "attn/machine.hpp"
 
 int main(int argc, char** argv) {
-  attn::use_best_blas_kernel(argv);
+  attn::use_best_blas_kernel();
   return doctest::Context(argc, argv).run();
 }

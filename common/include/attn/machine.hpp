@@ -17,15 +17,24 @@ struct BlasInfo {
   std::string kernel;       ///< the kernel set in use: "SkylakeX", "Haswell", "Prescott"... (openblas_get_corename())
   std::string best_kernel;  ///< the fastest kernel set this CPU supports, from its feature flags ("" if none is better
                             ///< than generic)
-  std::string chosen_by;  ///< who set the kernel: "OpenBLAS (by CPU model)", "the course (OPENBLAS_CORETYPE=…)", "you
-                          ///< (OPENBLAS_CORETYPE=…)"
-  int threads = 0;        ///< OpenBLAS's thread count now (openblas_get_num_threads())
+  std::string chosen_by;    ///< who set the kernel: "OpenBLAS's pick by CPU model", "picked by the course from the
+                            ///< CPU flags" or "set by you: OPENBLAS_CORETYPE"
+  int threads = 0;          ///< OpenBLAS's thread count now (openblas_get_num_threads())
 };
 
 /// The BLAS this process runs, as above.
 BlasInfo blas_info();
 
-/// The CPU's name ("AMD EPYC", "Intel(R) Xeon(R) Platinum ...") from /proc/cpuinfo, and its hardware threads.
+/// The CPU's model name from /proc/cpuinfo, short enough for a line of output: "Intel(R) Xeon(R) Platinum
+/// 8480+ Processor" → "Intel Xeon Platinum 8480+" (see short_cpu_name()). ATTN_FAKE_CPUINFO=FILE reads FILE
+/// instead of /proc/cpuinfo, here and in cpu_flags(): tests make a program believe it runs on another CPU.
+std::string cpu_name();
+
+/// A model name without trademark signs, "CPU"/"Processor" and the clock ("@ 2.10GHz"), at most 40
+/// columns (longer names end in "..."): every line that names the machine fits the course's 100 columns.
+std::string short_cpu_name(const std::string& model_name);
+
+/// cpu_name() and the hardware threads: "AMD EPYC 9R14 96-Core (2 hardware threads)".
 std::string cpu_model();
 
 /// The widest vector instruction set the CPU and the OS support: "AVX-512", "AVX2+FMA" or "baseline".
@@ -47,13 +56,18 @@ std::string better_blas_kernel_for(const std::set<std::string>& cpu_flags, const
 std::set<std::string> cpu_flags();
 
 /// Called first in every course program: when better_blas_kernel() names a kernel, sets OPENBLAS_CORETYPE
-/// to it and restarts the program (OpenBLAS reads the variable once, when it is loaded); otherwise returns.
-/// If the restart fails it prints one line saying what to set, and returns. ATTN_BLAS_NO_REEXEC=1 turns
-/// the restart off.
-void use_best_blas_kernel(char** argv);
+/// to it and restarts the program (OpenBLAS reads the variable once, when it is loaded) with the command
+/// line it was started with, read from /proc/self/cmdline (whatever main() did to argv); otherwise returns.
+/// If the restart fails it prints a note saying what to set, and returns. ATTN_BLAS_NO_REEXEC=1 turns the
+/// restart off. For tests on any machine: ATTN_FAKE_OPENBLAS_KERNEL=Prescott makes the course believe
+/// OpenBLAS picked that kernel, and ATTN_TRACE_BLAS_RESTART=1 makes the restarted program say on stderr
+/// that it was restarted, with its arguments.
+void use_best_blas_kernel();
 
 /// One line naming the CPU, the BLAS library, its kernel (and who chose it) and the thread counts, e.g.
-/// "AMD EPYC (2 hardware threads, AVX-512); OpenBLAS 0.3.21, kernel Cooperlake (chosen by OpenBLAS), 2 BLAS threads".
+/// "AMD EPYC (2 hardware threads), AVX-512; OpenBLAS 0.3.21, kernel Cooperlake (OpenBLAS's pick by CPU
+/// model), 2 BLAS threads". Each side of the "; " fits 92 columns with any CPU (recordings put them on
+/// lines of their own).
 std::string machine_line();
 
 /// Adds the CPU, the BLAS library, its kernel and the thread counts to Google Benchmark's context, so
