@@ -9,6 +9,7 @@
 #include "01_intuition/lexicon.hpp"
 #include "attn/rng.hpp"
 #include "support/allclose.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -30,7 +31,8 @@ Vector random_vector(attn::Rng& rng, std::size_t n, float low, float high) {
 }  // namespace
 
 TEST_SUITE("01_intuition") {
-  TEST_CASE("stable_softmax of logits near ±1e4 gives finite weights that sum to one") {
+  TEST_CASE("stable_softmax of logits near ±1e4 gives finite weights that sum to one" *
+            doctest::test_suite("01_intuition/stable_softmax")) {
     // exp(1e4) is inf in float32: a naive softmax returns inf/inf = NaN here.
     const Vector logits = {1.0e4f, -1.0e4f, 1.0e4f - 1.0f, 0.0f};  // (4)
     const Vector p = attn::stable_softmax(logits);
@@ -38,7 +40,7 @@ TEST_SUITE("01_intuition") {
     CHECK(p(1) == 0.0f);  // exp(-2e4) underflows to exactly 0
   }
 
-  TEST_CASE("stable_softmax matches the oracle on random logits") {
+  TEST_CASE("stable_softmax matches the oracle on random logits" * doctest::test_suite("01_intuition/stable_softmax")) {
     attn::Rng rng(1);
     for (std::size_t n : {1u, 2u, 7u, 64u}) {
       const Vector logits = random_vector(rng, n, -8.0f, 8.0f);  // (n)
@@ -47,7 +49,8 @@ TEST_SUITE("01_intuition") {
     }
   }
 
-  TEST_CASE("stable_softmax gives a single logit all the weight, whatever its value") {
+  TEST_CASE("stable_softmax gives a single logit all the weight, whatever its value" *
+            doctest::test_suite("01_intuition/stable_softmax")) {
     for (float x : {-1.0e4f, 0.0f, 3.5f, 1.0e4f}) {
       const Vector p = attn::stable_softmax(Vector{x});
       REQUIRE(p.size() == 1);
@@ -55,14 +58,16 @@ TEST_SUITE("01_intuition") {
     }
   }
 
-  TEST_CASE("stable_softmax shares weight equally among equal logits") {
+  TEST_CASE("stable_softmax shares weight equally among equal logits" *
+            doctest::test_suite("01_intuition/stable_softmax")) {
     for (float x : {-50.0f, 0.0f, 50.0f}) {
       const Vector p = attn::stable_softmax(xt::full_like(Vector(xt::zeros<float>({5})), x));
       CHECK_ALLCLOSE(p, std::vector<double>(5, 0.2), 0.0, 2e-7);  // exp(0) = 1 exactly; 1/5 rounds once
     }
   }
 
-  TEST_CASE("stable_softmax gives masked (-inf) logits zero weight, and an all-masked row all zeros") {
+  TEST_CASE("stable_softmax gives masked (-inf) logits zero weight, and an all-masked row all zeros" *
+            doctest::test_suite("01_intuition/stable_softmax")) {
     const Vector p = attn::stable_softmax(Vector{-kInf, 2.0f, -kInf, 2.0f});
     const std::vector<double> halves{0.0, 0.5, 0.0, 0.5};
     CHECK_ALLCLOSE(p, halves, 0.0, 0.0);
@@ -70,18 +75,19 @@ TEST_SUITE("01_intuition") {
     CHECK_ALLCLOSE(none, std::vector<double>(3, 0.0), 0.0, 0.0);
   }
 
-  TEST_CASE("stable_softmax of an empty vector is empty") {
+  TEST_CASE("stable_softmax of an empty vector is empty" * doctest::test_suite("01_intuition/stable_softmax")) {
     CHECK(attn::stable_softmax(Vector(xt::zeros<float>({0}))).size() == 0);
   }
 
-  TEST_CASE("stable_softmax rejects NaN and +inf, naming the index") {
+  TEST_CASE("stable_softmax rejects NaN and +inf, naming the index" *
+            doctest::test_suite("01_intuition/stable_softmax")) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_WITH_AS(attn::stable_softmax(Vector{0.0f, 1.0f, nan}), doctest::Contains("[2]"),
-                         std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::stable_softmax(Vector{kInf, 1.0f}), doctest::Contains("[0]"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::stable_softmax(Vector{0.0f, 1.0f, nan}), std::invalid_argument, "[2]");
+    CHECK_THROWS_NAMING(attn::stable_softmax(Vector{kInf, 1.0f}), std::invalid_argument, "[0]");
   }
 
-  TEST_CASE("attention_weights divides the scores by sqrt(d_k)") {
+  TEST_CASE("attention_weights divides the scores by sqrt(d_k)" *
+            doctest::test_suite("01_intuition/attention_weights")) {
     // Two keys: e1 and 0. With q = (2·ln 3)·e1 and d_k = 4 the scaled scores are 2·ln 3 / √4 = ln 3 and 0,
     // so the weights are 3/4 and 1/4 (without the scale they would be 9/10 and 1/10).
     const Matrix K = {{1, 0, 0, 0}, {0, 0, 0, 0}};  // (2, 4)
@@ -90,7 +96,8 @@ TEST_SUITE("01_intuition") {
     CHECK_ALLCLOSE(attn::attention_weights(q, K), expected, 0.0, 1e-6);
   }
 
-  TEST_CASE("attention_weights matches the oracle for random queries and keys") {
+  TEST_CASE("attention_weights matches the oracle for random queries and keys" *
+            doctest::test_suite("01_intuition/attention_weights")) {
     attn::Rng rng(2);
     for (std::size_t d_k : {1u, 4u, 16u}) {
       const Matrix K = rng.normal(9, d_k);              // (n, d_k)
@@ -101,21 +108,21 @@ TEST_SUITE("01_intuition") {
     }
   }
 
-  TEST_CASE("attention_weights gives identical keys identical weights") {
+  TEST_CASE("attention_weights gives identical keys identical weights" *
+            doctest::test_suite("01_intuition/attention_weights")) {
     const Matrix K = {{1, 2, 3}, {1, 2, 3}, {1, 2, 3}, {1, 2, 3}};  // (4, 3)
     const Vector q = {0.5f, -1.0f, 2.0f};
     CHECK_ALLCLOSE(attn::attention_weights(q, K), std::vector<double>(4, 0.25), 0.0, 2e-7);
   }
 
-  TEST_CASE("attention_weights rejects a query whose length is not K's d_k, naming both shapes") {
+  TEST_CASE("attention_weights rejects a query whose length is not K's d_k, naming both shapes" *
+            doctest::test_suite("01_intuition/attention_weights")) {
     const Matrix K = xt::zeros<float>({5, 6});  // (5, 6)
-    CHECK_THROWS_WITH_AS(attn::attention_weights(Vector{1.0f, 2.0f, 3.0f, 4.0f}, K), doctest::Contains("(5, 6)"),
-                         std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::attention_weights(Vector{1.0f, 2.0f, 3.0f, 4.0f}, K), doctest::Contains("(4)"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::attention_weights(Vector{1.0f, 2.0f, 3.0f, 4.0f}, K), std::invalid_argument, "(5, 6)",
+                        "(4)");
   }
 
-  TEST_CASE("blend_values is the weighted average of V's rows") {
+  TEST_CASE("blend_values is the weighted average of V's rows" * doctest::test_suite("01_intuition/blend_values")) {
     attn::Rng rng(3);
     const Matrix V = rng.normal(6, 5);                   // (n, d_v)
     const Vector w = random_vector(rng, 6, 0.0f, 1.0f);  // (n), any weights
@@ -126,16 +133,19 @@ TEST_SUITE("01_intuition") {
     CHECK_ALLCLOSE(attn::blend_values(one_hot, V), to_oracle(V).row(2), 0.0, 0.0);
   }
 
-  TEST_CASE("blend_values rejects weights that do not match V's rows, naming both shapes") {
+  TEST_CASE("blend_values rejects weights that do not match V's rows, naming both shapes" *
+            doctest::test_suite("01_intuition/blend_values")) {
     const Matrix V = xt::zeros<float>({3, 2});  // (3, 2)
-    CHECK_THROWS_WITH_AS(attn::blend_values(Vector{0.5f, 0.5f}, V), doctest::Contains("(3, 2)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::blend_values(Vector{0.5f, 0.5f}, V), std::invalid_argument, "(3, 2)");
   }
 
-  TEST_CASE("design_pronoun_query has one entry per key dimension") {
+  TEST_CASE("design_pronoun_query has one entry per key dimension" *
+            doctest::test_suite("01_intuition/design_pronoun_query")) {
     CHECK(attn::design_pronoun_query().size() == attn::ch01::key_names().size());
   }
 
-  TEST_CASE("design_pronoun_query makes 它/it attend most to its antecedent in every sentence") {
+  TEST_CASE("design_pronoun_query makes 它/it attend most to its antecedent in every sentence" *
+            doctest::test_suite("01_intuition/design_pronoun_query")) {
     const Vector q = attn::design_pronoun_query();  // (d_k)
     REQUIRE(q.size() == attn::ch01::key_names().size());
     const Matrix W_Q = attn::ch01::query_weights(q);
@@ -153,21 +163,22 @@ TEST_SUITE("01_intuition") {
     }
   }
 
-  TEST_CASE("attention_weights refuses d_k = 0, naming the shapes, instead of an empty product") {
+  TEST_CASE("attention_weights refuses d_k = 0, naming the shapes, instead of an empty product" *
+            doctest::test_suite("01_intuition/attention_weights")) {
     const Vector q = xt::zeros<float>({0});
     const Matrix K = xt::zeros<float>({3, 0});
-    CHECK_THROWS_WITH_AS(attn::attention_weights(q, K), doctest::Contains("(3, 0)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::attention_weights(q, K), std::invalid_argument, "(3, 0)");
   }
 
-  TEST_CASE("attention_weights refuses scores that would overflow and NaN, and blend_values refuses NaN or infinity") {
+  TEST_CASE("attention_weights refuses scores that would overflow and NaN, and blend_values refuses NaN or infinity" *
+            doctest::test_suite("01_intuition/blend_values")) {
     // q·k = −1e40 for both keys: −inf in float, and the weights would be [0, 0] instead of summing to 1.
-    CHECK_THROWS_WITH_AS(attn::attention_weights(Vector{1e20f}, Matrix{{-1e20f}, {-1e20f}}), doctest::Contains("d_k"),
-                         std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::attention_weights(Vector{std::nanf(""), 1.0f}, Matrix{{1.0f, 2.0f}}),
-                         doctest::Contains("nan"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::blend_values(Vector{0.5f, std::nanf("")}, Matrix{{1.0f}, {2.0f}}),
-                         doctest::Contains("weights[1]"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::blend_values(Vector{0.5f, 0.5f}, Matrix{{1.0f}, {kInf}}), doctest::Contains("V[1]"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::attention_weights(Vector{1e20f}, Matrix{{-1e20f}, {-1e20f}}), std::invalid_argument,
+                        "d_k");
+    CHECK_THROWS_NAMING(attn::attention_weights(Vector{std::nanf(""), 1.0f}, Matrix{{1.0f, 2.0f}}),
+                        std::invalid_argument, "nan");
+    CHECK_THROWS_NAMING(attn::blend_values(Vector{0.5f, std::nanf("")}, Matrix{{1.0f}, {2.0f}}), std::invalid_argument,
+                        "weights[1]");
+    CHECK_THROWS_NAMING(attn::blend_values(Vector{0.5f, 0.5f}, Matrix{{1.0f}, {kInf}}), std::invalid_argument, "V[1]");
   }
 }

@@ -12,6 +12,7 @@
 #include "attn/rng.hpp"
 #include "oracle/03_multi_head_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -46,7 +47,8 @@ constexpr std::array<std::array<std::size_t, 3>, 6> kShapes{
 }  // namespace
 
 TEST_SUITE("03_multi_head") {
-  TEST_CASE("split_heads gives head i the i-th block of d_k columns of every row") {
+  TEST_CASE("split_heads gives head i the i-th block of d_k columns of every row" *
+            doctest::test_suite("03_multi_head/split_heads")) {
     attn::Rng rng(31);
     const Matrix X = rng.normal(3, 12);  // (n, d_model) = (3, 12)
     const Tensor3 heads = attn::split_heads(X, 4);
@@ -58,7 +60,8 @@ TEST_SUITE("03_multi_head") {
         for (std::size_t c = 0; c < 3; ++c) CHECK(heads(i, t, c) == X(t, i * 3 + c));
   }
 
-  TEST_CASE("merge_heads undoes split_heads exactly, and split_heads undoes merge_heads") {
+  TEST_CASE("merge_heads undoes split_heads exactly, and split_heads undoes merge_heads" *
+            doctest::test_suite("03_multi_head/merge_heads")) {
     attn::Rng rng(32);
     for (const auto& [n, d_model, h] : kShapes) {
       CAPTURE(n);
@@ -71,13 +74,15 @@ TEST_SUITE("03_multi_head") {
     }
   }
 
-  TEST_CASE("split_heads refuses a d_model that the number of heads does not divide, naming the shape") {
+  TEST_CASE("split_heads refuses a d_model that the number of heads does not divide, naming the shape" *
+            doctest::test_suite("03_multi_head/split_heads")) {
     const Matrix X = xt::zeros<float>({4, 10});
-    CHECK_THROWS_WITH_AS(attn::split_heads(X, 3), doctest::Contains("(4, 10)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::split_heads(X, 3), std::invalid_argument, "(4, 10)");
     CHECK_THROWS_AS(attn::split_heads(X, 0), std::invalid_argument);
   }
 
-  TEST_CASE("with one head and W_O = I, multi_head_attention is chapter 02's attention") {
+  TEST_CASE("with one head and W_O = I, multi_head_attention is chapter 02's attention" *
+            doctest::test_suite("03_multi_head/multi_head_attention")) {
     attn::Rng rng(35);
     const std::size_t n = 7, d_model = 10;
     const Matrix X = rng.normal(n, d_model);
@@ -90,7 +95,8 @@ TEST_SUITE("03_multi_head") {
     CHECK_ALLCLOSE(attn::multi_head_attention(X, W, 1), expected, kAtol, kRtol);
   }
 
-  TEST_CASE("multi_head_attention applies one causal mask to every head") {
+  TEST_CASE("multi_head_attention applies one causal mask to every head" *
+            doctest::test_suite("03_multi_head/multi_head_attention")) {
     attn::Rng rng(34);
     const std::size_t n = 6, d_model = 12, h = 3;
     const Matrix X = rng.normal(n, d_model);
@@ -101,7 +107,8 @@ TEST_SUITE("03_multi_head") {
                    kRtol);
   }
 
-  TEST_CASE("multi_head_attention matches the oracle for random shapes and head counts") {
+  TEST_CASE("multi_head_attention matches the oracle for random shapes and head counts" *
+            doctest::test_suite("03_multi_head/multi_head_attention")) {
     attn::Rng rng(33);
     for (const auto& [n, d_model, h] : kShapes) {
       CAPTURE(n);
@@ -113,7 +120,8 @@ TEST_SUITE("03_multi_head") {
     }
   }
 
-  TEST_CASE("multi_head_attention stays finite and matches the oracle when scores reach 1e4") {
+  TEST_CASE("multi_head_attention stays finite and matches the oracle when scores reach 1e4" *
+            doctest::test_suite("03_multi_head/multi_head_attention")) {
     attn::Rng rng(36);
     const std::size_t n = 5, d_model = 8, h = 2;
     const Matrix X = rng.normal(n, d_model);
@@ -127,24 +135,27 @@ TEST_SUITE("03_multi_head") {
     CHECK_ALLCLOSE(O, oracle_layer(X, W, {true, true}), 1e-2, 1e-3);
   }
 
-  TEST_CASE("multi_head_attention refuses a NaN input instead of spreading it") {
+  TEST_CASE("multi_head_attention refuses a NaN input instead of spreading it" *
+            doctest::test_suite("03_multi_head/multi_head_attention")) {
     attn::Rng rng(37);
     Matrix X = rng.normal(3, 4);
     X(1, 2) = std::numeric_limits<float>::quiet_NaN();
     CHECK_THROWS_AS(attn::multi_head_attention(X, random_weights(rng, 4), 2), std::invalid_argument);
   }
 
-  TEST_CASE("multi_head_attention refuses d_model % h != 0 and weights of the wrong shape, naming them") {
+  TEST_CASE("multi_head_attention refuses d_model % h != 0 and weights of the wrong shape, naming them" *
+            doctest::test_suite("03_multi_head/multi_head_attention")) {
     attn::Rng rng(38);
     const Matrix X = rng.normal(3, 6);
     const MultiHeadWeights W = random_weights(rng, 6);
-    CHECK_THROWS_WITH_AS(attn::multi_head_attention(X, W, 4), doctest::Contains("(3, 6)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::multi_head_attention(X, W, 4), std::invalid_argument, "(3, 6)");
     MultiHeadWeights wrong = W;
     wrong.W_O = xt::zeros<float>({6, 5});
-    CHECK_THROWS_WITH_AS(attn::multi_head_attention(X, wrong, 2), doctest::Contains("(6, 5)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::multi_head_attention(X, wrong, 2), std::invalid_argument, "(6, 5)");
   }
 
-  TEST_CASE("multi_head_attention_ablated keeping every head is the full layer, removing every head leaves zeros") {
+  TEST_CASE("multi_head_attention_ablated keeping every head is the full layer, removing every head leaves zeros" *
+            doctest::test_suite("03_multi_head/multi_head_attention_ablated")) {
     attn::Rng rng(39);
     const Matrix X = rng.normal(6, 12);
     const MultiHeadWeights W = random_weights(rng, 12);
@@ -154,7 +165,8 @@ TEST_SUITE("03_multi_head") {
     CHECK_ALLCLOSE(none, attn::oracle::Mat(6, 12), 0.0, 0.0);
   }
 
-  TEST_CASE("multi_head_attention_ablated with all heads but one leaves that head alone through its rows of W_O") {
+  TEST_CASE("multi_head_attention_ablated with all heads but one leaves that head alone through its rows of W_O" *
+            doctest::test_suite("03_multi_head/multi_head_attention_ablated")) {
     attn::Rng rng(40);
     const std::size_t n = 7, d_model = 15, h = 3, d_k = 5;
     const Matrix X = rng.normal(n, d_model);
@@ -171,7 +183,8 @@ TEST_SUITE("03_multi_head") {
     }
   }
 
-  TEST_CASE("multi_head_attention_ablated without some heads matches the oracle layer without them") {
+  TEST_CASE("multi_head_attention_ablated without some heads matches the oracle layer without them" *
+            doctest::test_suite("03_multi_head/multi_head_attention_ablated")) {
     attn::Rng rng(41);
     const Matrix X = rng.normal(3, 8);  // (n, d_model): three tokens, so the rows differ
     const MultiHeadWeights W = random_weights(rng, 8);
@@ -179,12 +192,13 @@ TEST_SUITE("03_multi_head") {
     CHECK_ALLCLOSE(attn::multi_head_attention_ablated(X, W, keep), oracle_layer(X, W, keep), kAtol, kRtol);
   }
 
-  TEST_CASE("multi_head_attention_ablated refuses an empty head mask or one that does not divide d_model") {
+  TEST_CASE("multi_head_attention_ablated refuses an empty head mask or one that does not divide d_model" *
+            doctest::test_suite("03_multi_head/multi_head_attention_ablated")) {
     attn::Rng rng(42);
     const Matrix X = rng.normal(3, 6);
     const MultiHeadWeights W = random_weights(rng, 6);
     CHECK_THROWS_AS(attn::multi_head_attention_ablated(X, W, {}), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::multi_head_attention_ablated(X, W, std::vector<bool>(4, true)),
-                         doctest::Contains("(3, 6)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::multi_head_attention_ablated(X, W, std::vector<bool>(4, true)), std::invalid_argument,
+                        "(3, 6)");
   }
 }

@@ -11,6 +11,7 @@
 #include "04_complexity/heap_counter.hpp"
 #include "attn/rng.hpp"
 #include "support/allclose.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -41,7 +42,8 @@ std::vector<double> noisy_power_law(const std::vector<double>& x, double c, doub
 }  // namespace
 
 TEST_SUITE("04_complexity") {
-  TEST_CASE("attention_flops counts 48 + 30 + 60 FLOPs for n_q = 2, n_kv = 3, d_k = 4, d_v = 5") {
+  TEST_CASE("attention_flops counts 48 + 30 + 60 FLOPs for n_q = 2, n_kv = 3, d_k = 4, d_v = 5" *
+            doctest::test_suite("04_complexity/attention_flops")) {
     // By hand: S has 2·3 = 6 scores of 4 multiply-adds (8 FLOPs each) = 48; softmax 5 per score = 30;
     // O has 2·5 = 10 entries of 3 multiply-adds (6 FLOPs each) = 60.
     const attn::AttentionFlops f = attn::attention_flops(2, 3, 4, 5);
@@ -51,7 +53,8 @@ TEST_SUITE("04_complexity") {
     CHECK(f.total() == 138.0);
   }
 
-  TEST_CASE("attention_flops of self-attention is 4·n²·d + 5·n², exactly, up to n = 100,000") {
+  TEST_CASE("attention_flops of self-attention is 4·n²·d + 5·n², exactly, up to n = 100,000" *
+            doctest::test_suite("04_complexity/attention_flops")) {
     CHECK(attn::attention_flops(1, 1, 1, 1).total() == 9.0);
     CHECK(attn::attention_flops(7, 7, 3, 3).total() == 4.0 * 49 * 3 + 5.0 * 49);
     // The seed's n = 100,000 with d = 64: 2.56·10^12 in the products, 5·10^10 in the softmax (exact in a double).
@@ -60,7 +63,8 @@ TEST_SUITE("04_complexity") {
     CHECK(f.softmax == 50000000000.0);
   }
 
-  TEST_CASE("attention_flops grows fourfold when n doubles and twofold in the products when d doubles") {
+  TEST_CASE("attention_flops grows fourfold when n doubles and twofold in the products when d doubles" *
+            doctest::test_suite("04_complexity/attention_flops")) {
     const attn::AttentionFlops base = attn::attention_flops(300, 300, 48, 48);
     CHECK(attn::attention_flops(600, 600, 48, 48).total() == 4.0 * base.total());
     const attn::AttentionFlops wide = attn::attention_flops(300, 300, 96, 96);
@@ -68,12 +72,14 @@ TEST_SUITE("04_complexity") {
     CHECK(wide.softmax == base.softmax);  // the softmax does not see d at all
   }
 
-  TEST_CASE("attention_flops is zero without queries or without keys") {
+  TEST_CASE("attention_flops is zero without queries or without keys" *
+            doctest::test_suite("04_complexity/attention_flops")) {
     CHECK(attn::attention_flops(0, 5, 4, 4).total() == 0.0);
     CHECK(attn::attention_flops(5, 0, 4, 4).total() == 0.0);
   }
 
-  TEST_CASE("attention_bytes for n_q = 2, n_kv = 3, d_k = 4, d_v = 5 matches the hand count") {
+  TEST_CASE("attention_bytes for n_q = 2, n_kv = 3, d_k = 4, d_v = 5 matches the hand count" *
+            doctest::test_suite("04_complexity/attention_bytes")) {
     // Q 8 + K 12 + V 15 = 35 floats = 140 B; O 10 floats = 40 B; S 6 floats = 24 B;
     // peak: S + A + O = 24 + 24 + 40 = 88 B; moved: 140 + 40 + 4·24 = 276 B.
     const attn::AttentionBytes b = attn::attention_bytes(2, 3, 4, 5);
@@ -84,21 +90,24 @@ TEST_SUITE("04_complexity") {
     CHECK(b.moved == 276.0);
   }
 
-  TEST_CASE("attention_bytes puts one 100,000 × 100,000 float32 score matrix at 40 GB") {
+  TEST_CASE("attention_bytes puts one 100,000 × 100,000 float32 score matrix at 40 GB" *
+            doctest::test_suite("04_complexity/attention_bytes")) {
     const attn::AttentionBytes b = attn::attention_bytes(100000, 100000, 64, 64);
     CHECK(b.score_matrix == 4.0e10);
     CHECK(b.peak_extra == 8.0e10 + 4.0 * 100000 * 64);
     CHECK(b.inputs == 3.0 * 4 * 100000 * 64);  // the inputs stay small: 76.8 MB
   }
 
-  TEST_CASE("attention_bytes is zero without tokens and four bytes per (query, key) pair in each score matrix") {
+  TEST_CASE("attention_bytes is zero without tokens and four bytes per (query, key) pair in each score matrix" *
+            doctest::test_suite("04_complexity/attention_bytes")) {
     CHECK(attn::attention_bytes(0, 0, 8, 8).peak_extra == 0.0);
     CHECK(attn::attention_bytes(1, 1, 1, 1).score_matrix == 4.0);
     CHECK(attn::attention_bytes(1, 1, 1, 1).moved == 4.0 * 3 + 4.0 + 16.0);
   }
 
   TEST_CASE(
-      "fit_power_law's R² is the fraction of variance explained: 1/4 for a hand-worked fit, never outside [0, 1]") {
+      "fit_power_law's R² is the fraction of variance explained: 1/4 for a hand-worked fit, never outside [0, 1]" *
+      doctest::test_suite("04_complexity/fit_power_law")) {
     // ln x = (0, 1, 2), ln y = (0, 2, 1): means 1 and 1, Σ(u - ū)(v - v̄) = 1, Σ(u - ū)² = 2, so the slope is
     // 1/2 and ln c = 1 - 1/2 = 1/2. Σ(v - v̄)² = 2, the residual 2 - (1/2)·1 = 3/2, R² = 1 - (3/2)/2 = 1/4
     // (the correlation r is 1/2, and -1/2 for the mirrored data: neither is R²).
@@ -121,7 +130,8 @@ TEST_SUITE("04_complexity") {
     }
   }
 
-  TEST_CASE("fit_power_law recovers the exponent and coefficient of exact power laws") {
+  TEST_CASE("fit_power_law recovers the exponent and coefficient of exact power laws" *
+            doctest::test_suite("04_complexity/fit_power_law")) {
     const std::vector<double> x = {256, 512, 1024, 3000, 5000};  // not all powers of two
     for (double p : {0.5, 1.0, 2.0, 3.0}) {
       std::vector<double> y;
@@ -134,7 +144,8 @@ TEST_SUITE("04_complexity") {
     }
   }
 
-  TEST_CASE("fit_power_law recovers known exponents from noisy data, within five standard errors") {
+  TEST_CASE("fit_power_law recovers known exponents from noisy data, within five standard errors" *
+            doctest::test_suite("04_complexity/fit_power_law")) {
     // Multiplicative noise e^(σ·ε) adds N(0, σ²) to ln y. The slope's standard error is
     // σ / sqrt(Σ(ln x − mean)²) = 0.05 / sqrt(ln²2 · 82.5) = 0.0079 for ten doublings; five of them: 0.04.
     const std::vector<double> x = doublings();
@@ -146,7 +157,8 @@ TEST_SUITE("04_complexity") {
     }
   }
 
-  TEST_CASE("fit_power_law reports a poor fit for data without a trend") {
+  TEST_CASE("fit_power_law reports a poor fit for data without a trend" *
+            doctest::test_suite("04_complexity/fit_power_law")) {
     // Pure noise (p = 0, σ = 0.5): the fitted line explains little; R² is a ratio of two chi-squares with
     // mean ≈ 0.1, and with this seed it is far below 0.5.
     const attn::PowerLawFit fit = attn::fit_power_law(doublings(), noisy_power_law(doublings(), 1.0, 0.0, 0.5, 7));
@@ -154,16 +166,18 @@ TEST_SUITE("04_complexity") {
     CHECK(std::fabs(fit.exponent) < 0.25);
   }
 
-  TEST_CASE("fit_power_law rejects mismatched sizes, one point, non-positive values and equal x") {
-    CHECK_THROWS_WITH_AS(attn::fit_power_law({1, 2, 3}, {1, 2}), doctest::Contains("3"), std::invalid_argument);
+  TEST_CASE("fit_power_law rejects mismatched sizes, one point, non-positive values and equal x" *
+            doctest::test_suite("04_complexity/fit_power_law")) {
+    CHECK_THROWS_NAMING(attn::fit_power_law({1, 2, 3}, {1, 2}), std::invalid_argument, "3");
     CHECK_THROWS_AS(attn::fit_power_law({1}, {1}), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::fit_power_law({1, 2, 4}, {1, 0, 4}), doctest::Contains("[1]"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::fit_power_law({1, -2, 4}, {1, 2, 4}), doctest::Contains("[1]"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::fit_power_law({1, 2, NAN}, {1, 2, 4}), doctest::Contains("[2]"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::fit_power_law({1, 2, 4}, {1, 0, 4}), std::invalid_argument, "[1]");
+    CHECK_THROWS_NAMING(attn::fit_power_law({1, -2, 4}, {1, 2, 4}), std::invalid_argument, "[1]");
+    CHECK_THROWS_NAMING(attn::fit_power_law({1, 2, NAN}, {1, 2, 4}), std::invalid_argument, "[2]");
     CHECK_THROWS_AS(attn::fit_power_law({5, 5, 5}, {1, 2, 3}), std::invalid_argument);
   }
 
-  TEST_CASE("guarded_attention equals full attention (the oracle) when the matrices fit") {
+  TEST_CASE("guarded_attention equals full attention (the oracle) when the matrices fit" *
+            doctest::test_suite("04_complexity/guarded_attention")) {
     attn::Rng rng(404);
     for (auto [n_q, n_kv, d_k, d_v] : {std::array<std::size_t, 4>{1, 1, 1, 1}, {5, 5, 4, 4}, {7, 13, 3, 6}}) {
       const Matrix Q = rng.normal(n_q, d_k), K = rng.normal(n_kv, d_k), V = rng.normal(n_kv, d_v);
@@ -172,7 +186,8 @@ TEST_SUITE("04_complexity") {
     }
   }
 
-  TEST_CASE("guarded_attention runs at exactly its estimate and refuses one byte less") {
+  TEST_CASE("guarded_attention runs at exactly its estimate and refuses one byte less" *
+            doctest::test_suite("04_complexity/guarded_attention")) {
     // n = 13, d = 3: S and A are 4·169 = 676 B each, O is 4·39 = 156 B: 1508 B beyond the inputs.
     attn::Rng rng(13);
     const Matrix Q = rng.normal(13, 3), K = rng.normal(13, 3), V = rng.normal(13, 3);
@@ -181,7 +196,8 @@ TEST_SUITE("04_complexity") {
     CHECK_THROWS_AS(attn::guarded_attention(Q, K, V, 1507.0), attn::memory_refusal);
   }
 
-  TEST_CASE("guarded_attention refuses before allocating, stating the estimate and pointing to chapter 05") {
+  TEST_CASE("guarded_attention refuses before allocating, stating the estimate and pointing to chapter 05" *
+            doctest::test_suite("04_complexity/guarded_attention")) {
     // n = 300, d = 8 under a fake limit of 100 kB: S alone would be 360 kB, S + A + O = 729,600 B = 730 kB.
     const Matrix Q = xt::zeros<float>({300, 8}), K = Q, V = Q;  // (n, d)
     bool refused = false;
@@ -206,7 +222,8 @@ TEST_SUITE("04_complexity") {
     CHECK(message.find("hapter 05") != std::string::npos);
   }
 
-  TEST_CASE("guarded_attention's estimate bounds the heap full attention really holds") {
+  TEST_CASE("guarded_attention's estimate bounds the heap full attention really holds" *
+            doctest::test_suite("04_complexity/guarded_attention")) {
     // Measured with the counting allocator: at least one (n, n) matrix is materialised, and never more than
     // the estimate the guard relies on.
     attn::Rng rng(5);
@@ -219,12 +236,11 @@ TEST_SUITE("04_complexity") {
     CHECK_ALLCLOSE(O, attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V)), kAtol, kRtol);  // and right
   }
 
-  TEST_CASE("guarded_attention rejects Q, K and V that do not fit together, naming their shapes") {
+  TEST_CASE("guarded_attention rejects Q, K and V that do not fit together, naming their shapes" *
+            doctest::test_suite("04_complexity/guarded_attention")) {
     const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 2}), V = xt::zeros<float>({5, 2});
-    CHECK_THROWS_WITH_AS(attn::guarded_attention(Q, K, V, 1e9), doctest::Contains("(5, 2)"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::guarded_attention(Q, K, V, 1e9), doctest::Contains("(4, 3)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::guarded_attention(Q, K, V, 1e9), std::invalid_argument, "(5, 2)", "(4, 3)");
     const Matrix V_short = xt::zeros<float>({4, 2});  // one value too few
-    CHECK_THROWS_WITH_AS(attn::guarded_attention(K, K, V_short, 1e9), doctest::Contains("(4, 2)"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::guarded_attention(K, K, V_short, 1e9), std::invalid_argument, "(4, 2)");
   }
 }

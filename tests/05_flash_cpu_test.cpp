@@ -28,6 +28,7 @@
 #include "attn/rng.hpp"
 #include "oracle/05_flash_cpu_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -105,7 +106,8 @@ void check_state(const OnlineState& actual, const oracle::State& expected) {
 }  // namespace
 
 TEST_SUITE("05_flash_cpu") {
-  TEST_CASE("the IO model counts what a hand count gives, and tiled_io_floats agrees with it") {
+  TEST_CASE("the IO model counts what a hand count gives, and tiled_io_floats agrees with it" *
+            doctest::test_suite("05_flash_cpu/tiled_io_floats")) {
     using attn::ch05::simulate_standard;
     using attn::ch05::simulate_tiled;
     // n = 4, d = 2, B_r = 2: Q 8, K and V 2 blocks × 16, O 8, lse 4 = 52 floats.
@@ -130,7 +132,8 @@ TEST_SUITE("05_flash_cpu") {
     CHECK_THROWS_AS(attn::tiled_io_floats(4, 2, 0), std::invalid_argument);
   }
 
-  TEST_CASE("merge_states over disjoint key ranges gives the state over their union, in any grouping") {
+  TEST_CASE("merge_states over disjoint key ranges gives the state over their union, in any grouping" *
+            doctest::test_suite("05_flash_cpu/merge_states")) {
     attn::Rng rng(55);
     const Matrix Q = rng.normal(6, 8), K = rng.normal(30, 8, 0.0f, 3.0f), V = rng.normal(30, 5);
     const auto part = [&](std::size_t b, std::size_t e) {
@@ -143,7 +146,8 @@ TEST_SUITE("05_flash_cpu") {
     check_state(attn::merge_states(c, attn::merge_states(b, a)), all);  // and in another order
   }
 
-  TEST_CASE("merge_states has the empty state as identity and keeps rows that saw nothing free of NaN") {
+  TEST_CASE("merge_states has the empty state as identity and keeps rows that saw nothing free of NaN" *
+            doctest::test_suite("05_flash_cpu/merge_states")) {
     attn::Rng rng(56);
     const Matrix Q = rng.normal(4, 8), K = rng.normal(9, 8), V = rng.normal(9, 3);
     const oracle::State s = oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 9);
@@ -155,7 +159,8 @@ TEST_SUITE("05_flash_cpu") {
     CHECK_THROWS_AS(attn::merge_states(attn::empty_state(4, 3), attn::empty_state(4, 2)), std::invalid_argument);
   }
 
-  TEST_CASE("tile_step gives masked keys no weight and leaves a fully masked row unchanged") {
+  TEST_CASE("tile_step gives masked keys no weight and leaves a fully masked row unchanged" *
+            doctest::test_suite("05_flash_cpu/tile_step")) {
     attn::Rng rng(58);
     const Matrix Q = rng.normal(3, 4), K = rng.normal(6, 4), V = rng.normal(6, 2);
     Mask allowed = xt::ones<bool>({3, 6});
@@ -180,7 +185,8 @@ TEST_SUITE("05_flash_cpu") {
     CHECK_THROWS_AS(attn::tile_step(state, Q, K, V, xt::ones<bool>({3, 5})), std::invalid_argument);
   }
 
-  TEST_CASE("tile_step over every key block reproduces the oracle's state, whatever the block size") {
+  TEST_CASE("tile_step over every key block reproduces the oracle's state, whatever the block size" *
+            doctest::test_suite("05_flash_cpu/tile_step")) {
     attn::Rng rng(57);
     const Matrix Q = rng.normal(5, 16), K = rng.normal(23, 16), V = rng.normal(23, 6);
     const oracle::State expected = oracle::partial_state(to_oracle(Q), to_oracle(K), to_oracle(V), 0, 23);
@@ -194,7 +200,8 @@ TEST_SUITE("05_flash_cpu") {
     }
   }
 
-  TEST_CASE("flash_attention never holds an (n_q, n_kv) matrix: its heap peak stays far below one") {
+  TEST_CASE("flash_attention never holds an (n_q, n_kv) matrix: its heap peak stays far below one" *
+            doctest::test_suite("05_flash_cpu/flash_attention")) {
     // n = 1024, d = 8: S alone would be 4 MiB (a bool mask of that shape 1 MiB), the output O 32 KiB. The
     // tiled forward holds O, lse and per block a few (B, d) and (B_r, B_c) tiles: the reference solution
     // peaks at 47,360 bytes (48,384 causal). The bound, n_q·n_kv floats / 16 = 256 KiB, leaves room for
@@ -218,7 +225,8 @@ TEST_SUITE("05_flash_cpu") {
     }
   }
 
-  TEST_CASE("flash_attention visits every tile once, and with causal skips the tiles wholly above the diagonal") {
+  TEST_CASE("flash_attention visits every tile once, and with causal skips the tiles wholly above the diagonal" *
+            doctest::test_suite("05_flash_cpu/flash_attention")) {
     attn::Rng rng(58);
     for (const Shape& s : kShapes) {
       const Matrix Q = rng.normal(s.n_q, s.d_k), K = rng.normal(s.n_kv, s.d_k), V = rng.normal(s.n_kv, s.d_v);
@@ -241,7 +249,8 @@ TEST_SUITE("05_flash_cpu") {
     CHECK_ALLCLOSE(causal.O, expected, 2.0 * full_attention_error(X, X, X, true, expected) + kFloor, 0.0);
   }
 
-  TEST_CASE("flash_attention equals full attention within the FlashAttention tolerance, for any tiles and masks") {
+  TEST_CASE("flash_attention equals full attention within the FlashAttention tolerance, for any tiles and masks" *
+            doctest::test_suite("05_flash_cpu/flash_attention")) {
     attn::Rng rng(51);
     std::vector<Shape> shapes = kShapes;
     std::uniform_int_distribution<std::size_t> small(1, 40), length(1, 90), width(1, 64);
@@ -269,7 +278,8 @@ TEST_SUITE("05_flash_cpu") {
     }
   }
 
-  TEST_CASE("flash_attention does not depend on the tile sizes beyond rounding") {
+  TEST_CASE("flash_attention does not depend on the tile sizes beyond rounding" *
+            doctest::test_suite("05_flash_cpu/flash_attention")) {
     attn::Rng rng(52);
     const Matrix Q = rng.normal(45, 16), K = rng.normal(45, 16), V = rng.normal(45, 8);
     const oracle::Mat expected = oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V));
@@ -279,7 +289,8 @@ TEST_SUITE("05_flash_cpu") {
         CHECK_ALLCLOSE(attn::flash_attention(Q, K, V, false, B_r, B_c).O, expected, tol, 0.0);
   }
 
-  TEST_CASE("flash_attention stays finite and exact with logits of size 1e4") {
+  TEST_CASE("flash_attention stays finite and exact with logits of size 1e4" *
+            doctest::test_suite("05_flash_cpu/flash_attention")) {
     attn::Rng rng(53);
     const Matrix Q = rng.normal(19, 4, 0.0f, 2000.0f), K = rng.normal(23, 4), V = rng.normal(23, 3);  // |s| ~ 1e4
     for (const bool causal : {false, true}) {
@@ -296,7 +307,8 @@ TEST_SUITE("05_flash_cpu") {
     }
   }
 
-  TEST_CASE("flash_attention gives a query without keys zeros and a log-sum-exp of -inf") {
+  TEST_CASE("flash_attention gives a query without keys zeros and a log-sum-exp of -inf" *
+            doctest::test_suite("05_flash_cpu/flash_attention")) {
     const Matrix Q = xt::ones<float>({3, 4}), K = xt::zeros<float>({0, 4}), V = xt::zeros<float>({0, 2});
     const attn::FlashOutput out = attn::flash_attention(Q, K, V, false, 2, 2);
     CHECK(out.O == Matrix(xt::zeros<float>({3, 2})));
@@ -305,26 +317,26 @@ TEST_SUITE("05_flash_cpu") {
     CHECK(empty.O.shape(0) == 0);
   }
 
-  TEST_CASE("flash_attention rejects bad shapes, zero tiles, causal with more queries than keys, and NaN") {
+  TEST_CASE("flash_attention rejects bad shapes, zero tiles, causal with more queries than keys, and NaN" *
+            doctest::test_suite("05_flash_cpu/flash_attention")) {
     const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 3}), V = xt::zeros<float>({5, 2});
-    CHECK_THROWS_WITH_AS(attn::flash_attention(Q, xt::zeros<float>({5, 2}), V, false, 2, 2),
-                         doctest::Contains("(5, 2)"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::flash_attention(Q, K, xt::zeros<float>({4, 2}), false, 2, 2),
-                         doctest::Contains("(4, 2)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::flash_attention(Q, xt::zeros<float>({5, 2}), V, false, 2, 2), std::invalid_argument,
+                        "(5, 2)");
+    CHECK_THROWS_NAMING(attn::flash_attention(Q, K, xt::zeros<float>({4, 2}), false, 2, 2), std::invalid_argument,
+                        "(4, 2)");
     CHECK_THROWS_AS(attn::flash_attention(Q, K, V, false, 0, 2), std::invalid_argument);
     CHECK_THROWS_AS(attn::flash_attention(Q, K, V, false, 2, 0), std::invalid_argument);
     CHECK_THROWS_AS(attn::flash_attention(K, Q, xt::zeros<float>({4, 2}), true, 2, 2), std::invalid_argument);
     Matrix bad = K;
     bad(2, 1) = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_WITH_AS(attn::flash_attention(Q, bad, V, false, 2, 2), doctest::Contains("nan"),
-                         std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::ch05::flash_attention_fast(Q, bad, V, false), doctest::Contains("nan"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::flash_attention(Q, bad, V, false, 2, 2), std::invalid_argument, "nan");
+    CHECK_THROWS_NAMING(attn::ch05::flash_attention_fast(Q, bad, V, false), std::invalid_argument, "nan");
     bad(2, 1) = std::numeric_limits<float>::infinity();
     CHECK_THROWS_AS(attn::flash_attention(Q, bad, V, false, 2, 2), std::invalid_argument);
   }
 
-  TEST_CASE("attention_row recomputes any row of the attention matrix from the log-sum-exp, without the n x n matrix") {
+  TEST_CASE("attention_row recomputes any row of the attention matrix from the log-sum-exp, without the n x n matrix" *
+            doctest::test_suite("05_flash_cpu/attention_row")) {
     attn::Rng rng(54);
     const Matrix Q = rng.normal(37, 16), K = rng.normal(41, 16), V = rng.normal(41, 8);
     for (const bool causal : {false, true}) {
@@ -343,7 +355,8 @@ TEST_SUITE("05_flash_cpu") {
     CHECK(xt::all(xt::equal(none, 0.0f)));
   }
 
-  TEST_CASE("the fast kernel matches the oracle with 1 and 2 threads, and attention_row recomputes A from its lse") {
+  TEST_CASE("the fast kernel matches the oracle with 1 and 2 threads, and attention_row recomputes A from its lse" *
+            doctest::test_suite("05_flash_cpu/attention_row")) {
     attn::Rng rng(59);
     for (const Shape& s : {Shape{1, 1, 8, 8, 0, 0}, Shape{67, 67, 64, 64, 0, 0}, Shape{130, 199, 32, 48, 0, 0},
                            Shape{257, 257, 64, 64, 0, 0}}) {
@@ -367,7 +380,8 @@ TEST_SUITE("05_flash_cpu") {
     }
   }
 
-  TEST_CASE("the fast kernel over several heads equals flash_attention head by head") {
+  TEST_CASE("the fast kernel over several heads equals flash_attention head by head" *
+            doctest::test_suite("05_flash_cpu/flash_attention")) {
     attn::Rng rng(60);
     const std::size_t h = 3, n = 150, d = 32;
     attn::Tensor3 Q = xt::zeros<float>({h, n, d}), K = Q, V = Q;
@@ -394,20 +408,19 @@ TEST_SUITE("05_flash_cpu") {
     CHECK(huge_tiles.O == one_tile.O);
     CHECK(huge_tiles.lse == one_tile.lse);
     // 2^31 − 1 threads of (150, 160) score tiles: 200 TB, refused before any thread starts.
-    CHECK_THROWS_WITH_AS(attn::ch05::flash_attention_fast(Q, K, V, false, {n, 160, std::numeric_limits<int>::max()}),
-                         doctest::Contains("available"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::ch05::flash_attention_fast(Q, K, V, false, {n, 160, std::numeric_limits<int>::max()}),
+                        std::invalid_argument, "available");
   }
 
-  TEST_CASE("flash_attention and the fast kernel refuse scores that would overflow float, naming the overflow") {
+  TEST_CASE("flash_attention and the fast kernel refuse scores that would overflow float, naming the overflow" *
+            doctest::test_suite("05_flash_cpu/flash_attention")) {
     // q = k = 1e20: q·k = 2e40 overflows float although every input is finite; -1e20 overflows to -inf.
     for (const float sign : {1.0f, -1.0f}) {
       CAPTURE(sign);
       const Matrix Q = xt::ones<float>({3, 2}) * 1e20f, K = xt::ones<float>({4, 2}) * (sign * 1e20f);
       const Matrix V = xt::ones<float>({4, 2});
-      CHECK_THROWS_WITH_AS(attn::ch05::flash_attention_fast(Q, K, V, false), doctest::Contains("overflow"),
-                           std::invalid_argument);
-      CHECK_THROWS_WITH_AS(attn::flash_attention(Q, K, V, false, 2, 2), doctest::Contains("overflow"),
-                           std::invalid_argument);
+      CHECK_THROWS_NAMING(attn::ch05::flash_attention_fast(Q, K, V, false), std::invalid_argument, "overflow");
+      CHECK_THROWS_NAMING(attn::flash_attention(Q, K, V, false, 2, 2), std::invalid_argument, "overflow");
     }
     // Just inside the bound: ‖q‖ ‖k‖ = 1e37 (scores ±7e36) still works, and the weights are exact.
     const Matrix Q = xt::ones<float>({2, 1}) * 1e18f, V = {{1.0f}, {2.0f}};
@@ -417,9 +430,10 @@ TEST_SUITE("05_flash_cpu") {
     CHECK(std::isfinite(out.lse(0)));
   }
 
-  TEST_CASE("tiled_io_floats refuses sizes whose count passes 64 bits, naming them, instead of wrapping around") {
-    CHECK_THROWS_WITH_AS(attn::tiled_io_floats(std::size_t{1} << 40, std::size_t{1} << 40, 1),
-                         doctest::Contains("1099511627776"), std::invalid_argument);
+  TEST_CASE("tiled_io_floats refuses sizes whose count passes 64 bits, naming them, instead of wrapping around" *
+            doctest::test_suite("05_flash_cpu/tiled_io_floats")) {
+    CHECK_THROWS_NAMING(attn::tiled_io_floats(std::size_t{1} << 40, std::size_t{1} << 40, 1), std::invalid_argument,
+                        "1099511627776");
     CHECK_THROWS_AS(attn::tiled_io_floats(std::size_t{1} << 32, 64, 1), std::invalid_argument);  // T_r·2nd = 2^71
     // A large count that fits still comes out exact: n = 2^20, d = 64, one block of all rows.
     const std::size_t n = std::size_t{1} << 20;
@@ -446,14 +460,14 @@ TEST_SUITE("05_flash_cpu: chapter code") {
       CHECK(attn::blas_threads() == before);
       // B_r is kept as given (chapter 10 recomputes the scores from the forward's own row blocks): 2^32 rows of
       // a cut key tile cannot fit, and are refused with the estimate before any thread starts.
-      CHECK_THROWS_WITH_AS(
+      CHECK_THROWS_NAMING(
           attn::ch05::flash_attention_fast(Q, K, V, false, {std::size_t{1} << 32, std::size_t{1} << 32, threads}),
-          doctest::Contains("available"), std::invalid_argument);
+          std::invalid_argument, "available");
       CHECK(attn::blas_threads() == before);
     }
     // 2^31 − 1 threads, each with a (4, 16) score tile: 550 GB, refused with the estimate before any thread starts.
-    CHECK_THROWS_WITH_AS(attn::ch05::flash_attention_fast(Q, K, V, false, {4, 16, std::numeric_limits<int>::max()}),
-                         doctest::Contains("available"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::ch05::flash_attention_fast(Q, K, V, false, {4, 16, std::numeric_limits<int>::max()}),
+                        std::invalid_argument, "available");
     CHECK(attn::blas_threads() == before);
   }
 
@@ -569,12 +583,10 @@ TEST_SUITE("05_flash_cpu: chapter code") {
     for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
       Vector lse = f.lse;
       lse(1) = bad;
-      CHECK_THROWS_WITH_AS(attn::attention_row(Q, K, lse, 1, false), doctest::Contains("lse[1]"),
-                           std::invalid_argument);
+      CHECK_THROWS_NAMING(attn::attention_row(Q, K, lse, 1, false), std::invalid_argument, "lse[1]");
     }
     Matrix bad_K = K;
     bad_K(2, 3) = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_WITH_AS(attn::attention_row(Q, bad_K, f.lse, 0, false), doctest::Contains("K[11]"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::attention_row(Q, bad_K, f.lse, 0, false), std::invalid_argument, "K[11]");
   }
 }

@@ -18,6 +18,7 @@
 #include "oracle/06_flash_cuda_oracle.hpp"
 #include "support/allclose.hpp"
 #include "support/gpu_skip.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -109,27 +110,29 @@ void check_flash_fp32_on(const std::vector<attn::ch06::Shape>& shapes, std::uint
 }  // namespace
 
 TEST_SUITE("06_flash_cuda") {
-  TEST_CASE("flash_smem_bytes counts Q_i, K_j, V_j in the element type and S_ij in fp32") {
+  TEST_CASE("flash_smem_bytes counts Q_i, K_j, V_j in the element type and S_ij in fp32" *
+            doctest::test_suite("06_flash_cuda/flash_smem_bytes")) {
     CHECK(attn::flash_smem_bytes(64, 64, 128, 2) == (64 + 2 * 64) * 128 * 2 + 64 * 64 * 4);  // 65536
     CHECK(attn::flash_smem_bytes(32, 32, 128, 4) == 96 * 128 * 4 + 32 * 32 * 4);             // 53248
     CHECK(attn::flash_smem_bytes(1, 1, 1, 4) == 16);
     CHECK(attn::flash_smem_bytes(128, 32, 72, 2) == (128 + 64) * 72 * 2 + 128 * 32 * 4);
   }
 
-  TEST_CASE("flash_smem_bytes refuses a byte count past 64 bits instead of wrapping around") {
+  TEST_CASE("flash_smem_bytes refuses a byte count past 64 bits instead of wrapping around" *
+            doctest::test_suite("06_flash_cuda/flash_smem_bytes")) {
     // 2^40 · 2^40 · 4 bytes of S_ij alone is 2^82: a wrapped count would be 0 and "fit" any device.
     const std::size_t huge = std::size_t{1} << 40;
-    CHECK_THROWS_WITH_AS(attn::flash_smem_bytes(huge, huge, 1, 4), doctest::Contains("flash_smem_bytes"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::flash_smem_bytes(huge, huge, 1, 4), std::invalid_argument, "flash_smem_bytes");
     CHECK_THROWS_AS(attn::flash_smem_bytes(1, std::size_t{1} << 63, 1, 2), std::invalid_argument);  // 2·B_c wraps
   }
 
-  TEST_CASE("flash_smem_bytes rejects a zero size, naming it") {
-    CHECK_THROWS_WITH_AS(attn::flash_smem_bytes(64, 0, 128, 2), doctest::Contains("B_c = 0"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::flash_smem_bytes(64, 64, 0, 2), doctest::Contains("d = 0"), std::invalid_argument);
+  TEST_CASE("flash_smem_bytes rejects a zero size, naming it" * doctest::test_suite("06_flash_cuda/flash_smem_bytes")) {
+    CHECK_THROWS_NAMING(attn::flash_smem_bytes(64, 0, 128, 2), std::invalid_argument, "B_c");
+    CHECK_THROWS_NAMING(attn::flash_smem_bytes(64, 64, 0, 2), std::invalid_argument, "d");
   }
 
-  TEST_CASE("flash_launch_shape gives one block per query tile, head and batch entry, rounding the tiles up") {
+  TEST_CASE("flash_launch_shape gives one block per query tile, head and batch entry, rounding the tiles up" *
+            doctest::test_suite("06_flash_cuda/flash_launch_shape")) {
     const attn::LaunchShape s = attn::flash_launch_shape(2, 16, 4096, 64, 128);
     CHECK(s.grid.x == 64);
     CHECK(s.grid.y == 16);
@@ -142,16 +145,16 @@ TEST_SUITE("06_flash_cuda") {
     CHECK(attn::flash_launch_shape(3, 65535, 100, 100, 64).grid.y == 65535);  // at the limit is fine
   }
 
-  TEST_CASE("flash_launch_shape rejects zeros and more than 65535 heads or batch entries") {
+  TEST_CASE("flash_launch_shape rejects zeros and more than 65535 heads or batch entries" *
+            doctest::test_suite("06_flash_cuda/flash_launch_shape")) {
     CHECK_THROWS_AS(attn::flash_launch_shape(1, 1, 0, 64, 128), std::invalid_argument);
     CHECK_THROWS_AS(attn::flash_launch_shape(1, 1, 64, 64, 0), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::flash_launch_shape(1, 65536, 64, 64, 128), doctest::Contains("65535"),
-                         std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::flash_launch_shape(70000, 1, 64, 64, 128), doctest::Contains("70000"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::flash_launch_shape(1, 65536, 64, 64, 128), std::invalid_argument, "65535");
+    CHECK_THROWS_NAMING(attn::flash_launch_shape(70000, 1, 64, 64, 128), std::invalid_argument, "70000");
   }
 
-  TEST_CASE("plan_fits accepts a plan within or exactly at both limits and refuses one over either") {
+  TEST_CASE("plan_fits accepts a plan within or exactly at both limits and refuses one over either" *
+            doctest::test_suite("06_flash_cuda/plan_fits")) {
     const DeviceLimits default_48k{48 * 1024, 1024}, h100_optin{227 * 1024, 1024};
     const std::size_t tc_tile = attn::flash_smem_bytes(64, 64, 128, 2);  // 64 KiB
     CHECK_FALSE(attn::plan_fits(tc_tile, 128, default_48k));
@@ -161,7 +164,8 @@ TEST_SUITE("06_flash_cuda") {
     CHECK_FALSE(attn::plan_fits(1024, 1025, h100_optin));
   }
 
-  TEST_CASE("rung 3's kernel asks for flash_smem_bytes plus one padding float per row of Q_i, K_j, S_ij") {
+  TEST_CASE("rung 3's kernel asks for flash_smem_bytes plus one padding float per row of Q_i, K_j, S_ij" *
+            doctest::test_suite("06_flash_cuda/flash_smem_bytes")) {
     for (const std::size_t d : {1, 40, 64, 128}) {
       CAPTURE(d);
       const attn::ch06::KernelPlan fp32 = attn::ch06::kernel_plans(d).at(0);
@@ -170,7 +174,8 @@ TEST_SUITE("06_flash_cuda") {
     }
   }
 
-  TEST_CASE("causal_kv_tiles counts exactly the K/V tiles holding a key some query of the tile may see") {
+  TEST_CASE("causal_kv_tiles counts exactly the K/V tiles holding a key some query of the tile may see" *
+            doctest::test_suite("06_flash_cuda/causal_kv_tiles")) {
     struct Case {
       std::size_t B_r, B_c, n_q, n_kv;
     };
@@ -188,29 +193,31 @@ TEST_SUITE("06_flash_cuda") {
     CHECK(attn::causal_kv_tiles(63, 64, 64, 4096, 4096) == 64);
   }
 
-  TEST_CASE("causal_kv_tiles rejects a tile past the end, a zero size and more queries than keys") {
-    CHECK_THROWS_WITH_AS(attn::causal_kv_tiles(4, 64, 64, 256, 256), doctest::Contains("q_tile = 4"),
-                         std::invalid_argument);
+  TEST_CASE("causal_kv_tiles rejects a tile past the end, a zero size and more queries than keys" *
+            doctest::test_suite("06_flash_cuda/causal_kv_tiles")) {
+    CHECK_THROWS_NAMING(attn::causal_kv_tiles(4, 64, 64, 256, 256), std::invalid_argument, "4");
     CHECK_THROWS_AS(attn::causal_kv_tiles(0, 0, 64, 256, 256), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::causal_kv_tiles(0, 64, 64, 300, 256), doctest::Contains("n_q = 300"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::causal_kv_tiles(0, 64, 64, 300, 256), std::invalid_argument, "300", "256");
   }
 
-  TEST_CASE("on the GPU, rung 3 with your flash_inner_step equals float64 on ragged sizes, with its log-sum-exp") {
+  TEST_CASE("on the GPU, rung 3 with your flash_inner_step equals float64 on ragged sizes, with its log-sum-exp" *
+            doctest::test_suite("06_flash_cuda/flash_inner_step")) {
     REQUIRE_DEVICE();
 #if ATTN_HAVE_CUDA
     check_flash_fp32_on({{3, 77, 77, 40, false}, {2, 1, 1, 1, false}, {1, 33, 200, 128, false}}, 61);
 #endif
   }
 
-  TEST_CASE("on the GPU, rung 3 causal with flash_inner_step matches float64, skipping tiles past the diagonal") {
+  TEST_CASE("on the GPU, rung 3 causal with flash_inner_step matches float64, skipping tiles past the diagonal" *
+            doctest::test_suite("06_flash_cuda/flash_inner_step")) {
     REQUIRE_DEVICE();
 #if ATTN_HAVE_CUDA
     check_flash_fp32_on({{2, 130, 130, 64, true}, {2, 50, 131, 72, true}, {1, 1, 77, 16, true}}, 62);
 #endif
   }
 
-  TEST_CASE("on the GPU, rung 3 with flash_inner_step puts all weight on the winning key at scores of ±1e4, no NaN") {
+  TEST_CASE("on the GPU, rung 3 with flash_inner_step puts all weight on the winning key at scores of ±1e4, no NaN" *
+            doctest::test_suite("06_flash_cuda/flash_inner_step")) {
     REQUIRE_DEVICE();
 #if ATTN_HAVE_CUDA
     // d = 4, so s = q·k / 2 exactly in float: scores 1e4, -1e4 and 9900; the first key wins by e^100.
@@ -223,7 +230,8 @@ TEST_SUITE("06_flash_cuda") {
 #endif
   }
 
-  TEST_CASE("on the GPU, every rung (flash_inner_step in rung 3) matches float64 at d = 16..128, n_q < n_kv") {
+  TEST_CASE("on the GPU, every rung (flash_inner_step in rung 3) matches float64 at d = 16..128, n_q < n_kv" *
+            doctest::test_suite("06_flash_cuda/flash_inner_step")) {
     REQUIRE_DEVICE();
 #if ATTN_HAVE_CUDA
     attn::Rng rng(63);
@@ -278,7 +286,8 @@ TEST_SUITE("06_flash_cuda") {
 #endif
   }
 
-  TEST_CASE("flash_launch_shape counts the query tiles without wrapping for n_q and B_r near SIZE_MAX") {
+  TEST_CASE("flash_launch_shape counts the query tiles without wrapping for n_q and B_r near SIZE_MAX" *
+            doctest::test_suite("06_flash_cuda/flash_launch_shape")) {
     const std::size_t max = std::numeric_limits<std::size_t>::max();
     CHECK(attn::flash_launch_shape(1, 1, max, max, 128).grid.x == 1);      // one tile holds every query (it was 0)
     CHECK(attn::flash_launch_shape(1, 1, max, max / 2, 128).grid.x == 3);  // 2 whole tiles and 1 of a single query

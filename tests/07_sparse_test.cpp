@@ -16,6 +16,7 @@
 #include "attn/checks.hpp"
 #include "attn/rng.hpp"
 #include "support/allclose.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -60,7 +61,8 @@ std::vector<std::pair<const char*, Mask>> patterns(std::size_t n) {
 }  // namespace
 
 TEST_SUITE("07_sparse") {
-  TEST_CASE("local_window_mask allows exactly |i - j| <= w, or i - w <= j <= i when causal") {
+  TEST_CASE("local_window_mask allows exactly |i - j| <= w, or i - w <= j <= i when causal" *
+            doctest::test_suite("07_sparse/local_window_mask")) {
     for (std::size_t n : {1u, 2u, 7u, 13u})
       for (std::size_t w : {0u, 1u, 3u, 20u}) {
         CAPTURE(n);
@@ -71,12 +73,14 @@ TEST_SUITE("07_sparse") {
     CHECK(attn::local_window_mask(0, 3).size() == 0);
   }
 
-  TEST_CASE("local_window_mask as wide as the sequence is full attention, its causal twin the causal mask") {
+  TEST_CASE("local_window_mask as wide as the sequence is full attention, its causal twin the causal mask" *
+            doctest::test_suite("07_sparse/local_window_mask")) {
     CHECK(attn::local_window_mask(9, 9) == Mask(xt::ones<bool>({9, 9})));
     CHECK(attn::local_window_mask(9, 100, true) == attn::causal_mask(9, 9));
   }
 
-  TEST_CASE("local_window_mask's pair count and density match the closed form n(2w+1) - w(w+1)") {
+  TEST_CASE("local_window_mask's pair count and density match the closed form n(2w+1) - w(w+1)" *
+            doctest::test_suite("07_sparse/local_window_mask")) {
     // Row i loses the keys past either end: in all, w(w+1)/2 at each end (w < n).
     for (auto [n, w] : {std::array<std::size_t, 2>{64, 4}, {100, 7}, {1, 0}, {13, 12}}) {
       const Mask m = attn::local_window_mask(n, w);
@@ -87,7 +91,8 @@ TEST_SUITE("07_sparse") {
     }
   }
 
-  TEST_CASE("global_mask opens the rows and columns of the global positions, 2gn - g² pairs") {
+  TEST_CASE("global_mask opens the rows and columns of the global positions, 2gn - g² pairs" *
+            doctest::test_suite("07_sparse/global_mask")) {
     const std::size_t n = 11;
     const Mask m = attn::global_mask(n, {0, 5, 5});  // a duplicate changes nothing
     CHECK(m == by_rule(n, [](auto i, auto j) { return i == 0 || j == 0 || i == 5 || j == 5; }));
@@ -95,12 +100,14 @@ TEST_SUITE("07_sparse") {
     CHECK(attn::allowed_pairs(attn::global_mask(n, {})) == 0);
   }
 
-  TEST_CASE("global_mask rejects a position past the end, naming it and n") {
-    CHECK_THROWS_WITH_AS(attn::global_mask(4, {1, 4}), doctest::Contains("4"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::global_mask(4, {9}), doctest::Contains("9"), std::invalid_argument);
+  TEST_CASE("global_mask rejects a position past the end, naming it and n" *
+            doctest::test_suite("07_sparse/global_mask")) {
+    CHECK_THROWS_NAMING(attn::global_mask(4, {1, 4}), std::invalid_argument, "4");
+    CHECK_THROWS_NAMING(attn::global_mask(4, {9}), std::invalid_argument, "9");
   }
 
-  TEST_CASE("dilated_mask allows j = i + k·r for |k| <= w, and dilation 1 is the plain window") {
+  TEST_CASE("dilated_mask allows j = i + k·dilation for |k| <= w, and dilation 1 is the plain window" *
+            doctest::test_suite("07_sparse/dilated_mask")) {
     for (std::size_t n : {1u, 10u, 17u})
       for (std::size_t r : {1u, 2u, 5u}) {
         CAPTURE(n);
@@ -113,7 +120,8 @@ TEST_SUITE("07_sparse") {
     CHECK_THROWS_AS(attn::dilated_mask(5, 1, 0), std::invalid_argument);
   }
 
-  TEST_CASE("the published patterns, unions of local_window_mask, global_mask, dilated_mask, match their papers") {
+  TEST_CASE("the published patterns, unions of local_window_mask, global_mask, dilated_mask, match their papers" *
+            doctest::test_suite("07_sparse/dilated_mask")) {
     const std::size_t n = 20;
     CHECK(attn::longformer_mask(n, 2, {0}) ==
           by_rule(n, [](auto i, auto j) { return dist(i, j) <= 2 || i == 0 || j == 0; }));
@@ -132,7 +140,8 @@ TEST_SUITE("07_sparse") {
     }
   }
 
-  TEST_CASE("local_window_mask in two layers reaches 2w, and global tokens connect any two positions in two hops") {
+  TEST_CASE("local_window_mask in two layers reaches 2w, and global tokens connect any two positions in two hops" *
+            doctest::test_suite("07_sparse/dilated_mask")) {
     const std::size_t n = 30;
     CHECK(attn::allowed_pairs(attn::local_window_mask(n, 2)) == n * 5 - 6);  // n(2w + 1) - w(w + 1)
     CHECK(attn::receptive_field(attn::local_window_mask(n, 2), 2) == attn::local_window_mask(n, 4));
@@ -142,7 +151,8 @@ TEST_SUITE("07_sparse") {
     CHECK(attn::allowed_pairs(attn::receptive_field(longformer, 2)) == n * n);
   }
 
-  TEST_CASE("sliding_window_attention equals the oracle's dense attention under the window mask") {
+  TEST_CASE("sliding_window_attention equals the oracle's dense attention under the window mask" *
+            doctest::test_suite("07_sparse/sliding_window_attention")) {
     attn::Rng rng(71);
     for (auto [n, w, d_k, d_v] : {std::array<std::size_t, 4>{1, 0, 1, 1},
                                   {1, 5, 3, 2},
@@ -162,7 +172,8 @@ TEST_SUITE("07_sparse") {
     }
   }
 
-  TEST_CASE("sliding_window_attention survives logits of ±1e4") {
+  TEST_CASE("sliding_window_attention survives logits of ±1e4" *
+            doctest::test_suite("07_sparse/sliding_window_attention")) {
     // K rows are one-hot and Q holds multiples of 1e4, so every score (q·k/√4) is exact in float32 and
     // the comparison is limited only by exp and the weighted sum: a few ulp of the outputs.
     const std::size_t n = 6, d_k = 4;
@@ -176,16 +187,16 @@ TEST_SUITE("07_sparse") {
     CHECK_ALLCLOSE(O, oracle_attention(Q, K, V, attn::local_window_mask(n, 2)), 1e-6, 1e-6);
   }
 
-  TEST_CASE("sliding_window_attention rejects shapes that do not fit, naming them") {
+  TEST_CASE("sliding_window_attention rejects shapes that do not fit, naming them" *
+            doctest::test_suite("07_sparse/sliding_window_attention")) {
     const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 3}), V = xt::zeros<float>({4, 2});
-    CHECK_THROWS_WITH_AS(attn::sliding_window_attention(Q, K, V, 1), doctest::Contains("(5, 3)"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::sliding_window_attention(Q, K, V, 1), std::invalid_argument, "(5, 3)");
     const Matrix K2 = xt::zeros<float>({4, 2});
-    CHECK_THROWS_WITH_AS(attn::sliding_window_attention(Q, K2, V, 1), doctest::Contains("(4, 2)"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::sliding_window_attention(Q, K2, V, 1), std::invalid_argument, "(4, 2)");
   }
 
-  TEST_CASE("row lists of every pattern built on local_window_mask give the oracle's attention under that mask") {
+  TEST_CASE("row lists of every pattern built on local_window_mask give the oracle's attention under that mask" *
+            doctest::test_suite("07_sparse/dilated_mask")) {
     attn::Rng rng(73);
     for (std::size_t n : {1u, 6u, 23u}) {
       const Matrix Q = rng.normal(n, 8), K = rng.normal(n, 8), V = rng.normal(n, 5);
@@ -200,7 +211,8 @@ TEST_SUITE("07_sparse") {
     }
   }
 
-  TEST_CASE("a query allowed only itself copies its value row, in sliding_window_attention and every sparse path") {
+  TEST_CASE("a query allowed only itself copies its value row, in sliding_window_attention and every sparse path" *
+            doctest::test_suite("07_sparse/block_layout")) {
     attn::Rng rng(74);
     const Matrix Q = rng.normal(7, 4), K = rng.normal(7, 4), V = rng.normal(7, 3);
     const Mask itself = attn::dilated_mask(7, 0, 1);  // the diagonal
@@ -208,7 +220,8 @@ TEST_SUITE("07_sparse") {
     CHECK_ALLCLOSE(attn::sliding_window_attention(Q, K, V, 0), to_oracle(V), 0.0, 0.0);
   }
 
-  TEST_CASE("block_layout makes block-sparse attention equal the oracle for every pattern, tile size, thread count") {
+  TEST_CASE("block_layout makes block-sparse attention equal the oracle for every pattern, tile size, thread count" *
+            doctest::test_suite("07_sparse/block_layout")) {
     attn::Rng rng(75);
     for (std::size_t n : {1u, 13u, 32u}) {
       const Matrix Q = rng.normal(n, 8), K = rng.normal(n, 8), V = rng.normal(n, 6);
@@ -229,7 +242,8 @@ TEST_SUITE("07_sparse") {
   TEST_CASE(
       "block_layout's tiles, and the band's, give the oracle's answer on each instruction set of chapter 05's "
       "micro-kernels and on OpenBLAS: several key tiles, partial and ragged ones, runs of full tiles, a gap "
-      "between runs") {
+      "between runs" *
+      doctest::test_suite("07_sparse/block_layout")) {
     attn::Rng rng(77);
     // n = 150, w = 40, tiles of 32 × 64: three key tiles, the last 22 keys wide, all partial in the band, and
     // folded as one run of three when every tile is kept. n = 2500, w = 300: keys packed in more than one chunk
@@ -262,7 +276,8 @@ TEST_SUITE("07_sparse") {
     attn::ch05::use_tile_kernels("auto");
   }
 
-  TEST_CASE("every sparse path over local_window_mask gives a fully masked row zeros, never NaN") {
+  TEST_CASE("every sparse path over local_window_mask gives a fully masked row zeros, never NaN" *
+            doctest::test_suite("07_sparse/block_layout")) {
     attn::Rng rng(76);
     const std::size_t n = 10;
     const Matrix Q = rng.normal(n, 4), K = rng.normal(n, 4), V = rng.normal(n, 3);
@@ -278,7 +293,8 @@ TEST_SUITE("07_sparse") {
                    0.0, 0.0);
   }
 
-  TEST_CASE("block_layout keeps only tiles with allowed pairs and marks the full ones") {
+  TEST_CASE("block_layout keeps only tiles with allowed pairs and marks the full ones" *
+            doctest::test_suite("07_sparse/block_layout")) {
     // n = 16, window w = 3, tiles 4 × 4: each query tile keeps its diagonal tile (full: no two of its
     // positions are more than 3 apart) and the tiles on either side (partial, 6 allowed pairs each).
     const attn::BlockLayout L = attn::block_layout(attn::local_window_mask(16, 3), 4, 4);
@@ -301,7 +317,8 @@ TEST_SUITE("07_sparse") {
     CHECK_THROWS_AS(attn::block_layout(Mask(xt::ones<bool>({2, 2})), 0, 4), std::invalid_argument);
   }
 
-  TEST_CASE("the window's layout built from the band equals block_layout of the window mask") {
+  TEST_CASE("the window's layout built from the band equals block_layout of the window mask" *
+            doctest::test_suite("07_sparse/block_layout")) {
     for (auto [n, w, B] : {std::array<std::size_t, 3>{16, 2, 4}, {37, 5, 8}, {9, 30, 4}, {1, 0, 2}, {50, 7, 6}})
       for (bool causal : {false, true}) {
         CAPTURE(n);
@@ -322,7 +339,8 @@ TEST_SUITE("07_sparse") {
   }
 
   TEST_CASE(
-      "sliding_window_attention and every sparse kernel refuse NaN, Inf and scores that would overflow, naming them") {
+      "sliding_window_attention and every sparse kernel refuse NaN, Inf and scores that would overflow, naming them" *
+      doctest::test_suite("07_sparse/sliding_window_attention")) {
     attn::Rng rng(77);
     const std::size_t n = 8;
     const Matrix Q = rng.normal(n, 4), K = rng.normal(n, 4), V = rng.normal(n, 3);
@@ -340,19 +358,20 @@ TEST_SUITE("07_sparse") {
       for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
         Matrix q = Q, k = K, v = V;
         q(5, 1) = bad;  // row 5's window holds keys 3..7: a silent kernel would hide it or spread NaN
-        CHECK_THROWS_WITH_AS(kernels[which](q, K, V), doctest::Contains("Q[21]"), std::invalid_argument);
+        CHECK_THROWS_NAMING(kernels[which](q, K, V), std::invalid_argument, "Q[21]");
         k(0, 0) = bad;
-        CHECK_THROWS_WITH_AS(kernels[which](Q, k, V), doctest::Contains("K[0]"), std::invalid_argument);
+        CHECK_THROWS_NAMING(kernels[which](Q, k, V), std::invalid_argument, "K[0]");
         v(7, 2) = bad;
-        CHECK_THROWS_WITH_AS(kernels[which](Q, K, v), doctest::Contains("V[23]"), std::invalid_argument);
+        CHECK_THROWS_NAMING(kernels[which](Q, K, v), std::invalid_argument, "V[23]");
       }
       // q = k = 1e20: q·k overflows float although every input is finite.
       const Matrix huge = xt::ones<float>({n, std::size_t{4}}) * 1e20f;
-      CHECK_THROWS_WITH_AS(kernels[which](huge, huge, V), doctest::Contains("overflow"), std::invalid_argument);
+      CHECK_THROWS_NAMING(kernels[which](huge, huge, V), std::invalid_argument, "overflow");
     }
   }
 
-  TEST_CASE("local_window_mask of SIZE_MAX allows every pair, so the window kernels equal dense attention") {
+  TEST_CASE("local_window_mask of SIZE_MAX allows every pair, so the window kernels equal dense attention" *
+            doctest::test_suite("07_sparse/sliding_window_attention")) {
     constexpr std::size_t kHuge = std::numeric_limits<std::size_t>::max();
     const std::size_t n = 6;
     const Mask all = attn::local_window_mask(n, kHuge);
@@ -363,8 +382,8 @@ TEST_SUITE("07_sparse") {
     CHECK(attn::window_block_layout(n, kHuge, false, 2, 3).partial_tiles() == 0);
     // 2^33 tokens: billions of tiles (a terabyte of partial masks even for a window of 64) are refused before any
     // is built, with the estimate.
-    CHECK_THROWS_WITH_AS(attn::window_block_layout(std::size_t{1} << 33, 64, false, 64, 64),
-                         doctest::Contains("available"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::window_block_layout(std::size_t{1} << 33, 64, false, 64, 64), std::invalid_argument,
+                        "available");
     CHECK_THROWS_AS(attn::window_block_layout(std::size_t{1} << 33, kHuge, false, 64, 64), std::invalid_argument);
     attn::Rng rng(78);
     const Matrix Q = rng.normal(n, 4), K = rng.normal(n, 4), V = rng.normal(n, 3);
@@ -396,8 +415,8 @@ TEST_SUITE("07_sparse: chapter code") {
       CHECK_THROWS_AS(attn::block_sparse_attention(Q, K, V, huge, threads), std::length_error);
     CHECK(attn::blas_threads() == before);
     huge.B_c = std::size_t{1} << 62;  // 2^65 bytes: refused before any thread starts, naming the sizes
-    CHECK_THROWS_WITH_AS(attn::block_sparse_attention(Q, K, V, huge, 2), doctest::Contains("2 × 4611686018427387904"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::block_sparse_attention(Q, K, V, huge, 2), std::invalid_argument,
+                        "2 × 4611686018427387904");
   }
 
   TEST_CASE("row_sparse_attention refuses index lists that point past the keys or go backwards, never reading them") {
@@ -405,14 +424,12 @@ TEST_SUITE("07_sparse: chapter code") {
     attn::SparseRows rows = attn::sparse_rows(xt::ones<bool>({3, 4}));
     attn::SparseRows past = rows;
     past.cols[5] = 4;  // key 4 of 4
-    CHECK_THROWS_WITH_AS(attn::row_sparse_attention(Q, K, V, past), doctest::Contains("cols[5] = 4"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::row_sparse_attention(Q, K, V, past), std::invalid_argument, "cols[5] = 4");
     past.cols[5] = std::numeric_limits<std::size_t>::max();
     CHECK_THROWS_AS(attn::row_sparse_attention(Q, K, V, past), std::invalid_argument);
     attn::SparseRows backwards = rows;
     backwards.row_start = {0, 8, 4, 12};  // row 1 would span 8 .. 3
-    CHECK_THROWS_WITH_AS(attn::row_sparse_attention(Q, K, V, backwards), doctest::Contains("decreases at row 1"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::row_sparse_attention(Q, K, V, backwards), std::invalid_argument, "decreases at row 1");
     attn::SparseRows late_start = rows;
     late_start.row_start[0] = 1;
     CHECK_THROWS_AS(attn::row_sparse_attention(Q, K, V, late_start), std::invalid_argument);

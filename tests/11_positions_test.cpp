@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "11_positions/flex.hpp"
@@ -14,6 +15,7 @@
 #include "attn/rng.hpp"
 #include "oracle/11_positions_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -35,7 +37,8 @@ Tensor3 one_head(const Matrix& m) { return xt::expand_dims(m, 0); }  // (1, n, d
 }  // namespace
 
 TEST_SUITE("11_positions") {
-  TEST_CASE("sinusoidal_encoding follows the definition, and PE_p · PE_q depends only on p − q") {
+  TEST_CASE("sinusoidal_encoding follows the definition, and PE_p · PE_q depends only on p − q" *
+            doctest::test_suite("11_positions/sinusoidal_encoding")) {
     const std::size_t n = 64, d = 16;
     const Matrix PE = attn::sinusoidal_encoding(n, d);
     // sin and cos of an angle computed in double, rounded once to float32: half an ulp of a value ≤ 1.
@@ -52,7 +55,8 @@ TEST_SUITE("11_positions") {
     }
   }
 
-  TEST_CASE("apply_rope turns each pair of columns by position times its frequency and keeps every norm") {
+  TEST_CASE("apply_rope turns each pair of columns by position times its frequency and keeps every norm" *
+            doctest::test_suite("11_positions/apply_rope")) {
     attn::Rng rng(110);
     const Matrix X = rng.normal(9, 8);
     for (const std::size_t first : {std::size_t{0}, std::size_t{1000}}) {
@@ -66,7 +70,8 @@ TEST_SUITE("11_positions") {
     }
   }
 
-  TEST_CASE("after apply_rope, q_m · k_n depends only on m − n, for many shifts") {
+  TEST_CASE("after apply_rope, q_m · k_n depends only on m − n, for many shifts" *
+            doctest::test_suite("11_positions/apply_rope")) {
     attn::Rng rng(111);
     const Matrix q = rng.normal(1, 64), k = rng.normal(1, 64);
     for (std::size_t gap : {0, 1, 7, 100}) {
@@ -74,6 +79,14 @@ TEST_SUITE("11_positions") {
       attn::apply_rope(q0, gap);
       attn::apply_rope(k0, 0);
       const double reference = static_cast<double>(xt::sum(q0 * k0)());
+      // The property holds for vectors that are not rotated at all: first, the vectors must be rotated.
+      // q_m · k_0 of the float64 rotation, 64 products of size ~1: float32 rounding ~1e-5 of Σ|q_c k_c| ≈ 50.
+      double rotated = 0.0;
+      const oracle::Mat q64 = oracle::rope(to_oracle(q), gap, 10000.0), k64 = oracle::rope(to_oracle(k), 0, 10000.0);
+      for (std::size_t c = 0; c < 64; ++c) rotated += q64(0, c) * k64(0, c);
+      CAPTURE(gap);
+      CHECK_MESSAGE(reference == doctest::Approx(rotated).epsilon(1e-5).scale(50), "q at position ", gap,
+                    " and k at 0 must be rotated by their positions before the product");
       for (std::size_t shift : {1, 13, 500, 3000}) {
         Matrix qs = q, ks = k;
         attn::apply_rope(qs, gap + shift);
@@ -85,17 +98,19 @@ TEST_SUITE("11_positions") {
     }
   }
 
-  TEST_CASE("apply_rope refuses an odd d or a base of 1, and leaves X unchanged") {
+  TEST_CASE("apply_rope refuses an odd d or a base of 1, and leaves X unchanged" *
+            doctest::test_suite("11_positions/apply_rope")) {
     Matrix X = {{1.0f, 2.0f, 3.0f}};  // (1, 3)
     const Matrix before = X;
-    CHECK_THROWS_WITH_AS(attn::apply_rope(X, 0), doctest::Contains("(1, 3)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::apply_rope(X, 0), std::invalid_argument, "(1, 3)");
     CHECK(X == before);
     Matrix Y = {{1.0f, 2.0f}};
     CHECK_THROWS_AS(attn::apply_rope(Y, 5, 1.0f), std::invalid_argument);
     CHECK(Y == Matrix{{1.0f, 2.0f}});
   }
 
-  TEST_CASE("alibi_slopes are the paper's: 2^(−8k/h) for h a power of two, filled from 2h's otherwise") {
+  TEST_CASE("alibi_slopes are the paper's: 2^(−8k/h) for h a power of two, filled from 2h's otherwise" *
+            doctest::test_suite("11_positions/alibi_slopes")) {
     INFO("for h = 8 the slopes are 1/2, 1/4, …, 1/256");
     CHECK(attn::alibi_slopes(8) == Vector{0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f, 0.0078125f, 0.00390625f});
     CHECK(attn::alibi_slopes(1) == Vector{0.00390625f});
@@ -112,18 +127,21 @@ TEST_SUITE("11_positions") {
     CHECK_THROWS_AS(attn::alibi_slopes(0), std::invalid_argument);
   }
 
-  TEST_CASE("alibi_bias subtracts the slope times the distance, queries aligned to the end, and refuses bad slopes") {
+  TEST_CASE("alibi_bias subtracts the slope times the distance, queries aligned to the end, and refuses bad slopes" *
+            doctest::test_suite("11_positions/alibi_bias")) {
     const Matrix bias = attn::alibi_bias(2, 4, 0.5f);  // queries at positions 2 and 3
     CHECK(bias == Matrix{{-1.0f, -0.5f, -0.0f, -0.5f}, {-1.5f, -1.0f, -0.5f, -0.0f}});
     CHECK(attn::alibi_bias(3, 3, 0.0f) == Matrix(xt::zeros<float>({3, 3})));
     CHECK_THROWS_AS(attn::alibi_bias(3, 3, -0.25f), std::invalid_argument);
     CHECK_THROWS_AS(attn::alibi_bias(3, 3, std::numeric_limits<float>::quiet_NaN()), std::invalid_argument);
+    CHECK_THROWS_AS(attn::alibi_bias(3, 3, std::numeric_limits<float>::infinity()), std::invalid_argument);
     CHECK_THROWS_AS(attn::alibi_bias(4, 3, 0.5f), std::invalid_argument);
   }
 
   TEST_CASE(
       "DocumentMask keeps each token inside its own document, causally, and its block mask skips exactly the empty "
-      "tiles") {
+      "tiles" *
+      doctest::test_suite("11_positions/make_block_mask")) {
     const attn::DocumentMask docs{{0, 0, 0, 1, 1, 2, 2, 2, 2, 2}, true};
     CHECK(docs(0, 2, 0));
     CHECK(docs(0, 2, 2));
@@ -166,7 +184,8 @@ TEST_SUITE("11_positions") {
 
   TEST_CASE(
       "flex_attention with each modifier (alibi_slopes, DocumentMask, ...) equals dense float64 attention, same bias "
-      "and mask") {
+      "and mask" *
+      doctest::test_suite("11_positions/make_block_mask")) {
     attn::Rng rng(112);
     const std::size_t h = 2;
     for (const auto& shape :
@@ -244,34 +263,36 @@ TEST_SUITE("11_positions") {
 
   TEST_CASE(
       "sinusoidal_encoding and alibi_bias give empty matrices for zero sizes and refuse, before allocating, "
-      "sizes that cannot fit") {
+      "sizes that cannot fit" *
+      doctest::test_suite("11_positions/alibi_bias")) {
     CHECK(attn::sinusoidal_encoding(0, 8).shape(0) == 0);
     CHECK(attn::sinusoidal_encoding(4, 0).shape(1) == 0);
     CHECK(attn::alibi_bias(0, 0, 0.5f).size() == 0);
     CHECK(attn::alibi_bias(0, 3, 0.5f).shape(1) == 3);
     const std::size_t big = std::size_t{1} << 32, huge = std::size_t{1} << 40;
     // 2^32 × 2^32 floats wrap 64 bits; 2^40 × 8 floats (32 TiB) do not, but no machine has them available.
-    CHECK_THROWS_WITH_AS(attn::sinusoidal_encoding(big, big), doctest::Contains("sinusoidal_encoding"),
-                         std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::sinusoidal_encoding(huge, 8), doctest::Contains("available"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::alibi_bias(big, big, 0.5f), doctest::Contains("alibi_bias"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::alibi_bias(huge, huge, 0.5f), doctest::Contains("alibi_bias"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::alibi_bias(8, huge, 0.5f), doctest::Contains("available"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::sinusoidal_encoding(big, big), std::invalid_argument, "sinusoidal_encoding");
+    CHECK_THROWS_NAMING(attn::sinusoidal_encoding(huge, 8), std::invalid_argument, "available");
+    CHECK_THROWS_NAMING(attn::alibi_bias(big, big, 0.5f), std::invalid_argument, "alibi_bias");
+    CHECK_THROWS_NAMING(attn::alibi_bias(huge, huge, 0.5f), std::invalid_argument, "alibi_bias");
+    CHECK_THROWS_NAMING(attn::alibi_bias(8, huge, 0.5f), std::invalid_argument, "available");
   }
 
-  TEST_CASE("apply_rope refuses a NaN or infinite entry of X, naming it, and leaves X unchanged") {
+  TEST_CASE("apply_rope refuses a NaN or infinite entry of X, naming it, and leaves X unchanged" *
+            doctest::test_suite("11_positions/apply_rope")) {
     for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity()}) {
       Matrix X{{1.0f, 2.0f, 3.0f, 4.0f}, {5.0f, 6.0f, 7.0f, bad}};
       const Matrix before = X;
-      CHECK_THROWS_WITH_AS(attn::apply_rope(X, 3), doctest::Contains("X[7]"), std::invalid_argument);
+      CHECK_THROWS_NAMING(attn::apply_rope(X, 3), std::invalid_argument, "X[7]");
       for (std::size_t i = 0; i + 1 < X.size(); ++i) CHECK(X.data()[i] == before.data()[i]);
     }
   }
 
   TEST_CASE(
       "flex_attention with a DocumentMask mask_mod that refuses one row gives it zeros, never NaN, and rejects bad "
-      "input") {
+      "input" *
+      doctest::test_suite("11_positions/make_block_mask")) {
     attn::Rng rng(113);
     const Tensor3 Q = one_head(rng.normal(12, 8)), K = one_head(rng.normal(12, 8)), V = one_head(rng.normal(12, 4));
     const attn::DocumentMask docs{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1}, true};
@@ -283,15 +304,15 @@ TEST_SUITE("11_positions") {
     CHECK(xt::all(xt::equal(xt::view(out.O, 0, 3), 0.0f)));
     CHECK(std::isinf(out.lse(0, 3)));
     const ch11::BlockMask other = ch11::make_block_mask(docs, 1, 12, 12, 4, 8);  // other tiles
-    CHECK_THROWS_WITH_AS(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, docs, &other, {4, 4, 2}),
-                         doctest::Contains("block mask"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(ch11::flex_attention(Q, one_head(rng.normal(12, 7)), V), doctest::Contains("(1, 12, 7)"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, docs, &other, {4, 4, 2}),
+                        std::invalid_argument, "block mask");
+    CHECK_THROWS_NAMING(ch11::flex_attention(Q, one_head(rng.normal(12, 7)), V), std::invalid_argument, "(1, 12, 7)");
   }
 
   TEST_CASE(
       "flex_attention with alibi_slopes gives bit-identical results on 1, 2 and 3 threads, on every instruction set "
-      "of chapter 05's micro-kernels") {
+      "of chapter 05's micro-kernels" *
+      doctest::test_suite("11_positions/make_block_mask")) {
     attn::Rng rng(114);
     const std::size_t h = 3, n = 150, d = 32;
     Tensor3 Q = xt::zeros<float>({h, n, d}), K = Q, V = Q;  // (h, n, d)
@@ -329,5 +350,117 @@ TEST_SUITE("11_positions") {
       }
     }
     attn::ch05::use_tile_kernels("auto");
+  }
+
+  TEST_CASE("make_block_mask marks each tile empty, partial or full, per head, the ragged last tiles included" *
+            doctest::test_suite("11_positions/make_block_mask")) {
+    // Head 0: a window |q − kv| ≤ 2; head 1: keys below 4 only; head 2: every pair. 10 queries × 13 keys in
+    // tiles of 4 × 5: the last row of tiles has 2 queries and the last column 3 keys, so a tile is full when
+    // all of ITS pairs are allowed (4 × 5 = 20 is never reached there: head 2's ragged tiles are full too).
+    const attn::MaskModFn mask = [](std::size_t h, std::size_t q, std::size_t kv) {
+      return h == 0 ? (q > kv ? q - kv : kv - q) <= 2 : h == 1 ? kv < 4 : true;
+    };
+    const std::size_t n_q = 10, n_kv = 13, B_r = 4, B_c = 5;
+    const ch11::BlockMask bm = attn::make_block_mask(mask, 3, n_q, n_kv, B_r, B_c);
+    REQUIRE(bm.T_r == 3);
+    REQUIRE(bm.T_c == 3);
+    REQUIRE(bm.tiles.size() == 3 * 3 * 3);
+    for (std::size_t h = 0; h < 3; ++h)
+      for (std::size_t i = 0; i < 3; ++i)
+        for (std::size_t j = 0; j < 3; ++j) {
+          std::size_t allowed = 0, pairs = 0;
+          for (std::size_t q = i * B_r; q < std::min(n_q, (i + 1) * B_r); ++q)
+            for (std::size_t kv = j * B_c; kv < std::min(n_kv, (j + 1) * B_c); ++kv, ++pairs) allowed += mask(h, q, kv);
+          const ch11::Tile want = allowed == 0       ? ch11::Tile::empty
+                                  : allowed == pairs ? ch11::Tile::full
+                                                     : ch11::Tile::partial;
+          CAPTURE(h);
+          CAPTURE(i);
+          CAPTURE(j);
+          CHECK_MESSAGE(bm.at(h, i, j) == want, "the tile has ", allowed, " allowed of its ", pairs,
+                        " pairs: none is empty, all is full (count the pairs the tile really has)");
+        }
+    CHECK(attn::make_block_mask(mask, 2, 0, 0, 4, 5).tiles.empty());  // no query, no key: no tile
+    CHECK_THROWS_NAMING(attn::make_block_mask(mask, 1, 4, 4, 0, 2), std::invalid_argument, "B_r");
+  }
+
+  TEST_CASE("flex_attention_tiles equals float64 attention with the same score_mod and mask_mod, lse included" *
+            doctest::test_suite("11_positions/flex_attention_tiles")) {
+    attn::Rng rng(115);
+    const std::size_t n_q = 11, n_kv = 17, d = 8, offset = n_kv - n_q;
+    const Matrix Q = rng.normal(n_q, d), K = rng.normal(n_kv, d), V = rng.normal(n_kv, 3);
+    const oracle::Mat q = to_oracle(Q), k = to_oracle(K), v = to_oracle(V);
+    const float slope = 0.25f, cap = 1.5f;
+    const std::vector<std::size_t> docs{0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2};  // (n_kv)
+    // Soft-capping after a score would be masked: a masked score must stay -inf, not become −cap.
+    const attn::ScoreModFn alibi = [&](float s, std::size_t, std::size_t i, std::size_t j) {
+      return s - slope * static_cast<float>(i + offset > j ? i + offset - j : j - i - offset);
+    };
+    const attn::ScoreModFn softcap = [&](float s, std::size_t, std::size_t, std::size_t) {
+      return cap * std::tanh(s / cap);
+    };
+    const attn::MaskModFn causal = [&](std::size_t, std::size_t i, std::size_t j) { return j <= i + offset; };
+    const attn::MaskModFn same_doc = [&](std::size_t, std::size_t i, std::size_t j) {
+      return docs[i + offset] == docs[j] && j <= i + offset;
+    };
+    const oracle::ScoreFn alibi64 = [&](double s, std::size_t i, std::size_t j) {
+      return s - static_cast<double>(slope) * std::fabs(static_cast<double>(i + offset) - static_cast<double>(j));
+    };
+    const oracle::ScoreFn softcap64 = [&](double s, std::size_t, std::size_t) {
+      return static_cast<double>(cap) * std::tanh(s / static_cast<double>(cap));
+    };
+    const double tol = attention_tolerance(n_kv, d);
+    for (const auto& [B_r, B_c] : {std::pair<std::size_t, std::size_t>{4, 5}, {3, 8}, {16, 32}}) {
+      CAPTURE(B_r);
+      CAPTURE(B_c);
+      const auto run = [&](const attn::ScoreModFn& score, const attn::MaskModFn& mask, const oracle::ScoreFn& score64,
+                           const char* what) {
+        INFO(what);
+        const attn::FlashOutput out =
+            attn::flex_attention_tiles(Q, K, V, 0, score, mask, attn::make_block_mask(mask, 1, n_q, n_kv, B_r, B_c));
+        const oracle::MaskFn allowed = [&](std::size_t i, std::size_t j) { return mask(0, i, j); };
+        CHECK_ALLCLOSE(out.O, oracle::modified_attention(q, k, v, score64, allowed), tol, 0.0);
+        CHECK_ALLCLOSE(out.lse, oracle::modified_log_sum_exp(q, k, score64, allowed), tol, tol);
+      };
+      run(alibi, causal, alibi64, "ALiBi, causal");
+      run(softcap, same_doc, softcap64, "soft-capping, documents: the mask after score_mod");
+    }
+  }
+
+  TEST_CASE("flex_attention_tiles skips the empty tiles and calls mask_mod only in partial ones" *
+            doctest::test_suite("11_positions/flex_attention_tiles")) {
+    // A causal mask over 12 × 12 in tiles of 4 × 4: of 9 tiles, 3 are empty (above the diagonal), 3 full and
+    // 3 partial. score_mod runs once per pair of the 6 tiles computed (96 pairs), mask_mod once per pair of
+    // the 3 partial ones (48 pairs); a loop that visits every tile makes 144 score_mod calls.
+    attn::Rng rng(116);
+    const Matrix Q = rng.normal(12, 4), K = rng.normal(12, 4), V = rng.normal(12, 2);
+    std::size_t score_calls = 0, mask_calls = 0;
+    const attn::MaskModFn causal = [](std::size_t, std::size_t i, std::size_t j) { return j <= i; };
+    const ch11::BlockMask bm = attn::make_block_mask(causal, 1, 12, 12, 4, 4);
+    const attn::ScoreModFn counting_score = [&](float s, std::size_t, std::size_t, std::size_t) {
+      ++score_calls;
+      return s;
+    };
+    const attn::MaskModFn counting_mask = [&](std::size_t h, std::size_t i, std::size_t j) {
+      ++mask_calls;
+      return causal(h, i, j);
+    };
+    const attn::FlashOutput out = attn::flex_attention_tiles(Q, K, V, 0, counting_score, counting_mask, bm);
+    CHECK_MESSAGE(out.tiles_visited == 6, "tiles_visited = ", out.tiles_visited, ": the 3 empty tiles are skipped");
+    CHECK_MESSAGE(score_calls == 96, score_calls, " score_mod calls: an empty tile is never computed");
+    CHECK_MESSAGE(mask_calls == 48, mask_calls, " mask_mod calls: a full tile needs no mask");
+    // A query that may see nothing: zeros and lse = -inf, never NaN.
+    const attn::MaskModFn none_for_3 = [](std::size_t, std::size_t i, std::size_t j) { return i != 3 && j <= i; };
+    const attn::FlashOutput blind = attn::flex_attention_tiles(
+        Q, K, V, 0, [](float s, std::size_t, std::size_t, std::size_t) { return s; }, none_for_3,
+        attn::make_block_mask(none_for_3, 1, 12, 12, 4, 4));
+    CHECK(xt::all(xt::equal(xt::row(blind.O, 3), 0.0f)));
+    CHECK(std::isinf(blind.lse(3)));
+    CHECK(xt::all(xt::isfinite(blind.O)));
+    CHECK_THROWS_NAMING(attn::flex_attention_tiles(Q, rng.normal(12, 3), V, 0, counting_score, causal, bm),
+                        std::invalid_argument, "(12, 3)");
+    CHECK_THROWS_AS(
+        attn::flex_attention_tiles(Q, K, V, 0, counting_score, causal, attn::make_block_mask(causal, 1, 12, 11, 4, 4)),
+        std::invalid_argument);  // a block mask made for 11 keys
   }
 }

@@ -16,6 +16,7 @@
 #include "attn/rng.hpp"
 #include "oracle/12_learning_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -63,7 +64,8 @@ ch12::Config tiny_config() {
 }  // namespace
 
 TEST_SUITE("12_learning") {
-  TEST_CASE("cross_entropy matches the float64 oracle and averages over the counted rows only") {
+  TEST_CASE("cross_entropy matches the float64 oracle and averages over the counted rows only" *
+            doctest::test_suite("12_learning/cross_entropy")) {
     attn::Rng rng(1201);
     const Matrix logits = rng.normal(6, 7, 0.0f, 2.0f);                // (6, 7)
     const std::vector<std::size_t> targets{3, kSkip, 0, 6, kSkip, 2};  // 4 counted rows
@@ -77,7 +79,8 @@ TEST_SUITE("12_learning") {
     CHECK_ALLCLOSE(lg.dlogits, oracle::cross_entropy_grad(L, targets), 1e-7, 1e-5);
   }
 
-  TEST_CASE("cross_entropy of uniform logits is log(vocab), and large logits stay finite") {
+  TEST_CASE("cross_entropy of uniform logits is log(vocab), and large logits stay finite" *
+            doctest::test_suite("12_learning/cross_entropy")) {
     const Matrix flat = xt::zeros<float>({3, 8});
     const attn::LossAndGrad u = attn::cross_entropy(flat, {1, 2, 7});
     INFO("every token equally likely: −log(1/8) = log 8");
@@ -91,7 +94,20 @@ TEST_SUITE("12_learning") {
     CHECK(std::isfinite(static_cast<double>(b.dlogits(0, 0))));
   }
 
-  TEST_CASE("cross_entropy refuses targets of the wrong length, an empty vocabulary and NaN logits") {
+  TEST_CASE("cross_entropy shifts each row by its own maximum: rows a thousand apart both stay exact" *
+            doctest::test_suite("12_learning/cross_entropy")) {
+    // One shift for the whole matrix (its largest logit, 1000) sends every exp of row 1 to exp(−998) = 0 in
+    // float32: log 0 = −inf. Row by row, each log-sum-exp is a sum of three numbers ≤ 1: float32 rounding.
+    const Matrix logits = {{1000.0f, 999.0f, 998.0f}, {0.0f, 1.0f, 2.0f}};  // (2, 3)
+    const std::vector<std::size_t> targets{1, 0};
+    const attn::LossAndGrad lg = attn::cross_entropy(logits, targets);
+    INFO("log-sum-exp per row: subtract that row's maximum, not one maximum over all rows");
+    CHECK(lg.loss == doctest::Approx(oracle::cross_entropy(to_oracle(logits), targets)).epsilon(1e-6));
+    CHECK_ALLCLOSE(lg.dlogits, oracle::cross_entropy_grad(to_oracle(logits), targets), 1e-7, 1e-5);
+  }
+
+  TEST_CASE("cross_entropy refuses targets of the wrong length, an empty vocabulary and NaN logits" *
+            doctest::test_suite("12_learning/cross_entropy")) {
     const Matrix logits = xt::zeros<float>({3, 4});
     CHECK_THROWS_AS(attn::cross_entropy(logits, {1, 2}), std::invalid_argument);
     CHECK_THROWS_AS(attn::cross_entropy(Matrix(xt::zeros<float>({2, 0})), {0, 0}), std::invalid_argument);
@@ -100,7 +116,8 @@ TEST_SUITE("12_learning") {
     CHECK_THROWS_AS(attn::cross_entropy(bad, {0, 1, 2}), std::invalid_argument);
   }
 
-  TEST_CASE("adamw_step takes two hand-worked steps with bias correction and decoupled weight decay") {
+  TEST_CASE("adamw_step takes two hand-worked steps with bias correction and decoupled weight decay" *
+            doctest::test_suite("12_learning/adamw_step")) {
     // θ = 1, lr 0.1, β = (0.9, 0.999), ε = 1e-8, weight decay 0.01. Step 1, g = 0.5: m = 0.05, v = 0.00025,
     // m̂ = 0.5, v̂ = 0.25, m̂/√v̂ = 1, θ = 1 − 0.1·(1 + 0.01·1) = 0.899. Step 2, g = −0.5: m = −0.005,
     // v = 0.00049975, m̂ = −0.005/0.19 = −1/38, v̂ = 0.00049975/0.001999 = 0.25, m̂/√v̂ = −1/19,
@@ -119,7 +136,8 @@ TEST_SUITE("12_learning") {
     CHECK(static_cast<double>(theta(0, 0)) == doctest::Approx(0.90336416).epsilon(1e-6));
   }
 
-  TEST_CASE("adamw_step follows the float64 AdamW with β1 = 0.9, β2 = 0.999 for ten steps, to float32 rounding") {
+  TEST_CASE("adamw_step follows the float64 AdamW with β1 = 0.9, β2 = 0.999 for ten steps, to float32 rounding" *
+            doctest::test_suite("12_learning/adamw_step")) {
     attn::Rng rng(121);
     attn::AdamW s;  // the defaults: β1 = 0.9, β2 = 0.999, exactly as PyTorch's
     s.lr = 1e-2f;
@@ -166,7 +184,22 @@ TEST_SUITE("12_learning") {
     }
   }
 
-  TEST_CASE("adamw_step refuses mismatched shapes and step 0, leaving the weights unchanged") {
+  TEST_CASE("adamw_step adds ε to √v̂, after the bias correction and outside the square root" *
+            doctest::test_suite("12_learning/adamw_step")) {
+    // At step 1 the bias corrections give m̂ = g and v̂ = g² exactly, so θ = −lr·g / (|g| + ε) from θ = 0.
+    // With g = 0.01 and a large ε = 0.1 the places ε could go differ by a factor 3 or more:
+    // g/(√v̂ + ε) = 0.0909 (right), g/√(v̂ + ε) = 0.0316, and ε added to √v before the correction 0.0032.
+    const attn::AdamW s{1.0f, 0.9f, 0.999f, 0.1f, 0.0f};
+    Matrix theta = xt::zeros<float>({1, 1}), m = theta, v = theta;
+    attn::adamw_step(theta, Matrix(xt::ones<float>({1, 1}) * 0.01f), m, v, 1, s);
+    const double g = static_cast<double>(0.01f), eps = static_cast<double>(0.1f);
+    INFO("θ −= lr·(m̂ / (√v̂ + ε) + weight_decay·θ): ε joins the corrected root, it does not go under it");
+    // A handful of float32 operations on values ~0.01 to 1: a few ulps, 1e-5 relative leaves room.
+    CHECK(static_cast<double>(theta(0, 0)) == doctest::Approx(-g / (g + eps)).epsilon(1e-5));
+  }
+
+  TEST_CASE("adamw_step refuses mismatched shapes and step 0, leaving the weights unchanged" *
+            doctest::test_suite("12_learning/adamw_step")) {
     Matrix theta = xt::ones<float>({2, 2}), m = xt::zeros<float>({2, 2}), v = m;
     const Matrix before = theta;
     CHECK_THROWS_AS(attn::adamw_step(theta, Matrix(xt::ones<float>({2, 3})), m, v, 1, attn::AdamW{}),
@@ -178,7 +211,8 @@ TEST_SUITE("12_learning") {
 
   TEST_CASE(
       "adamw_step refuses settings that give NaN weights, and a NaN or infinite gradient or weight, leaving "
-      "everything unchanged") {
+      "everything unchanged" *
+      doctest::test_suite("12_learning/adamw_step")) {
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     Matrix theta = xt::ones<float>({2, 2}), m = xt::zeros<float>({2, 2}), v = m;
     const Matrix zero_grad = xt::zeros<float>({2, 2}), before = theta;
@@ -198,33 +232,32 @@ TEST_SUITE("12_learning") {
       CAPTURE(bad.beta2);
       CAPTURE(bad.eps);
       CAPTURE(bad.weight_decay);
-      CHECK_THROWS_WITH_AS(attn::adamw_step(theta, zero_grad, m, v, 1, bad), doctest::Contains("adamw_step"),
-                           std::invalid_argument);
+      CHECK_THROWS_NAMING(attn::adamw_step(theta, zero_grad, m, v, 1, bad), std::invalid_argument, "adamw_step");
     }
     Matrix bad_grad = zero_grad;
     bad_grad(1, 0) = nan;
-    CHECK_THROWS_WITH_AS(attn::adamw_step(theta, bad_grad, m, v, 1, attn::AdamW{}), doctest::Contains("grad[2]"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::adamw_step(theta, bad_grad, m, v, 1, attn::AdamW{}), std::invalid_argument, "grad[2]");
     Matrix bad_theta = theta;
     bad_theta(0, 1) = -inf;
-    CHECK_THROWS_WITH_AS(attn::adamw_step(bad_theta, zero_grad, m, v, 1, attn::AdamW{}), doctest::Contains("param[1]"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::adamw_step(bad_theta, zero_grad, m, v, 1, attn::AdamW{}), std::invalid_argument,
+                        "param[1]");
     CHECK(theta == before);
     CHECK(xt::all(xt::equal(m, 0.0f)));
     CHECK(xt::all(xt::equal(v, 0.0f)));
   }
 
-  TEST_CASE("induction_score and attention_rollout refuse an attention map holding NaN or infinity") {
+  TEST_CASE("induction_score and attention_rollout refuse an attention map holding NaN or infinity" *
+            doctest::test_suite("12_learning/attention_rollout")) {
     Matrix A = xt::eye<float>(3);
     A(2, 0) = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_WITH_AS(attn::induction_score(A, {1, 2, 1}), doctest::Contains("A[6]"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::attention_rollout({Matrix(xt::eye<float>(3)), A}), doctest::Contains("[6]"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::induction_score(A, {1, 2, 1}), std::invalid_argument, "A[6]");
+    CHECK_THROWS_NAMING(attn::attention_rollout({Matrix(xt::eye<float>(3)), A}), std::invalid_argument, "[6]");
     A(2, 0) = std::numeric_limits<float>::infinity();
     CHECK_THROWS_AS(attn::attention_rollout({A}), std::invalid_argument);
   }
 
-  TEST_CASE("induction_score is 1 for a perfect induction head and 0 for a head on the twin or the previous token") {
+  TEST_CASE("induction_score is 1 for a perfect induction head and 0 for a head on the twin or the previous token" *
+            doctest::test_suite("12_learning/induction_score")) {
     // Token 1 occurs at 1, 4 and 7: query 7 must be scored on key 5 (after the latest occurrence, at 4).
     const std::vector<std::size_t> tokens{4, 1, 2, 3, 1, 2, 3, 1};
     const std::size_t n = tokens.size();
@@ -253,7 +286,8 @@ TEST_SUITE("12_learning") {
     CHECK_THROWS_AS(attn::induction_score(uniform, {1, 2, 1}), std::invalid_argument);
   }
 
-  TEST_CASE("attention_rollout multiplies half-residual layers, the last layer on the left") {
+  TEST_CASE("attention_rollout multiplies half-residual layers, the last layer on the left" *
+            doctest::test_suite("12_learning/attention_rollout")) {
     Matrix A1 = xt::zeros<float>({3, 3}), A2 = A1;  // (3, 3) each, causal, rows summing to 1
     A1(0, 0) = 1.0f;
     A1(1, 0) = 1.0f;
@@ -280,7 +314,8 @@ TEST_SUITE("12_learning") {
     CHECK_THROWS_AS(attn::attention_rollout({A1, Matrix(xt::zeros<float>({2, 2}))}), std::invalid_argument);
   }
 
-  TEST_CASE("cross_entropy through the model: logits and every layer's gradient match float64 central differences") {
+  TEST_CASE("cross_entropy through the model: logits and every layer's gradient match float64 central differences" *
+            doctest::test_suite("12_learning/cross_entropy")) {
     const ch12::Config c = tiny_config();
     const ch12::Model model = ch12::init_model(c, 77);
     const std::vector<std::size_t> tokens{1, 4, 0, 2, 1, 3}, targets{kSkip, 0, 2, kSkip, 3, 1};
@@ -314,7 +349,8 @@ TEST_SUITE("12_learning") {
     }
   }
 
-  TEST_CASE("induction_score's task: make_induction repeats distinct tokens with a varying period") {
+  TEST_CASE("induction_score's task: make_induction repeats distinct tokens with a varying period" *
+            doctest::test_suite("12_learning/induction_score")) {
     attn::Rng rng(5);
     const std::size_t n = 12;
     std::set<std::size_t> periods;
@@ -349,7 +385,8 @@ TEST_SUITE("12_learning") {
     CHECK_THROWS_AS(ch12::make_induction(3, 10, rng), std::invalid_argument);
   }
 
-  TEST_CASE("cross_entropy needs a model: an empty vocabulary and a sequence past the context are refused") {
+  TEST_CASE("cross_entropy needs a model: an empty vocabulary and a sequence past the context are refused" *
+            doctest::test_suite("12_learning/cross_entropy")) {
     ch12::Config c = tiny_config();
     c.vocab = 0;
     CHECK_THROWS_AS(ch12::init_model(c, 1), std::invalid_argument);
@@ -366,7 +403,8 @@ TEST_SUITE("12_learning") {
     CHECK(loss > 0.0);
   }
 
-  TEST_CASE("cross_entropy and adamw_step train the model: 300 steps take the loss from above 3 to below 1") {
+  TEST_CASE("cross_entropy and adamw_step train the model: 300 steps take the loss from above 3 to below 1" *
+            doctest::test_suite("12_learning/adamw_step")) {
     // A smaller task than the chapter's (n = 12) so that the run takes about a second. The loss starts above
     // log(24) ≈ 3.2 (worse than a uniform guess) and, with this seed, is near 0.13 by step 300: below 1 only once
     // the induction circuit has formed (`ch12_learning --length 12 --steps 300 --lr 0.01` prints the curve).
@@ -386,7 +424,8 @@ TEST_SUITE("12_learning") {
     CHECK(last < 1.0);
   }
 
-  TEST_CASE("adamw_step training is deterministic: one seed gives the same loss curve bit for bit") {
+  TEST_CASE("adamw_step training is deterministic: one seed gives the same loss curve bit for bit" *
+            doctest::test_suite("12_learning/adamw_step")) {
     ch12::Config c;
     c.context = 12;
     ch12::TrainSettings s;
@@ -399,7 +438,8 @@ TEST_SUITE("12_learning") {
   }
 
   TEST_CASE(
-      "cross_entropy of a model with every head ablated is that of embed·unembed, and ablated heads learn nothing") {
+      "cross_entropy of a model with every head ablated is that of embed·unembed, and ablated heads learn nothing" *
+      doctest::test_suite("12_learning/cross_entropy")) {
     const ch12::Config c = tiny_config();
     const ch12::Model model = ch12::init_model(c, 9);
     const std::vector<std::size_t> tokens{2, 0, 4, 1}, targets{0, 4, 1, kSkip};
@@ -428,7 +468,8 @@ TEST_SUITE("12_learning") {
 
   TEST_CASE(
       "cross_entropy's logits explained: with every head ablated, gradient × input and integrated gradients "
-      "credit only the current token") {
+      "credit only the current token" *
+      doctest::test_suite("12_learning/cross_entropy")) {
     // Without heads, logit(i, y) = X0_i · unembed[:, y]: a linear function of row i alone. Gradient × input is
     // that logit at j = i and 0 elsewhere; integrated gradients equals it exactly (the path integral of a
     // constant gradient), whatever the number of steps.

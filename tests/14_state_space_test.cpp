@@ -22,6 +22,7 @@
 #include "oracle/08_linear_oracle.hpp"
 #include "oracle/14_state_space_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -96,7 +97,8 @@ Vector row(const Matrix& m, std::size_t i) { return xt::row(m, i); }
 
 TEST_SUITE("14_state_space") {
   // --- zero-order hold ---------------------------------------------------------------------------------------
-  TEST_CASE("zoh_discretize of a real diagonal A gives exp(ΔA) and (exp(ΔA) − 1)/A · B, as worked by hand") {
+  TEST_CASE("zoh_discretize of a real diagonal A gives exp(ΔA) and (exp(ΔA) − 1)/A · B, as worked by hand" *
+            doctest::test_suite("14_state_space/zoh_discretize")) {
     const attn::DiagonalSSM ssm{{{-1.0f, 0.0f}, {-2.0f, 0.0f}, {-0.5f, 0.0f}},
                                 {{1.0f, 0.0f}, {2.0f, 0.0f}, {-1.0f, 0.0f}},
                                 {{1.0f, 0.0f}, {1.0f, 0.0f}, {1.0f, 0.0f}}};
@@ -128,7 +130,8 @@ TEST_SUITE("14_state_space") {
     }
   }
 
-  TEST_CASE("zoh_discretize of a complex A equals the exponential of its real 2×2 block: e^a times a rotation by b") {
+  TEST_CASE("zoh_discretize of a complex A equals the exponential of its real 2×2 block: e^a times a rotation by b" *
+            doctest::test_suite("14_state_space/zoh_discretize")) {
     // λ = a + ib acting on a complex state is the real matrix [[a, −b], [b, a]] acting on (Re x, Im x).
     const float a = -0.5f, b = 3.0f, delta = 0.3f;
     const double Da = delta * static_cast<double>(a), Db = delta * static_cast<double>(b);
@@ -164,7 +167,8 @@ TEST_SUITE("14_state_space") {
     CHECK(s.C[0] == Complex(1.0f, 0.0f));
   }
 
-  TEST_CASE("zoh_discretize keeps its digits at small steps: B̄ from Δ = 1e-6 to 1 to float32 rounding") {
+  TEST_CASE("zoh_discretize keeps its digits at small steps: B̄ from Δ = 1e-6 to 1 to float32 rounding" *
+            doctest::test_suite("14_state_space/zoh_discretize")) {
     // Mamba's steps start at Δ = 0.001, where e^{ΔA} is within 5e-4 of 1: (Ā − 1)/A computed as written keeps only
     // the last few bits of Ā and is 6e-5 wrong relative (A = −0.5), 7e-4 at Δ = 1e-4.
     attn::Rng rng(143);
@@ -201,26 +205,41 @@ TEST_SUITE("14_state_space") {
     }
   }
 
-  TEST_CASE("zoh_discretize refuses Re(A) ≥ 0, a step that is not positive, sizes that differ and NaN, naming them") {
+  TEST_CASE("zoh_discretize refuses Re(A) ≥ 0, a step that is not positive, sizes that differ and NaN, naming them" *
+            doctest::test_suite("14_state_space/zoh_discretize")) {
     const ComplexVector one{{1.0f, 0.0f}, {1.0f, 0.0f}};
     const attn::DiagonalSSM growing{{{-1.0f, 0.0f}, {0.25f, 1.0f}}, one, one};
-    CHECK_THROWS_WITH_AS(attn::zoh_discretize(growing, 0.1f), doctest::Contains("A[1]"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::zoh_discretize(growing, 0.1f), std::invalid_argument, "A[1]");
     const attn::DiagonalSSM undamped{{{-1.0f, 0.0f}, {0.0f, 2.0f}}, one, one};  // an oscillator that never forgets
-    CHECK_THROWS_WITH_AS(attn::zoh_discretize(undamped, 0.1f), doctest::Contains("Re(A) < 0"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::zoh_discretize(undamped, 0.1f), std::invalid_argument, "A[1]");
     const attn::DiagonalSSM stable{{{-1.0f, 0.0f}, {-2.0f, 1.0f}}, one, one};
-    CHECK_THROWS_WITH_AS(attn::zoh_discretize(stable, 0.0f), doctest::Contains("delta"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::zoh_discretize(stable, -1.0f), doctest::Contains("delta"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::zoh_discretize(stable, kNaN), doctest::Contains("delta"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::zoh_discretize(stable, 0.0f), std::invalid_argument, "delta");
+    CHECK_THROWS_NAMING(attn::zoh_discretize(stable, -1.0f), std::invalid_argument, "delta");
+    CHECK_THROWS_NAMING(attn::zoh_discretize(stable, kNaN), std::invalid_argument, "delta");
     const attn::DiagonalSSM ragged{stable.A, {{1.0f, 0.0f}}, one};
-    CHECK_THROWS_WITH_AS(attn::zoh_discretize(ragged, 0.1f), doctest::Contains("B is (1)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::zoh_discretize(ragged, 0.1f), std::invalid_argument, "(2)", "(1)");
     const attn::DiagonalSSM nan_entry{{{-1.0f, 0.0f}, {kNaN, 0.0f}}, one, one};
-    CHECK_THROWS_WITH_AS(attn::zoh_discretize(nan_entry, 0.1f), doctest::Contains("1"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::zoh_discretize(nan_entry, 0.1f), std::invalid_argument, "1");
+  }
+
+  TEST_CASE("zoh_discretize refuses NaN and infinity in B and C too, naming the index" *
+            doctest::test_suite("14_state_space/zoh_discretize")) {
+    // B̄ = (Ā − 1)/A · B would carry a NaN or ∞ of B into every later state, and C into every output.
+    const ComplexVector A{{-1.0f, 0.0f}, {-2.0f, 1.0f}, {-0.5f, 0.0f}}, ones{{1.0f, 0.0f}, {1.0f, 0.0f}, {1.0f, 0.0f}};
+    for (const float bad : {kNaN, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+      ComplexVector with_bad = ones;
+      with_bad[2] = {1.0f, bad};
+      CAPTURE(bad);
+      CHECK_THROWS_NAMING(attn::zoh_discretize(attn::DiagonalSSM{A, with_bad, ones}, 0.1f), std::invalid_argument, "2");
+      CHECK_THROWS_NAMING(attn::zoh_discretize(attn::DiagonalSSM{A, ones, with_bad}, 0.1f), std::invalid_argument, "2");
+    }
   }
 
   // --- one time-invariant SSM, two computations ---------------------------------------------------------------
   TEST_CASE(
       "with zoh_discretize's Ā and B̄, the S4D recurrence equals the convolution with its kernel and the float64 "
-      "definitions") {
+      "definitions" *
+      doctest::test_suite("14_state_space/zoh_discretize")) {
     attn::Rng rng(141);
     for (const std::size_t n : {1, 2, 300}) {
       CAPTURE(n);
@@ -242,7 +261,8 @@ TEST_SUITE("14_state_space") {
 
   TEST_CASE(
       "the S4D kernel and the direct convolution of a long sequence (Δ = 0.001, n = 4,096) are right to float32 "
-      "rounding") {
+      "rounding" *
+      doctest::test_suite("14_state_space/zoh_discretize")) {
     // At Δ = 0.001, |Ā| is within 5e-4 of 1: the kernel's 4,096 taps are 4,096 powers of Ā, and each output of the
     // convolution sums up to 4,096 products. In float, either accumulates n·ε of rounding (2.4e-4 relative).
     attn::Rng rng(144);
@@ -266,7 +286,8 @@ TEST_SUITE("14_state_space") {
 
   TEST_CASE(
       "FFT convolution equals direct convolution of a zoh_discretize kernel for any lengths, shorter or longer than "
-      "the input") {
+      "the input" *
+      doctest::test_suite("14_state_space/zoh_discretize")) {
     attn::Rng rng(142);
     const attn::DiscreteSSM s = attn::zoh_discretize(s4d_lin(4, rng), 0.1f);
     for (const auto [n_K, n] : {std::array<std::size_t, 2>{1, 1}, {5, 17}, {300, 300}, {1000, 257}, {257, 1000}}) {
@@ -293,7 +314,8 @@ TEST_SUITE("14_state_space") {
   }
 
   // --- the selective SSM ---------------------------------------------------------------------------------------
-  TEST_CASE("selective_step token by token equals the float64 selective recurrence") {
+  TEST_CASE("selective_step token by token equals the float64 selective recurrence" *
+            doctest::test_suite("14_state_space/selective_step")) {
     attn::Rng rng(143);
     const std::size_t n = 60, d = 5, N = 4;
     const ScanInputs in = scan_inputs(rng, n, d, N);
@@ -306,20 +328,19 @@ TEST_SUITE("14_state_space") {
     CHECK_ALLCLOSE(y, expected, scan_atol(in), 0.0);
   }
 
-  TEST_CASE("selective_step refuses bad shapes, a step ≤ 0, A ≥ 0 and NaN, and leaves the state unchanged") {
+  TEST_CASE("selective_step refuses bad shapes, a step ≤ 0, A ≥ 0 and NaN, and leaves the state unchanged" *
+            doctest::test_suite("14_state_space/selective_step")) {
     const std::size_t d = 3, N = 2;
     Matrix h = {{1.0f, 2.0f}, {3.0f, 4.0f}, {5.0f, 6.0f}};  // (d, N)
     const Matrix before = h;
     const Vector x = {1.0f, 1.0f, 1.0f}, delta = {0.1f, 0.1f, 0.1f}, B = {1.0f, 1.0f}, C = {1.0f, 1.0f};
     const Matrix A = {{-1.0f, -2.0f}, {-1.0f, -2.0f}, {-1.0f, -2.0f}};  // (d, N)
-    CHECK_THROWS_WITH_AS(attn::selective_step(h, Vector{1.0f, 1.0f}, delta, A, B, C), doctest::Contains("(2)"),
-                         std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::selective_step(h, x, Vector{0.1f, 0.0f, 0.1f}, A, B, C), doctest::Contains("delta[1]"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::selective_step(h, Vector{1.0f, 1.0f}, delta, A, B, C), std::invalid_argument, "(2)");
+    CHECK_THROWS_NAMING(attn::selective_step(h, x, Vector{0.1f, 0.0f, 0.1f}, A, B, C), std::invalid_argument,
+                        "delta[1]");
     Matrix unstable = A;
     unstable(2, 1) = 0.5f;
-    CHECK_THROWS_WITH_AS(attn::selective_step(h, x, delta, unstable, B, C), doctest::Contains("A < 0"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::selective_step(h, x, delta, unstable, B, C), std::invalid_argument, "A < 0");
     CHECK_THROWS_AS(attn::selective_step(h, x, delta, A, Vector{1.0f, kNaN}, C), std::invalid_argument);
     CHECK_MESSAGE(xt::all(xt::equal(h, before)), "a call that throws must leave the state h as it was");
     (void)d;
@@ -327,28 +348,28 @@ TEST_SUITE("14_state_space") {
   }
 
   TEST_CASE(
-      "selective_step refuses a NaN or infinite state and finite inputs that would overflow, leaving h as it was") {
+      "selective_step refuses a NaN or infinite state and finite inputs that would overflow, leaving h as it was" *
+      doctest::test_suite("14_state_space/selective_step")) {
     Matrix h = {{1.0f, 2.0f}, {3.0f, 4.0f}};  // (d, N)
     const Vector x = {1.0f, 1.0f}, delta = {0.1f, 0.1f}, B = {1.0f, 1.0f}, C = {1.0f, 1.0f};
     const Matrix A = {{-1.0f, -2.0f}, {-1.0f, -2.0f}};  // (d, N)
     Matrix nan_h = h;
     nan_h(1, 0) = kNaN;
-    CHECK_THROWS_WITH_AS(attn::selective_step(nan_h, x, delta, A, B, C), doctest::Contains("h[2]"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::selective_step(nan_h, x, delta, A, B, C), std::invalid_argument, "h[2]");
     const Matrix before = h;
     // Δ·x·B = 0.1 · 1e20 · 1e20 = 1e39: past float's largest value (3.4e38) though every input is finite.
-    CHECK_THROWS_WITH_AS(attn::selective_step(h, Vector{1e20f, 1.0f}, delta, A, Vector{1e20f, 1.0f}, C),
-                         doctest::Contains("past float's largest value"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::selective_step(h, Vector{1e20f, 1.0f}, delta, A, Vector{1e20f, 1.0f}, C),
+                        std::invalid_argument, "past float's largest value");
     CHECK_MESSAGE(xt::all(xt::equal(h, before)), "a call that throws must leave the state h as it was");
     // A state of 2e38 stays finite, but the output may sum N = 2 of them: the bound is 4e38.
     Matrix large = {{2e38f, 0.0f}, {0.0f, 0.0f}};
-    CHECK_THROWS_WITH_AS(attn::selective_step(large, x, delta, A, B, C), doctest::Contains("the output 4e+38"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::selective_step(large, x, delta, A, B, C), std::invalid_argument, "the output 4e+38");
     CHECK(large(0, 0) == 2e38f);
   }
 
   TEST_CASE(
-      "the selective scan on any threads, split in time or channels, equals float64, and selective_step continues it") {
+      "the selective scan on any threads, split in time or channels, equals float64, and selective_step continues it" *
+      doctest::test_suite("14_state_space/selective_step")) {
     attn::Rng rng(144);
     for (const std::size_t n : {1, 2, 7, 100, 1001}) {
       const std::size_t d = 6, N = 4;
@@ -376,33 +397,35 @@ TEST_SUITE("14_state_space") {
     }
   }
 
-  TEST_CASE("the selective scan refuses what selective_step refuses, and zero threads") {
+  TEST_CASE("the selective scan refuses what selective_step refuses, and zero threads" *
+            doctest::test_suite("14_state_space/selective_step")) {
     attn::Rng rng(145);
     const ScanInputs in = scan_inputs(rng, 8, 3, 2);
     Matrix bad_delta = in.delta;
     bad_delta(5, 2) = -0.1f;
-    CHECK_THROWS_WITH_AS(attn::ch14::selective_scan(in.x, bad_delta, in.A, in.B, in.C, 2),
-                         doctest::Contains("delta(5, 2)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::ch14::selective_scan(in.x, bad_delta, in.A, in.B, in.C, 2), std::invalid_argument,
+                        "delta(5, 2)");
     Matrix h = xt::zeros<float>({3, 2});
-    CHECK_THROWS_WITH_AS(attn::selective_step(h, row(in.x, 5), row(bad_delta, 5), in.A, row(in.B, 5), row(in.C, 5)),
-                         doctest::Contains("delta[2]"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::ch14::selective_scan(in.x, in.delta, in.A, Matrix(xt::zeros<float>({8, 3})), in.C),
-                         doctest::Contains("B (8, 3)"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, 0),
-                         doctest::Contains("threads = 0"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::selective_step(h, row(in.x, 5), row(bad_delta, 5), in.A, row(in.B, 5), row(in.C, 5)),
+                        std::invalid_argument, "delta[2]");
+    CHECK_THROWS_NAMING(attn::ch14::selective_scan(in.x, in.delta, in.A, Matrix(xt::zeros<float>({8, 3})), in.C),
+                        std::invalid_argument, "B (8, 3)");
+    CHECK_THROWS_NAMING(attn::ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, 0), std::invalid_argument,
+                        "threads = 0");
     // A NaN in the second half of the tokens is found by the second thread: its exception reaches the caller.
     Matrix nan_x = in.x;
     nan_x(7, 1) = kNaN;
-    CHECK_THROWS_WITH_AS(attn::ch14::selective_scan(nan_x, in.delta, in.A, in.B, in.C, 2), doctest::Contains("x(7, 1)"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::ch14::selective_scan(nan_x, in.delta, in.A, in.B, in.C, 2), std::invalid_argument,
+                        "x(7, 1)");
     Matrix positive_A = in.A;
     positive_A(1, 1) = 0.0f;
-    CHECK_THROWS_WITH_AS(attn::ch14::selective_scan(in.x, in.delta, positive_A, in.B, in.C),
-                         doctest::Contains("A(1, 1)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::ch14::selective_scan(in.x, in.delta, positive_A, in.B, in.C), std::invalid_argument,
+                        "A(1, 1)");
   }
 
   // --- the scan operator --------------------------------------------------------------------------------------
-  TEST_CASE("scan_combine applies the earlier step first: the pair equals the two steps one after the other") {
+  TEST_CASE("scan_combine applies the earlier step first: the pair equals the two steps one after the other" *
+            doctest::test_suite("14_state_space/scan_combine")) {
     // Binary fractions: every product below is exact in float32, so equality is exact.
     const attn::ScanPair first{0.5f, 2.0f}, second{3.0f, -1.0f};
     const attn::ScanPair both = attn::scan_combine(first, second);
@@ -421,7 +444,8 @@ TEST_SUITE("14_state_space") {
     CHECK(attn::scan_combine(first, identity).b == first.b);
   }
 
-  TEST_CASE("scan_combine is associative within rounding, so a scan may group the steps in any order") {
+  TEST_CASE("scan_combine is associative within rounding, so a scan may group the steps in any order" *
+            doctest::test_suite("14_state_space/scan_combine")) {
     attn::Rng rng(146);
     const std::size_t n = 1000;
     const Matrix a = rng.uniform(n, 1, 0.9f, 1.0f), b = rng.normal(n, 1);  // (n, 1) each
@@ -454,7 +478,8 @@ TEST_SUITE("14_state_space") {
   }
 
   // --- the duality -------------------------------------------------------------------------------------------
-  TEST_CASE("semiseparable_mask holds the decays after each token: ones on the diagonal, zeros above") {
+  TEST_CASE("semiseparable_mask holds the decays after each token: ones on the diagonal, zeros above" *
+            doctest::test_suite("14_state_space/semiseparable_mask")) {
     // a_0 never matters: nothing is in the state before token 0. Binary fractions: exact products.
     const Vector a = {0.75f, 0.5f, 0.25f, 1.0f};
     const Matrix L = attn::semiseparable_mask(a);
@@ -476,7 +501,8 @@ TEST_SUITE("14_state_space") {
     CHECK_ALLCLOSE(attn::semiseparable_mask(r), oracle::semiseparable(to_oracle(r)), 0.0, 40 * kEps);
   }
 
-  TEST_CASE("semiseparable_mask without decay is the causal mask of ones, and a constant λ gives λ^(i−j)") {
+  TEST_CASE("semiseparable_mask without decay is the causal mask of ones, and a constant λ gives λ^(i−j)" *
+            doctest::test_suite("14_state_space/semiseparable_mask")) {
     const Matrix ones = attn::semiseparable_mask(xt::ones<float>({5}));
     for (std::size_t i = 0; i < 5; ++i)
       for (std::size_t j = 0; j < 5; ++j) CHECK(ones(i, j) == (j <= i ? 1.0f : 0.0f));
@@ -486,32 +512,34 @@ TEST_SUITE("14_state_space") {
     CHECK(attn::semiseparable_mask(Vector(xt::zeros<float>({0}))).size() == 0);
   }
 
-  TEST_CASE("semiseparable_mask refuses, before allocating, an (n, n) mask that cannot fit in memory") {
+  TEST_CASE("semiseparable_mask refuses, before allocating, an (n, n) mask that cannot fit in memory" *
+            doctest::test_suite("14_state_space/semiseparable_mask")) {
     // n = 100,000: 40 GB of mask.
-    CHECK_THROWS_WITH_AS(attn::semiseparable_mask(Vector(xt::ones<float>({100000}))), doctest::Contains("available"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::semiseparable_mask(Vector(xt::ones<float>({100000}))), std::invalid_argument,
+                        "available");
     CHECK(attn::semiseparable_mask(Vector(xt::zeros<float>({0}))).size() == 0);  // no token: an empty mask
   }
 
-  TEST_CASE("masked_attention_form refuses NaN or infinity in L, C, B or X, naming it") {
+  TEST_CASE("masked_attention_form refuses NaN or infinity in L, C, B or X, naming it" *
+            doctest::test_suite("14_state_space/masked_attention_form")) {
     const Matrix L = {{1.0f, 0.0f}, {0.5f, 1.0f}}, C = {{1.0f}, {2.0f}}, B = {{3.0f}, {4.0f}}, X = {{1.0f}, {1.0f}};
     Matrix bad = X;
     bad(1, 0) = kNaN;
-    CHECK_THROWS_WITH_AS(attn::masked_attention_form(L, C, B, bad), doctest::Contains("X[1]"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::masked_attention_form(L, C, B, bad), std::invalid_argument, "X[1]");
     Matrix bad_L = L;
     bad_L(1, 0) = std::numeric_limits<float>::infinity();
-    CHECK_THROWS_WITH_AS(attn::masked_attention_form(bad_L, C, B, X), doctest::Contains("L[2]"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::masked_attention_form(bad_L, C, B, X), std::invalid_argument, "L[2]");
   }
 
-  TEST_CASE("semiseparable_mask refuses decays outside [0, 1] and NaN, naming the token") {
-    CHECK_THROWS_WITH_AS(attn::semiseparable_mask(Vector{0.5f, 1.5f}), doctest::Contains("a[1]"),
-                         std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::semiseparable_mask(Vector{-0.1f}), doctest::Contains("a[0]"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::semiseparable_mask(Vector{0.5f, 0.5f, kNaN}), doctest::Contains("a[2]"),
-                         std::invalid_argument);
+  TEST_CASE("semiseparable_mask refuses decays outside [0, 1] and NaN, naming the token" *
+            doctest::test_suite("14_state_space/semiseparable_mask")) {
+    CHECK_THROWS_NAMING(attn::semiseparable_mask(Vector{0.5f, 1.5f}), std::invalid_argument, "a[1]");
+    CHECK_THROWS_NAMING(attn::semiseparable_mask(Vector{-0.1f}), std::invalid_argument, "a[0]");
+    CHECK_THROWS_NAMING(attn::semiseparable_mask(Vector{0.5f, 0.5f, kNaN}), std::invalid_argument, "a[2]");
   }
 
-  TEST_CASE("masked_attention_form (L ∘ C Bᵀ) X equals the selective recurrence of a scalar-A SSM: the duality") {
+  TEST_CASE("masked_attention_form (L ∘ C Bᵀ) X equals the selective recurrence of a scalar-A SSM: the duality" *
+            doctest::test_suite("14_state_space/masked_attention_form")) {
     attn::Rng rng(148);
     for (const std::size_t n : {1, 9, 64}) {
       CAPTURE(n);
@@ -544,7 +572,8 @@ TEST_SUITE("14_state_space") {
   }
 
   TEST_CASE(
-      "chapter 08's causal linear attention is masked_attention_form with a constant decay, divided by its row sums") {
+      "chapter 08's causal linear attention is masked_attention_form with a constant decay, divided by its row sums" *
+      doctest::test_suite("14_state_space/masked_attention_form")) {
     attn::Rng rng(149);
     const std::size_t n = 50, m = 6, d_v = 4;
     const Matrix phiQ = attn::elu_plus_one(rng.normal(n, m)), phiK = attn::elu_plus_one(rng.normal(n, m));
@@ -565,20 +594,22 @@ TEST_SUITE("14_state_space") {
     }
   }
 
-  TEST_CASE("masked_attention_form refuses shapes that do not fit, naming them") {
+  TEST_CASE("masked_attention_form refuses shapes that do not fit, naming them" *
+            doctest::test_suite("14_state_space/masked_attention_form")) {
     const Matrix L = xt::zeros<float>({4, 4}), C = xt::zeros<float>({4, 2}), X = xt::zeros<float>({4, 3});
-    CHECK_THROWS_WITH_AS(attn::masked_attention_form(Matrix(xt::zeros<float>({3, 4})), C, C, X),
-                         doctest::Contains("(3, 4)"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::masked_attention_form(L, C, Matrix(xt::zeros<float>({4, 5})), X),
-                         doctest::Contains("(4, 5)"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::masked_attention_form(L, C, C, Matrix(xt::zeros<float>({5, 3}))),
-                         doctest::Contains("(5, 3)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::masked_attention_form(Matrix(xt::zeros<float>({3, 4})), C, C, X), std::invalid_argument,
+                        "(3, 4)");
+    CHECK_THROWS_NAMING(attn::masked_attention_form(L, C, Matrix(xt::zeros<float>({4, 5})), X), std::invalid_argument,
+                        "(4, 5)");
+    CHECK_THROWS_NAMING(attn::masked_attention_form(L, C, C, Matrix(xt::zeros<float>({5, 3}))), std::invalid_argument,
+                        "(5, 3)");
   }
 
   // --- attention vs memory --------------------------------------------------------------------------------------
   TEST_CASE(
       "masked_attention_form without decay recalls m ≤ d_k pairs with orthogonal keys exactly, and 4·d_k pairs it "
-      "cannot") {
+      "cannot" *
+      doctest::test_suite("14_state_space/masked_attention_form")) {
     attn::Rng rng(150);
     const std::size_t d_k = 16, d_v = 16;
     for (const std::size_t m : {1, 8, 16}) {

@@ -20,6 +20,7 @@
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/svg.hpp"
+#include "attn/tensor.hpp"
 
 TEST_SUITE("common") {
   TEST_CASE("display_width counts CJK characters as two columns") {
@@ -39,6 +40,21 @@ TEST_SUITE("common") {
     CHECK(attn::human_bytes(512) == "512 B");
     CHECK(attn::human_bytes(1536) == "1.50 KiB");
     CHECK(attn::human_bytes(40e9, false) == "40.0 GB");
+  }
+
+  TEST_CASE("a product whose factors do not fit names the product and each factor's shape as multiplied") {
+    // A learner's dK = dS·Q where dSᵀ·Q was meant: the message says which product, and the shapes that meet.
+    const attn::Matrix dS = xt::zeros<float>({3, 5}), Q = xt::zeros<float>({3, 4});
+    CHECK_THROWS_WITH_AS(attn::matmul(dS, Q, false, 1.0f, "dK = dS·Q"),
+                         "dK = dS·Q: dS is (3, 5) and Q is (3, 4): the columns of dS (5) are not the rows of Q (3)",
+                         std::invalid_argument);
+    const attn::Matrix Q4 = xt::zeros<float>({4, 4});
+    CHECK_THROWS_WITH_AS(attn::matmul_transpose_a(dS, Q4, 1.0f, "dK = dSᵀ·Q"),
+                         doctest::Contains("dK = dSᵀ·Q: dSᵀ is (5, 3) and Q is (4, 4)"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::matmul_transpose_a(dS, Q4), doctest::Contains("Aᵀ is (5, 3) and B is (4, 4)"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::matmul(dS, Q, true), doctest::Contains("A is (3, 5) and Bᵀ is (4, 3)"),
+                         std::invalid_argument);
   }
 
   TEST_CASE("a heat map whose labels do not match the matrix is refused, naming the shape") {

@@ -22,7 +22,7 @@ namespace attn {
 /// in fp32: `(B_r + 2·B_c)·d·element_bytes + 4·B_r·B_c` bytes (real kernels add a little padding).
 /// \param B_r query rows per tile. \param B_c key columns per tile. \param d head size.
 /// \param element_bytes 4 for fp32, 2 for bf16 or fp16.
-/// \throws std::invalid_argument naming the values when any of them is 0, or when the count does not fit
+/// \throws std::invalid_argument naming the parameter when one of them is 0, or when the count does not fit
 /// in std::size_t (it is refused, never wrapped around to a small number).
 std::size_t flash_smem_bytes(std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t element_bytes);
 
@@ -57,7 +57,8 @@ bool plan_fits(std::size_t smem_bytes, unsigned threads_per_block, const DeviceL
 /// How many K/V tiles the causal query tile \p q_tile visits: the tiles j whose first key some query of
 /// the tile may see. Query i sits at position i + (n_kv - n_q) (chapter 02's alignment), the tile holds
 /// queries [q_tile·B_r, min((q_tile + 1)·B_r, n_q)), and K/V tiles hold B_c keys (the last one ragged).
-/// \throws std::invalid_argument when q_tile is past the last tile, a size is 0, or n_q > n_kv.
+/// \throws std::invalid_argument naming q_tile when it is past the last tile, n_q and n_kv when n_q > n_kv,
+///         and when a size is 0.
 std::size_t causal_kv_tiles(std::size_t q_tile, std::size_t B_r, std::size_t B_c, std::size_t n_q, std::size_t n_kv);
 
 /// Rung 3, the fused fp32 FlashAttention-2 kernel, running YOUR inner loop (flash_inner_step in

@@ -37,8 +37,9 @@ std::size_t kv_group_of(std::size_t head, std::size_t h, std::size_t g);
 /// \param V (g, n_kv, d_v) values.
 /// \param causal when true, query i may attend only to keys j ≤ i + (n_kv - n_q) (attn::causal_mask()).
 /// \return (h, n_q, d_v): head i's attention output.
-/// \throws std::invalid_argument naming the shapes when g does not divide h, d_k differs between Q and K,
-///         K and V differ in g or n_kv, or (causal) n_q > n_kv.
+/// \throws std::invalid_argument naming h and g when g does not divide h; naming the shapes when d_k
+///         differs between Q and K, K and V differ in g or n_kv, or (causal) n_q > n_kv; naming the tensor
+///         (Q, K or V) that holds a NaN or an infinity.
 Tensor3 grouped_attention(const Tensor3& Q, const Tensor3& K, const Tensor3& V, bool causal = false);
 
 /// Bytes of a KV cache: keys and values (the 2), for every layer, every KV head, every cached token:
@@ -116,9 +117,9 @@ class KVCache {
 /// \param k (g, d_k) the new token's key, one row per KV head.
 /// \param v (g, d_v) the new token's value, one row per KV head.
 /// \return (h, d_v): the new token's attention output for each query head.
-/// \throws std::invalid_argument naming the shapes when they do not fit the cache or g does not divide h,
-///         naming the first NaN/Inf of q, k or v, and when the cache is full. Whatever fails, the cache is
-///         left as it was (a failure after the append takes the token back out).
+/// \throws std::invalid_argument naming the shapes when they do not fit the cache, h and g when g does not
+///         divide h, the first NaN/Inf of q, k or v, and the capacity when the cache is full. Whatever
+///         fails, the cache is left as it was (a failure after the append takes the token back out).
 Matrix decode_step(KVCache& cache, const Matrix& q, const Matrix& k, const Matrix& v);
 
 /// @}

@@ -26,6 +26,7 @@
 #include "05_flash_cpu/row_ops.hpp"
 #include "05_flash_cpu/tile_kernels.hpp"
 #include "11_positions/modifiers.hpp"
+#include "11_positions/positions.hpp"
 #include "attn/checks.hpp"
 #include "attn/tensor.hpp"
 
@@ -41,23 +42,6 @@ struct NoMask {
   bool operator()(std::size_t, std::size_t, std::size_t) const { return true; }
 };
 
-/// What a tile of B_r queries × B_c keys holds under a mask_mod.
-enum class Tile : std::uint8_t { empty, partial, full };
-
-/// How many tiles of \p B cover \p n items: ⌈n / B⌉, written so that it cannot wrap for any n.
-constexpr std::size_t tiles_of(std::size_t n, std::size_t B) { return n / B + (n % B != 0 ? 1 : 0); }
-
-/// Which tiles a mask_mod leaves empty, partial or full, per head: computed once, reused by every call
-/// with the same mask (as FlexAttention's create_block_mask).
-struct BlockMask {
-  std::size_t heads = 0, n_q = 0, n_kv = 0, B_r = 0, B_c = 0, T_r = 0, T_c = 0;
-  std::vector<Tile> tiles;  ///< (heads, T_r, T_c)
-  /// The tile of query block \p i and key block \p j of head \p h.
-  Tile at(std::size_t h, std::size_t i, std::size_t j) const { return tiles[(h * T_r + i) * T_c + j]; }
-  /// How many tiles are in state \p t, over all heads.
-  std::size_t count(Tile t) const { return static_cast<std::size_t>(std::count(tiles.begin(), tiles.end(), t)); }
-};
-
 // [block_mask]
 /// Evaluates \p mask_mod on every (head, q, kv) and records each tile's state. O(heads·n_q·n_kv) calls of
 /// mask_mod, once; a kernel call then costs only the tiles that are not empty.
@@ -66,23 +50,9 @@ struct BlockMask {
 template <class MaskMod>
 BlockMask make_block_mask(const MaskMod& mask_mod, std::size_t heads, std::size_t n_q, std::size_t n_kv,
                           std::size_t B_r, std::size_t B_c) {
-  require(B_r > 0 && B_c > 0, fmt::format("make_block_mask: B_r = {} and B_c = {} must be positive", B_r, B_c));
   check_modifier("make_block_mask", mask_mod, heads, n_q, n_kv);
-  BlockMask bm{heads, n_q, n_kv, B_r, B_c, tiles_of(n_q, B_r), tiles_of(n_kv, B_c), {}};
-  bm.tiles.resize(checked_allocation("make_block_mask: the tiles heads × T_r × T_c × 1 byte",
-                                     {heads, bm.T_r, bm.T_c, sizeof(Tile)}));  // (heads, T_r, T_c)
-  for (std::size_t h = 0; h < heads; ++h)
-    for (std::size_t i = 0; i < bm.T_r; ++i)
-      for (std::size_t j = 0; j < bm.T_c; ++j) {
-        std::size_t allowed = 0, pairs = 0;
-        for (std::size_t q = i * B_r; q < n_q && q - i * B_r < B_r; ++q)  // not (i + 1)·B_r, which can wrap
-          for (std::size_t kv = j * B_c; kv < n_kv && kv - j * B_c < B_c; ++kv, ++pairs)
-            allowed += mask_mod(h, q, kv) ? 1 : 0;
-        bm.tiles[(h * bm.T_r + i) * bm.T_c + j] = allowed == 0       ? Tile::empty
-                                                  : allowed == pairs ? Tile::full
-                                                                     : Tile::partial;
-      }
-  return bm;
+  // The tiles are the learner's make_block_mask() (positions.hpp): one mechanism for both kernels.
+  return attn::make_block_mask(MaskModFn(mask_mod), heads, n_q, n_kv, B_r, B_c);
 }
 // [block_mask]
 

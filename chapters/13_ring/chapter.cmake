@@ -24,6 +24,12 @@ foreach(track solution exercise)
   add_executable(${target} $<TARGET_OBJECTS:ch13_ring_mpi_main>)
   target_link_libraries(${target} PRIVATE ch13_ring_mpi_main ch13_ring_${track})
 endforeach()
+# The chapter's tests run the MPI program of their own track (the learner's ring on the exercise track), so
+# ./course check 13 runs the learner's ring across processes too; the test program finds it beside itself.
+target_compile_definitions(ch13_ring_test_cases PRIVATE ATTN_CH13_MPIRUN="${PROJECT_SOURCE_DIR}/chapters/13_ring/mpirun.sh")
+foreach(track solution exercise)
+  add_dependencies(ch13_ring_${track}_test ch13_ring_mpi_${track})
+endforeach()
 set_target_properties(ch13_ring_mpi_solution PROPERTIES OUTPUT_NAME ch13_ring_mpi)
 set_target_properties(ch13_ring_mpi_exercise PROPERTIES OUTPUT_NAME ch13_ring_mpi_exercise)
 add_dependencies(attn_solution_tests ch13_ring_mpi_solution)

@@ -47,9 +47,9 @@ struct DiscreteSSM {
 /// \param ssm A, B, C, each (N).
 /// \param delta the step Δ > 0.
 /// \return Ā (N), B̄ (N) and C (N), copied.
-/// \throws std::invalid_argument naming the sizes when A, B and C differ in N; naming the index and the
-///         value when some Re(A_k) ≥ 0 (an unstable or undamped state) or an entry is not finite; when
-///         Δ ≤ 0 or is not finite.
+/// \throws std::invalid_argument naming the shapes, (N) each, when A, B and C differ in N; naming the
+///         entry, as A[k], and its value when some Re(A_k) ≥ 0 (an unstable or undamped state); naming the
+///         index k when an entry of A, B or C is not finite; when Δ ≤ 0 or is not finite.
 DiscreteSSM zoh_discretize(const DiagonalSSM& ssm, float delta);
 
 /// One token of Mamba's selective SSM, for d channels sharing one input-dependent B_t and C_t:

@@ -1,7 +1,9 @@
 // Shape checks and BLAS settings shared by every chapter.
 #include "attn/tensor.hpp"
 
+#include <array>
 #include <cmath>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -25,11 +27,40 @@ void require_finite(const char* where, const char* what, const float* values, st
   }
 }
 
-Matrix matmul(const Matrix& A, const Matrix& B, bool transpose_b, float alpha) {
+namespace {
+
+/// The message of a product whose factors do not fit: "dK = dSᵀ·Q: dSᵀ is (5, 3) and Q is (3, 4): the
+/// columns of dSᵀ (3) are not the rows of Q (3)". The factors' names are the text after '=' in \p product,
+/// split at '·'; without a product, A and B (with ᵀ where transposed). Shapes as multiplied: (rows, cols).
+std::string product_mismatch(const char* function, const char* product, std::array<std::size_t, 2> left,
+                             std::array<std::size_t, 2> right, bool left_t, bool right_t) {
+  std::string left_name = left_t ? "Aᵀ" : "A", right_name = right_t ? "Bᵀ" : "B", what = function;
+  if (product != nullptr) {
+    what = product;
+    const std::string text = product;
+    const std::size_t eq = text.find('='), dot = text.find("·", eq == std::string::npos ? 0 : eq);
+    if (dot != std::string::npos) {
+      const std::size_t from = eq == std::string::npos ? 0 : eq + 1;
+      const auto trim = [](std::string s) {
+        s.erase(0, s.find_first_not_of(' '));
+        s.erase(s.find_last_not_of(' ') + 1);
+        return s;
+      };
+      left_name = trim(text.substr(from, dot - from));
+      right_name = trim(text.substr(dot + std::string("·").size()));
+    }
+  }
+  return fmt::format("{}: {} is ({}, {}) and {} is ({}, {}): the columns of {} ({}) are not the rows of {} ({})", what,
+                     left_name, left[0], left[1], right_name, right[0], right[1], left_name, left[1], right_name,
+                     right[0]);
+}
+
+}  // namespace
+
+Matrix matmul(const Matrix& A, const Matrix& B, bool transpose_b, float alpha, const char* product) {
   const std::size_t m = A.shape(0), k = A.shape(1);
   const std::size_t k_b = transpose_b ? B.shape(1) : B.shape(0), n = transpose_b ? B.shape(0) : B.shape(1);
-  require(k == k_b, fmt::format("matmul: A is {} and B{} is {}: the inner sizes differ", shape_str(A),
-                                transpose_b ? "ᵀ" : "", shape_str(B)));
+  require(k == k_b, product_mismatch("matmul", product, {m, k}, {k_b, n}, false, transpose_b));
   Matrix C = xt::zeros<float>({m, n});  // (m, n)
   if (m == 0 || n == 0 || k == 0) return C;
   const auto i = [](std::size_t v) { return static_cast<int>(v); };
@@ -38,11 +69,9 @@ Matrix matmul(const Matrix& A, const Matrix& B, bool transpose_b, float alpha) {
   return C;
 }
 
-Matrix matmul_transpose_a(const Matrix& A, const Matrix& B, float alpha) {
+Matrix matmul_transpose_a(const Matrix& A, const Matrix& B, float alpha, const char* product) {
   const std::size_t n = A.shape(0), m = A.shape(1), k = B.shape(1);
-  require(B.shape(0) == n, fmt::format("matmul_transpose_a: A is {} and B is {}: Aᵀ·B needs the same number of "
-                                       "rows",
-                                       shape_str(A), shape_str(B)));
+  require(B.shape(0) == n, product_mismatch("matmul_transpose_a", product, {m, n}, {B.shape(0), k}, true, false));
   Matrix C = xt::zeros<float>({m, k});  // (m, k)
   if (n == 0 || m == 0 || k == 0) return C;
   const auto i = [](std::size_t v) { return static_cast<int>(v); };

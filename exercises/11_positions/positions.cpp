@@ -1,14 +1,18 @@
 // Chapter 11, your exercises. Book page: book/11_positions.md.
 // Check your progress with `./course check 11`; stuck? `./course hint 11`.
 // Watch your code run the chapter: `./course run 11 --track exercise`.
-// Suggested order: sinusoidal_encoding, apply_rope, alibi_slopes, alibi_bias, DocumentMask.
+// Suggested order: sinusoidal_encoding, apply_rope, alibi_slopes, alibi_bias, DocumentMask, make_block_mask,
+// flex_attention_tiles.
 #include "11_positions/positions.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
 #include "attn/errors.hpp"
 
 namespace attn {
@@ -51,6 +55,26 @@ bool DocumentMask::operator()(std::size_t head, std::size_t q, std::size_t kv) c
   // TODO(learner): query q is token q + offset (queries aligned to the end of the keys): same document
   //   (document.at(q + offset) == document.at(kv)), and with causal also kv ≤ q + offset.
   throw not_implemented("DocumentMask", kChapter, "a token sees only its own document (and, causal, only its past).");
+}
+
+ch11::BlockMask make_block_mask(const MaskModFn& mask_mod, std::size_t heads, std::size_t n_q, std::size_t n_kv,
+                                std::size_t B_r, std::size_t B_c) {
+  // TODO(learner): every tile of every head marked empty, partial or full by what mask_mod allows in it,
+  //   the ragged last tiles included; bad input refused as positions.hpp says.
+  (void)mask_mod, (void)heads, (void)n_q, (void)n_kv, (void)B_r, (void)B_c;
+  throw not_implemented("make_block_mask", kChapter,
+                        "count the allowed pairs of each tile: none is empty, all of the tile's pairs is full.");
+}
+
+FlashOutput flex_attention_tiles(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t head,
+                                 const ScoreModFn& score_mod, const MaskModFn& mask_mod,
+                                 const ch11::BlockMask& block_mask) {
+  // TODO(learner): chapter 05's tiled forward with the two modifiers: skip the tiles the block mask marks
+  //   empty, rewrite every computed score with score_mod, hide what mask_mod refuses; O, lse and the tiles
+  //   visited as positions.hpp says.
+  (void)Q, (void)K, (void)V, (void)head, (void)score_mod, (void)mask_mod, (void)block_mask;
+  throw not_implemented("flex_attention_tiles", kChapter,
+                        "chapter 05's two loops; between the products, score_mod on each score, then the mask.");
 }
 
 }  // namespace attn

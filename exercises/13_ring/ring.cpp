@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "05_flash_cpu/flash_fast.hpp"
+#include "attn/checks.hpp"
 #include "attn/errors.hpp"
 
 namespace attn::ch13 {
@@ -41,10 +42,8 @@ CausalBlock causal_block(Chunk q, Chunk k) {
 }
 
 void merge_partial(FlashOutput& running, std::size_t row0, const FlashOutput& part) {
-  // TODO(learner): turn rows [row0, row0 + rows) of running, and part, into OnlineStates (m = lse, ℓ = 1,
-  //   acc = O; the empty state where lse = -inf), merge them with chapter 05's merge_states(), and write back
-  //   O = acc / ℓ and lse = m + log ℓ. Check the shapes first (row0 + rows can wrap: compare row0 with
-  //   running's rows − rows) and NaN/Inf (lse may be -inf), and leave running unchanged when they do not fit.
+  // TODO(learner): the rows part covers, merged with the result over other keys already in running (with
+  //   chapter 05's merge); running is unchanged when the shapes do not fit.
   throw not_implemented(
       "merge_partial", kChapter,
       "a finished (O, lse) is the online state m = lse, ℓ = 1, acc = O; merge_states() does the rest.");
@@ -52,18 +51,16 @@ void merge_partial(FlashOutput& running, std::size_t row0, const FlashOutput& pa
 
 void fold_block(FlashOutput& running, const Matrix& Q, const Chunks& q_chunks, const KVBlock& block,
                 const Chunks& k_chunks, bool causal, const Tiles& tiles) {
-  // TODO(learner): for every query chunk and every key chunk: skip the pair when causal_block() says hidden;
-  //   otherwise run ch05::flash_attention_fast on the pair's rows (causal only when diagonal) and
-  //   merge_partial() the result into the query chunk's rows. Check the shapes against the chunks first.
+  // TODO(learner): fold one received block into the rank's running result, chunk pair by chunk pair, with
+  //   the causal rule on global positions when asked; shapes that do not fit the chunks are refused.
   throw not_implemented("fold_block", kChapter,
                         "two nested loops over chunks, keeping the first local row of each; xt::range picks the rows.");
 }
 
 FlashOutput ring_attention_rank(std::size_t rank, std::size_t P, std::size_t n, Split split, const Matrix& Q,
                                 const KVBlock& own, bool causal, RingLink& link, const Tiles& tiles) {
-  // TODO(learner): start with O = 0 and lse = -inf. For step = 0 … P-1: if another step follows,
-  //   link.start() the held block (telling it how many rows arrive next); fold_block() the held block, whose
-  //   positions are rank_chunks(ring_source(rank, step, P), ...); then held = link.finish().
+  // TODO(learner): the rank's whole ring: P steps, each passing the held block on while folding it, so the
+  //   transfer overlaps the work; the rank never holds more than a few blocks (a test measures its heap).
   throw not_implemented("ring_attention_rank", kChapter,
                         "start the send BEFORE folding the held block, so the transfer overlaps the computation.");
 }

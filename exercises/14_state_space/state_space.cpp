@@ -3,11 +3,14 @@
 // Watch your code run the chapter: `./course run 14 --track exercise`.
 #include "14_state_space/state_space.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
 #include "attn/errors.hpp"
 
 namespace attn {
@@ -17,11 +20,9 @@ constexpr const char* kChapter = "14_state_space";
 }
 
 DiscreteSSM zoh_discretize(const DiagonalSSM& ssm, float delta) {
-  // TODO(learner): for every entry k, Ā_k = exp(Δ·A_k) and B̄_k = (e^{Δ·A_k} − 1) / A_k · B_k (std::complex does
-  //   the arithmetic); C is copied. Compute e^{ΔA} − 1 without subtracting 1 from Ā: at Δ = 0.001, Ā is within
-  //   5e-4 of 1 and Ā − 1 keeps only its last bits (std::expm1 exists for real numbers; `./course hint 14`).
-  //   First check: A, B, C of one size N; Δ finite and > 0; every entry finite and every Re(A_k) < 0
-  //   (std::invalid_argument naming k and the value otherwise).
+  // TODO(learner): the zero-order-hold discretisation of every entry, to float32 rounding even for a tiny Δ
+  //   (where Ā is within a hair of 1), after the checks state_space.hpp lists (sizes, Δ, finite entries,
+  //   Re(A) < 0).
   throw not_implemented("zoh_discretize", kChapter,
                         "holding u constant over one step, x(t+Δ) = e^{ΔA} x(t) + (e^{ΔA} − 1)/A · B u: two formulas "
                         "per entry, not Δ·B (that is Euler's first-order guess).");
@@ -29,10 +30,8 @@ DiscreteSSM zoh_discretize(const DiagonalSSM& ssm, float delta) {
 
 Vector selective_step(Matrix& h, const Vector& x, const Vector& delta, const Matrix& A, const Vector& B,
                       const Vector& C) {
-  // TODO(learner): for every channel c and state entry k: h(c, k) = exp(Δ_c A(c, k)) h(c, k) + Δ_c B(k) x_c, then
-  //   y_c = Σ_k C(k) h(c, k) with the UPDATED state. Check shapes, Δ > 0, A < 0 and finiteness (h too) before
-  //   touching h, and refuse finite inputs that could overflow: every new |h| ≤ max|h| + max(Δ|x|)·max|B| and
-  //   |y| ≤ N·max|C| times that, which must stay below float's largest value.
+  // TODO(learner): one token of the selective SSM for every channel: the state updated in place, then read
+  //   with C; h is untouched when the input is refused (state_space.hpp lists what, overflow included).
   throw not_implemented("selective_step", kChapter,
                         "decay the state, add the token's input, then read it with C: the token sees itself.");
 }

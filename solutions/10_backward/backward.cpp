@@ -77,11 +77,12 @@ AttentionGrads attention_backward(const Matrix& Q, const Matrix& K, const Matrix
   if (mask.size() > 0) S = xt::where(mask, S, kMinusInf);  // masked: weight exactly 0
   const Matrix P = softmax_rows(S);                        // (n_q, n_kv)
   AttentionGrads g;
-  g.dV = matmul_transpose_a(P, dO);                       // (n_kv, d_v)  O = P V  ⇒  dV = Pᵀ dO
-  const Matrix dP = matmul(dO, V, /*transpose_b=*/true);  // (n_q, n_kv)  ⇒  dP = dO Vᵀ
-  const Matrix dS = softmax_backward(P, dP);              // (n_q, n_kv)  through the softmax
-  g.dQ = matmul(dS, K, /*transpose_b=*/false, scale);     // (n_q, d_k)   S = Q Kᵀ/√d_k ⇒ dQ = dS K/√d_k
-  g.dK = matmul_transpose_a(dS, Q, scale);                // (n_kv, d_k)  ⇒  dK = dSᵀ Q/√d_k
+  // Each product's last argument names it, so a product whose sizes do not fit says which one it is.
+  g.dV = matmul_transpose_a(P, dO, 1.0f, "dV = Pᵀ·dO");                       // (n_kv, d_v): O = P·V
+  const Matrix dP = matmul(dO, V, /*transpose_b=*/true, 1.0f, "dP = dO·Vᵀ");  // (n_q, n_kv)
+  const Matrix dS = softmax_backward(P, dP);                                  // (n_q, n_kv): through the softmax
+  g.dQ = matmul(dS, K, /*transpose_b=*/false, scale, "dQ = dS·K");            // (n_q, d_k): S = Q·Kᵀ/√d_k
+  g.dK = matmul_transpose_a(dS, Q, scale, "dK = dSᵀ·Q");                      // (n_kv, d_k)
   return g;
 }
 // [attention_backward]

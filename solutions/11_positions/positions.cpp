@@ -1,10 +1,12 @@
 // Chapter 11, reference solutions. Book page: book/11_positions.md.
 // The formulas are the papers': Vaswani et al. 2017 (sinusoidal), Su et al. 2021 (RoFormer, RoPE),
-// Press et al. 2022 (ALiBi). The modifier kernel that runs them inside FlashAttention is
-// chapters/11_positions/flex.hpp.
+// Press et al. 2022 (ALiBi); the block mask and the tile loop are PyTorch FlexAttention's design (Dong et al.
+// 2024) on chapter 05's tiles. chapters/11_positions/flex.hpp is the same loop made fast.
 #include "11_positions/positions.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -12,6 +14,10 @@
 #include "attn/checks.hpp"
 
 namespace attn {
+
+namespace {
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+}  // namespace
 
 // [sinusoidal_encoding]
 Matrix sinusoidal_encoding(std::size_t n, std::size_t d) {
@@ -89,5 +95,96 @@ bool DocumentMask::operator()(std::size_t /*head*/, std::size_t q, std::size_t k
   return document.at(q + offset) == document.at(kv) && (!causal || kv <= q + offset);
 }
 // [document_mask]
+
+// [make_block_mask]
+ch11::BlockMask make_block_mask(const MaskModFn& mask_mod, std::size_t heads, std::size_t n_q, std::size_t n_kv,
+                                std::size_t B_r, std::size_t B_c) {
+  require(B_r > 0 && B_c > 0, fmt::format("make_block_mask: B_r = {} and B_c = {} must be positive", B_r, B_c));
+  require(static_cast<bool>(mask_mod), "make_block_mask: mask_mod is empty");
+  ch11::BlockMask bm{heads, n_q, n_kv, B_r, B_c, ch11::tiles_of(n_q, B_r), ch11::tiles_of(n_kv, B_c), {}};
+  bm.tiles.resize(checked_allocation("make_block_mask: the tiles heads × T_r × T_c × 1 byte",
+                                     {heads, bm.T_r, bm.T_c, sizeof(ch11::Tile)}));  // (heads, T_r, T_c)
+  for (std::size_t h = 0; h < heads; ++h)
+    for (std::size_t i = 0; i < bm.T_r; ++i)
+      for (std::size_t j = 0; j < bm.T_c; ++j) {
+        // The last row and column of tiles are ragged: count the pairs a tile really has.
+        const std::size_t q_end = i * B_r + std::min(B_r, n_q - i * B_r),
+                          kv_end = j * B_c + std::min(B_c, n_kv - j * B_c);
+        std::size_t allowed = 0;
+        for (std::size_t q = i * B_r; q < q_end; ++q)
+          for (std::size_t kv = j * B_c; kv < kv_end; ++kv) allowed += mask_mod(h, q, kv) ? 1 : 0;
+        const std::size_t pairs = (q_end - i * B_r) * (kv_end - j * B_c);
+        bm.tiles[(h * bm.T_r + i) * bm.T_c + j] = allowed == 0       ? ch11::Tile::empty
+                                                  : allowed == pairs ? ch11::Tile::full
+                                                                     : ch11::Tile::partial;
+      }
+  return bm;
+}
+// [make_block_mask]
+
+// [flex_attention_tiles]
+FlashOutput flex_attention_tiles(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t head,
+                                 const ScoreModFn& score_mod, const MaskModFn& mask_mod,
+                                 const ch11::BlockMask& block_mask) {
+  const std::size_t n_q = Q.shape(0), n_kv = K.shape(0), d_k = Q.shape(1), d_v = V.shape(1);
+  const ch11::BlockMask& bm = block_mask;
+  require(
+      K.shape(1) == d_k && V.shape(0) == n_kv,
+      fmt::format("flex_attention_tiles: Q is {}, K is {} and V is {}; Q and K need the same d_k, V one row per key",
+                  shape_str(Q), shape_str(K), shape_str(V)));
+  require(bm.n_q == n_q && bm.n_kv == n_kv && bm.B_r > 0 && bm.B_c > 0 && (bm.heads == 1 || head < bm.heads) &&
+              bm.T_r == ch11::tiles_of(n_q, bm.B_r) && bm.T_c == ch11::tiles_of(n_kv, bm.B_c) &&
+              bm.tiles.size() == bm.heads * bm.T_r * bm.T_c,
+          fmt::format("flex_attention_tiles: the block mask is for {} heads and ({}, {}) pairs in ({}, {}) tiles; the "
+                      "call is head {} of ({}, {}) pairs",
+                      bm.heads, bm.n_q, bm.n_kv, bm.B_r, bm.B_c, head, n_q, n_kv));
+  require(static_cast<bool>(score_mod) && static_cast<bool>(mask_mod), "flex_attention_tiles: a modifier is empty");
+  require_attention_inputs("flex_attention_tiles", Q, K, V);  // every element finite, no score can overflow
+  const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1)));
+  const std::size_t mask_head = bm.heads == 1 ? 0 : head;
+  FlashOutput out{Matrix(Matrix::shape_type{n_q, d_v}, 0.0f), Vector(Vector::shape_type{n_q}, kMinusInf), 0};
+  for (std::size_t i = 0; i < bm.T_r; ++i) {
+    const std::size_t r0 = i * bm.B_r, rows = std::min(bm.B_r, n_q - r0);
+    const Matrix Q_i = xt::view(Q, xt::range(r0, r0 + rows), xt::all());  // (rows, d_k)
+    OnlineState state = empty_state(rows, d_v);
+    for (std::size_t j = 0; j < bm.T_c; ++j) {
+      const ch11::Tile tile = bm.at(mask_head, i, j);
+      if (tile == ch11::Tile::empty) continue;  // nothing allowed: never computed
+      ++out.tiles_visited;
+      const std::size_t c0 = j * bm.B_c, cols = std::min(bm.B_c, n_kv - c0);
+      const Matrix K_j = xt::view(K, xt::range(c0, c0 + cols), xt::all());  // (cols, d_k)
+      const Matrix V_j = xt::view(V, xt::range(c0, c0 + cols), xt::all());  // (cols, d_v)
+      Matrix S = matmul(Q_i, K_j, /*transpose_b=*/true, scale);             // (rows, cols)
+      // The modifiers, score by score: score_mod first, then the mask (a masked score is -inf whatever
+      // score_mod would make of it); a full tile has nothing to mask.
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) {
+          S(r, c) = score_mod(S(r, c), head, r0 + r, c0 + c);
+          if (tile == ch11::Tile::partial && !mask_mod(head, r0 + r, c0 + c)) S(r, c) = kMinusInf;
+        }
+      // This tile's own state (m, ℓ, acc), merged into the block's with chapter 05's merge.
+      OnlineState part = empty_state(rows, d_v);
+      Matrix P = xt::zeros<float>({rows, cols});  // (rows, cols)
+      for (std::size_t r = 0; r < rows; ++r) {
+        float m = kMinusInf;
+        for (std::size_t c = 0; c < cols; ++c) m = std::max(m, S(r, c));
+        if (m == kMinusInf) continue;  // no key of this tile for this row: the empty state
+        float l = 0.0f;
+        for (std::size_t c = 0; c < cols; ++c) l += P(r, c) = S(r, c) == kMinusInf ? 0.0f : std::exp(S(r, c) - m);
+        part.m(r) = m;
+        part.l(r) = l;
+      }
+      part.acc = matmul(P, V_j);  // (rows, d_v)
+      state = merge_states(state, part);
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      if (state.l(r) == 0.0f) continue;  // saw no key: zeros and lse = -inf
+      for (std::size_t c = 0; c < d_v; ++c) out.O(r0 + r, c) = state.acc(r, c) / state.l(r);
+      out.lse(r0 + r) = state.m(r) + std::log(state.l(r));
+    }
+  }
+  return out;
+}
+// [flex_attention_tiles]
 
 }  // namespace attn

@@ -46,6 +46,26 @@ Mat modified_attention(const Mat& Q, const Mat& K, const Mat& V, const ScoreFn& 
   return O;
 }
 
+std::vector<double> modified_log_sum_exp(const Mat& Q, const Mat& K, const ScoreFn& score, const MaskFn& allowed) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(Q.cols == 0 ? 1 : Q.cols));
+  std::vector<double> lse(Q.rows, -std::numeric_limits<double>::infinity());
+  for (std::size_t i = 0; i < Q.rows; ++i) {
+    std::vector<double> logits;
+    for (std::size_t j = 0; j < K.rows; ++j) {
+      if (!allowed(i, j)) continue;
+      double s = 0.0;
+      for (std::size_t c = 0; c < Q.cols; ++c) s += Q(i, c) * K(j, c);
+      logits.push_back(score(s * scale, i, j));
+    }
+    if (logits.empty()) continue;
+    const double m = *std::max_element(logits.begin(), logits.end());
+    double sum = 0.0;
+    for (const double x : logits) sum += std::exp(x - m);
+    lse[i] = m + std::log(sum);
+  }
+  return lse;
+}
+
 std::vector<double> alibi_slopes(std::size_t h) {
   const double log2h = std::log2(static_cast<double>(h));
   if (std::floor(log2h) == log2h) {

@@ -31,4 +31,7 @@ using MaskFn = std::function<bool(std::size_t, std::size_t)>;
 /// Q (n_q, d_k), K (n_kv, d_k), V (n_kv, d_v) → (n_q, d_v).
 Mat modified_attention(const Mat& Q, const Mat& K, const Mat& V, const ScoreFn& score, const MaskFn& allowed);
 
+/// log Σ_j exp(score(q_i·k_j / √d_k, i, j)) over the allowed keys of each query (-inf where none): (n_q).
+std::vector<double> modified_log_sum_exp(const Mat& Q, const Mat& K, const ScoreFn& score, const MaskFn& allowed);
+
 }  // namespace attn::oracle
