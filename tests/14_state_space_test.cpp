@@ -175,6 +175,7 @@ TEST_SUITE("14_state_space") {
     attn::DiagonalSSM ssm = s4d_lin(6, rng);
     ssm.A.emplace_back(-0.5f, 0.0f);  // the real A of the issue found against PyTorch
     ssm.A.emplace_back(-3.0f, 40.0f);
+    ssm.A.emplace_back(-1e-6f, 0.0f);  // ΔA down to −1e−12: e^{ΔA} rounds to 1 in float, and B̄ was 0
     const Matrix b = rng.normal(ssm.A.size(), 2);  // (N, 2) a complex B, real and imaginary parts
     ssm.B.clear();
     for (std::size_t k = 0; k < ssm.A.size(); ++k) ssm.B.emplace_back(b(k, 0), b(k, 1));
