@@ -112,6 +112,10 @@ using MaskModFn = std::function<bool(std::size_t head, std::size_t q, std::size_
 /// or partial, for each head: T_r = ⌈n_q / B_r⌉, T_c = ⌈n_kv / B_c⌉ (ch11::tiles_of()).
 /// \param mask_mod evaluated once on every (head, q, kv).
 /// \param heads heads of the mask (1 when every head has the same).
+/// \param n_q queries, the rows of the score matrix.
+/// \param n_kv keys, its columns.
+/// \param B_r queries per tile.
+/// \param B_c keys per tile.
 /// \return the block mask: its sizes, and tiles (heads, T_r, T_c).
 /// \throws std::invalid_argument naming B_r and B_c when one is 0, when mask_mod is empty, or when the tiles
 ///         would not fit in memory (attn::checked_allocation()).
@@ -126,6 +130,8 @@ ch11::BlockMask make_block_mask(const MaskModFn& mask_mod, std::size_t heads, st
 /// lse = -inf.
 /// \param Q (n_q, d_k) queries. \param K (n_kv, d_k) keys. \param V (n_kv, d_v) values.
 /// \param head the head these are (the modifiers and the block mask take it).
+/// \param score_mod rewrites each scaled score (ScoreModFn).
+/// \param mask_mod may query q see key kv (MaskModFn); called only in partial tiles.
 /// \param block_mask make_block_mask() of \p mask_mod for these n_q, n_kv, with 1 head or more than \p head.
 /// \return O (n_q, d_v), lse (n_q) and tiles_visited, the tiles that were not skipped.
 /// \throws std::invalid_argument naming the shapes when Q, K, V or the block mask do not fit together, when

@@ -51,6 +51,10 @@ void require_finite(const char* where, const char* what, const float* values, st
 
 /// alpha · A · B, or alpha · A · Bᵀ when \p transpose_b: one OpenBLAS sgemm, with no copy of the
 /// transpose (BLAS reads B row by row instead). A (m, k), B (k, n) or (n, k) → (m, n).
+/// \param A (m, k) the left factor.
+/// \param B (k, n), or (n, k) when \p transpose_b.
+/// \param transpose_b multiply by Bᵀ instead of B.
+/// \param alpha the factor the product is scaled by.
 /// \param product what the product computes, for the error message, e.g. "dQ = dS·K": the message then
 ///        names the product and its two factors by the names after '=' ("dS is (3, 5) and K is (4, 8)").
 /// \throws std::invalid_argument naming the product and the shapes of both factors, as multiplied (Bᵀ
@@ -60,6 +64,9 @@ Matrix matmul(const Matrix& A, const Matrix& B, bool transpose_b = false, float 
 
 /// alpha · Aᵀ · B: one OpenBLAS sgemm that reads A transposed, so no (k, m) copy of Aᵀ is made.
 /// A (n, m), B (n, k) → (m, k): a sum over the n rows of both, e.g. φ(K)ᵀV in linear attention.
+/// \param A (n, m) the left factor, read transposed.
+/// \param B (n, k) the right factor.
+/// \param alpha the factor the product is scaled by.
 /// \param product what the product computes, for the error message, e.g. "dK = dSᵀ·Q" (see matmul()).
 /// \throws std::invalid_argument naming the product and the shapes of both factors, as multiplied (Aᵀ
 ///         transposed), when A and B differ in rows.
