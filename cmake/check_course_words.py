@@ -4,10 +4,10 @@ seed", claim labels such as "C7", verdicts against the project's own goals ("tar
 missed"). The course calls its source "the article the course follows" and turns its claims into the
 numbered questions of book/questions.md.
 
-usage: check_course_words.py --title EXE      EXE --no-color starts with its title line, "Chapter NN: ..."
+usage: check_course_words.py --title EXE [ARGS...]    EXE --no-color ARGS starts with its title line, "Chapter NN:"
        check_course_words.py --pages ROOT     README.md, book/*.md, book/recorded/* and the sources the book
                                              quotes (chapters/, solutions/, exercises/, common/) under ROOT
-       check_course_words.py --chapter EXE    what EXE --book DIR writes (the text the book includes)
+       check_course_words.py --chapter EXE [ARGS...]  what EXE --book DIR ARGS writes (the text the book includes)
 Prints each offending line (file:line: text) and exits 1 when there is one; 2 on bad usage.
 """
 import glob
@@ -47,9 +47,9 @@ def check_pages(root):
     return found, len(paths)
 
 
-def check_chapter(exe):
+def check_chapter(exe, extra):
     with tempfile.TemporaryDirectory() as out:
-        run = subprocess.run([exe, "--book", out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        run = subprocess.run([exe, "--book", out] + extra, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if run.returncode != 0:
             print("%s --book failed (status %d):\n%s" % (exe, run.returncode, run.stdout[-2000:]))
             sys.exit(1)
@@ -60,10 +60,10 @@ def check_chapter(exe):
         return found, len(texts)
 
 
-def check_title(exe):
+def check_title(exe, extra):
     """A reader who runs a chapter first sees which chapter it is: "Chapter NN: ..." on the first line."""
     number = re.match(r"ch(\d\d)_", os.path.basename(exe))
-    run = subprocess.run([exe, "--no-color"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = subprocess.run([exe, "--no-color"] + extra, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first = run.stdout.split("\n", 1)[0]
     if run.returncode != 0 or not number or not first.startswith("Chapter %s: " % number.group(1)):
         print("%s --no-color (status %d) starts with %r, not its title line \"Chapter %s: ...\"" %
@@ -74,12 +74,14 @@ def check_title(exe):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("--pages", "--chapter", "--title"):
+    if len(sys.argv) < 3 or sys.argv[1] not in ("--pages", "--chapter", "--title") or \
+            (sys.argv[1] == "--pages" and len(sys.argv) != 3):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
+    extra = sys.argv[3:]  # the chapter's own arguments (the sanitizer build's shorter run)
     if sys.argv[1] == "--title":
-        return check_title(sys.argv[2])
-    found, files = check_pages(sys.argv[2]) if sys.argv[1] == "--pages" else check_chapter(sys.argv[2])
+        return check_title(sys.argv[2], extra)
+    found, files = check_pages(sys.argv[2]) if sys.argv[1] == "--pages" else check_chapter(sys.argv[2], extra)
     for line in found:
         print(line)
     if found:
