@@ -402,6 +402,43 @@ TEST_SUITE("15_structured: chapter code") {
     CHECK(ch15::csr_attention(Qb, Kb, Vb, big, 2, 1) == ch15::csr_attention(Qb, Kb, Vb, big, 2, 3));
   }
 
+  TEST_CASE("CSR attention at the benchmark's shape (4 heads of 16, 11 senders) equals the oracle node by node") {
+    attn::Rng rng(1516);
+    const std::size_t n = 1100;  // two work items and a part, so the prefetch stream crosses nodes and items
+    const ch15::Csr g = ch15::random_csr(n, 10, 1516);
+    const Matrix Q = rng.normal(n, 64), K = rng.normal(n, 64), V = rng.normal(n, 64);
+    const Matrix O = ch15::csr_attention(Q, K, V, g, 4, 2);
+    for (std::size_t i : {std::size_t{0}, std::size_t{511}, std::size_t{512}, n - 1}) {
+      std::vector<bool> allowed(n, false);  // (1, n): node i's senders
+      for (std::size_t e = g.row_start[i]; e < g.row_start[i + 1]; ++e) allowed[g.cols[e]] = true;
+      for (std::size_t c = 0; c < 4; ++c) {
+        auto cols = xt::range(16 * c, 16 * c + 16);
+        const Matrix q = xt::view(Q, xt::range(i, i + 1), cols), Kc = xt::view(K, xt::all(), cols),
+                     Vc = xt::view(V, xt::all(), cols), o = xt::view(O, xt::range(i, i + 1), cols);
+        CAPTURE(i);
+        CAPTURE(c);
+        CHECK_CLOSE(o, oracle::attention(to_oracle(q), to_oracle(Kc), to_oracle(Vc), &allowed));
+      }
+    }
+  }
+
+  TEST_CASE("GatherRows keeps every row on a cache line, equal to the matrix, and names a NaN's matrix") {
+    attn::Rng rng(1517);
+    const Matrix M = rng.normal(5, 20);  // 80-byte rows: padded to 128
+    const ch15::GatherRows rows(M, "K");
+    REQUIRE(rows.rows() == 5);
+    REQUIRE(rows.width() == 20);
+    for (std::size_t j = 0; j < 5; ++j) {
+      CHECK_MESSAGE(reinterpret_cast<std::uintptr_t>(rows.row(j)) % 64 == 0, "row " << j << " is not on a cache line");
+      for (std::size_t t = 0; t < 20; ++t) CHECK(rows.row(j)[t] == M(j, t));
+    }
+    Matrix bad = M;
+    bad(3, 7) = std::nanf("");
+    CHECK_THROWS_WITH_AS(ch15::GatherRows(bad, "K"), doctest::Contains("K["), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch15::csr_attention(M, M, bad, ch15::random_csr(5, 2, 1), 4), doctest::Contains("V["),
+                         std::invalid_argument);
+  }
+
   TEST_CASE("csr_of and csr_attention refuse a sender past n, a malformed row_start and heads that do not divide") {
     CHECK_THROWS_WITH_AS(ch15::csr_of({{0}, {5}}), doctest::Contains("node 5"), std::invalid_argument);
     const Matrix X = xt::ones<float>({2, 4});

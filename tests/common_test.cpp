@@ -130,6 +130,12 @@ TEST_SUITE("common") {
     CHECK(t >= 0.0);
   }
 
+  TEST_CASE("triad_bandwidth_gbs measures on any number of threads, more threads than elements too, and refuses 0") {
+    CHECK(attn::triad_bandwidth_gbs(1000, 1, 1) > 0.0);
+    CHECK(attn::triad_bandwidth_gbs(3, 4, 1) > 0.0);  // a thread with nothing to do
+    CHECK_THROWS_WITH_AS(attn::triad_bandwidth_gbs(1000, 0), doctest::Contains("threads"), std::invalid_argument);
+  }
+
   TEST_CASE("the OpenBLAS kernel is upgraded only when the CPU's flags allow wider instructions than its pick") {
     const std::set<std::string> avx512{"avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"};
     std::set<std::string> avx512_bf16 = avx512;

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "15_structured/structured.hpp"
@@ -31,20 +33,47 @@ Csr csr_of(const Neighbours& in);
 /// \throws std::invalid_argument when n·(degree + 1) overflows or n ≥ 2³².
 Csr random_csr(std::size_t n, std::size_t degree, std::uint64_t seed);
 
+/// A matrix laid out for random gathers of its rows: each row starts on a cache line (64 bytes; a plain
+/// allocation starts 16 bytes past one, so every 256-byte row would touch 5 lines instead of 4) and the table
+/// is advised for huge pages (2 MiB), so that a gather seldom waits for an address translation as well. The
+/// kernel gathers the key and value rows of random senders: these two facts are most of its speed on a large
+/// graph (measured on the chapter's measurements page).
+class GatherRows {
+ public:
+  /// A copy of \p M (n, width), row by row; \p name names it in errors.
+  /// \throws std::invalid_argument naming the entry when \p M holds a NaN or an infinity.
+  explicit GatherRows(const Matrix& M, const char* name = "M");
+  std::size_t rows() const { return rows_; }
+  std::size_t width() const { return width_; }
+  /// Row \p j: width() floats, 64-byte aligned.
+  const float* row(std::size_t j) const { return data_.get() + j * stride_; }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::size_t rows_ = 0, width_ = 0, stride_ = 0;  // stride_: width rounded up to whole cache lines
+  std::unique_ptr<float, Free> data_;
+};
+
 /// Multi-head attention over the edges of \p g: for node i and head c, the softmax over i's senders j of
-/// q_i·k_j / √d_k (columns [c·d_k, (c+1)·d_k) of Q and K) weights the same columns of V. One pass per node and
-/// head with the online softmax, so no score is stored; a node with no sender gets zeros. \p threads split
-/// the nodes; the result does not depend on their number.
+/// q_i·k_j / √d_k (columns [c·d_k, (c+1)·d_k) of Q and K) weights the same columns of V. Per node, all heads
+/// at once: the scores of its few senders, their softmax, the weighted sum of their value rows; a node with no
+/// sender gets zeros. \p threads split the nodes; the result does not depend on their number.
 /// \param Q (n, heads·d_k) queries of all heads, side by side.
-/// \param K (n, heads·d_k) keys.
-/// \param V (n, heads·d_k) values (d_v = d_k).
+/// \param K (n, heads·d_k) keys, laid out for gathering.
+/// \param V (n, heads·d_k) values (d_v = d_k), laid out for gathering.
 /// \param g the graph, g.n = n.
 /// \param heads the number of heads; it divides Q's columns.
 /// \param threads worker threads, ≥ 1.
 /// \return (n, heads·d_k).
 /// \throws std::invalid_argument naming the shapes when Q, K, V and g do not fit, heads does not divide the
 ///         columns, the CSR is malformed (row_start not (n + 1) non-decreasing from 0 to E, a sender ≥ n),
-///         or threads is 0.
+///         or threads is 0, or when Q holds a NaN or an infinity.
+Matrix csr_attention(const Matrix& Q, const GatherRows& K, const GatherRows& V, const Csr& g, std::size_t heads,
+                     std::size_t threads = 1);
+
+/// The same with \p K and \p V as plain matrices (n, heads·d_k), laid out for gathering first.
 Matrix csr_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const Csr& g, std::size_t heads,
                      std::size_t threads = 1);
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -14,6 +15,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
 #include "attn/rng.hpp"
 #include "attn/tensor.hpp"
 
@@ -90,6 +92,23 @@ double copy_bandwidth_gbs(std::size_t bytes, int repeats) {
   std::vector<char> from(bytes, 1), to(bytes, 0);
   const double seconds = median_seconds([&] { std::memcpy(to.data(), from.data(), bytes); }, repeats);
   return 2.0 * static_cast<double>(bytes) / seconds / 1e9;  // every byte read once and written once
+}
+
+double triad_bandwidth_gbs(std::size_t floats, std::size_t threads, int repeats) {
+  require(threads > 0, "triad_bandwidth_gbs: threads must be ≥ 1");
+  std::vector<float> a(floats), b(floats, 1.0f), c(floats, 2.0f);
+  const std::size_t part = (floats + threads - 1) / threads;
+  const double seconds = median_seconds(
+      [&] {
+        std::atomic<std::size_t> next{0};
+        run_on_threads(threads, [&] {
+          const std::size_t t = next.fetch_add(1), begin = std::min(floats, t * part),
+                            end = std::min(floats, begin + part);
+          for (std::size_t i = begin; i < end; ++i) a[i] = b[i] + 3.0f * c[i];
+        });
+      },
+      repeats);
+  return 3.0 * static_cast<double>(floats) * sizeof(float) / seconds / 1e9;
 }
 
 std::string human_bytes(double bytes, bool binary) {

@@ -49,6 +49,13 @@ double sgemm_gflops(std::size_t m, std::size_t n, std::size_t k, int repeats = 5
 /// \p repeats runs. Pick \p bytes well above the last-level cache (e.g. 256 MiB).
 double copy_bandwidth_gbs(std::size_t bytes, int repeats = 5);
 
+/// This machine's memory bandwidth as STREAM's triad measures it, in GB/s: a = b + s·c over \p floats floats
+/// per array, split over \p threads threads (2 reads and 1 write counted per element, as STREAM does), median of
+/// \p repeats runs. The ceiling of a memory-bound kernel that runs on as many threads; pick \p floats so that
+/// the three arrays are well above the last-level cache.
+/// \throws std::invalid_argument when threads is 0 (and whatever a worker throws, such as std::bad_alloc).
+double triad_bandwidth_gbs(std::size_t floats, std::size_t threads, int repeats = 5);
+
 /// "1.50 KiB", "40.0 GB"...: \p bytes in binary (KiB, MiB, GiB) or decimal (kB, MB, GB) units.
 std::string human_bytes(double bytes, bool binary = true);
 
