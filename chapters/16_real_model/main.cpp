@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <numeric>
@@ -403,24 +404,31 @@ void BM_load_model(benchmark::State& state) {
 }
 BENCHMARK(BM_load_model)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-/// Sentence embeddings of the first 32 sentences of the set, one at a time on one core (OpenBLAS
-/// single-threaded): sentences per second.
+/// Sentence embeddings of the chapter's 200 sentences, one sentence at a time per thread (no padding), on
+/// state.range(0) threads that take the next sentence from a shared counter, OpenBLAS single-threaded in each:
+/// sentences per second. `./course bench 16 --vs-torch` sets the 2-thread figure beside sentence-transformers'.
 void BM_embed_sentences(benchmark::State& state) {
   const std::string dir = ch16::default_model_dir();
   if (const std::string why = ch16::model_missing_reason(dir); !why.empty()) {
     state.SkipWithError(why.c_str());
     return;
   }
-  const attn::SingleThreadedBlas one_thread;
+  const attn::SingleThreadedBlas one_blas_thread_each;
   static const ch16::MiniLM m = ch16::load_minilm(dir);
-  std::vector<std::string> sentences = ch16::read_sentences(ATTN_CH16_SENTENCES);
-  sentences.resize(std::min<std::size_t>(32, sentences.size()));
-  for (auto _ : state)
-    for (const std::string& s : sentences) benchmark::DoNotOptimize(ch16::sentence_embedding(m, s).data());
+  static const std::vector<std::string> sentences = ch16::read_sentences(ATTN_CH16_SENTENCES);
+  const std::size_t threads = static_cast<std::size_t>(state.range(0));
+  for (auto _ : state) {
+    std::atomic<std::size_t> next{0};
+    attn::run_on_threads(threads, [&] {
+      for (std::size_t s = next.fetch_add(1); s < sentences.size(); s = next.fetch_add(1))
+        benchmark::DoNotOptimize(ch16::sentence_embedding(m, sentences[s]).data());
+    });
+  }
   state.counters["sentences/s"] =
       benchmark::Counter(static_cast<double>(state.iterations() * sentences.size()), benchmark::Counter::kIsRate);
+  state.counters["sentences"] = static_cast<double>(sentences.size());
 }
-BENCHMARK(BM_embed_sentences)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_embed_sentences)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 // [bench]
 
 // --- 8. chapter 12's explanations, compared by deletion -----------------------------------------------------
