@@ -253,6 +253,42 @@ TEST_SUITE("16_real_model: chapter code") {
     CHECK(calls == 2);  // once per head
     CHECK_ALLCLOSE(out, attn::oracle::bert_layer(attn::test::to_oracle(X), L.O, {}), kLayerTol, kLayerTol);
   }
+
+  TEST_CASE("the packed layer equals the oracle sentence by sentence: no token attends across a boundary") {
+    attn::Rng rng(22);
+    const SmallLayer L = small_layer(rng);
+    const Matrix A = rng.normal(3, 8), B = rng.normal(5, 8);  // two sentences, (n_s, d) each
+    Matrix X = xt::concatenate(xt::xtuple(A, B), 0);          // (8, d) packed
+    const auto exact = [](const Matrix& Q, const Matrix& K, const Matrix& V) {
+      return attn::scaled_dot_product_attention(Q, K, V);
+    };
+    const Matrix out = ch16::encoder_layer_packed(X, {0, 3, 3, 8}, L.W, exact);  // with an empty sentence
+    const Matrix out_A = xt::view(out, xt::range(0, 3), xt::all()), out_B = xt::view(out, xt::range(3, 8), xt::all());
+    CHECK_ALLCLOSE(out_A, attn::oracle::bert_layer(attn::test::to_oracle(A), L.O, {}), kLayerTol, kLayerTol);
+    CHECK_ALLCLOSE(out_B, attn::oracle::bert_layer(attn::test::to_oracle(B), L.O, {}), kLayerTol, kLayerTol);
+    CHECK_THROWS_WITH_AS(ch16::encoder_layer_packed(X, {0, 5, 3, 8}, L.W, exact), doctest::Contains("starts"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch16::encoder_layer_packed(X, {0, 3, 7}, L.W, exact), doctest::Contains("starts"),
+                         std::invalid_argument);
+  }
+
+  TEST_CASE("sentence_embeddings of a packed batch gives sentence-transformers' embeddings of the real model") {
+    const ch16::MiniLM* model = model_or_skip();
+    if (model == nullptr) return;
+    std::vector<std::string> texts;
+    std::vector<std::vector<double>> want;  // (d) per text, as recorded
+    for (const ch16::ReferenceText& r : ch16::read_reference(ATTN_CH16_REFERENCE)) {
+      texts.push_back(r.text);
+      want.push_back(r.embedding);
+    }
+    const std::vector<Vector> got = ch16::sentence_embeddings(*model, texts);
+    REQUIRE(got.size() == texts.size());
+    for (std::size_t s = 0; s < texts.size(); ++s) {
+      INFO("text: ", texts[s]);
+      CHECK_ALLCLOSE(got[s], want[s], kEmbeddingTol, 0.0);
+    }
+    CHECK(ch16::sentence_embeddings(*model, {}).empty());
+  }
 }
 
 TEST_SUITE("16_real_model/prune_heads") {

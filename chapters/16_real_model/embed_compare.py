@@ -4,11 +4,12 @@
 usage: embed_compare.py EXECUTABLE MODEL_DIR SENTENCES [--threads 2] [--repeats 5] [--rounds 2]
 
 Both embed the same sentences (chapters/16_real_model/sentences.txt) with the same model files on the same
-number of threads. The course (`EXECUTABLE bench`, BM_embed_sentences/threads:T): one sentence at a time per
-thread, no padding, OpenBLAS single-threaded in each thread; Google Benchmark's repetitions, median.
-sentence-transformers: torch.set_num_threads(T), model.encode(sentences) with its default batch of 32 (it sorts
-the sentences by length, so a batch pads little) and with batch 1 (one sentence at a time, as the course);
-one warm-up pass, then --repeats timed passes, median. --rounds rounds of both in turn; medians over all.
+number of threads, in batches of 32 (sentence-transformers' default) and one at a time. The course
+(`EXECUTABLE bench`, BM_embed_sentences/batch:B/threads:T): each thread takes the next batch and runs it packed,
+no padding (sentence_embeddings()), OpenBLAS single-threaded in each thread; Google Benchmark's repetitions,
+median. sentence-transformers: torch.set_num_threads(T), model.encode(sentences, batch_size=B) (it sorts the
+sentences by length, so a batch pads little); one warm-up pass, then --repeats timed passes, median.
+--rounds rounds of both in turn; medians over all.
 Called by `./course bench 16 --vs-torch`; book page: book/measure_16_real_model.md.
 """
 import argparse
@@ -19,11 +20,12 @@ import sys
 import time
 
 
-def course_rate(exe, threads, repeats):
-    """The course's sentences per second on \p threads threads (median of Google Benchmark's repetitions), its
-    context (CPU, BLAS kernel), and the load of the machine when it ran."""
+def course_rate(exe, batch, threads, repeats):
+    """The course's sentences per second in batches of \p batch on \p threads threads (median of Google
+    Benchmark's repetitions) and its context (CPU, BLAS kernel)."""
     out = subprocess.run(
-        [exe, "bench", f"--benchmark_filter=^BM_embed_sentences/threads:{threads}/", f"--benchmark_repetitions={repeats}",
+        [exe, "bench", f"--benchmark_filter=^BM_embed_sentences/batch:{batch}/threads:{threads}/",
+         f"--benchmark_repetitions={repeats}",
          "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
         check=True, capture_output=True, text=True).stdout
     run = json.loads(out)
@@ -32,7 +34,7 @@ def course_rate(exe, threads, repeats):
             raise SystemExit(f"embed_compare: the course's benchmark failed: {b.get('error_message')}")
         if b.get("aggregate_name") == "median":
             return b["sentences/s"], run["context"]
-    raise SystemExit(f"embed_compare: no BM_embed_sentences/threads:{threads} in the course's benchmark output")
+    raise SystemExit(f"embed_compare: no BM_embed_sentences/batch:{batch}/threads:{threads} in the course's output")
 
 
 def torch_rate(model, sentences, batch, repeats):
@@ -72,16 +74,17 @@ def main():
     model = SentenceTransformer(a.model, device="cpu")
 
     # Rounds of each contender in turn, so that a change in the machine's load hits all alike.
-    ours, theirs32, theirs1, contexts = [], [], [], []
+    ours32, ours1, theirs32, theirs1, contexts = [], [], [], [], []
     for _ in range(a.rounds):
-        rate, context = course_rate(a.exe, a.threads, a.repeats)
-        ours.append(rate)
+        rate, context = course_rate(a.exe, 32, a.threads, a.repeats)
+        ours32.append(rate)
         contexts.append(context)
+        ours1.append(course_rate(a.exe, 1, a.threads, a.repeats)[0])
         time.sleep(0.5)
         theirs32.append(torch_rate(model, sentences, 32, a.repeats))
         theirs1.append(torch_rate(model, sentences, 1, a.repeats))
         time.sleep(0.5)
-    course = statistics.median(ours)
+    c32, c1 = statistics.median(ours32), statistics.median(ours1)
     t32 = statistics.median(r[0] for r in theirs32), statistics.median(r[1] for r in theirs32)
     t1 = statistics.median(r[0] for r in theirs1), statistics.median(r[1] for r in theirs1)
     context = contexts[-1]
@@ -90,15 +93,14 @@ def main():
           f"{a.threads} threads")
     print(f"PyTorch {torch.__version__}, sentence-transformers {sentence_transformers.__version__}: "
           f"CPU capability {torch.backends.cpu.get_cpu_capability()}, torch threads {torch.get_num_threads()}")
-    print(f"Course: chapter 16's forward, one sentence per thread at a time; {context.get('cpu', '?')}")
+    print(f"Course: chapter 16's forward, a batch per thread, packed; {context.get('cpu', '?')}")
     print(f"  {context.get('blas', '?').split(' NO_')[0]}, kernel {context.get('blas_kernel', '?')}")
     print()
-    header = f"{'':<36} {'sentences/s':>11} {'course/them':>11}"
+    header = f"{'batch':<6} {'course sentences/s':>18} {'sentence-transformers':>21} {'course/them':>11}"
     print(header)
     print("-" * len(header))
-    print(f"{'course (C++)':<36} {course:>11.1f} {'':>11}")
-    print(f"{'sentence-transformers, batch 32':<36} {t32[0]:>11.1f} {course / t32[0]:>10.2f}x")
-    print(f"{'sentence-transformers, batch 1':<36} {t1[0]:>11.1f} {course / t1[0]:>10.2f}x")
+    for batch, ours, theirs in ((32, c32, t32), (1, c1, t1)):
+        print(f"{batch:<6} {ours:>18.1f} {theirs[0]:>21.1f} {ours / theirs[0]:>10.2f}x")
     print()
     print("course/them > 1 means the course's forward embeds more sentences per second.")
     print(f"sentence-transformers per CPU-second: {t32[1]:.1f} (batch 32), {t1[1]:.1f} (batch 1) sentences.")

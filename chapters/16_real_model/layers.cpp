@@ -6,6 +6,11 @@
 
 #include <fmt/format.h>
 
+#if ATTN_HAVE_SLEEF
+#include <emmintrin.h>
+#include <sleef.h>
+#endif
+
 namespace attn::ch16 {
 
 Matrix linear(const Matrix& X, const Matrix& W, const Vector& b) {
@@ -13,7 +18,11 @@ Matrix linear(const Matrix& X, const Matrix& W, const Vector& b) {
           fmt::format("linear: X {} · Wᵀ with W {} (out, in) and b {} do not fit", shape_str(X), shape_str(W),
                       shape_str(b)));
   Matrix Y = matmul(X, W, /*transpose_b=*/true);  // (n, out): PyTorch stores W as (out, in)
-  Y += xt::view(b, xt::newaxis(), xt::all());
+  // The bias row by row: xtensor's broadcast of b over the rows walks the matrix element by element with its
+  // index stepper, slower than the product itself on a batch of short sentences.
+  const std::size_t n = Y.shape(0), out = Y.shape(1);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < out; ++j) Y.data()[i * out + j] += b.data()[j];
   return Y;
 }
 
@@ -38,8 +47,20 @@ Matrix layer_norm(const Matrix& X, const Vector& gamma, const Vector& beta, floa
 }
 
 Matrix gelu(const Matrix& X) {
-  Matrix Y = X;                                                                   // (n, d)
-  for (float& x : Y) x = 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));  // x/√2
+  Matrix Y = X;  // (n, d)
+  float* y = Y.data();
+  std::size_t i = 0;
+#if ATTN_HAVE_SLEEF
+  // erf four at a time (SLEEF, within 1 ulp like libm's): on a batch, libm's one-at-a-time erf took an eighth
+  // of the whole forward.
+  const __m128 half = _mm_set1_ps(0.5f), one = _mm_set1_ps(1.0f), inv_sqrt2 = _mm_set1_ps(0.70710678118654752f);
+  for (; i + 4 <= Y.size(); i += 4) {
+    const __m128 x = _mm_loadu_ps(y + i);
+    const __m128 e = Sleef_erff4_u10(_mm_mul_ps(x, inv_sqrt2));
+    _mm_storeu_ps(y + i, _mm_mul_ps(_mm_mul_ps(half, x), _mm_add_ps(one, e)));
+  }
+#endif
+  for (; i < Y.size(); ++i) y[i] = 0.5f * y[i] * (1.0f + std::erf(y[i] * 0.70710678118654752f));  // x/√2
   return Y;
 }
 

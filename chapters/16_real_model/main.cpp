@@ -404,9 +404,10 @@ void BM_load_model(benchmark::State& state) {
 }
 BENCHMARK(BM_load_model)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-/// Sentence embeddings of the chapter's 200 sentences, one sentence at a time per thread (no padding), on
-/// state.range(0) threads that take the next sentence from a shared counter, OpenBLAS single-threaded in each:
-/// sentences per second. `./course bench 16 --vs-torch` sets the 2-thread figure beside sentence-transformers'.
+/// Sentence embeddings of the chapter's 200 sentences on state.range(1) threads, OpenBLAS single-threaded in
+/// each: every thread takes an equal share of the sentences and embeds it state.range(0) at a time, one by one
+/// (batch 1, sentence_embedding()) or packed into one batch (sentence_embeddings()). Sentences per second;
+/// `./course bench 16 --vs-torch` sets the 2-thread figures beside sentence-transformers'.
 void BM_embed_sentences(benchmark::State& state) {
   const std::string dir = ch16::default_model_dir();
   if (const std::string why = ch16::model_missing_reason(dir); !why.empty()) {
@@ -416,19 +417,30 @@ void BM_embed_sentences(benchmark::State& state) {
   const attn::SingleThreadedBlas one_blas_thread_each;
   static const ch16::MiniLM m = ch16::load_minilm(dir);
   static const std::vector<std::string> sentences = ch16::read_sentences(ATTN_CH16_SENTENCES);
-  const std::size_t threads = static_cast<std::size_t>(state.range(0));
+  const std::size_t batch = static_cast<std::size_t>(state.range(0)),
+                    threads = static_cast<std::size_t>(state.range(1));
+  const std::size_t n = sentences.size();
   for (auto _ : state) {
-    std::atomic<std::size_t> next{0};
+    std::atomic<std::size_t> next_thread{0};
     attn::run_on_threads(threads, [&] {
-      for (std::size_t s = next.fetch_add(1); s < sentences.size(); s = next.fetch_add(1))
-        benchmark::DoNotOptimize(ch16::sentence_embedding(m, sentences[s]).data());
+      const std::size_t t = next_thread.fetch_add(1), end = (t + 1) * n / threads;  // this thread's share
+      for (std::size_t s = t * n / threads; s < end; s += batch) {
+        const auto first = sentences.begin() + static_cast<std::ptrdiff_t>(s);
+        benchmark::DoNotOptimize(
+            ch16::sentence_embeddings(m, {first, first + static_cast<std::ptrdiff_t>(std::min(batch, end - s))})
+                .data());
+      }
     });
   }
   state.counters["sentences/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * sentences.size()), benchmark::Counter::kIsRate);
-  state.counters["sentences"] = static_cast<double>(sentences.size());
+      benchmark::Counter(static_cast<double>(state.iterations() * n), benchmark::Counter::kIsRate);
+  state.counters["sentences"] = static_cast<double>(n);
 }
-BENCHMARK(BM_embed_sentences)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_embed_sentences)
+    ->ArgNames({"batch", "threads"})
+    ->ArgsProduct({{1, 32}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 // [bench]
 
 // --- 8. chapter 12's explanations, compared by deletion -----------------------------------------------------

@@ -2,6 +2,7 @@
 // statistics of its heads. The forward's layers are the learner's (real_model.hpp); minilm.hpp joins them.
 #include "16_real_model/minilm.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -9,10 +10,12 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "03_multi_head/multi_head.hpp"
+#include "05_flash_cpu/flash_cpu.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
 #include "16_real_model/layers.hpp"
 
@@ -222,20 +225,54 @@ EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g) {
   return out;
 }
 
-Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const HeadAttention& attend) {
-  const std::size_t h = W.heads;
-  require(h > 0 && X.shape(1) % h == 0,
-          fmt::format("encoder_layer_with: d = {} is not divisible by h = {}", X.shape(1), h));
-  const Tensor3 Q = split_heads(linear(X, W.W_Q, W.b_Q), h);  // (h, n, d_k)
-  const Tensor3 K = split_heads(linear(X, W.W_K, W.b_K), h);  // (h, n, d_k)
-  const Tensor3 V = split_heads(linear(X, W.W_V, W.b_V), h);  // (h, n, d_k)
-  Tensor3 heads = xt::zeros<float>(V.shape());                // (h, n, d_k)
-  for (std::size_t i = 0; i < h; ++i)
-    xt::view(heads, i, xt::all(), xt::all()) =
-        attend(xt::view(Q, i, xt::all(), xt::all()), xt::view(K, i, xt::all(), xt::all()),
-               xt::view(V, i, xt::all(), xt::all()));
-  const Matrix H = layer_norm(X + linear(merge_heads(heads), W.W_O, W.b_O), W.ln1_gamma, W.ln1_beta, W.ln_eps);
+Matrix encoder_layer_packed(const Matrix& X, const std::vector<std::size_t>& starts, const EncoderLayerWeights& W,
+                            const HeadAttention& attend) {
+  const std::size_t T = X.shape(0), d = X.shape(1), h = W.heads;
+  require(h > 0 && d % h == 0, fmt::format("encoder_layer_packed: d = {} is not divisible by h = {}", d, h));
+  require(
+      starts.size() >= 2 && starts.front() == 0 && starts.back() == T && std::is_sorted(starts.begin(), starts.end()),
+      fmt::format("encoder_layer_packed: starts must rise from 0 to the {} rows of X; got [{}]", T,
+                  fmt::join(starts, ", ")));
+  const std::size_t d_k = d / h;
+  const Matrix Q = linear(X, W.W_Q, W.b_Q), K = linear(X, W.W_K, W.b_K), V = linear(X, W.W_V, W.b_V);  // (T, d)
+  Matrix merged = xt::zeros<float>({T, d});  // (T, d): every head's output in its d_k columns
+  for (std::size_t s = 0; s + 1 < starts.size(); ++s) {
+    if (starts[s] == starts[s + 1]) continue;  // an empty sentence has no tokens to attend
+    auto rows = xt::range(starts[s], starts[s + 1]);
+    for (std::size_t i = 0; i < h; ++i) {
+      auto cols = xt::range(i * d_k, (i + 1) * d_k);
+      xt::view(merged, rows, cols) =
+          attend(xt::view(Q, rows, cols), xt::view(K, rows, cols), xt::view(V, rows, cols));  // (n_s, d_k)
+    }
+  }
+  const Matrix H = layer_norm(X + linear(merged, W.W_O, W.b_O), W.ln1_gamma, W.ln1_beta, W.ln_eps);  // (T, d)
   return layer_norm(H + linear(gelu(linear(H, W.W_1, W.b_1)), W.W_2, W.b_2), W.ln2_gamma, W.ln2_beta, W.ln_eps);
+}
+
+Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const HeadAttention& attend) {
+  return encoder_layer_packed(X, {0, X.shape(0)}, W, attend);
+}
+
+std::vector<Vector> sentence_embeddings(const MiniLM& m, const std::vector<std::string>& texts) {
+  if (texts.empty()) return {};
+  std::vector<Matrix> embedded;  // (n_s, d) per sentence
+  std::vector<std::size_t> starts{0};
+  for (const std::string& text : texts) {
+    embedded.push_back(embed(tokenize(text, m.vocab, m.config.max_tokens), m.word, m.position, m.token_type, m.ln_gamma,
+                             m.ln_beta, m.config.ln_eps));
+    starts.push_back(starts.back() + embedded.back().shape(0));
+  }
+  Matrix X = xt::empty<float>({starts.back(), m.config.d});  // (T, d): the sentences' rows one after another
+  for (std::size_t s = 0; s < texts.size(); ++s)
+    xt::view(X, xt::range(starts[s], starts[s + 1]), xt::all()) = embedded[s];
+  const HeadAttention exact = [](const Matrix& Q, const Matrix& K, const Matrix& V) {
+    return flash_attention(Q, K, V, /*causal=*/false, 64, 64).O;  // as encoder_layer() attends
+  };
+  for (const EncoderLayerWeights& W : m.layers) X = encoder_layer_packed(X, starts, W, exact);
+  std::vector<Vector> out;
+  for (std::size_t s = 0; s < texts.size(); ++s)
+    out.push_back(mean_pool_normalized(xt::view(X, xt::range(starts[s], starts[s + 1]), xt::all())));
+  return out;
 }
 
 }  // namespace attn::ch16
