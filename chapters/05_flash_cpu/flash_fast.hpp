@@ -27,7 +27,7 @@ struct FlashHeadsOutput {
 
 /// FlashAttention forward over \p h heads at once, multithreaded over (head, query block).
 /// The same results as attn::flash_attention() head by head (up to float rounding; its exp is a
-/// vectorised polynomial within 2 ulp of std::exp, and values below e^-87 are treated as e^-87).
+/// vectorised polynomial within 2 ulp of std::exp, and e^x below e^-87 is taken as 0).
 /// \param Q (h, n_q, d_k) queries, head by head.
 /// \param K (h, n_kv, d_k) keys.
 /// \param V (h, n_kv, d_v) values.

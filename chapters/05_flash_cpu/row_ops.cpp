@@ -17,8 +17,13 @@ constexpr std::size_t kLanes = 16;  // independent partial results, so the loops
 // [vector_exp]
 // e^x for x ≤ 0 (scores minus their running max), Cephes' expf: x = k·ln2 + r with |r| ≤ ln2/2,
 // e^r by a degree-6 polynomial, 2^k by writing the exponent bits. Branch-free, so it vectorises.
+// Below −87, e^x is under float's smallest normal number (1.2e-38) and the result is 0: nothing beside ℓ ≥ 1,
+// and exactly 0 for a masked −inf. Not the clamped e^-87 ≈ 1.6e-38: a row of such weights times V sums
+// subnormal numbers, which Intel's cores compute through a microcode assist, tens of times slower (chapter 11's
+// ALiBi, whose distant keys all land there, ran at a quarter of the speed).
 inline float exp_nonpositive(float x) {
-  x = x < -87.0f ? -87.0f : x;  // keeps 2^k a normal float; e^-87 ≈ 1.6e-38 is nothing beside ℓ ≥ 1
+  const bool negligible = x < -87.0f;
+  x = negligible ? -87.0f : x;  // keeps 2^k a normal float
   // k from x clamped to [-87, 0], where NaN and x > 0 (outside the contract) count as 0: 2^k's bits below
   // are then always in range (no undefined shift or conversion), and a NaN still reaches the result via r.
   const float x_k = x < 0.0f ? x : 0.0f;
@@ -35,7 +40,7 @@ inline float exp_nonpositive(float x) {
   const std::int32_t bits = (static_cast<std::int32_t>(k) + 127) << 23;  // 2^k
   float two_k;
   std::memcpy(&two_k, &bits, sizeof two_k);
-  return p * two_k;
+  return negligible ? 0.0f : p * two_k;
 }
 
 }  // namespace

@@ -24,8 +24,9 @@ namespace attn::ch05 {
 float row_max(const float* s, std::size_t n);
 
 /// s[j] ← e^{s[j] - m} for j in [0, n), returning their sum. Needs every s[j] ≤ m (m is the row's running
-/// max); values below e^-87 become e^-87 (about 1.6e-38, nothing beside a sum ≥ 1), and -inf is not
-/// special-cased, so masked entries must be handled by the caller. Outside the contract (NaN, s[j] > m)
+/// max); where s[j] − m < −87, e^{s[j] − m} is below the smallest normal float and the result is 0 (-inf, a
+/// masked score, included): never a subnormal number, which Intel cores compute many times slower, and
+/// nothing beside a sum ≥ 1. Outside the contract (NaN, s[j] > m)
 /// the result is meaningless (NaN stays NaN) but never undefined behaviour.
 float exp_shift_sum(float* s, std::size_t n, float m);
 

@@ -140,11 +140,7 @@ void fold_key_tile(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_
       continue;
     }
     const float alpha = st.m[a] == kMinusInf ? 0.0f : std::exp(st.m[a] - m_new);  // 0: nothing summed yet
-    const float row_sum = ch05::exp_shift_sum(s, cols, m_new);
-    // The vectorised exp gives -inf the floor e^-87 ≈ 1.6e-38: zero it, so a disallowed pair adds exactly
-    // nothing to P·V (its share of ℓ ≥ 1 is far below float rounding).
-    if (allowed)
-      for (std::size_t b = 0; b < cols; ++b) s[b] = allowed[b] ? s[b] : 0.0f;
+    const float row_sum = ch05::exp_shift_sum(s, cols, m_new);  // a disallowed pair's −inf gives exactly 0
     st.l[a] = alpha * st.l[a] + row_sum;
     st.m[a] = m_new;
     if (alpha != 1.0f) ch05::scale_row(st.acc.data() + a * d_v, d_v, alpha);
