@@ -6,12 +6,15 @@
 // as a share of the triad's.
 // No figures are quoted in the book from a loaded machine; run it on a quiet one.
 #include <cstddef>
+#include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "04_complexity/complexity.hpp"
 #include "15_structured/csr.hpp"
 #include "attn/measure.hpp"
 #include "attn/rng.hpp"
@@ -57,6 +60,9 @@ void report(benchmark::State& state, const ch15::Csr& g, double seconds) {
   state.counters["ns/edge"] = seconds / static_cast<double>(g.cols.size()) * 1e9;
 }
 
+/// Seconds per call by n, for the summary: "csr" and "dense".
+std::map<std::size_t, double>& seconds_of(const char* kernel) { return attn::bench_record()[kernel]; }
+
 // [bench_csr]
 void BM_CsrAttention(benchmark::State& state) {
   const GraphInputs in = make_graph_inputs(static_cast<std::size_t>(state.range(0)));
@@ -65,6 +71,7 @@ void BM_CsrAttention(benchmark::State& state) {
   const attn::CallSeconds t = attn::time_benchmark_calls(
       state, [&] { benchmark::DoNotOptimize(ch15::csr_attention(in.Q, K, V, in.g, kHeads, bench_threads())); });
   report(state, in.g, t.wall);
+  seconds_of("csr")[in.g.n] = t.wall;
 }
 // [bench_csr]
 
@@ -85,6 +92,7 @@ void BM_DenseMasked(benchmark::State& state) {
     }
   });
   report(state, in.g, t.wall);
+  seconds_of("dense")[n] = t.wall;
 }
 
 /// The ceiling the kernel's GB/s is read against: STREAM's triad on the kernel's threads.
@@ -94,8 +102,32 @@ void BM_TriadCeiling(benchmark::State& state) {
   state.counters["threads"] = static_cast<double>(bench_threads());
 }
 
+/// What the runs above add up to: the CSR kernel's time exponent in the edges (a log-log fit over every n; the
+/// edges are 11·n), and its speed-up over dense masked attention at the largest n both ran.
+void BM_Summary(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(state.iterations());
+  const auto &csr = seconds_of("csr"), &dense = seconds_of("dense");
+  if (csr.size() < 2 || dense.empty()) {
+    state.SkipWithError("run the CsrAttention and DenseMasked benchmarks first (no --benchmark_filter)");
+    return;
+  }
+  std::vector<double> edges, seconds;
+  for (const auto& [n, s] : csr) {
+    edges.push_back(static_cast<double>(n * (kDegree + 1)));
+    seconds.push_back(s);
+  }
+  state.counters["exponent_in_edges"] = attn::fit_power_law(edges, seconds).exponent;
+  for (auto it = dense.rbegin(); it != dense.rend(); ++it)
+    if (csr.count(it->first)) {
+      state.counters["n_both"] = static_cast<double>(it->first);
+      state.counters["csr_speedup"] = it->second / csr.at(it->first);
+      break;
+    }
+}
+
 BENCHMARK(BM_TriadCeiling)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
-BENCHMARK(BM_CsrAttention)->RangeMultiplier(4)->Range(1 << 12, 1 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CsrAttention)->RangeMultiplier(2)->Range(1 << 12, 1 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DenseMasked)->RangeMultiplier(2)->Range(1 << 10, 1 << 13)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Summary)->Iterations(1);
 
 }  // namespace
