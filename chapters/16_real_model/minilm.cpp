@@ -225,6 +225,7 @@ EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g) {
   return out;
 }
 
+// [encoder_layer_packed]
 Matrix encoder_layer_packed(const Matrix& X, const std::vector<std::size_t>& starts, const EncoderLayerWeights& W,
                             const HeadAttention& attend) {
   const std::size_t T = X.shape(0), d = X.shape(1), h = W.heads;
@@ -248,6 +249,7 @@ Matrix encoder_layer_packed(const Matrix& X, const std::vector<std::size_t>& sta
   const Matrix H = layer_norm(X + linear(merged, W.W_O, W.b_O), W.ln1_gamma, W.ln1_beta, W.ln_eps);  // (T, d)
   return layer_norm(H + linear(gelu(linear(H, W.W_1, W.b_1)), W.W_2, W.b_2), W.ln2_gamma, W.ln2_beta, W.ln_eps);
 }
+// [encoder_layer_packed]
 
 Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const HeadAttention& attend) {
   return encoder_layer_packed(X, {0, X.shape(0)}, W, attend);
