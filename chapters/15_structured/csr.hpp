@@ -49,11 +49,8 @@ class GatherRows {
   const float* row(std::size_t j) const { return data_.get() + j * stride_; }
 
  private:
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::size_t rows_ = 0, width_ = 0, stride_ = 0;  // stride_: width rounded up to whole cache lines
-  std::unique_ptr<float, Free> data_;
+  std::size_t rows_ = 0, width_ = 0, stride_ = 0;                     // stride_: width rounded up to whole cache lines
+  std::unique_ptr<float, void (*)(void*)> data_{nullptr, std::free};  // from std::aligned_alloc
 };
 
 /// Multi-head attention over the edges of \p g: for node i and head c, the softmax over i's senders j of
