@@ -210,11 +210,15 @@ TEST_SUITE("09_mqa_gqa") {
   TEST_CASE("KVCache::append rejects keys or values of the wrong shape, leaving the cache unchanged" *
             doctest::test_suite("09_mqa_gqa/KVCache::append")) {
     attn::KVCache cache(2, 5, 4, 3);
-    const Matrix k_bad = xt::zeros<float>({1, 4}), v = xt::zeros<float>({2, 3});
+    // Ones, so that a row written before the refusal shows in keys() or values(), which start as zeros.
+    const Matrix k_bad = xt::ones<float>({1, 4}), v = xt::ones<float>({2, 3});
     CHECK_THROWS_NAMING(cache.append(k_bad, v), std::invalid_argument, "(1, 4)");
-    const Matrix k = xt::zeros<float>({2, 4}), v_bad = xt::zeros<float>({2, 4});
+    const Matrix k = xt::ones<float>({2, 4}), v_bad = xt::ones<float>({2, 4});
     CHECK_THROWS_NAMING(cache.append(k, v_bad), std::invalid_argument, "(2, 4)");
     CHECK(cache.length() == 0);
+    CHECK_MESSAGE(xt::all(xt::equal(cache.keys(), 0.0f)), "a refused append wrote into keys(): check k and v first");
+    CHECK_MESSAGE(xt::all(xt::equal(cache.values(), 0.0f)),
+                  "a refused append wrote into values(): check k and v first");
   }
 
   TEST_CASE("decode_step refuses a full cache and queries whose head count g does not divide" *
