@@ -131,6 +131,22 @@ TEST_SUITE("03_multi_head") {
                    kRtol);
   }
 
+  TEST_CASE("multi_head_attention gives a masked key no weight even when its score dominates the row" *
+            doctest::test_suite("03_multi_head/multi_head_attention")) {
+    // Identity weights and h = 2 (d_k = 1): head i's queries and keys are column i of X, and the scores are exact
+    // products. In head 0, query 1 sees keys 0 and 1 (scores 10 and 1) but not the future key 2 (score 1000);
+    // query 0 sees key 0 (score 100) and not key 2 (score 1e4). A softmax over every score with the masked
+    // weights zeroed afterwards leaves nothing for the visible keys.
+    const Matrix X = {{10, 1}, {1, 2}, {1000, 3}};  // (n, d_model)
+    const Matrix I = xt::eye<float>(2);
+    const MultiHeadWeights W{I, I, I, I};
+    const attn::Mask causal = attn::causal_mask(3, 3);
+    const std::vector<bool> allowed(causal.begin(), causal.end());
+    INFO("a masked key must score -inf before the softmax, not lose its weight after it");
+    CHECK_ALLCLOSE(attn::multi_head_attention(X, W, 2, causal), oracle_layer(X, W, {true, true}, &allowed), kAtol,
+                   kRtol);
+  }
+
   TEST_CASE("multi_head_attention matches the oracle for random shapes and head counts" *
             doctest::test_suite("03_multi_head/multi_head_attention")) {
     attn::Rng rng(33);
