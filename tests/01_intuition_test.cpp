@@ -108,6 +108,18 @@ TEST_SUITE("01_intuition") {
     }
   }
 
+  TEST_CASE("attention_weights stays finite when the scaled scores reach ±1e4" *
+            doctest::test_suite("01_intuition/attention_weights")) {
+    // d_k = 4, so the scores are q·k / 2: 1e4, 1e4 - 1, 0 and -1e4, every one exact in float32. exp(1e4) is inf:
+    // only a softmax that subtracts the largest score first (stable_softmax) gives e^0 and e^-1 here.
+    const Matrix K = {{1, 0, 0, 0}, {1, -1, 0, 0}, {0, 0, 0, 0}, {-1, 0, 0, 0}};  // (4, 4)
+    const Vector q = {2.0e4f, 2.0f, 0.0f, 0.0f};                                  // (d_k)
+    INFO("scores of 1e4 overflow exp(): does attention_weights use the max-shifted stable_softmax?");
+    // Exact scores and shifts leave exp's own rounding (1 ulp) and one division: stable_softmax's tolerance.
+    CHECK_ALLCLOSE(attn::attention_weights(q, K), attn::oracle::attention_weights(to_oracle(q), to_oracle(K)),
+                   kSoftmaxAtol, kSoftmaxRtol);
+  }
+
   TEST_CASE("attention_weights gives identical keys identical weights" *
             doctest::test_suite("01_intuition/attention_weights")) {
     const Matrix K = {{1, 2, 3}, {1, 2, 3}, {1, 2, 3}, {1, 2, 3}};  // (4, 3)

@@ -376,6 +376,22 @@ TEST_SUITE("02_qkv_trace") {
     }
   }
 
+  TEST_CASE("scaled_dot_product_attention gives a masked key no weight even when its score dominates the row" *
+            doctest::test_suite("02_qkv_trace/scaled_dot_product_attention")) {
+    // d_k = 1: the scores are 1e4, 10 and 0, exact in float32, and the mask hides the first key. The weights are
+    // the softmax of (10, 0) alone; a softmax over every score with the masked weights zeroed afterwards leaves
+    // exp(10 - 1e4) = 0 for the allowed keys (a row of zeros, or 0/0).
+    const Matrix Q = {{10.0f}, {10.0f}};                           // (n_q, d_k)
+    const Matrix K = {{1000.0f}, {1.0f}, {0.0f}};                  // (n_kv, d_k)
+    const Matrix V = {{-5.0f, 5.0f}, {1.0f, 2.0f}, {3.0f, 4.0f}};  // (n_kv, d_v)
+    const Mask mask = {{false, true, true}, {false, true, true}};  // (n_q, n_kv)
+    const std::vector<bool> allowed = to_oracle(mask);
+    INFO("a masked key must score -inf before the softmax, not lose its weight after it");
+    CHECK_ALLCLOSE(attn::scaled_dot_product_attention(Q, K, V, mask),
+                   attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed), attention_atol(Q, K, V),
+                   0.0);
+  }
+
   TEST_CASE("scaled_dot_product_attention matches the oracle under random masks with fully masked rows" *
             doctest::test_suite("02_qkv_trace/scaled_dot_product_attention")) {
     attn::Rng rng(28);

@@ -60,6 +60,30 @@ TEST_SUITE("03_multi_head") {
         for (std::size_t c = 0; c < 3; ++c) CHECK(heads(i, t, c) == X(t, i * 3 + c));
   }
 
+  TEST_CASE("merge_heads puts head i's row t in columns i·d_k to (i+1)·d_k - 1 of row t" *
+            doctest::test_suite("03_multi_head/merge_heads")) {
+    // Checked on its own, not through split_heads: a merge that only undoes a wrong split (both interleaved,
+    // or both a plain reshape) passes the round trip below. Entry 100·i + 10·t + c names its head, row, column.
+    constexpr std::size_t h = 3, n = 2, d_k = 4;
+    Tensor3 heads = xt::zeros<float>({h, n, d_k});  // (h, n, d_k)
+    for (std::size_t i = 0; i < h; ++i)
+      for (std::size_t t = 0; t < n; ++t)
+        for (std::size_t c = 0; c < d_k; ++c) heads(i, t, c) = static_cast<float>(100 * i + 10 * t + c);
+    const Matrix X = attn::merge_heads(heads);
+    REQUIRE(X.shape(0) == n);
+    REQUIRE(X.shape(1) == h * d_k);
+    std::size_t wrong = 0;  // entries of X that are not where they belong; the first one is reported
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t col = 0; col < h * d_k; ++col) {
+        const std::size_t i = col / d_k, c = col % d_k;
+        if (X(t, col) == heads(i, t, c)) continue;
+        if (wrong++ == 0)
+          FAIL_CHECK("X(", t, ", ", col, ") is ", X(t, col), " but should be head ", i, "'s row ", t, ", column ", c,
+                     " (", heads(i, t, c), "): head i fills columns [i·d_k, (i+1)·d_k) of every row");
+      }
+    CHECK(wrong == 0);
+  }
+
   TEST_CASE("merge_heads undoes split_heads exactly, and split_heads undoes merge_heads" *
             doctest::test_suite("03_multi_head/merge_heads")) {
     attn::Rng rng(32);
@@ -104,6 +128,22 @@ TEST_SUITE("03_multi_head") {
     const attn::Mask causal = attn::causal_mask(n, n);
     const std::vector<bool> allowed(causal.begin(), causal.end());
     CHECK_ALLCLOSE(attn::multi_head_attention(X, W, h, causal), oracle_layer(X, W, {true, true, true}, &allowed), kAtol,
+                   kRtol);
+  }
+
+  TEST_CASE("multi_head_attention gives a masked key no weight even when its score dominates the row" *
+            doctest::test_suite("03_multi_head/multi_head_attention")) {
+    // Identity weights and h = 2 (d_k = 1): head i's queries and keys are column i of X, and the scores are exact
+    // products. In head 0, query 1 sees keys 0 and 1 (scores 10 and 1) but not the future key 2 (score 1000);
+    // query 0 sees key 0 (score 100) and not key 2 (score 1e4). A softmax over every score with the masked
+    // weights zeroed afterwards leaves nothing for the visible keys.
+    const Matrix X = {{10, 1}, {1, 2}, {1000, 3}};  // (n, d_model)
+    const Matrix I = xt::eye<float>(2);
+    const MultiHeadWeights W{I, I, I, I};
+    const attn::Mask causal = attn::causal_mask(3, 3);
+    const std::vector<bool> allowed(causal.begin(), causal.end());
+    INFO("a masked key must score -inf before the softmax, not lose its weight after it");
+    CHECK_ALLCLOSE(attn::multi_head_attention(X, W, 2, causal), oracle_layer(X, W, {true, true}, &allowed), kAtol,
                    kRtol);
   }
 

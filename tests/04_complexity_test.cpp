@@ -196,6 +196,35 @@ TEST_SUITE("04_complexity") {
     CHECK_THROWS_AS(attn::guarded_attention(Q, K, V, 1507.0), attn::memory_refusal);
   }
 
+  TEST_CASE(
+      "guarded_attention runs cross-attention (n_q != n_kv, d_k != d_v) at exactly its estimate, not a byte less" *
+      doctest::test_suite("04_complexity/guarded_attention")) {
+    // n_q = 3 queries, n_kv = 11 keys, d_k = 2, d_v = 5: S and A are 4·33 = 132 B each, O is 4·15 = 60 B: 324 B.
+    // An estimate from n_q alone (n_q² pairs: 132 B) or from d_k alone (O of 4·6 = 24 B: 288 B) runs at 323 B.
+    attn::Rng rng(311);
+    const Matrix Q = rng.normal(3, 2), K = rng.normal(11, 2), V = rng.normal(11, 5);
+    CHECK_ALLCLOSE(attn::guarded_attention(Q, K, V, 324.0),
+                   attn::oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V)), kAtol, kRtol);
+    INFO("S and A are (n_q, n_kv), O is (n_q, d_v): 2·4·n_q·n_kv + 4·n_q·d_v = 324 bytes here");
+    CHECK_THROWS_AS(attn::guarded_attention(Q, K, V, 323.0), attn::memory_refusal);
+  }
+
+  TEST_CASE(
+      "guarded_attention checks the shapes before the estimate: wrong shapes under a zero limit are a shape error" *
+      doctest::test_suite("04_complexity/guarded_attention")) {
+    // K (5, 2) does not fit Q (4, 3): there is no meaningful estimate, so no memory_refusal either.
+    const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 2}), V = xt::zeros<float>({5, 2});
+    bool refused_for_memory = false;
+    try {
+      (void)attn::guarded_attention(Q, K, V, 0.0);
+    } catch (const attn::memory_refusal&) {
+      refused_for_memory = true;
+    } catch (const std::exception&) {
+    }
+    CHECK_MESSAGE(!refused_for_memory, "Q (4, 3) and K (5, 2) were refused for memory: check the shapes first");
+    CHECK_THROWS_NAMING(attn::guarded_attention(Q, K, V, 0.0), std::invalid_argument, "(5, 2)", "(4, 3)");
+  }
+
   TEST_CASE("guarded_attention refuses before allocating, stating the estimate and pointing to chapter 05" *
             doctest::test_suite("04_complexity/guarded_attention")) {
     // n = 300, d = 8 under a fake limit of 100 kB: S alone would be 360 kB, S + A + O = 729,600 B = 730 kB.

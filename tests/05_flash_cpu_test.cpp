@@ -355,6 +355,25 @@ TEST_SUITE("05_flash_cpu") {
     CHECK(xt::all(xt::equal(none, 0.0f)));
   }
 
+  TEST_CASE("attention_row stays finite when the scores reach 1e4, where exp(s) alone overflows" *
+            doctest::test_suite("05_flash_cpu/attention_row")) {
+    // d_k = 4, so the scores q·k / 2 of query 0 are 1e4, 9999, 0 and -1e4, exact in float32; exp(1e4) is inf, so
+    // the weights must come from exp(s - lse), never from exp(s) / exp(lse). The log-sum-exp is the oracle's.
+    const Matrix K = {{1, 0, 0, 0}, {1, -1, 0, 0}, {0, 0, 0, 0}, {-1, 0, 0, 0}};        // (n_kv, d_k) = (4, 4)
+    const Matrix Q = {{2.0e4f, 2.0f, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};  // (n_q, d_k)
+    INFO("scores of 1e4: is each weight exp(s - lse), with s scaled by 1/sqrt(d_k)?");
+    const std::vector<double> lse64 = oracle::log_sum_exp_rows(to_oracle(Q), to_oracle(K));
+    Vector lse32 = xt::zeros<float>({4});  // (n_q)
+    for (std::size_t i = 0; i < 4; ++i) lse32(i) = static_cast<float>(lse64[i]);
+    // lse(0) = 1e4 + log(1 + e^-1) rounds to float32's spacing there, 2^-10: each weight is off by up to
+    // 2^-11 ≈ 4.9e-4 relative, hence rtol 1e-3.
+    CHECK_ALLCLOSE(attn::attention_row(Q, K, lse32, 0, false),
+                   oracle::attention_matrix(to_oracle(Q), to_oracle(K)).row(0), 1e-9, 1e-3);
+    // Causal, query 0 sees key 0 alone: lse(0) = 1e4 exactly, and the row is exactly (1, 0, 0, 0).
+    lse32(0) = 1.0e4f;
+    CHECK_ALLCLOSE(attn::attention_row(Q, K, lse32, 0, true), std::vector<double>({1.0, 0.0, 0.0, 0.0}), 0.0, 0.0);
+  }
+
   TEST_CASE("the fast kernel matches the oracle with 1 and 2 threads, and attention_row recomputes A from its lse" *
             doctest::test_suite("05_flash_cpu/attention_row")) {
     attn::Rng rng(59);

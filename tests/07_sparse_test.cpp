@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "04_complexity/heap_counter.hpp"
 #include "05_flash_cpu/tile_kernels.hpp"
 #include "07_sparse/sparse.hpp"
 #include "attn/checks.hpp"
@@ -77,6 +78,11 @@ TEST_SUITE("07_sparse") {
             doctest::test_suite("07_sparse/local_window_mask")) {
     CHECK(attn::local_window_mask(9, 9) == Mask(xt::ones<bool>({9, 9})));
     CHECK(attn::local_window_mask(9, 100, true) == attn::causal_mask(9, 9));
+    // w = SIZE_MAX: i + w must saturate, not wrap around to i - 1 (which would drop every row's own key and after).
+    constexpr std::size_t kHuge = std::numeric_limits<std::size_t>::max();
+    CHECK_MESSAGE(attn::local_window_mask(9, kHuge) == Mask(xt::ones<bool>({9, 9})),
+                  "local_window_mask(9, SIZE_MAX) should allow every pair: does i + w wrap around?");
+    CHECK(attn::local_window_mask(9, kHuge, true) == attn::causal_mask(9, 9));
   }
 
   TEST_CASE("local_window_mask's pair count and density match the closed form n(2w+1) - w(w+1)" *
@@ -118,6 +124,18 @@ TEST_SUITE("07_sparse") {
       }
     CHECK(attn::dilated_mask(12, 3, 1) == attn::local_window_mask(12, 3));
     CHECK_THROWS_AS(attn::dilated_mask(5, 1, 0), std::invalid_argument);
+  }
+
+  TEST_CASE("dilated_mask with a dilation past n allows only the diagonal, even where k·dilation wraps around" *
+            doctest::test_suite("07_sparse/dilated_mask")) {
+    // 3 · 0xAAAAAAAAAAAAAAAB = 2^65 + 1 = 1 modulo 2^64: a bound written k·dilation <= i (or i + k·dilation < n)
+    // lets k = 3 through as a distance of 1, allowing both neighbours. Every real distance k·dilation exceeds n.
+    constexpr std::size_t kInverseOf3 = 0xAAAAAAAAAAAAAAABull;
+    for (const bool causal : {false, true}) {
+      CAPTURE(causal);
+      CHECK_MESSAGE(attn::dilated_mask(8, 3, kInverseOf3, causal) == attn::local_window_mask(8, 0),
+                    "dilated_mask(8, 3, 0xAAAAAAAAAAAAAAAB) should allow the diagonal alone: does k·dilation wrap?");
+    }
   }
 
   TEST_CASE("the published patterns, unions of local_window_mask, global_mask, dilated_mask, match their papers" *
@@ -169,6 +187,27 @@ TEST_SUITE("07_sparse") {
         CHECK_ALLCLOSE(attn::sliding_window_attention(Q, K, V, w, causal), oracle_attention(Q, K, V, mask), kAtol,
                        kRtol);
       }
+    }
+  }
+
+  TEST_CASE("sliding_window_attention never holds an (n, n) matrix: its heap peak stays far below one" *
+            doctest::test_suite("07_sparse/sliding_window_attention")) {
+    // n = 2048, w = 2, d = 8: an (n, n) float score matrix is 16 MiB and the window's bool mask 4 MiB; the output O
+    // is 64 KiB and one row's window 5 floats. The bound, 1 MiB, fails chapter 02's dense attention under the
+    // window mask (it holds both) and leaves room for any O(n·w) bookkeeping.
+    attn::Rng rng(79);
+    const std::size_t n = 2048, w = 2, d = 8;
+    const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // (n, d) each
+    const std::size_t bound = std::size_t{1} << 20;
+    for (const bool causal : {false, true}) {
+      CAPTURE(causal);
+      Matrix O;
+      const std::size_t peak =
+          attn::ch04::measure_heap_peak([&] { O = attn::sliding_window_attention(Q, K, V, w, causal); });
+      CHECK_MESSAGE(peak <= bound, "sliding_window_attention held ", peak, " bytes of heap at its peak; an (n, n) = (",
+                    n, ", ", n, ") float matrix is ", n * n * sizeof(float), " bytes and the bound is ", bound,
+                    ": compute the window's scores only");
+      CHECK_ALLCLOSE(O, oracle_attention(Q, K, V, attn::local_window_mask(n, w, causal)), kAtol, kRtol);
     }
   }
 

@@ -5,7 +5,9 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <string>
 
+#include "04_complexity/heap_counter.hpp"
 #include "08_linear/features.hpp"
 #include "08_linear/linear.hpp"
 #include "attn/rng.hpp"
@@ -45,6 +47,25 @@ Vector flat(const Matrix& m) {
   Vector v = xt::zeros<float>({m.size()});  // (rows · cols)
   std::copy(m.begin(), m.end(), v.begin());
   return v;
+}
+
+/// Runs \p attend (linear or causal linear attention at n = 2048, m = 16, d_v = 8) under chapter 04's counting
+/// allocator: its heap peak must stay far below one (n, n) float matrix (16 MiB), and its output match the oracle.
+/// The bound, 1 MiB, leaves room for copies of φ(Q) or φ(K) (128 KiB each), O (64 KiB) and the m·d_v summary; the
+/// reference solutions peak at 164,416 bytes (linear) and 66,112 bytes (causal).
+template <class Attend>
+void check_heap_without_n_by_n(const std::string& name, bool causal, float decay, Attend attend) {
+  attn::Rng rng(91);
+  const std::size_t n = 2048, m = 16, d_v = 8;
+  const Matrix phiQ = rng.uniform(n, m), phiK = rng.uniform(n, m), V = rng.normal(n, d_v);
+  const std::size_t bound = std::size_t{1} << 20;
+  Matrix O;
+  const std::size_t peak = attn::ch04::measure_heap_peak([&] { O = attend(phiQ, phiK, V); });
+  CHECK_MESSAGE(peak <= bound, name, " held ", peak, " bytes of heap at its peak; an (n, n) = (", n, ", ", n,
+                ") float matrix is ", n * n * sizeof(float), " bytes and the bound is ", bound,
+                ": sum over the keys once (φ(K)ᵀV and φ(K)ᵀ1), never form φ(Q)φ(K)ᵀ");
+  CHECK_ALLCLOSE(O, attn::oracle::linear_attention(to_oracle(phiQ), to_oracle(phiK), to_oracle(V), causal, decay),
+                 linear_atol(n, m, max_abs(V)), 0.0);
 }
 
 /// Mean |actual − expected| over all entries.
@@ -183,6 +204,13 @@ TEST_SUITE("08_linear") {
     }
   }
 
+  TEST_CASE("linear_attention never forms the (n_q, n_kv) matrix: its heap peak stays far below one" *
+            doctest::test_suite("08_linear/linear_attention")) {
+    check_heap_without_n_by_n("linear_attention", false, 1.0f, [](const Matrix& q, const Matrix& k, const Matrix& v) {
+      return attn::linear_attention(q, k, v);
+    });
+  }
+
   TEST_CASE("linear_attention with elu+1 features matches the oracle on random queries and keys" *
             doctest::test_suite("08_linear/linear_attention")) {
     attn::Rng rng(85);
@@ -291,6 +319,17 @@ TEST_SUITE("08_linear") {
                        attn::oracle::linear_attention(to_oracle(phiQ), to_oracle(phiK), to_oracle(V), true, decay),
                        linear_atol(n, m, max_abs(V)), 0.0);
       }
+    }
+  }
+
+  TEST_CASE("causal_linear_attention keeps an (m, d_v) state, never the masked (n, n) matrix, with or without decay" *
+            doctest::test_suite("08_linear/causal_linear_attention")) {
+    for (const float decay : {1.0f, 0.9f}) {
+      CAPTURE(decay);
+      check_heap_without_n_by_n("causal_linear_attention", true, decay,
+                                [&](const Matrix& q, const Matrix& k, const Matrix& v) {
+                                  return attn::causal_linear_attention(q, k, v, decay);
+                                });
     }
   }
 

@@ -149,6 +149,23 @@ TEST_SUITE("09_mqa_gqa") {
     CHECK(O(1, 0, 1) == V(0, 0, 1));
   }
 
+  TEST_CASE("causal grouped_attention gives a future key no weight even when its score dominates the row" *
+            doctest::test_suite("09_mqa_gqa/grouped_attention")) {
+    // h = 2 query heads share g = 1 K/V head; d_k = 1, every query is 10 and the keys are 0, 1 and 1000: query 1's
+    // scores are 0 and 10 for the keys it may see and 1e4 for the future key 2, all exact in float32. Zeroing the
+    // future weights after a softmax over every score leaves exp(10 - 1e4) = 0 for the visible keys.
+    const Tensor3 Q = xt::full_like(Tensor3(xt::zeros<float>({2, 3, 1})), 10.0f);  // (h, n, d_k)
+    Tensor3 K = xt::zeros<float>({1, 3, 1});                                       // (g, n, d_k)
+    K(0, 1, 0) = 1.0f;
+    K(0, 2, 0) = 1000.0f;
+    Tensor3 V = xt::zeros<float>({1, 3, 2});  // (g, n, d_v): rows (1, 2), (3, 4), (5, 6)
+    for (std::size_t t = 0; t < 3; ++t)
+      for (std::size_t c = 0; c < 2; ++c) V(0, t, c) = static_cast<float>(2 * t + c + 1);
+    INFO("a future key must score -inf before the softmax, not lose its weight after it");
+    CHECK_ALLCLOSE(stacked(attn::grouped_attention(Q, K, V, /*causal=*/true)),
+                   stacked(attn::oracle::grouped_attention(to_heads(Q), to_heads(K), to_heads(V), true)), kAtol, kRtol);
+  }
+
   TEST_CASE("grouped_attention rejects g that does not divide h and mismatched shapes, naming them" *
             doctest::test_suite("09_mqa_gqa/grouped_attention")) {
     const Tensor3 Q = xt::zeros<float>({6, 2, 4}), K4 = xt::zeros<float>({4, 3, 4}), V4 = xt::zeros<float>({4, 3, 2});
@@ -210,11 +227,15 @@ TEST_SUITE("09_mqa_gqa") {
   TEST_CASE("KVCache::append rejects keys or values of the wrong shape, leaving the cache unchanged" *
             doctest::test_suite("09_mqa_gqa/KVCache::append")) {
     attn::KVCache cache(2, 5, 4, 3);
-    const Matrix k_bad = xt::zeros<float>({1, 4}), v = xt::zeros<float>({2, 3});
+    // Ones, so that a row written before the refusal shows in keys() or values(), which start as zeros.
+    const Matrix k_bad = xt::ones<float>({1, 4}), v = xt::ones<float>({2, 3});
     CHECK_THROWS_NAMING(cache.append(k_bad, v), std::invalid_argument, "(1, 4)");
-    const Matrix k = xt::zeros<float>({2, 4}), v_bad = xt::zeros<float>({2, 4});
+    const Matrix k = xt::ones<float>({2, 4}), v_bad = xt::ones<float>({2, 4});
     CHECK_THROWS_NAMING(cache.append(k, v_bad), std::invalid_argument, "(2, 4)");
     CHECK(cache.length() == 0);
+    CHECK_MESSAGE(xt::all(xt::equal(cache.keys(), 0.0f)), "a refused append wrote into keys(): check k and v first");
+    CHECK_MESSAGE(xt::all(xt::equal(cache.values(), 0.0f)),
+                  "a refused append wrote into values(): check k and v first");
   }
 
   TEST_CASE("decode_step refuses a full cache and queries whose head count g does not divide" *
