@@ -63,13 +63,25 @@ ch12::Config tiny_config() {
 /// The model of the layer tests: 2 layers of 2 heads of width 4 (d_model 8). RoPE's base is 100 so that both
 /// pairs of a head turn visibly (by 1 and 0.1 radians per position; base 10000 would turn the second by 0.01).
 ch12::Config layer_config() {
-  ch12::Config c;
-  c.vocab = 5;
+  ch12::Config c = tiny_config();
   c.d_model = 8;
-  c.heads = 2;
-  c.layers = 2;
-  c.context = 8;
   c.rope_base = 100.0f;
+  return c;
+}
+
+/// A layer test's inputs: a model of layer_config() (seeded with \p seed), a random embedded input X0 and gradient
+/// dY, (n, d_model) each (drawn with seed + 1), and the forward's trace of X0 with \p keep.
+struct LayerCase {
+  ch12::Model model;
+  Matrix dY;
+  ch12::Trace trace;
+};
+LayerCase layer_case(std::uint64_t seed, std::size_t n, const ch12::HeadMask& keep = ch12::HeadMask()) {
+  LayerCase c{ch12::init_model(layer_config(), seed), {}, {}};
+  attn::Rng rng(seed + 1);
+  const Matrix X0 = rng.normal(n, 8);  // (n, d_model)
+  c.dY = rng.normal(n, 8);             // (n, d_model)
+  c.trace = ch12::forward_embedded(c.model, X0, keep);
   return c;
 }
 
@@ -288,10 +300,10 @@ TEST_SUITE("12_learning") {
       "layer_backward of the second layer equals float64 central differences of that layer: W_Q, W_K, W_V, "
       "W_O and dX" *
       doctest::test_suite("12_learning/layer_backward")) {
-    const ch12::Model model = ch12::init_model(layer_config(), 1212);
-    attn::Rng rng(1213);
-    const Matrix X0 = rng.normal(6, 8), dY = rng.normal(6, 8);  // (n, d_model) each, n = 6
-    const ch12::Trace tr = ch12::forward_embedded(model, X0);
+    const LayerCase c = layer_case(1212, 6);
+    const ch12::Model& model = c.model;
+    const ch12::Trace& tr = c.trace;
+    const Matrix& dY = c.dY;  // (6, d_model)
     const attn::LayerGrads g = attn::layer_backward(model, tr, 1, dY);
     const oracle::LayerGrads e = oracle::attention_layer_gradients(
         to_oracle(tr.residual[1]), to_oracle_layer(model.layers[1]), 2, 100.0, to_oracle(dY));
@@ -348,14 +360,12 @@ TEST_SUITE("12_learning") {
 
   TEST_CASE("layer_backward of the first layer with its second head switched off: that head passes no gradient" *
             doctest::test_suite("12_learning/layer_backward")) {
-    const ch12::Model model = ch12::init_model(layer_config(), 1216);
-    attn::Rng rng(1217);
-    const Matrix X0 = rng.normal(6, 8), dY = rng.normal(6, 8);  // (6, d_model) each
     const ch12::HeadMask keep{{true, false}, {true, true}};
-    const ch12::Trace tr = ch12::forward_embedded(model, X0, keep);
-    const attn::LayerGrads g = attn::layer_backward(model, tr, 0, dY, keep[0]);
-    const oracle::LayerGrads e = oracle::attention_layer_gradients(
-        to_oracle(tr.residual[0]), to_oracle_layer(model.layers[0]), 2, 100.0, to_oracle(dY), {true, false});
+    const LayerCase lc = layer_case(1216, 6, keep);
+    const attn::LayerGrads g = attn::layer_backward(lc.model, lc.trace, 0, lc.dY, keep[0]);
+    const oracle::LayerGrads e =
+        oracle::attention_layer_gradients(to_oracle(lc.trace.residual[0]), to_oracle_layer(lc.model.layers[0]), 2,
+                                          100.0, to_oracle(lc.dY), {true, false});
     {
       INFO("a head whose keep flag is false added nothing to Y: its columns of W_Q, W_K, W_V get no gradient");
       for (const Matrix* W : {&g.dW.W_Q, &g.dW.W_K, &g.dW.W_V}) {
@@ -378,21 +388,19 @@ TEST_SUITE("12_learning") {
       "layer_backward refuses a layer past the last, a dY of another shape or holding NaN, and a keep of "
       "another size" *
       doctest::test_suite("12_learning/layer_backward")) {
-    const ch12::Model model = ch12::init_model(layer_config(), 1218);
-    attn::Rng rng(1219);
-    const Matrix X0 = rng.normal(4, 8), dY = rng.normal(4, 8);  // (4, d_model) each
-    const ch12::Trace tr = ch12::forward_embedded(model, X0);
-    CHECK_THROWS_NAMING(attn::layer_backward(model, tr, 2, dY), std::invalid_argument, "2");
-    CHECK_THROWS_NAMING(attn::layer_backward(model, tr, 0, Matrix(xt::zeros<float>({4, 6}))), std::invalid_argument,
-                        "(4, 6)");
-    Matrix nan = dY;
+    const LayerCase c = layer_case(1218, 4);  // dY (4, d_model)
+    CHECK_THROWS_NAMING(attn::layer_backward(c.model, c.trace, 2, c.dY), std::invalid_argument, "2");
+    CHECK_THROWS_NAMING(attn::layer_backward(c.model, c.trace, 0, Matrix(xt::zeros<float>({4, 6}))),
+                        std::invalid_argument, "(4, 6)");
+    Matrix nan = c.dY;
     nan(1, 2) = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_NAMING(attn::layer_backward(model, tr, 0, nan), std::invalid_argument, "dY[10]");
-    CHECK_THROWS_AS(attn::layer_backward(model, tr, 0, dY, {true}), std::invalid_argument);
+    CHECK_THROWS_NAMING(attn::layer_backward(c.model, c.trace, 0, nan), std::invalid_argument, "dY[10]");
+    CHECK_THROWS_AS(attn::layer_backward(c.model, c.trace, 0, c.dY, {true}), std::invalid_argument);
     ch12::Config other = layer_config();
     other.layers = 1;
-    CHECK_THROWS_AS(attn::layer_backward(model, ch12::forward_embedded(ch12::init_model(other, 1), X0), 1, dY),
-                    std::invalid_argument);
+    CHECK_THROWS_AS(
+        attn::layer_backward(c.model, ch12::forward_embedded(ch12::init_model(other, 1), c.trace.residual[0]), 1, c.dY),
+        std::invalid_argument);
   }
 
   TEST_CASE(
