@@ -21,6 +21,7 @@
 
 #include "12_learning/flow.hpp"
 #include "12_learning/model.hpp"
+#include "12_learning/model_backward.hpp"
 #include "12_learning/pronoun.hpp"
 #include "12_learning/train.hpp"
 #include "attn/rng.hpp"

@@ -1,19 +1,27 @@
 // Chapter 12's tests, run against both tracks. Expected values come from the float64 oracle
-// (tests/oracle/12_learning_oracle.hpp: the transformer and cross-entropy as loops), from central differences
-// of that oracle, or from hand-worked closed forms, never from the other track.
+// (tests/oracle/12_learning_oracle.hpp: the transformer, one attention layer and cross-entropy as loops; RoPE from
+// chapter 11's oracle), from central differences of that oracle, or from hand-worked closed forms, never from the
+// other track. Where a result is wrong, the tests also compute what the likely mistakes give (RoPE's rotation
+// turned the wrong way, a missing residual path, a step that reuses t, ...) and name the one it matches.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "11_positions/positions.hpp"
 #include "12_learning/learning.hpp"
 #include "12_learning/model.hpp"
+#include "12_learning/model_backward.hpp"
 #include "12_learning/train.hpp"
 #include "attn/rng.hpp"
+#include "oracle/10_backward_oracle.hpp"
+#include "oracle/11_positions_oracle.hpp"
 #include "oracle/12_learning_oracle.hpp"
 #include "support/allclose.hpp"
 #include "support/throws.hpp"
@@ -41,15 +49,6 @@ oracle::Transformer to_oracle_model(const ch12::Model& m) {
   return t;
 }
 
-/// The oracle's matrices in the order of ch12::parameters().
-std::vector<oracle::Mat*> oracle_parameters(oracle::Transformer& t) {
-  std::vector<oracle::Mat*> out{&t.embed};
-  for (auto& W : t.layers)
-    for (auto& M : W) out.push_back(&M);
-  out.push_back(&t.unembed);
-  return out;
-}
-
 /// A tiny configuration for gradient checks: 2 layers, 2 heads of width 2, 5 tokens.
 ch12::Config tiny_config() {
   ch12::Config c;
@@ -61,9 +60,424 @@ ch12::Config tiny_config() {
   return c;
 }
 
+/// The model of the layer tests: 2 layers of 2 heads of width 4 (d_model 8). RoPE's base is 100 so that both
+/// pairs of a head turn visibly (by 1 and 0.1 radians per position; base 10000 would turn the second by 0.01).
+ch12::Config layer_config() {
+  ch12::Config c = tiny_config();
+  c.d_model = 8;
+  c.rope_base = 100.0f;
+  return c;
+}
+
+/// A layer test's inputs: a model of layer_config() (seeded with \p seed), a random embedded input X0 and gradient
+/// dY, (n, d_model) each (drawn with seed + 1), and the forward's trace of X0 with \p keep.
+struct LayerCase {
+  ch12::Model model;
+  Matrix dY;
+  ch12::Trace trace;
+};
+LayerCase layer_case(std::uint64_t seed, std::size_t n, const ch12::HeadMask& keep = ch12::HeadMask()) {
+  LayerCase c{ch12::init_model(layer_config(), seed), {}, {}};
+  attn::Rng rng(seed + 1);
+  const Matrix X0 = rng.normal(n, 8);  // (n, d_model)
+  c.dY = rng.normal(n, 8);             // (n, d_model)
+  c.trace = ch12::forward_embedded(c.model, X0, keep);
+  return c;
+}
+
+std::array<oracle::Mat, 4> to_oracle_layer(const ch12::Layer& L) {
+  return {to_oracle(L.W_Q), to_oracle(L.W_K), to_oracle(L.W_V), to_oracle(L.W_O)};
+}
+
+/// Does \p actual match \p expected within atol + rtol·|expected|? (to name the mistake a wrong result matches)
+template <class Actual>
+bool matches(const Actual& actual, const oracle::Mat& expected, double atol, double rtol) {
+  return attn::test::allclose(actual, expected, atol, rtol).ok;
+}
+
+oracle::Mat head_columns(const oracle::Mat& M, std::size_t h, std::size_t d_k) {
+  oracle::Mat out(M.rows, d_k);
+  for (std::size_t i = 0; i < M.rows; ++i)
+    for (std::size_t j = 0; j < d_k; ++j) out(i, j) = M(i, h * d_k + j);
+  return out;
+}
+
+oracle::Mat scaled(oracle::Mat M, double factor) {
+  for (double& x : M.v) x *= factor;
+  return M;
+}
+
+oracle::Mat minus(oracle::Mat a, const oracle::Mat& b) {
+  for (std::size_t i = 0; i < a.v.size(); ++i) a.v[i] -= b.v[i];
+  return a;
+}
+
+/// Mistakes a layer backward can make between chapter 10's dQ, dK of a head and the projections' gradients.
+enum class Slip { rope_forward_again, no_rope_backward, no_scale, dq_dk_swapped };
+
+/// W_Q's and W_K's gradients (float64) of layer \p l's backward made with \p slip: each head's dQ and dK from
+/// chapter 10's oracle (the chain rule on the trace's q, k, v, with dO = dY·W_Oᵀ), then RoPE's transpose (the
+/// oracle's), then Xᵀ· — except where the slip changes a step.
+std::pair<oracle::Mat, oracle::Mat> projection_grads_with(Slip slip, const ch12::Model& model, const ch12::Trace& tr,
+                                                          std::size_t l, const Matrix& dY) {
+  const ch12::Config& c = model.config;
+  const std::size_t n = dY.shape(0), d_k = c.d_model / c.heads;
+  const double base = static_cast<double>(c.rope_base);
+  std::vector<bool> causal(n * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j <= i; ++j) causal[i * n + j] = true;
+  const oracle::Mat X = to_oracle(tr.residual[l]);
+  const oracle::Mat dheads = oracle::matmul(to_oracle(dY), oracle::transpose(to_oracle(model.layers[l].W_O)));
+  oracle::Mat dQ(n, c.d_model), dK(n, c.d_model);
+  for (std::size_t h = 0; h < c.heads; ++h) {
+    const oracle::Grads g = oracle::attention_gradients(to_oracle(tr.q[l][h]), to_oracle(tr.k[l][h]),
+                                                        to_oracle(tr.v[l][h]), head_columns(dheads, h, d_k), &causal);
+    oracle::Mat gq = oracle::rope_transpose(g.dQ, 0, base), gk = oracle::rope_transpose(g.dK, 0, base);
+    if (slip == Slip::rope_forward_again) {
+      gq = oracle::rope(g.dQ, 0, base);
+      gk = oracle::rope(g.dK, 0, base);
+    } else if (slip == Slip::no_rope_backward) {
+      gq = g.dQ;
+      gk = g.dK;
+    } else if (slip == Slip::no_scale) {
+      gq = scaled(gq, std::sqrt(static_cast<double>(d_k)));
+      gk = scaled(gk, std::sqrt(static_cast<double>(d_k)));
+    } else {
+      std::swap(gq, gk);
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < d_k; ++j) {
+        dQ(i, h * d_k + j) = gq(i, j);
+        dK(i, h * d_k + j) = gk(i, j);
+      }
+  }
+  const oracle::Mat Xt = oracle::transpose(X);
+  return {oracle::matmul(Xt, dQ), oracle::matmul(Xt, dK)};
+}
+
+/// Which known mistake W_Q's and W_K's gradients match (within atol, rtol), said so that it points at the step.
+std::string projection_slip(const Matrix& dW_Q, const Matrix& dW_K, const ch12::Model& model, const ch12::Trace& tr,
+                            std::size_t l, const Matrix& dY, double atol, double rtol) {
+  const std::pair<Slip, const char*> known[] = {
+      {Slip::rope_forward_again,
+       "they match a backward that turns dQ and dK by +θ, RoPE's forward rotation again: its transpose, "
+       "rope_backward, turns them by −θ"},
+      {Slip::no_rope_backward,
+       "they match a backward without RoPE's: chapter 10's dQ and dK are gradients of the rotated q and k, so "
+       "they pass through rope_backward before W_Q and W_K"},
+      {Slip::no_scale,
+       "they are √d_k times too large, as without attention's 1/√d_k: the scores are q·k/√d_k, so dQ = dS·K/√d_k "
+       "and dK = dSᵀ·Q/√d_k (chapter 10's attention_backward has both)"},
+      {Slip::dq_dk_swapped, "W_Q's matches dK's share and W_K's dQ's: chapter 10's dQ belongs to W_Q, dK to W_K"}};
+  for (const auto& [slip, says] : known) {
+    const auto [q, k] = projection_grads_with(slip, model, tr, l, dY);
+    if (matches(dW_Q, q, atol, rtol) && matches(dW_K, k, atol, rtol)) return says;
+  }
+  return "dW_Q = Xᵀ·dQ and dW_K = Xᵀ·dK, with each head's dQ and dK from chapter 10 turned back by rope_backward";
+}
+
+/// A copy of every parameter of \p m (ch12::parameters()' order).
+std::vector<Matrix> snapshot(const ch12::Model& m) {
+  std::vector<Matrix> out;
+  for (const Matrix* p : ch12::parameters(m)) out.push_back(*p);
+  return out;
+}
+
+bool unchanged(const ch12::Model& m, const std::vector<Matrix>& before) {
+  const std::vector<const Matrix*> P = ch12::parameters(m);
+  for (std::size_t i = 0; i < P.size(); ++i)
+    if (!(*P[i] == before[i])) return false;
+  return true;
+}
+
+const char* const kParameterNames[] = {"embed",       "layer 1 W_Q", "layer 1 W_K", "layer 1 W_V", "layer 1 W_O",
+                                       "layer 2 W_Q", "layer 2 W_K", "layer 2 W_V", "layer 2 W_O", "unembed"};
+
+/// Mistakes a training step can make around adamw_step.
+enum class StepSlip { none, same_t, accumulated, not_zeroed, decay_in_gradient };
+
+/// Two training steps of the float64 model (central-difference gradients of the batch loss, then the oracle's
+/// AdamW on every parameter), made with \p slip: the parameters after each step, and each step's loss before it.
+struct OracleSteps {
+  std::vector<std::vector<oracle::Mat>> after;  ///< [step][parameter]
+  std::vector<double> loss;                     ///< [step]
+};
+OracleSteps oracle_steps(StepSlip slip, const ch12::Model& start,
+                         const std::vector<std::vector<ch12::Sequence>>& batches, const attn::AdamW& s) {
+  oracle::Transformer t = to_oracle_model(start);
+  std::vector<oracle::Mat*> P = oracle::parameters(t);
+  std::vector<oracle::AdamWState> state;
+  for (oracle::Mat* p : P) state.push_back({p->v, std::vector<double>(p->v.size()), std::vector<double>(p->v.size())});
+  std::vector<oracle::Mat> previous;
+  OracleSteps out;
+  for (std::size_t k = 0; k < batches.size(); ++k) {
+    std::vector<std::vector<std::size_t>> tokens, targets;
+    for (const ch12::Sequence& q : batches[k]) {
+      tokens.push_back(q.tokens);
+      targets.push_back(q.targets);
+    }
+    out.loss.push_back(oracle::batch_loss(t, tokens, targets));
+    std::vector<oracle::Mat> g = oracle::batch_loss_gradients(t, tokens, targets);
+    double decay = static_cast<double>(s.weight_decay);
+    for (std::size_t i = 0; i < P.size(); ++i)
+      for (std::size_t e = 0; e < g[i].v.size(); ++e) {
+        if (slip == StepSlip::accumulated && k > 0) g[i].v[e] += previous[i].v[e];
+        if (slip == StepSlip::not_zeroed) g[i].v[e] += P[i]->v[e];  // gradients begun as a copy of the model
+        if (slip == StepSlip::decay_in_gradient) g[i].v[e] += decay * P[i]->v[e];  // Adam with L2
+      }
+    if (slip == StepSlip::decay_in_gradient) decay = 0.0;
+    const std::size_t step = slip == StepSlip::same_t ? 1 : k + 1;
+    out.after.emplace_back();
+    for (std::size_t i = 0; i < P.size(); ++i) {
+      oracle::adamw_step(state[i], g[i].v, step, static_cast<double>(s.lr), s.beta1, s.beta2,
+                         static_cast<double>(s.eps), decay);
+      P[i]->v = state[i].theta;
+      out.after.back().push_back(*P[i]);
+    }
+    previous = g;
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_SUITE("12_learning") {
+  TEST_CASE("rope_backward is RoPE's transpose: equal to the float64 oracle's Rᵀ·G, from position 5 with base 100" *
+            doctest::test_suite("12_learning/rope_backward")) {
+    attn::Rng rng(1210);
+    const Matrix G = rng.normal(7, 6);  // (7, 6): 3 pairs turning by 1, 0.22 and 0.046 rad per position
+    Matrix back = G;
+    attn::rope_backward(back, 5, 100.0f);
+    const oracle::Mat g = to_oracle(G), expected = oracle::rope_transpose(g, 5, 100.0);
+    // Each entry is c·g0 ± s·g1 of a float32 angle's cosine and sine: a few roundings of 2^-24 of values below 4
+    // (measured worst 1e-7); a rotation the wrong way misses by ~1.
+    const double atol = 1e-6, rtol = 0.0;
+    std::string why = "each pair (g0, g1) of row p turns by −(5 + p)·100^(−2i/6): (c·g0 + s·g1, −s·g0 + c·g1)";
+    if (matches(back, oracle::rope(g, 5, 100.0), atol, rtol))
+      why = "yours turns by +θ, the forward rotation again: the backward of y = R·x is Rᵀ, the turn back";
+    else if (matches(back, g, atol, rtol))
+      why = "G came back unchanged: RoPE's backward turns every pair back by its angle";
+    else if (matches(back, oracle::rope_transpose(g, 0, 100.0), atol, rtol))
+      why = "yours counts positions from 0: row p is at first_position + p";
+    INFO(why);
+    CHECK_ALLCLOSE(back, expected, atol, rtol);
+  }
+
+  TEST_CASE("rope_backward undoes apply_rope (a rotation's transpose is its inverse) and leaves position 0 alone" *
+            doctest::test_suite("12_learning/rope_backward")) {
+    attn::Rng rng(1211);
+    const Matrix X = rng.normal(9, 8);  // (9, 8)
+    Matrix Y = X;
+    attn::apply_rope(Y, 3, 10000.0f);  // chapter 11's forward
+    attn::rope_backward(Y, 3, 10000.0f);
+    // Two float32 rotations of values below 4: a few roundings of 2^-24 each (measured worst 1.2e-7); a wrong
+    // turn misses by ~1.
+    INFO("rope_backward(apply_rope(X)) must give X back: RᵀR = I");
+    CHECK_ALLCLOSE(Y, to_oracle(X), 1e-6, 0.0);
+    Matrix first = X;
+    attn::rope_backward(first, 0, 10000.0f);
+    INFO("row 0 at position 0 turns by angle 0: it stays exactly as it was");
+    CHECK(Matrix(xt::view(first, xt::range(0, 1), xt::all())) == Matrix(xt::view(X, xt::range(0, 1), xt::all())));
+  }
+
+  TEST_CASE("rope_backward refuses an odd d, a base of 1 and a NaN gradient, leaving G unchanged" *
+            doctest::test_suite("12_learning/rope_backward")) {
+    Matrix odd = {{1.0f, 2.0f, 3.0f}};  // (1, 3)
+    CHECK_THROWS_NAMING(attn::rope_backward(odd, 0, 100.0f), std::invalid_argument, "(1, 3)");
+    CHECK(odd == Matrix{{1.0f, 2.0f, 3.0f}});
+    Matrix G = {{1.0f, 2.0f}, {3.0f, 4.0f}};  // (2, 2)
+    const Matrix before = G;
+    CHECK_THROWS_AS(attn::rope_backward(G, 0, 1.0f), std::invalid_argument);
+    CHECK_THROWS_AS(attn::rope_backward(G, 0, std::numeric_limits<float>::quiet_NaN()), std::invalid_argument);
+    CHECK(G == before);
+    G(1, 1) = std::numeric_limits<float>::infinity();
+    const Matrix with_inf = G;
+    CHECK_THROWS_NAMING(attn::rope_backward(G, 0, 100.0f), std::invalid_argument, "G[3]");
+    CHECK(xt::all(xt::equal(G, with_inf)));
+  }
+
+  TEST_CASE(
+      "layer_backward of the second layer equals float64 central differences of that layer: W_Q, W_K, W_V, "
+      "W_O and dX" *
+      doctest::test_suite("12_learning/layer_backward")) {
+    const LayerCase c = layer_case(1212, 6);
+    const ch12::Model& model = c.model;
+    const ch12::Trace& tr = c.trace;
+    const Matrix& dY = c.dY;  // (6, d_model)
+    const attn::LayerGrads g = attn::layer_backward(model, tr, 1, dY);
+    const oracle::LayerGrads e = oracle::attention_layer_gradients(
+        to_oracle(tr.residual[1]), to_oracle_layer(model.layers[1]), 2, 100.0, to_oracle(dY));
+    // float32 products and softmaxes of width 8 with values up to ~5: a few dozen roundings of 2^-24 (measured
+    // worst 1.1e-6 at a value of 4.6, 2.4e-7 relative); central differences add ~1e-9. The mistakes the messages
+    // name miss by 0.01 or more.
+    const double atol = 2e-6, rtol = 1e-6;
+    {
+      const bool transposed = matches(g.dW.W_O, oracle::transpose(e.dW[3]), atol, rtol);
+      const std::string why = transposed
+                                  ? "yours is the transpose: W_O's gradient is headsᵀ·dY (trace.heads_out), row i "
+                                    "for column i of the heads"
+                                  : "W_O's gradient is headsᵀ·dY, heads being trace.heads_out";
+      INFO(why);
+      CHECK_ALLCLOSE(g.dW.W_O, e.dW[3], atol, rtol);
+    }
+    {
+      INFO(
+          "W_V's gradient is Xᵀ·dV, dV each head's from chapter 10's attention_backward with dO = its columns of "
+          "dY·W_Oᵀ");
+      CHECK_ALLCLOSE(g.dW.W_V, e.dW[2], atol, rtol);
+    }
+    {
+      const bool ok = matches(g.dW.W_Q, e.dW[0], atol, rtol) && matches(g.dW.W_K, e.dW[1], atol, rtol);
+      INFO("W_Q and W_K: ", ok ? std::string() : projection_slip(g.dW.W_Q, g.dW.W_K, model, tr, 1, dY, atol, rtol));
+      CHECK_ALLCLOSE(g.dW.W_Q, e.dW[0], atol, rtol);
+      CHECK_ALLCLOSE(g.dW.W_K, e.dW[1], atol, rtol);
+    }
+    {
+      const bool no_residual = matches(g.dX, minus(e.dX, to_oracle(dY)), atol, rtol);
+      const std::string why = no_residual
+                                  ? "dX lacks the residual path: Y = X + heads·W_O, so dX = dY + what flows back "
+                                    "through the heads"
+                                  : "dX = dY (the residual stream) + dQ·W_Qᵀ + dK·W_Kᵀ + dV·W_Vᵀ";
+      INFO(why);
+      CHECK_ALLCLOSE(g.dX, e.dX, atol, rtol);
+    }
+  }
+
+  TEST_CASE("layer_backward with W_O = 0: the layer passes X through, so dX = dY exactly and only W_O learns" *
+            doctest::test_suite("12_learning/layer_backward")) {
+    ch12::Model model = ch12::init_model(layer_config(), 1214);
+    model.layers[0].W_O.fill(0.0f);  // Y = X + heads·0 = X
+    attn::Rng rng(1215);
+    const Matrix X0 = rng.normal(5, 8), dY = rng.normal(5, 8);  // (5, d_model) each
+    const ch12::Trace tr = ch12::forward_embedded(model, X0);
+    const attn::LayerGrads g = attn::layer_backward(model, tr, 0, dY);
+    INFO("the residual stream: Y = X + heads·W_O, so dX begins as dY (and nothing reaches the heads when W_O = 0)");
+    CHECK(g.dX == dY);  // dY plus products of exact zeros: exact
+    for (const Matrix* W : {&g.dW.W_Q, &g.dW.W_K, &g.dW.W_V}) CHECK(xt::all(xt::equal(*W, 0.0f)));
+    // One float32 product of width 5 (values ~1): a few roundings of 2^-24.
+    CHECK_ALLCLOSE(g.dW.W_O, oracle::matmul(oracle::transpose(to_oracle(tr.heads_out[0])), to_oracle(dY)), 1e-6, 1e-5);
+  }
+
+  TEST_CASE("layer_backward of the first layer with its second head switched off: that head passes no gradient" *
+            doctest::test_suite("12_learning/layer_backward")) {
+    const ch12::HeadMask keep{{true, false}, {true, true}};
+    const LayerCase lc = layer_case(1216, 6, keep);
+    const attn::LayerGrads g = attn::layer_backward(lc.model, lc.trace, 0, lc.dY, keep[0]);
+    const oracle::LayerGrads e =
+        oracle::attention_layer_gradients(to_oracle(lc.trace.residual[0]), to_oracle_layer(lc.model.layers[0]), 2,
+                                          100.0, to_oracle(lc.dY), {true, false});
+    {
+      INFO("a head whose keep flag is false added nothing to Y: its columns of W_Q, W_K, W_V get no gradient");
+      for (const Matrix* W : {&g.dW.W_Q, &g.dW.W_K, &g.dW.W_V}) {
+        const Matrix off = xt::view(*W, xt::all(), xt::range(4, 8));  // (d_model, d_k) head 1's columns
+        CHECK(xt::all(xt::equal(off, 0.0f)));
+      }
+    }
+    // As in the test of the second layer: float32 rounding (measured worst 5.8e-7), central differences ~1e-9.
+    const char* const names[] = {"W_Q", "W_K", "W_V", "W_O"};
+    const Matrix* got[] = {&g.dW.W_Q, &g.dW.W_K, &g.dW.W_V, &g.dW.W_O};
+    for (std::size_t i = 0; i < 4; ++i) {
+      INFO("the gradient of ", std::string(names[i]), " with head 0 on and head 1 off");
+      CHECK_ALLCLOSE(*got[i], e.dW[i], 2e-6, 1e-6);
+    }
+    INFO("dX with head 0 on and head 1 off");
+    CHECK_ALLCLOSE(g.dX, e.dX, 2e-6, 1e-6);
+  }
+
+  TEST_CASE(
+      "layer_backward refuses a layer past the last, a dY of another shape or holding NaN, and a keep of "
+      "another size" *
+      doctest::test_suite("12_learning/layer_backward")) {
+    const LayerCase c = layer_case(1218, 4);  // dY (4, d_model)
+    CHECK_THROWS_NAMING(attn::layer_backward(c.model, c.trace, 2, c.dY), std::invalid_argument, "2");
+    CHECK_THROWS_NAMING(attn::layer_backward(c.model, c.trace, 0, Matrix(xt::zeros<float>({4, 6}))),
+                        std::invalid_argument, "(4, 6)");
+    Matrix nan = c.dY;
+    nan(1, 2) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_NAMING(attn::layer_backward(c.model, c.trace, 0, nan), std::invalid_argument, "dY[10]");
+    CHECK_THROWS_AS(attn::layer_backward(c.model, c.trace, 0, c.dY, {true}), std::invalid_argument);
+    ch12::Config other = layer_config();
+    other.layers = 1;
+    CHECK_THROWS_AS(
+        attn::layer_backward(c.model, ch12::forward_embedded(ch12::init_model(other, 1), c.trace.residual[0]), 1, c.dY),
+        std::invalid_argument);
+  }
+
+  TEST_CASE(
+      "train_step takes two AdamW steps of the float64 model: every parameter moves, with t = 1 then 2, by "
+      "each step's own gradient" *
+      doctest::test_suite("12_learning/train_step")) {
+    const ch12::Model start = ch12::init_model(tiny_config(), 1220);
+    const std::vector<std::vector<ch12::Sequence>> batches{
+        {{{1, 4, 0, 2, 1, 3}, {kSkip, 0, 2, kSkip, 3, 1}}, {{2, 2, 4, 0}, {2, 4, 0, kSkip}}},
+        {{{0, 3, 1, 4, 2}, {3, 1, 4, 2, kSkip}}, {{4, 1, 1, 3, 0, 2, 4}, {1, kSkip, 3, 0, 2, 4, kSkip}}}};
+    // ε = 1e-3 rather than 1e-8: a step is then lr·ĝ/(|ĝ| + ε) and moves at most lr/ε = 10 times a gradient's
+    // error, where ε = 1e-8 would let a gradient of 1e-9 (pure rounding) swing its parameter by ±lr.
+    const attn::AdamW s{0.01f, 0.9, 0.999, 1e-3f, 0.1f};
+    const OracleSteps right = oracle_steps(StepSlip::none, start, batches, s);
+    const std::pair<StepSlip, const char*> slips[] = {
+        {StepSlip::same_t,
+         "it matches a step that passes t = 1 again: adamw_step's bias corrections need this step's t"},
+        {StepSlip::accumulated,
+         "it matches gradients summed over both steps: each step's gradients start from zero (ch12::zeros_like)"},
+        {StepSlip::not_zeroed,
+         "it matches gradients begun as a copy of the model, not from zero: ch12::zeros_like(model)"},
+        {StepSlip::decay_in_gradient,
+         "it matches weight decay added to the gradient (Adam with L2): AdamW decays the weight itself, in "
+         "adamw_step, with the settings unchanged"}};
+    std::vector<OracleSteps> wrong;
+    for (const auto& slip : slips) wrong.push_back(oracle_steps(slip.first, start, batches, s));
+    ch12::Model model = start, m = ch12::zeros_like(start), v = m;
+    // Parameters below 2 moved by ~lr = 0.01 per step: float32 rounding of θ (1.2e-7) and at most 10 times the
+    // float32 gradients' error (1e-8 here) per step (measured worst 9.6e-8 after two steps); the mistakes the
+    // messages name move a parameter by 1e-3 or more.
+    const double atol = 1e-6, rtol = 0.0;
+    for (std::size_t k = 0; k < 2; ++k) {
+      CAPTURE(k + 1);
+      const std::vector<Matrix> before = snapshot(model);
+      const double loss = attn::train_step(model, m, v, k + 1, batches[k], s);
+      {
+        INFO("the batch's loss before the step: one cross_entropy over every sequence's rows, stacked");
+        CHECK(loss == doctest::Approx(right.loss[k]).epsilon(1e-6));  // logs of float32 softmaxes: ~1e-7 relative
+      }
+      const std::vector<const Matrix*> P = ch12::parameters(static_cast<const ch12::Model&>(model));
+      for (std::size_t i = 0; i < P.size(); ++i) {
+        std::string why = "each parameter moves by adamw_step with its own moments";
+        if (!matches(*P[i], right.after[k][i], atol, rtol)) {
+          if (*P[i] == before[i]) why = "it did not move: adamw_step runs on every parameter ch12::parameters() lists";
+          for (std::size_t w = 0; w < wrong.size(); ++w)
+            if (matches(*P[i], wrong[w].after[k][i], atol, rtol)) why = slips[w].second;
+        }
+        INFO(std::string(kParameterNames[i]), ": ", why);
+        CHECK_ALLCLOSE(*P[i], right.after[k][i], atol, rtol);
+      }
+    }
+  }
+
+  TEST_CASE(
+      "train_step refuses an empty batch, t = 0, moments of other shapes and targets that are not one per "
+      "token, changing nothing" *
+      doctest::test_suite("12_learning/train_step")) {
+    ch12::Model model = ch12::init_model(tiny_config(), 1221), m = ch12::zeros_like(model), v = m;
+    const std::vector<Matrix> before = snapshot(model);
+    const std::vector<ch12::Sequence> batch{{{1, 2, 3}, {2, 3, kSkip}}};
+    const attn::AdamW s{0.01f, 0.9, 0.999, 1e-8f, 0.0f};
+    CHECK_THROWS_AS(attn::train_step(model, m, v, 1, {}, s), std::invalid_argument);
+    CHECK_THROWS_AS(attn::train_step(model, m, v, 0, batch, s), std::invalid_argument);
+    CHECK_THROWS_AS(attn::train_step(model, m, v, 1, {{{1, 2, 3}, {2, 3}}}, s), std::invalid_argument);
+    CHECK_THROWS_AS(attn::train_step(model, m, v, 1, {batch[0], {{1, 9}, {9, kSkip}}}, s),
+                    std::invalid_argument);  // token 9 of a vocabulary of 5, in the second sequence
+    ch12::Config wider = tiny_config();
+    wider.vocab = 6;
+    ch12::Model other = ch12::zeros_like(ch12::init_model(wider, 1));
+    CHECK_THROWS_AS(attn::train_step(model, other, v, 1, batch, s), std::invalid_argument);
+    CHECK_THROWS_AS(attn::train_step(model, m, other, 1, batch, s), std::invalid_argument);
+    INFO("a refused step changes nothing: the model and both moments are as they were");
+    CHECK(unchanged(model, before));
+    CHECK(unchanged(m, snapshot(ch12::zeros_like(model))));
+    CHECK(unchanged(v, snapshot(ch12::zeros_like(model))));
+  }
+
   TEST_CASE("cross_entropy matches the float64 oracle and averages over the counted rows only" *
             doctest::test_suite("12_learning/cross_entropy")) {
     attn::Rng rng(1201);
@@ -328,7 +742,7 @@ TEST_SUITE("12_learning") {
     ch12::backward(model, tr, lg.dlogits, tokens, grads);
     // Central differences of the float64 oracle, h = 1e-5: truncation h²·|f'''| ~ 1e-10, rounding 1e-16/h ~ 1e-11.
     const double h = 1e-5;
-    std::vector<oracle::Mat*> P = oracle_parameters(t);
+    std::vector<oracle::Mat*> P = oracle::parameters(t);
     const std::vector<const Matrix*> G = ch12::parameters(static_cast<const ch12::Model&>(grads));
     const char* names[] = {"embed",       "layer 1 W_Q", "layer 1 W_K", "layer 1 W_V", "layer 1 W_O",
                            "layer 2 W_Q", "layer 2 W_K", "layer 2 W_V", "layer 2 W_O", "unembed"};
@@ -403,8 +817,8 @@ TEST_SUITE("12_learning") {
     CHECK(loss > 0.0);
   }
 
-  TEST_CASE("cross_entropy and adamw_step train the model: 300 steps take the loss from above 3 to below 1" *
-            doctest::test_suite("12_learning/adamw_step")) {
+  TEST_CASE("train_step trains the model: 300 steps take the loss from above 3 to below 1" *
+            doctest::test_suite("12_learning/train_step")) {
     // A smaller task than the chapter's (n = 12) so that the run takes about a second. The loss starts above
     // log(24) ≈ 3.2 (worse than a uniform guess) and, with this seed, is near 0.13 by step 300: below 1 only once
     // the induction circuit has formed (`ch12_learning --length 12 --steps 300 --lr 0.01` prints the curve).
@@ -424,8 +838,8 @@ TEST_SUITE("12_learning") {
     CHECK(last < 1.0);
   }
 
-  TEST_CASE("adamw_step training is deterministic: one seed gives the same loss curve bit for bit" *
-            doctest::test_suite("12_learning/adamw_step")) {
+  TEST_CASE("train_step is deterministic: one seed gives the same loss curve bit for bit" *
+            doctest::test_suite("12_learning/train_step")) {
     ch12::Config c;
     c.context = 12;
     ch12::TrainSettings s;

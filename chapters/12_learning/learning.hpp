@@ -2,21 +2,61 @@
 /// Chapter 12, watch attention learn: the contract the learner implements in exercises/12_learning/learning.cpp.
 /// Book page: book/12_learning.md.
 ///
-/// Training needs a loss and its gradient (cross_entropy) and an optimiser step (adamw_step); reading what
-/// the trained model learned needs a head's induction score and attention rollout. The model itself, its
-/// forward and backward, is chapter code: chapters/12_learning/model.hpp.
+/// Training needs the model's backward — RoPE's (rope_backward) and one attention layer's (layer_backward) — a loss
+/// and its gradient (cross_entropy), an optimiser step (adamw_step) and the step that joins them (train_step);
+/// reading what the trained model learned needs a head's induction score and attention rollout. The model itself,
+/// its forward and the plumbing of its backward (embedding, layers stacked, head masks), is chapter code:
+/// chapters/12_learning/model.hpp and model_backward.hpp.
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
+#include "12_learning/model.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn {
 
 /// \defgroup ch12 Chapter 12: watch attention learn
-/// The loss, the optimiser, and two ways of reading attention maps.
+/// The model's backward, the loss, the optimiser, the training step, and two ways of reading attention maps.
 /// @{
+
+/// RoPE's backward, in place: the vector–Jacobian product of apply_rope() (chapter 11). apply_rope() turns pair
+/// (2i, 2i + 1) of row p by the angle (first_position + p)·θ_i, θ_i = base^(−2i/d): a rotation R of each pair,
+/// so for G = ∂L/∂(rotated rows), ∂L/∂(rows before RoPE) = Rᵀ·G, each pair of G turned by minus that angle.
+/// \param G (n, d) the gradient after RoPE, d even; replaced by the gradient before it.
+/// \param first_position the position of row 0, as given to apply_rope().
+/// \param base RoPE's base, as given to apply_rope().
+/// \throws std::invalid_argument naming G's shape when d is odd; when base is not a finite number above 1, or
+///         naming the first NaN/Inf of G (G is then unchanged).
+void rope_backward(Matrix& G, std::size_t first_position = 0, float base = 10000.0f);
+
+/// The gradients of one attention layer: of its four weights and of its input.
+struct LayerGrads {
+  ch12::Layer dW;  ///< ∂L/∂W_Q, ∂L/∂W_K, ∂L/∂W_V, ∂L/∂W_O: (d_model, d_model) each
+  Matrix dX;       ///< (n, d_model) ∂L/∂X, X the layer's input (the residual stream before it)
+};
+
+/// The backward of attention layer \p layer of \p model, whose forward (ch12::forward_embedded()) computed
+/// Y = X + heads·W_O from its input X (n, d_model): head h owns columns h·d_k … (h + 1)·d_k − 1 (d_k =
+/// d_model / heads) of Q = X·W_Q, K = X·W_K and V = X·W_V, turns its q and k by RoPE (positions from 0, base
+/// config.rope_base), and writes chapter 02's causal attention of q, k, v into its columns of heads.
+/// Given dY = ∂L/∂Y: each head's attention backward is chapter 10's attention_backward() on the q, k, v the
+/// trace kept, with the causal mask; its dQ and dK go back through RoPE (rope_backward()); the matrix products
+/// give the weights' gradients; and the residual stream passes dY to X unchanged, besides what flows through
+/// the heads. A head that \p keep switches off added nothing to Y and passes no gradient.
+/// \param model the weights (model.layers[layer]) and the sizes (config.heads, config.rope_base).
+/// \param trace the forward's record of n tokens: residual[layer] is X (n, d_model); q[layer][h] and k[layer][h]
+///        (n, d_k) after RoPE, v[layer][h] (n, d_k); heads_out[layer] (n, d_model), heads before W_O.
+/// \param layer which layer, 0 for the first.
+/// \param dY (n, d_model) ∂L/∂Y, the gradient at the layer's output.
+/// \param keep (heads) which heads ran (false: ablated); empty = all.
+/// \return dW, (d_model, d_model) each, and dX (n, d_model).
+/// \throws std::invalid_argument when the trace is not one of this model (ch12::require_trace()), when layer ≥
+///         config.layers (naming the layer), when dY is not (n, d_model) (naming its shape), naming the first NaN/Inf
+///         of dY, or when keep is neither empty nor (heads).
+LayerGrads layer_backward(const ch12::Model& model, const ch12::Trace& trace, std::size_t layer, const Matrix& dY,
+                          const std::vector<bool>& keep = std::vector<bool>());
 
 /// A loss and its gradient with respect to the logits.
 struct LossAndGrad {
@@ -59,6 +99,24 @@ struct AdamW {
 ///         (lr < 0, β1 or β2 outside [0, 1), ε ≤ 0, weight_decay < 0, or any of them not finite), or naming the
 ///         first NaN/Inf of grad or param (nothing is changed then).
 void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::size_t t, const AdamW& settings);
+
+/// One optimiser step on a batch of sequences (lengths may differ): every sequence's forward (ch12::forward()),
+/// one cross_entropy() over all their rows stacked (the loss is the mean over every predictable position of the
+/// batch), every sequence's backward (ch12::backward(), which calls layer_backward()) summed into gradients that
+/// start from zero at every step, then adamw_step() with step number \p t on every parameter (ch12::parameters())
+/// and its moments in \p m and \p v.
+/// \param model the weights, updated.
+/// \param m AdamW's first moments, the model's shapes (ch12::zeros_like() before step 1), updated.
+/// \param v AdamW's second moments, the model's shapes, updated.
+/// \param t the step number, 1 for the first, one more at every call (it sets the bias corrections).
+/// \param batch the sequences, each with one target per token (ch12::kIgnore where nothing is predicted).
+/// \param settings AdamW's learning rate, β1, β2, ε and weight decay.
+/// \return the batch's loss, before the step.
+/// \throws std::invalid_argument, with nothing changed, when the batch is empty, a sequence's targets are not one
+///         per token, t is 0, m or v do not have the model's shapes (ch12::same_shapes()), the batch's logits would
+///         not fit in memory, and as forward(), cross_entropy() and adamw_step() do.
+double train_step(ch12::Model& model, ch12::Model& m, ch12::Model& v, std::size_t t,
+                  const std::vector<ch12::Sequence>& batch, const AdamW& settings);
 
 /// The induction score of one head (Olsson et al. 2022): for every query i whose token occurred before,
 /// at j (the latest such j < i), the attention A(i, j + 1) on the token that followed that occurrence,

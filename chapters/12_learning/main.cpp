@@ -25,6 +25,7 @@
 #include "12_learning/flow.hpp"
 #include "12_learning/learning.hpp"
 #include "12_learning/model.hpp"
+#include "12_learning/model_backward.hpp"
 #include "12_learning/pronoun.hpp"
 #include "12_learning/train.hpp"
 #include "attn/chapter.hpp"

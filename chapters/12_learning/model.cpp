@@ -1,6 +1,7 @@
-// Chapter 12's model, forward and backward by hand. What it demonstrates: that a transformer's training
-// step is chapters 02, 10 and 11 put together — nothing else is needed. What it leaves out: LayerNorm,
-// MLPs and batching inside one matrix product (sequences run one at a time). Book page: book/12_learning.md.
+// Chapter 12's model: its forward by hand, and the checks its backward makes. What it demonstrates: that a
+// transformer is chapters 02 and 11 put together; its backward (model_backward.hpp around the learner's
+// layer_backward) adds chapter 10. What it leaves out: LayerNorm, MLPs and batching inside one matrix product
+// (sequences run one at a time). Book page: book/12_learning.md.
 #include "12_learning/model.hpp"
 
 #include <algorithm>
@@ -17,7 +18,6 @@
 #include <xtensor/xnpy.hpp>
 
 #include "02_qkv_trace/qkv_trace.hpp"
-#include "10_backward/backward.hpp"
 #include "11_positions/positions.hpp"
 #include "attn/checks.hpp"
 
@@ -371,33 +371,17 @@ Trace forward(const Model& model, const std::vector<std::size_t>& tokens, const 
   return forward_embedded(model, embed_tokens(model, tokens), keep);
 }
 
-void rope_backward(Matrix& G, float base) {
-  const std::size_t n = G.shape(0), d = G.shape(1);
-  for (std::size_t p = 0; p < n; ++p)
-    for (std::size_t i = 0; i < d / 2; ++i) {
-      // The same angle as apply_rope (in double, as there); the transpose of a rotation turns the other way.
-      const double angle = static_cast<double>(p) *
-                           std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(d));
-      const float cs = static_cast<float>(std::cos(angle)), sn = static_cast<float>(std::sin(angle));
-      const float g0 = G(p, 2 * i), g1 = G(p, 2 * i + 1);
-      G(p, 2 * i) = cs * g0 + sn * g1;
-      G(p, 2 * i + 1) = -sn * g0 + cs * g1;
-    }
+bool same_shapes(const Model& a, const Model& b) {
+  const std::vector<const Matrix*> A = parameters(a), B = parameters(b);
+  if (A.size() != B.size()) return false;
+  for (std::size_t i = 0; i < A.size(); ++i)
+    if (A[i]->shape() != B[i]->shape()) return false;
+  return true;
 }
 
-namespace {
-
-/// Refuses a trace, gradients or tokens that do not belong to \p model and an n-token sequence: backward()
-/// indexes all of them by the model's layers, heads and sizes without further checks.
-void require_backward_inputs(const Model& model, const Trace& tr, const Matrix& dlogits,
-                             const std::vector<std::size_t>& tokens, const Model& grads, const HeadMask& keep) {
-  constexpr const char* where = "backward";
+void require_trace(const char* where, const Model& model, const Trace& tr) {
   const Config& c = model.config;
   const std::size_t n = tr.logits.shape(0), d_k = head_width(c);
-  require(dlogits.shape() == tr.logits.shape() && tr.logits.shape(1) == c.vocab,
-          fmt::format("{}: dlogits is {} and the trace's logits are {}; the model needs (n, {}) for both", where,
-                      shape_str(dlogits), shape_str(tr.logits), c.vocab));
-  require_finite(where, "dlogits", dlogits.data(), dlogits.size());
   const auto is = [](const Matrix& M, std::size_t rows, std::size_t cols) {
     return M.shape(0) == rows && M.shape(1) == cols;
   };
@@ -414,14 +398,22 @@ void require_backward_inputs(const Model& model, const Trace& tr, const Matrix& 
   require(trace_fits, fmt::format("{}: the trace is not one of this model ({} layers of {} heads, d_model = {}) on {} "
                                   "tokens: it has {} residual streams and {} layers of heads",
                                   where, c.layers, c.heads, c.d_model, n, tr.residual.size(), tr.q.size()));
-  bool grads_fit = grads.layers.size() == c.layers && grads.embed.shape() == model.embed.shape() &&
-                   grads.unembed.shape() == model.unembed.shape();
-  for (std::size_t l = 0; grads_fit && l < c.layers; ++l)
-    for (const Matrix* W : {&grads.layers[l].W_Q, &grads.layers[l].W_K, &grads.layers[l].W_V, &grads.layers[l].W_O})
-      grads_fit = grads_fit && is(*W, c.d_model, c.d_model);
-  require(grads_fit, fmt::format("{}: the gradients have {} layers and an embedding of {}; the model has {} layers and "
-                                 "{} (make them with zeros_like(model))",
-                                 where, grads.layers.size(), shape_str(grads.embed), c.layers, shape_str(model.embed)));
+}
+
+void require_backward_inputs(const Model& model, const Trace& tr, const Matrix& dlogits,
+                             const std::vector<std::size_t>& tokens, const Model& grads, const HeadMask& keep) {
+  constexpr const char* where = "backward";
+  const Config& c = model.config;
+  const std::size_t n = tr.logits.shape(0);
+  require(dlogits.shape() == tr.logits.shape() && tr.logits.shape(1) == c.vocab,
+          fmt::format("{}: dlogits is {} and the trace's logits are {}; the model needs (n, {}) for both", where,
+                      shape_str(dlogits), shape_str(tr.logits), c.vocab));
+  require_finite(where, "dlogits", dlogits.data(), dlogits.size());
+  require_trace(where, model, tr);
+  require(same_shapes(model, grads),
+          fmt::format("{}: the gradients have {} layers and an embedding of {}; the model has {} layers and "
+                      "{} (make them with zeros_like(model))",
+                      where, grads.layers.size(), shape_str(grads.embed), c.layers, shape_str(model.embed)));
   require(tokens.empty() || tokens.size() == n,
           fmt::format("{}: {} tokens for a trace of {} positions; give one per position, or none", where, tokens.size(),
                       n));
@@ -430,45 +422,6 @@ void require_backward_inputs(const Model& model, const Trace& tr, const Matrix& 
                                              tokens[t], t, c.vocab - 1));
   require_head_mask(where, keep, c);
 }
-
-}  // namespace
-
-// [backward]
-Matrix backward(const Model& model, const Trace& tr, const Matrix& dlogits, const std::vector<std::size_t>& tokens,
-                Model& grads, const HeadMask& keep) {
-  const Config& c = model.config;
-  const std::size_t n = tr.logits.shape(0), d_k = head_width(c);
-  require_backward_inputs(model, tr, dlogits, tokens, grads, keep);  // before grads is touched
-  grads.unembed += matmul_transpose_a(tr.residual.back(), dlogits);  // (d, vocab)
-  Matrix dX = matmul(dlogits, model.unembed, true);                  // (n, d): ∂L/∂(final stream)
-  const Mask causal = causal_mask(n, n);
-  for (std::size_t l = c.layers; l-- > 0;) {
-    const Layer& L = model.layers[l];
-    Layer& G = grads.layers[l];
-    const Matrix& X = tr.residual[l];  // (n, d) the layer's input
-    // next = X + heads·W_O: the stream's gradient passes straight through, and into the heads.
-    G.W_O += matmul_transpose_a(tr.heads_out[l], dX);                // (d, d)
-    const Matrix dheads = matmul(dX, L.W_O, true);                   // (n, d)
-    Matrix dQ = xt::zeros<float>({n, c.d_model}), dK = dQ, dV = dQ;  // (n, d) each
-    for (std::size_t h = 0; h < c.heads; ++h) {
-      if (!head_kept(keep, l, h)) continue;            // an ablated head passes no gradient
-      const Matrix dO = head_columns(dheads, h, d_k);  // (n, d_k)
-      AttentionGrads g = attention_backward(tr.q[l][h], tr.k[l][h], tr.v[l][h], dO, causal);  // chapter 10
-      rope_backward(g.dQ, c.rope_base);
-      rope_backward(g.dK, c.rope_base);
-      xt::view(dQ, xt::all(), xt::range(h * d_k, (h + 1) * d_k)) = g.dQ;
-      xt::view(dK, xt::all(), xt::range(h * d_k, (h + 1) * d_k)) = g.dK;
-      xt::view(dV, xt::all(), xt::range(h * d_k, (h + 1) * d_k)) = g.dV;
-    }
-    G.W_Q += matmul_transpose_a(X, dQ);
-    G.W_K += matmul_transpose_a(X, dK);
-    G.W_V += matmul_transpose_a(X, dV);
-    dX += matmul(dQ, L.W_Q, true) + matmul(dK, L.W_K, true) + matmul(dV, L.W_V, true);
-  }
-  for (std::size_t t = 0; t < tokens.size(); ++t) xt::row(grads.embed, tokens[t]) += xt::row(dX, t);
-  return dX;
-}
-// [backward]
 
 // [induction_task]
 InductionSequence make_induction(std::size_t n, std::size_t vocab, Rng& rng) {
@@ -496,52 +449,6 @@ InductionSequence make_induction(std::size_t n, std::size_t vocab, Rng& rng) {
   return s;
 }
 // [induction_task]
-
-namespace {
-
-/// ∂logit(row, target)/∂X0 at the embedded input \p X0: (n, d_model).
-Matrix logit_input_gradient(const Model& model, const Matrix& X0, std::size_t row, std::size_t target,
-                            const HeadMask& keep) {
-  const Trace tr = forward_embedded(model, X0, keep);
-  Matrix seed = xt::zeros<float>(tr.logits.shape());  // (n, vocab): only the answer's logit
-  seed(row, target) = 1.0f;
-  Model unused = zeros_like(model);
-  return backward(model, tr, seed, {}, unused, keep);
-}
-
-void require_answer(const Model& model, std::size_t n, std::size_t row, std::size_t target) {
-  require(row < n && target < model.config.vocab,
-          fmt::format("attribution: row {} of {} positions, target {} of a vocabulary of {}", row, n, target,
-                      model.config.vocab));
-}
-
-}  // namespace
-
-// [attribution_methods]
-Vector gradient_times_input(const Model& model, const std::vector<std::size_t>& tokens, std::size_t row,
-                            std::size_t target, const HeadMask& keep) {
-  const Matrix X0 = embed_tokens(model, tokens);  // (n, d)
-  require_answer(model, tokens.size(), row, target);
-  return xt::sum(X0 * logit_input_gradient(model, X0, row, target, keep), {1});  // (n)
-}
-
-Vector integrated_gradients(const Model& model, const std::vector<std::size_t>& tokens, std::size_t row,
-                            std::size_t target, std::size_t steps, const HeadMask& keep) {
-  // Past 10^5 midpoints the rule's error (∝ 1/steps²) is far below float32's rounding of each gradient: more
-  // steps only take longer (SIZE_MAX of them would never end).
-  constexpr std::size_t kMaxSteps = 100000;
-  require(steps > 0 && steps <= kMaxSteps,
-          fmt::format("integrated_gradients: steps = {}; the path integral needs 1 to {} points", steps, kMaxSteps));
-  const Matrix X0 = embed_tokens(model, tokens);  // (n, d)
-  require_answer(model, tokens.size(), row, target);
-  Matrix mean_grad = xt::zeros<float>(X0.shape());  // (n, d)
-  for (std::size_t k = 0; k < steps; ++k) {
-    const float alpha = (static_cast<float>(k) + 0.5f) / static_cast<float>(steps);  // midpoint rule
-    mean_grad += logit_input_gradient(model, alpha * X0, row, target, keep) / static_cast<float>(steps);
-  }
-  return xt::sum(X0 * mean_grad, {1});  // (n)
-}
-// [attribution_methods]
 
 double previous_token_score(const Matrix& A) {
   const std::size_t n = A.shape(0);

@@ -6,7 +6,8 @@
 /// attention heads composing through the residual stream), and without them every head's contribution
 /// is a plain sum the chapter can ablate and attribute. Book page: book/12_learning.md.
 ///
-/// The loss and the optimiser are the chapter's exercises (learning.hpp); train.hpp joins them.
+/// The model's backward is plumbing around the learner's layer_backward() (model_backward.hpp), and its training
+/// step is the learner's train_step() (learning.hpp); train.hpp runs the loop.
 #pragma once
 
 #include <cstddef>
@@ -111,18 +112,27 @@ Trace forward_embedded(const Model& model, const Matrix& X0, const HeadMask& kee
 /// The forward pass of \p tokens: logits (n, vocab) for the next token at every position, and the trace.
 Trace forward(const Model& model, const std::vector<std::size_t>& tokens, const HeadMask& keep = HeadMask());
 
-/// The backward pass: given dlogits = ∂L/∂logits (n, vocab), adds ∂L/∂θ into \p grads (same shapes as the
-/// model) and returns ∂L/∂X0 (n, d_model), the gradient at the embedded input. \p tokens says which rows
-/// of the embedding receive ∂L/∂X0 (none when empty: the input was not a token sequence).
-/// \throws std::invalid_argument, before \p grads is touched, when the trace or \p grads do not have the model's
-///         layers, heads and shapes, dlogits is not (n, vocab) or holds a NaN/Inf, tokens is neither empty nor
-///         (n), a token is ≥ vocab, or \p keep is not empty and not (layers) × (heads).
-Matrix backward(const Model& model, const Trace& trace, const Matrix& dlogits, const std::vector<std::size_t>& tokens,
-                Model& grads, const HeadMask& keep = HeadMask());
+/// A sequence to train on: its tokens and, at every position, the next token to predict (kIgnore where none is).
+struct Sequence {
+  std::vector<std::size_t> tokens;   ///< (n)
+  std::vector<std::size_t> targets;  ///< (n) a token, or kIgnore
+};
 
-/// RoPE's backward: RoPE turns each pair by an angle, so its vector–Jacobian product turns the gradient
-/// back by the same angle. \p G (n, d) is rotated in place.
-void rope_backward(Matrix& G, float base);
+/// True when \p a and \p b have as many layers and every parameter the same shape (gradients and AdamW's
+/// moments must have the model's).
+bool same_shapes(const Model& a, const Model& b);
+
+/// Refuses, with std::invalid_argument naming \p where, a trace that is not one of \p model on some n tokens: its
+/// residual streams (layers + 1) × (n, d_model), heads_out (layers) × (n, d_model), q, k, v (layers) × (heads) ×
+/// (n, d_k) and attention (layers) × (heads) × (n, n), n the rows of its logits. A backward indexes all of them.
+void require_trace(const char* where, const Model& model, const Trace& trace);
+
+/// backward()'s checks (model_backward.hpp), before it touches \p grads: the trace is one of \p model
+/// (require_trace()); dlogits is (n, vocab) and finite; \p grads has the model's shapes; tokens is empty or (n)
+/// tokens of the vocabulary; \p keep is empty or (layers) × (heads). Throws std::invalid_argument naming what
+/// does not fit.
+void require_backward_inputs(const Model& model, const Trace& trace, const Matrix& dlogits,
+                             const std::vector<std::size_t>& tokens, const Model& grads, const HeadMask& keep);
 
 /// The induction task: a stretch of distinct random tokens, then its last `period` tokens once more.
 struct InductionSequence {
@@ -147,19 +157,6 @@ InductionSequence make_induction(std::size_t n, std::size_t vocab, Rng& rng);
 /// \param A (n, n) one head's attention.
 /// \throws std::invalid_argument when A is not square.
 double previous_token_score(const Matrix& A);
-
-/// Gradient × input (Shrikumar et al. 2016) for the logit of \p target at position \p row: per position j,
-/// Σ_d X0(j, d)·∂logit/∂X0(j, d), X0 the embedded \p tokens. Returns (n).
-/// \throws std::invalid_argument when row ≥ n or target ≥ vocab (and as forward() does).
-Vector gradient_times_input(const Model& model, const std::vector<std::size_t>& tokens, std::size_t row,
-                            std::size_t target, const HeadMask& keep = HeadMask());
-
-/// Integrated gradients (Sundararajan et al. 2017) from the all-zero input: per position j,
-/// Σ_d X0(j, d)·mean over α of ∂logit/∂X0(j, d) at α·X0, α at the midpoints of \p steps equal intervals of
-/// (0, 1]. For a model linear in X0 it equals gradient × input. Returns (n).
-/// \throws std::invalid_argument when steps is 0 or above 100,000, row ≥ n or target ≥ vocab.
-Vector integrated_gradients(const Model& model, const std::vector<std::size_t>& tokens, std::size_t row,
-                            std::size_t target, std::size_t steps, const HeadMask& keep = HeadMask());
 
 /// Fraction of predictable positions (target ≠ kIgnore) whose largest logit is the target.
 /// \throws std::invalid_argument when there is not one target per row of \p logits.

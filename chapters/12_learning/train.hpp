@@ -1,6 +1,7 @@
 /// \file
-/// Chapter 12's training loop: the model (model.hpp) with the learner's loss and optimiser (learning.hpp).
-/// Header-only because it calls the contract, which each track supplies (chapter code in model.cpp may not).
+/// Chapter 12's training loop: the model (model.hpp) trained by the learner's train_step() (learning.hpp), on
+/// fresh batches at every step. Header-only because it calls the contract, which each track supplies (chapter
+/// code in model.cpp may not).
 /// Single-threaded on purpose: the same seed gives the same loss curve bit for bit.
 #pragma once
 
@@ -30,49 +31,26 @@ struct TrainResult {
   std::vector<double> loss;  ///< (steps) the batch's mean cross-entropy on the predictable positions
 };
 
-/// One optimiser step on a batch of sequences (each with .tokens and .targets, lengths may differ: an
-/// InductionSequence or a PronounSequence); returns the batch's loss.
-// [train_step]
-template <class Sequence>
-double train_step(Model& model, Model& m, Model& v, std::size_t t, const std::vector<Sequence>& batch,
-                  const AdamW& settings) {
-  std::vector<std::size_t> first_row{0};  // (batch + 1) where each sequence's rows start in the stacked logits
-  for (const Sequence& s : batch) first_row.push_back(first_row.back() + s.tokens.size());
-  std::vector<Trace> traces;
-  Matrix logits = Matrix::from_shape({first_row.back(), model.config.vocab});  // (Σ n, vocab): all rows, one loss
-  std::vector<std::size_t> targets;
-  for (std::size_t b = 0; b < batch.size(); ++b) {
-    traces.push_back(forward(model, batch[b].tokens));
-    xt::view(logits, xt::range(first_row[b], first_row[b + 1]), xt::all()) = traces.back().logits;
-    targets.insert(targets.end(), batch[b].targets.begin(), batch[b].targets.end());
-  }
-  const LossAndGrad lg = cross_entropy(logits, targets);
-  Model grads = zeros_like(model);
-  for (std::size_t b = 0; b < batch.size(); ++b) {
-    const Matrix dlogits = xt::view(lg.dlogits, xt::range(first_row[b], first_row[b + 1]), xt::all());  // (n, vocab)
-    backward(model, traces[b], dlogits, batch[b].tokens, grads);
-  }
-  std::vector<Matrix*> P = parameters(model), G = parameters(grads), M = parameters(m), V = parameters(v);
-  for (std::size_t i = 0; i < P.size(); ++i) adamw_step(*P[i], *G[i], *M[i], *V[i], t, settings);
-  return lg.loss;
-}
-// [train_step]
-
 /// Trains a fresh model (seeded) on fresh batches from \p draw (a sequence from an Rng&); \p on_step sees the
 /// model after each step, for snapshots.
+// [train]
 template <class Draw, class OnStep>
 TrainResult train(const Config& config, const TrainSettings& s, Draw&& draw, OnStep&& on_step) {
   TrainResult r{init_model(config, s.seed), {}};
-  Model m = zeros_like(r.model), v = zeros_like(r.model);
+  Model m = zeros_like(r.model), v = zeros_like(r.model);  // AdamW's moments start at zero
   Rng data(s.seed + 1);
   for (std::size_t t = 1; t <= s.steps; ++t) {
-    std::vector<decltype(draw(data))> batch;
-    for (std::size_t b = 0; b < s.batch; ++b) batch.push_back(draw(data));
-    r.loss.push_back(train_step(r.model, m, v, t, batch, s.adamw));
+    std::vector<Sequence> batch;  // (batch) fresh sequences at every step
+    for (std::size_t b = 0; b < s.batch; ++b) {
+      const auto drawn = draw(data);
+      batch.push_back({drawn.tokens, drawn.targets});
+    }
+    r.loss.push_back(train_step(r.model, m, v, t, batch, s.adamw));  // your exercise
     on_step(t, r.model);
   }
   return r;
 }
+// [train]
 
 /// Trains a fresh model (seeded) on freshly generated induction batches; \p on_step (may be empty) sees the
 /// model after each step, for snapshots.

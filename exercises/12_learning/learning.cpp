@@ -1,19 +1,41 @@
 // Chapter 12, your exercises. Book page: book/12_learning.md.
 // Check your progress with `./course check 12`; stuck? `./course hint 12`.
 // Watch your code run the chapter: `./course run 12 --track exercise`.
-// Suggested order: cross_entropy, adamw_step, induction_score, attention_rollout.
+// Suggested order: rope_backward, layer_backward, cross_entropy, adamw_step, train_step, induction_score,
+// attention_rollout.
 #include "12_learning/learning.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "10_backward/backward.hpp"
+#include "12_learning/model_backward.hpp"
+#include "attn/checks.hpp"
 #include "attn/errors.hpp"
 
 namespace attn {
 
 namespace {
 constexpr const char* kChapter = "12_learning";
+}
+
+void rope_backward(Matrix& G, std::size_t first_position, float base) {
+  // TODO(learner): replace G, the gradient after apply_rope, by the gradient before it (learning.hpp); bad input
+  //   refused as the contract says, G unchanged then.
+  throw not_implemented("rope_backward", kChapter,
+                        "RoPE is a rotation of each pair: the backward of y = R·x is ∂L/∂x = Rᵀ·∂L/∂y.");
+}
+
+LayerGrads layer_backward(const ch12::Model& model, const ch12::Trace& trace, std::size_t layer, const Matrix& dY,
+                          const std::vector<bool>& keep) {
+  // TODO(learner): the gradients of the layer's four weights and of its input X, given dY at its output Y =
+  //   X + heads·W_O, for the heads keep leaves on (learning.hpp); bad input refused as the contract says.
+  throw not_implemented("layer_backward", kChapter,
+                        "run the forward backwards: W_O, then each head's attention (chapter 10), RoPE, the "
+                        "projections — and the residual stream.");
 }
 
 LossAndGrad cross_entropy(const Matrix& logits, const std::vector<std::size_t>& targets) {
@@ -29,6 +51,14 @@ void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::si
   //   are refused.
   throw not_implemented("adamw_step", kChapter,
                         "Adam's step is m̂ / (√v̂ + ε), about ±1 per coordinate; the decay is applied to θ itself.");
+}
+
+double train_step(ch12::Model& model, ch12::Model& m, ch12::Model& v, std::size_t t,
+                  const std::vector<ch12::Sequence>& batch, const AdamW& settings) {
+  // TODO(learner): one optimiser step of the model on the batch, returning the batch's loss before it
+  //   (learning.hpp says what the step is made of); bad input refused with nothing changed.
+  throw not_implemented("train_step", kChapter,
+                        "forward, loss, backward, update: what PyTorch's model(x), loss.backward() and opt.step() do.");
 }
 
 double induction_score(const Matrix& A, const std::vector<std::size_t>& tokens) {

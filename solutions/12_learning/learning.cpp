@@ -1,13 +1,87 @@
 // Chapter 12, reference solutions. Book page: book/12_learning.md.
-// Cross-entropy as PyTorch's F.cross_entropy(ignore_index) computes it; AdamW as Loshchilov & Hutter 2019
-// (and torch.optim.AdamW); the induction score as Olsson et al. 2022; rollout as Abnar & Zuidema 2020.
+// RoPE's backward and the attention layer's as the chain rule reads (attention itself is chapter 10's);
+// cross-entropy as PyTorch's F.cross_entropy(ignore_index) computes it; AdamW as Loshchilov & Hutter 2019
+// (and torch.optim.AdamW); the training step as PyTorch's forward, loss.backward(), opt.step(); the induction
+// score as Olsson et al. 2022; rollout as Abnar & Zuidema 2020.
 #include "12_learning/learning.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "10_backward/backward.hpp"
+#include "12_learning/model_backward.hpp"
+#include "attn/checks.hpp"
+
 namespace attn {
+
+// [rope_backward]
+void rope_backward(Matrix& G, std::size_t first_position, float base) {
+  const std::size_t n = G.shape(0), d = G.shape(1);
+  require(d % 2 == 0,
+          fmt::format("rope_backward: G is {}; RoPE rotates pairs of columns, so d must be even", shape_str(G)));
+  require(std::isfinite(base) && base > 1.0f,
+          fmt::format("rope_backward: base = {} must be a finite number above 1", base));
+  require_finite("rope_backward", "G", G.data(), G.size());
+  for (std::size_t p = 0; p < n; ++p) {
+    const double position = static_cast<double>(first_position + p);
+    for (std::size_t i = 0; i < d / 2; ++i) {
+      // The angle apply_rope turned by, computed as it does (in double); the transpose of a rotation turns back.
+      const double angle =
+          position * std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+      const float g0 = G(p, 2 * i), g1 = G(p, 2 * i + 1);
+      G(p, 2 * i) = c * g0 + s * g1;  // Rᵀ = [[c, s], [−s, c]]: the forward's [[c, −s], [s, c]] transposed
+      G(p, 2 * i + 1) = -s * g0 + c * g1;
+    }
+  }
+}
+// [rope_backward]
+
+// [layer_backward]
+LayerGrads layer_backward(const ch12::Model& model, const ch12::Trace& tr, std::size_t l, const Matrix& dY,
+                          const std::vector<bool>& keep) {
+  const ch12::Config& c = model.config;
+  ch12::require_trace("layer_backward", model, tr);
+  require(l < c.layers,
+          fmt::format("layer_backward: layer {} of a model with {} layers (0 is the first)", l, c.layers));
+  const Matrix& X = tr.residual[l];  // (n, d) the layer's input
+  const std::size_t n = X.shape(0), d_k = c.d_model / c.heads;
+  require(dY.shape() == X.shape(),
+          fmt::format("layer_backward: dY is {}; the layer's output is {}", shape_str(dY), shape_str(X)));
+  require_finite("layer_backward", "dY", dY.data(), dY.size());
+  require(
+      keep.empty() || keep.size() == c.heads,
+      fmt::format("layer_backward: keep has {} flags for {} heads; give one per head, or none", keep.size(), c.heads));
+  const ch12::Layer& W = model.layers[l];
+  LayerGrads g;
+  // Y = X + heads·W_O: the gradient of a product is the other factor, transposed, on the same side.
+  g.dW.W_O = matmul_transpose_a(tr.heads_out[l], dY);              // (d, d) headsᵀ·dY
+  const Matrix dheads = matmul(dY, W.W_O, true);                   // (n, d) dY·W_Oᵀ
+  Matrix dQ = xt::zeros<float>({n, c.d_model}), dK = dQ, dV = dQ;  // (n, d) each, the heads' columns side by side
+  const Mask causal = causal_mask(n, n);
+  for (std::size_t h = 0; h < c.heads; ++h) {
+    if (!keep.empty() && !keep[h]) continue;        // an ablated head added nothing, so it passes nothing back
+    const std::size_t lo = h * d_k, hi = lo + d_k;  // the head's columns
+    const Matrix dO = xt::view(dheads, xt::all(), xt::range(lo, hi));                       // (n, d_k)
+    AttentionGrads a = attention_backward(tr.q[l][h], tr.k[l][h], tr.v[l][h], dO, causal);  // chapter 10
+    // The trace's q and k were rotated after the projection: their gradients turn back before reaching it.
+    rope_backward(a.dQ, 0, c.rope_base);
+    rope_backward(a.dK, 0, c.rope_base);
+    xt::view(dQ, xt::all(), xt::range(lo, hi)) = a.dQ;
+    xt::view(dK, xt::all(), xt::range(lo, hi)) = a.dK;
+    xt::view(dV, xt::all(), xt::range(lo, hi)) = a.dV;
+  }
+  g.dW.W_Q = matmul_transpose_a(X, dQ);  // (d, d) Xᵀ·dQ
+  g.dW.W_K = matmul_transpose_a(X, dK);
+  g.dW.W_V = matmul_transpose_a(X, dV);
+  // X reaches Y twice: straight through the residual stream, and through the three projections.
+  g.dX = dY + (matmul(dQ, W.W_Q, true) + matmul(dK, W.W_K, true) + matmul(dV, W.W_V, true));  // (n, d)
+  return g;
+}
+// [layer_backward]
 
 // [cross_entropy]
 LossAndGrad cross_entropy(const Matrix& logits, const std::vector<std::size_t>& targets) {
@@ -73,6 +147,43 @@ void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::si
   }
 }
 // [adamw_step]
+
+// [train_step]
+double train_step(ch12::Model& model, ch12::Model& m, ch12::Model& v, std::size_t t,
+                  const std::vector<ch12::Sequence>& batch, const AdamW& settings) {
+  require(!batch.empty(), "train_step: the batch is empty; a step needs at least one sequence");
+  require(t >= 1, "train_step: t = 0; steps count from 1 (adamw_step's bias corrections divide by 1 − βᵗ)");
+  require(ch12::same_shapes(model, m) && ch12::same_shapes(model, v),
+          "train_step: m and v must have the model's layers and shapes (make them with ch12::zeros_like(model))");
+  std::vector<std::size_t> first_row{0};  // (batch + 1) where each sequence's rows start in the stacked logits
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    require(batch[b].targets.size() == batch[b].tokens.size(),
+            fmt::format("train_step: sequence {} has {} tokens and {} targets; give one target per token", b,
+                        batch[b].tokens.size(), batch[b].targets.size()));
+    first_row.push_back(checked_sum("train_step: the batch's tokens", {first_row.back(), batch[b].tokens.size()}));
+  }
+  checked_allocation("train_step: the batch's logits (Σ n)·vocab floats",
+                     {first_row.back(), model.config.vocab, sizeof(float)});
+  std::vector<ch12::Trace> traces;
+  Matrix logits = Matrix::from_shape({first_row.back(), model.config.vocab});  // (Σ n, vocab): all rows, one loss
+  std::vector<std::size_t> targets;
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    traces.push_back(ch12::forward(model, batch[b].tokens));
+    xt::view(logits, xt::range(first_row[b], first_row[b + 1]), xt::all()) = traces.back().logits;
+    targets.insert(targets.end(), batch[b].targets.begin(), batch[b].targets.end());
+  }
+  const LossAndGrad lg = cross_entropy(logits, targets);
+  ch12::Model grads = ch12::zeros_like(model);  // this step's gradients only: every sequence adds its share
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    const Matrix dlogits = xt::view(lg.dlogits, xt::range(first_row[b], first_row[b + 1]), xt::all());  // (n, vocab)
+    ch12::backward(model, traces[b], dlogits, batch[b].tokens, grads);
+  }
+  const std::vector<Matrix*> P = ch12::parameters(model), G = ch12::parameters(grads), M = ch12::parameters(m),
+                             V = ch12::parameters(v);
+  for (std::size_t i = 0; i < P.size(); ++i) adamw_step(*P[i], *G[i], *M[i], *V[i], t, settings);
+  return lg.loss;
+}
+// [train_step]
 
 // [induction_score]
 double induction_score(const Matrix& A, const std::vector<std::size_t>& tokens) {

@@ -27,6 +27,7 @@
 #include "11_positions/positions.hpp"
 #include "12_learning/learning.hpp"
 #include "12_learning/model.hpp"
+#include "12_learning/model_backward.hpp"
 #include "14_state_space/lti.hpp"
 #include "14_state_space/scan.hpp"
 #include "14_state_space/state_space.hpp"

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "oracle/11_positions_oracle.hpp"
+
 namespace attn::oracle {
 
 namespace {
@@ -53,6 +55,80 @@ Mat transformer_logits(const Transformer& model, const std::vector<std::size_t>&
   return matmul(x, model.unembed);
 }
 
+Mat attention_layer(const Mat& X, const std::array<Mat, 4>& W, std::size_t heads, double rope_base,
+                    const std::vector<bool>& keep) {
+  const std::size_t n = X.rows, d = X.cols, dk = d / heads;
+  std::vector<bool> causal(n * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) causal[i * n + j] = j <= i;
+  const Mat Q = matmul(X, W[0]), K = matmul(X, W[1]), V = matmul(X, W[2]);
+  Mat heads_out(n, d);
+  for (std::size_t h = 0; h < heads; ++h) {
+    if (!keep.empty() && !keep[h]) continue;
+    Mat q = columns(Q, h * dk, dk), k = columns(K, h * dk, dk);
+    rope(q, rope_base);
+    rope(k, rope_base);
+    const Mat o = attention(q, k, columns(V, h * dk, dk), &causal);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < dk; ++j) heads_out(i, h * dk + j) = o(i, j);
+  }
+  Mat Y = matmul(heads_out, W[3]);
+  for (std::size_t i = 0; i < Y.v.size(); ++i) Y.v[i] += X.v[i];
+  return Y;
+}
+
+namespace {
+
+/// Σ dY ∘ attention_layer(X, W, …): the loss whose gradient is the layer's backward given dY.
+double layer_loss(const Mat& X, const std::array<Mat, 4>& W, std::size_t heads, double rope_base, const Mat& dY,
+                  const std::vector<bool>& keep) {
+  const Mat Y = attention_layer(X, W, heads, rope_base, keep);
+  double L = 0.0;
+  for (std::size_t i = 0; i < Y.v.size(); ++i) L += dY.v[i] * Y.v[i];
+  return L;
+}
+
+/// Central differences of \p loss with respect to every entry of \p x (nudged in place, then restored).
+template <class Loss>
+Mat central_differences(Mat& x, double h, Loss&& loss) {
+  Mat g(x.rows, x.cols);
+  for (std::size_t i = 0; i < x.v.size(); ++i) {
+    const double keep = x.v[i];
+    x.v[i] = keep + h;
+    const double up = loss();
+    x.v[i] = keep - h;
+    const double down = loss();
+    x.v[i] = keep;
+    g.v[i] = (up - down) / (2.0 * h);
+  }
+  return g;
+}
+
+}  // namespace
+
+LayerGrads attention_layer_gradients(const Mat& X, const std::array<Mat, 4>& W, std::size_t heads, double rope_base,
+                                     const Mat& dY, const std::vector<bool>& keep, double h) {
+  Mat x = X;
+  std::array<Mat, 4> w = W;
+  const auto loss = [&] { return layer_loss(x, w, heads, rope_base, dY, keep); };
+  LayerGrads g;
+  g.dX = central_differences(x, h, loss);
+  for (std::size_t i = 0; i < 4; ++i) g.dW[i] = central_differences(w[i], h, loss);
+  return g;
+}
+
+Mat rope_transpose(const Mat& G, std::size_t first, double base) {
+  Mat out(G.rows, G.cols);
+  for (std::size_t p = 0; p < G.rows; ++p)
+    for (std::size_t c = 0; c < G.cols; ++c) {
+      Mat unit(G.rows, G.cols);
+      unit(p, c) = 1.0;
+      const Mat column = rope(unit, first, base);  // the map's column for input (p, c): nonzero in row p only
+      for (std::size_t c2 = 0; c2 < G.cols; ++c2) out(p, c) += column(p, c2) * G(p, c2);
+    }
+  return out;
+}
+
 double cross_entropy(const Mat& logits, const std::vector<std::size_t>& targets) {
   double sum = 0.0;
   std::size_t counted = 0;
@@ -76,6 +152,36 @@ Mat cross_entropy_grad(const Mat& logits, const std::vector<std::size_t>& target
       g(r, j) = (p[j] - (j == targets[r] ? 1.0 : 0.0)) / static_cast<double>(counted);
   }
   return g;
+}
+
+std::vector<Mat*> parameters(Transformer& model) {
+  std::vector<Mat*> out{&model.embed};
+  for (auto& W : model.layers)
+    for (Mat& M : W) out.push_back(&M);
+  out.push_back(&model.unembed);
+  return out;
+}
+
+double batch_loss(const Transformer& model, const std::vector<std::vector<std::size_t>>& tokens,
+                  const std::vector<std::vector<std::size_t>>& targets) {
+  Mat stacked(0, model.unembed.cols);
+  std::vector<std::size_t> all_targets;
+  for (std::size_t b = 0; b < tokens.size(); ++b) {
+    const Mat logits = transformer_logits(model, tokens[b]);
+    stacked.v.insert(stacked.v.end(), logits.v.begin(), logits.v.end());
+    stacked.rows += logits.rows;
+    all_targets.insert(all_targets.end(), targets[b].begin(), targets[b].end());
+  }
+  return cross_entropy(stacked, all_targets);
+}
+
+std::vector<Mat> batch_loss_gradients(const Transformer& model, const std::vector<std::vector<std::size_t>>& tokens,
+                                      const std::vector<std::vector<std::size_t>>& targets, double h) {
+  Transformer t = model;
+  std::vector<Mat> out;
+  for (Mat* p : parameters(t))
+    out.push_back(central_differences(*p, h, [&] { return batch_loss(t, tokens, targets); }));
+  return out;
 }
 
 void adamw_step(AdamWState& s, const std::vector<double>& grad, std::size_t t, double lr, double beta1, double beta2,
