@@ -36,6 +36,13 @@ EXEMPT = {
     "12_learning/train_step": "moving into the exercise contract (issue 32)",
     # Any argument has a defined answer.
     "11_positions/BlockMask::count": "counts the tiles in state t: every Tile has a count (0 when none holds it)",
+    # Derived from an object already checked when it was made.
+    "12_learning/zeros_like": "zeros of an existing model's shapes: that model's sizes were checked when it was made",
+    "12_learning/parameters": "pointers to the model's own matrices: any model has them",
+    "15_structured/zeros_like": "zeros of an existing model's shapes: that model's sizes were checked when it was made",
+    "15_structured/parameters": "pointers to the model's own matrices: any model has them",
+    # Inner-loop accessors whose callers check every index once, before the loop.
+    "15_structured/GatherRows::row": "the CSR kernel's per-edge read: csr_attention() checks every sender < rows first",
 }
 
 
