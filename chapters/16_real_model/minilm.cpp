@@ -18,6 +18,17 @@
 
 namespace attn::ch16 {
 
+namespace {
+
+/// Throws std::runtime_error naming \p what and \p path when the path is a folder: an ifstream opens one and then
+/// reads nothing, which would look like an empty file.
+void refuse_folder(const char* what, const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw std::runtime_error(fmt::format("{} {}: a folder, not a file", what, path));
+}
+
+}  // namespace
+
 std::string default_model_dir() {
   if (const char* dir = std::getenv("ATTN_MINILM_DIR"); dir != nullptr && *dir != '\0') return dir;
   return ATTN_MODEL_DIR;  // build/models/all-MiniLM-L6-v2 in the checkout (CMake sets it)
@@ -64,8 +75,9 @@ MiniLMConfig read_config(const std::string& dir) {
   require(c.d <= 65536 && c.d_ff <= 1u << 20 && c.layers <= 1024 && c.vocab <= 1u << 24 && c.max_positions <= 1u << 20,
           fmt::format("{}: sizes beyond any BERT (d = {}, d_ff = {}, layers = {}, vocab = {})", path, c.d, c.d_ff,
                       c.layers, c.vocab));
-  require(j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number() && j["layer_norm_eps"].get<double>() > 0,
-          fmt::format("{}: 'layer_norm_eps' is missing or not positive", path));
+  require(j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number() && j["layer_norm_eps"].get<double>() > 0 &&
+              std::isfinite(j["layer_norm_eps"].get<float>()) && j["layer_norm_eps"].get<float>() > 0.0f,
+          fmt::format("{}: 'layer_norm_eps' is missing, not positive or not a finite float", path));
   c.ln_eps = j["layer_norm_eps"].get<float>();
   c.max_tokens = std::min<std::size_t>(256, c.max_positions);
   return c;
@@ -91,6 +103,7 @@ Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& posi
 
 Vector mean_pool_normalized(const Matrix& H) {
   require(H.shape(0) >= 1, fmt::format("mean_pool_normalized: no tokens in {}", shape_str(H)));
+  require_finite("mean_pool_normalized", "H", H.data(), H.size());
   const std::size_t n = H.shape(0), d = H.shape(1);
   Vector e = xt::zeros<float>({d});  // (d)
   for (std::size_t j = 0; j < d; ++j) {
@@ -121,7 +134,12 @@ Tensor3 attention_maps(const Matrix& X, const EncoderLayerWeights& W) {
 HeadShares head_shares(const Matrix& A) {
   require(A.shape(0) == A.shape(1) && A.shape(0) >= 2,
           fmt::format("head_shares: the attention matrix {} must be square, n ≥ 2", shape_str(A)));
+  require_finite("head_shares", "A", A.data(), A.size());
   const std::size_t n = A.shape(0);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      require(A(i, j) >= 0.0f,
+              fmt::format("head_shares: A({}, {}) = {} is negative; attention weights are not", i, j, A(i, j)));
   HeadShares s;
   for (std::size_t i = 0; i < n; ++i) {
     s.cls += A(i, 0);
@@ -137,6 +155,7 @@ HeadShares head_shares(const Matrix& A) {
 }
 
 std::vector<ReferenceText> read_reference(const std::string& path) {
+  refuse_folder("reference", path);
   std::ifstream in(path);
   if (!in) throw std::runtime_error(fmt::format("reference {}: cannot read it", path));
   std::vector<ReferenceText> out;
@@ -163,6 +182,7 @@ std::vector<ReferenceText> read_reference(const std::string& path) {
 }
 
 std::vector<std::string> read_sentences(const std::string& path) {
+  refuse_folder("sentences", path);
   std::ifstream in(path);
   if (!in) throw std::runtime_error(fmt::format("sentences {}: cannot read them", path));
   std::vector<std::string> out;
@@ -175,6 +195,10 @@ std::vector<double> head_contributions(const Matrix& X, const EncoderLayerWeight
   const Tensor3 A = attention_maps(X, W);                           // (h, n, n)
   const Tensor3 V = split_heads(linear(X, W.W_V, W.b_V), W.heads);  // (h, n, d_k)
   const std::size_t h = V.shape(0), n = V.shape(1), d_k = V.shape(2);
+  // Head i reads columns [i·d_k, (i+1)·d_k) of W_O: a narrower W_O would be read past its end.
+  require(W.W_O.shape(0) == X.shape(1) && W.W_O.shape(1) == h * d_k,
+          fmt::format("head_contributions: W_O is {}; X {} with {} heads of d_k = {} need ({}, {})", shape_str(W.W_O),
+                      shape_str(X), h, d_k, X.shape(1), h * d_k));
   std::vector<double> out(h, 0.0);
   for (std::size_t i = 0; i < h; ++i) {
     const Matrix A_i = xt::view(A, i, xt::all(), xt::all()), V_i = xt::view(V, i, xt::all(), xt::all());
@@ -226,14 +250,20 @@ Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const H
   const std::size_t h = W.heads;
   require(h > 0 && X.shape(1) % h == 0,
           fmt::format("encoder_layer_with: d = {} is not divisible by h = {}", X.shape(1), h));
+  require(static_cast<bool>(attend), "encoder_layer_with: attend is empty; give the attention of one head");
   const Tensor3 Q = split_heads(linear(X, W.W_Q, W.b_Q), h);  // (h, n, d_k)
   const Tensor3 K = split_heads(linear(X, W.W_K, W.b_K), h);  // (h, n, d_k)
   const Tensor3 V = split_heads(linear(X, W.W_V, W.b_V), h);  // (h, n, d_k)
   Tensor3 heads = xt::zeros<float>(V.shape());                // (h, n, d_k)
-  for (std::size_t i = 0; i < h; ++i)
-    xt::view(heads, i, xt::all(), xt::all()) =
-        attend(xt::view(Q, i, xt::all(), xt::all()), xt::view(K, i, xt::all(), xt::all()),
-               xt::view(V, i, xt::all(), xt::all()));
+  for (std::size_t i = 0; i < h; ++i) {
+    const Matrix O_i = attend(xt::view(Q, i, xt::all(), xt::all()), xt::view(K, i, xt::all(), xt::all()),
+                              xt::view(V, i, xt::all(), xt::all()));  // (n, d_k)
+    // Assigned into a view, a (1, d_k) answer would broadcast to every row: one shape only.
+    require(O_i.shape(0) == V.shape(1) && O_i.shape(1) == V.shape(2),
+            fmt::format("encoder_layer_with: attend gave head {} an output {}; it needs ({}, {})", i, shape_str(O_i),
+                        V.shape(1), V.shape(2)));
+    xt::view(heads, i, xt::all(), xt::all()) = O_i;
+  }
   const Matrix H = layer_norm(X + linear(merge_heads(heads), W.W_O, W.b_O), W.ln1_gamma, W.ln1_beta, W.ln_eps);
   return layer_norm(H + linear(gelu(linear(H, W.W_1, W.b_1)), W.W_2, W.b_2), W.ln2_gamma, W.ln2_beta, W.ln_eps);
 }
