@@ -124,6 +124,8 @@ def declaration(statement):
                 if re.match(r"\(\s*\*", s[i:]):
                     return None  # a function pointer: data, not a function
                 m = re.search(r"(~?[A-Za-z_]\w*)\s*$", s[:i])
+                if m and re.search(r"::\s*$", s[:m.start()]):
+                    return None  # Class::member defined out of its class: declared (and listed) inside it
                 paren = i
                 break
         if not m or m.group(1) in KEYWORDS or m.group(1).startswith("~"):
