@@ -41,6 +41,8 @@ EXEMPT = {
     "12_learning/parameters": "pointers to the model's own matrices: any model has them",
     "15_structured/zeros_like": "zeros of an existing model's shapes: that model's sizes were checked when it was made",
     "15_structured/parameters": "pointers to the model's own matrices: any model has them",
+    # An exception type.
+    "04_complexity/memory_refusal::memory_refusal": "an exception type: it formats the estimate guarded_attention made",
     # Nothing but a random source.
     "12_learning/make_pronoun": "takes only the random source: every draw is a valid sentence of the task",
     # Inner-loop accessors whose callers check every index once, before the loop.
