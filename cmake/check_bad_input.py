@@ -45,6 +45,14 @@ EXEMPT = {
     "04_complexity/memory_refusal::memory_refusal": "an exception type: it formats the estimate guarded_attention made",
     # Nothing but a random source.
     "12_learning/make_pronoun": "takes only the random source: every draw is a valid sentence of the task",
+    # Chapter 06's tile arithmetic: constexpr int, compiled for the device too (no exceptions there).
+    "06_flash_cuda/fp32_smem_bytes": "device-side tile arithmetic: its d is checked first (check_shape, kernel_plans)",
+    "06_flash_cuda/tc_head_dim": "device-side tile arithmetic: its d is checked first (check_shape, kernel_plans)",
+    "06_flash_cuda/tc_qk_stride": "device-side tile arithmetic on tc_head_dim()'s 64 or 128",
+    "06_flash_cuda/tc_smem_bytes": "device-side tile arithmetic: its d is checked first (check_shape, kernel_plans)",
+    "06_flash_cuda/tc_vt_item": "device-side index arithmetic of a kernel's own work items (tested for banks)",
+    "06_flash_cuda/tc_vt_word": "device-side index arithmetic of a kernel's own work items (tested for banks)",
+    "06_flash_cuda/GpuWorkspace::fill_normal": "any seed names a stream of random inputs",
     # Inner-loop accessors whose callers check every index once, before the loop.
     "15_structured/GatherRows::row": "the CSR kernel's per-edge read: csr_attention() checks every sender < rows first",
 }
