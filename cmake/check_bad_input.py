@@ -21,7 +21,8 @@ each with its reason.
 
 Usage: check_bad_input.py ROOT [--list]. --list prints every public function and how it is covered.
 Exit status 1 when a function is neither tested nor exempt, or when EXEMPT names a function that does not
-exist (a stale entry). Standard library only.
+exist (a stale entry). It first checks itself on a small made-up chapter (a header and a test file in a
+temporary folder: the functions it must report, and none it must not). Standard library only.
 """
 
 import os
@@ -272,6 +273,56 @@ def calls(text, name):
     return bool(re.search(r"(?<![\w~])" + re.escape(short) + r"\s*(?:<[^;()]*>)?\s*\(", text))
 
 
+SELF_TEST_HEADER = """namespace attn {
+int tested(int n);
+int answered(int n);
+int forgotten(int n);
+int constant();
+struct Thing {
+  Thing(int size);
+  int member(int i) const;
+ private:
+  int hidden(int i);
+};
+namespace detail {
+int internal(int x);
+}
+}  // namespace attn
+"""
+
+SELF_TEST_CASES = [
+    # (test file, names reported missing)
+    ("", ["Thing::Thing", "Thing::member", "answered", "forgotten", "tested"]),
+    ("TEST_CASE(\"a\") { CHECK_THROWS_AS(attn::tested(-1), std::invalid_argument); }\n"
+     "TEST_CASE(\"b\") {\n  // bad input answered: answered\n  CHECK(attn::answered(0) == 0);\n}\n"
+     "TEST_CASE(\"c\") { CHECK_THROWS_NAMING(attn::Thing(0), std::invalid_argument, \"size\"); }\n"
+     "TEST_CASE(\"d\") { attn::Thing t(1); CHECK_THROWS(t.member(-1)); }\n"
+     "// bad input answered: forgotten (a marker outside a test case counts for nothing)\n",
+     ["forgotten"]),
+]
+
+
+def self_test():
+    """Runs the check on a small made-up chapter: "" when it reports what it should, else what went wrong."""
+    import subprocess
+    import tempfile
+    for tests, missing in SELF_TEST_CASES:
+        with tempfile.TemporaryDirectory() as root:
+            os.makedirs(os.path.join(root, "chapters", "01_demo"))
+            os.makedirs(os.path.join(root, "tests"))
+            with open(os.path.join(root, "chapters", "01_demo", "demo.hpp"), "w", encoding="utf-8") as f:
+                f.write(SELF_TEST_HEADER)
+            with open(os.path.join(root, "tests", "01_demo_test.cpp"), "w", encoding="utf-8") as f:
+                f.write(tests)
+            run = subprocess.run([sys.executable, os.path.abspath(__file__), root, "--no-self-test", "--no-exempt"],
+                                 capture_output=True, text=True)
+            reported = sorted(re.findall(r"demo\.hpp:\d+: (\S+) has no bad-input test", run.stdout))
+            if reported != sorted(missing) or run.returncode != (1 if missing else 0):
+                return ("self-test: for the test file %r the check reported %s (status %d), expected %s" %
+                        (tests[:60], reported, run.returncode, sorted(missing)))
+    return ""
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if len(args) != 1:
@@ -279,6 +330,13 @@ def main():
         return 2
     root = args[0]
     listing = "--list" in sys.argv
+    if "--no-self-test" not in sys.argv:
+        failure = self_test()  # a parser that silently finds nothing would pass every chapter: prove it finds
+        if failure:
+            print(failure)
+            return 1
+    if "--no-exempt" in sys.argv:
+        EXEMPT.clear()
     chapters_dir = os.path.join(root, "chapters")
     problems, counts = [], {"tested": 0, "answered": 0, "no parameters": 0, "exempt": 0}
     seen_exempt = set()
