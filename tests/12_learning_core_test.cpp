@@ -41,15 +41,18 @@ double mixed(const Matrix& A, std::size_t i, std::size_t j) {
 }
 
 /// A small model for the bad-input tests: vocabulary 10, d_model 8, 2 heads, context 8.
-ch12::Model small_model(std::size_t layers, std::uint64_t seed) {
+// vocab 10, d_model 8, 2 heads, context 8.
+ch12::Config small_config(std::size_t layers) {
   ch12::Config c;
   c.vocab = 10;
   c.d_model = 8;
   c.heads = 2;
   c.layers = layers;
   c.context = 8;
-  return ch12::init_model(c, seed);
+  return c;
 }
+
+ch12::Model small_model(std::size_t layers, std::uint64_t seed) { return ch12::init_model(small_config(layers), seed); }
 
 /// True when every parameter of \p m is zero (a backward that threw must leave the gradients so).
 bool all_zero(const ch12::Model& m) {
@@ -440,11 +443,7 @@ TEST_SUITE("12_learning: bad input") {
   }
 
   TEST_CASE("training refuses a batch of no sequences and a bad config or length, before any step") {
-    ch12::Config c;
-    c.vocab = 10;
-    c.d_model = 8;
-    c.heads = 2;
-    c.context = 8;
+    ch12::Config c = small_config(1);
     ch12::TrainSettings s;
     s.length = 8;
     s.steps = 2;
