@@ -216,6 +216,8 @@ TEST_SUITE("06_flash_cuda: bad input") {
   }
 
   TEST_CASE("on the GPU, the workspace refuses inputs of other sizes and a timing of no samples, before any launch") {
+    REQUIRE_DEVICE();
+#if ATTN_HAVE_CUDA  // the workspace exists only in a CUDA build
     attn::ch06::GpuWorkspace workspace({1, 4, 4, 8, false}, false);
     const std::vector<float> Q(32, 1.0f), K(32, 1.0f), short_V(31, 1.0f);
     CHECK_THROWS_NAMING(workspace.upload(Q, K, short_V), std::invalid_argument, "32, 32, 31");
@@ -225,5 +227,6 @@ TEST_SUITE("06_flash_cuda: bad input") {
     CHECK_THROWS_NAMING(workspace.median_ms(launch, 3, -1), std::invalid_argument, "warmup = -1");
     CHECK_THROWS_NAMING(workspace.median_ms(std::function<void()>(), 3, 1), std::invalid_argument, "empty launch");
     CHECK(launches == 0);
+#endif
   }
 }
