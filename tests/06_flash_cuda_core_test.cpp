@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -18,6 +19,7 @@
 #include "06_flash_cuda/random_inputs.hpp"
 #include "06_flash_cuda/tiles.hpp"
 #include "support/gpu_skip.hpp"
+#include "support/throws.hpp"
 
 TEST_SUITE("06_flash_cuda") {
   TEST_CASE("every rung refuses a causal call with more queries than keys, naming n_q and n_kv") {
@@ -179,6 +181,52 @@ TEST_SUITE("06_flash_cuda") {
     CHECK_THROWS_AS(attn::flash_fp32_forward(bad, workspace.tensors()), std::invalid_argument);
     CHECK_THROWS_AS(attn::ch06::flash_tc_forward(bad, workspace.tensors()), std::invalid_argument);
     CHECK_THROWS_AS(attn::ch06::GpuWorkspace(bad, false), std::invalid_argument);
+#endif
+  }
+}
+
+// Bad input, one case per function that had none (cmake/check_bad_input.py). The GPU cases run where a device is.
+TEST_SUITE("06_flash_cuda: bad input") {
+  TEST_CASE("kernel_plans, attention_flops and roofline refuse a head size, shape or element width no rung has") {
+    // d = 2^32 became int 0 in the tile arithmetic: plans of a few bytes for a head no rung can run.
+    CHECK_THROWS_NAMING(attn::ch06::kernel_plans(std::size_t{1} << 32), std::invalid_argument, "d = 4294967296");
+    CHECK_THROWS_NAMING(attn::ch06::kernel_plans(0), std::invalid_argument, "d = 0");
+    CHECK_THROWS_NAMING(attn::ch06::kernel_plans(129), std::invalid_argument, "1..128");
+    CHECK_THROWS_NAMING(attn::ch06::attention_flops({1, -4, 8, 64, false}), std::invalid_argument, "attention_flops",
+                        "n_q = -4");
+    CHECK_THROWS_NAMING(attn::ch06::roofline({1, 8, 8, 64, false}, 0), std::invalid_argument, "element_bytes = 0");
+    CHECK_THROWS_AS(attn::ch06::roofline({0, 8, 8, 64, false}, 4), std::invalid_argument);
+  }
+
+  TEST_CASE("round_to_bf16, plan_fits and the hash draws answer every input as their contracts say") {
+    // bad input answered: round_to_bf16, plan_fits, hash_bits, hash_uniform, hash_normal
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    CHECK(std::isnan(attn::ch06::round_to_bf16(nan)));
+    CHECK(attn::ch06::round_to_bf16(inf) == inf);
+    CHECK(attn::ch06::round_to_bf16(-inf) == -inf);
+    CHECK(attn::ch06::round_to_bf16(std::numeric_limits<float>::max()) == inf);  // past bf16's largest: as CUDA rounds
+    CHECK_FALSE(attn::plan_fits(1, 1, attn::DeviceLimits{}));
+    CHECK(attn::plan_fits(0, 0, attn::DeviceLimits{}));
+    CHECK_FALSE(attn::plan_fits(std::numeric_limits<std::size_t>::max(), 1, {1 << 16, 1024}));
+    constexpr std::uint64_t kLast = std::numeric_limits<std::uint64_t>::max();
+    CHECK(attn::ch06::hash_bits(kLast, kLast) != attn::ch06::hash_bits(kLast, kLast - 1));
+    const float u = attn::ch06::hash_uniform(kLast, kLast), z = attn::ch06::hash_normal(kLast, kLast);
+    CHECK((u >= -1.0f && u < 1.0f));
+    CHECK((std::isfinite(z) && std::fabs(z) <= 5.8f));
+  }
+
+  TEST_CASE("on the GPU, the workspace refuses inputs of other sizes and a timing of no samples, before any launch") {
+    REQUIRE_DEVICE();
+#if ATTN_HAVE_CUDA  // the workspace exists only in a CUDA build
+    attn::ch06::GpuWorkspace workspace({1, 4, 4, 8, false}, false);
+    const std::vector<float> Q(32, 1.0f), K(32, 1.0f), short_V(31, 1.0f);
+    CHECK_THROWS_NAMING(workspace.upload(Q, K, short_V), std::invalid_argument, "32, 32, 31");
+    int launches = 0;
+    const auto launch = [&] { ++launches; };
+    CHECK_THROWS_NAMING(workspace.median_ms(launch, 0, 1), std::invalid_argument, "repeats = 0");
+    CHECK_THROWS_NAMING(workspace.median_ms(launch, 3, -1), std::invalid_argument, "warmup = -1");
+    CHECK_THROWS_NAMING(workspace.median_ms(std::function<void()>(), 3, 1), std::invalid_argument, "empty launch");
+    CHECK(launches == 0);
 #endif
   }
 }

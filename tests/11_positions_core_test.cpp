@@ -11,6 +11,7 @@
 #include "11_positions/flex.hpp"
 #include "11_positions/modifiers.hpp"
 #include "attn/rng.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -116,5 +117,62 @@ TEST_SUITE("11_positions") {
       CHECK_THROWS_WITH_AS(ch11::flex_attention(X, X, X, ch11::Alibi{attn::Vector{0.5f, 0.25f, bad, 0.125f}}),
                            doctest::Contains("slopes[2]"), std::invalid_argument);
     }
+  }
+}
+
+// Bad input, one case per function of positions.hpp and modifiers.hpp that had none (cmake/check_bad_input.py).
+TEST_SUITE("11_positions: bad input") {
+  TEST_CASE("tiles_of refuses a tile size of 0 instead of dividing by it") {
+    CHECK_THROWS_NAMING(ch11::tiles_of(5, 0), std::invalid_argument, "B = 0");
+    CHECK(ch11::tiles_of(kMax, 2) == kMax / 2 + 1);  // ⌈(2^64 − 1) / 2⌉, no wrap
+  }
+
+  TEST_CASE("BlockMask::at refuses a head, query block or key block past the mask, and a mask missing tiles") {
+    const ch11::BlockMask bm = ch11::make_block_mask(ch11::Causal{}, 1, 4, 4, 2, 2);  // 1 head × 2 × 2 tiles
+    CHECK_THROWS_NAMING(bm.at(0, 2, 0), std::out_of_range, "(0, 2, 0)", "2 × 2");
+    CHECK_THROWS_NAMING(bm.at(0, 0, 2), std::out_of_range, "(0, 0, 2)");
+    CHECK_THROWS_NAMING(bm.at(1, 0, 0), std::out_of_range, "(1, 0, 0)", "1 heads");
+    ch11::BlockMask edited = bm;
+    edited.tiles.pop_back();  // tiles is public: a mask edited by hand may hold fewer than heads × T_r × T_c
+    CHECK_THROWS_NAMING(edited.at(0, 1, 1), std::out_of_range, "3 stored");
+    CHECK(bm.at(0, 1, 0) == ch11::Tile::full);  // the lower-left tile of a causal 4 × 4 in 2 × 2 tiles
+  }
+
+  TEST_CASE("DocumentMask refuses a query or key past its document list (std::out_of_range, as documented)") {
+    using attn::DocumentMask;
+    CHECK_THROWS_AS(DocumentMask({{0, 0, 1}, true, 0})(0, 3, 0), std::out_of_range);
+    CHECK_THROWS_AS(DocumentMask({{0, 0, 1}, true, 0})(0, 0, 3), std::out_of_range);
+    CHECK_THROWS_AS(DocumentMask({{0, 0, 1}, true, kMax})(0, 2, 0), std::out_of_range);  // q + offset wraps to q − 1
+  }
+
+  TEST_CASE("Causal, SlidingWindow and PrefixLM refuse an offset past the keys, which wrapped q + offset") {
+    // An offset near SIZE_MAX wrapped q + offset to q − 1: a causal mask hiding the diagonal, silently.
+    CHECK_THROWS_NAMING(ch11::make_block_mask(ch11::Causal{kMax}, 1, 4, 4, 2, 2), std::invalid_argument,
+                        "Causal's offset", "n_kv = 4");
+    CHECK_THROWS_NAMING(ch11::make_block_mask(ch11::Causal{5}, 1, 4, 4, 2, 2), std::invalid_argument, "offset = 5");
+    CHECK_THROWS_NAMING(ch11::make_block_mask(ch11::SlidingWindow{2, kMax}, 1, 4, 4, 2, 2), std::invalid_argument,
+                        "SlidingWindow's offset");
+    CHECK_THROWS_NAMING(ch11::make_block_mask(ch11::PrefixLM{2, kMax}, 1, 4, 4, 2, 2), std::invalid_argument,
+                        "PrefixLM's offset");
+    attn::Rng rng(1106);
+    const Tensor3 X = random_heads(rng, 1, 4, 4);
+    CHECK_THROWS_NAMING(ch11::flex_attention(X, X, X, ch11::NoScoreMod{}, ch11::PrefixLM{2, 5}), std::invalid_argument,
+                        "flex_attention", "PrefixLM's offset = 5");
+    // The bounds themselves are accepted: offset n_kv − n_q, and a prefix longer than the keys (every key).
+    CHECK_NOTHROW(ch11::check_modifier("test", ch11::PrefixLM{9, 0}, 1, 4, 4));
+    CHECK_NOTHROW(ch11::check_modifier("test", ch11::Causal{2}, 1, 2, 4));
+  }
+
+  TEST_CASE("check_modifier names the caller and the modifier's parameter for every modifier it checks") {
+    CHECK_THROWS_NAMING(ch11::check_modifier("caller", ch11::SoftCap{-1.0f}, 1, 2, 2), std::invalid_argument, "caller",
+                        "SoftCap's cap");
+    CHECK_THROWS_NAMING(ch11::check_modifier("caller", ch11::SlidingWindow{0}, 1, 2, 2), std::invalid_argument,
+                        "caller", "window = 0");
+    CHECK_THROWS_NAMING(ch11::check_modifier("caller", ch11::Alibi{attn::Vector{0.5f}}, 2, 2, 2), std::invalid_argument,
+                        "caller", "1 slopes for 2 heads");
+    CHECK_THROWS_NAMING(ch11::check_modifier("caller", ch11::Causal{3}, 1, 2, 2), std::invalid_argument, "caller",
+                        "Causal's offset = 3");
+    CHECK_THROWS_NAMING(ch11::check_offset("caller", "Mine", kMax, 2), std::invalid_argument, "caller",
+                        "Mine's offset");
   }
 }

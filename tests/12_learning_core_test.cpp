@@ -26,6 +26,7 @@
 #include "12_learning/train.hpp"
 #include "attn/rng.hpp"
 #include "support/allclose.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -41,15 +42,18 @@ double mixed(const Matrix& A, std::size_t i, std::size_t j) {
 }
 
 /// A small model for the bad-input tests: vocabulary 10, d_model 8, 2 heads, context 8.
-ch12::Model small_model(std::size_t layers, std::uint64_t seed) {
+// vocab 10, d_model 8, 2 heads, context 8.
+ch12::Config small_config(std::size_t layers) {
   ch12::Config c;
   c.vocab = 10;
   c.d_model = 8;
   c.heads = 2;
   c.layers = layers;
   c.context = 8;
-  return ch12::init_model(c, seed);
+  return c;
 }
+
+ch12::Model small_model(std::size_t layers, std::uint64_t seed) { return ch12::init_model(small_config(layers), seed); }
 
 /// True when every parameter of \p m is zero (a backward that threw must leave the gradients so).
 bool all_zero(const ch12::Model& m) {
@@ -298,6 +302,27 @@ TEST_SUITE("12_learning") {
     CHECK(all_zero(grads));
   }
 
+  TEST_CASE(
+      "the backward's own checks, called alone: a trace of another model, NaN dlogits, gradients of the "
+      "wrong shapes") {
+    // bad input answered: same_shapes
+    const ch12::Model two = small_model(2, 36), one = small_model(1, 37);
+    CHECK(ch12::same_shapes(two, ch12::zeros_like(two)));
+    CHECK_FALSE(ch12::same_shapes(two, one));
+    const std::vector<std::size_t> tokens{4, 5, 6};
+    const ch12::Trace tr = ch12::forward(two, tokens);
+    CHECK_THROWS_WITH_AS(ch12::require_trace("here", two, ch12::forward(one, tokens)), doctest::Contains("here"),
+                         std::invalid_argument);
+    CHECK_NOTHROW(ch12::require_trace("here", two, tr));
+    Matrix dlogits = xt::ones<float>({3, 10});  // (n, vocab)
+    CHECK_NOTHROW(ch12::require_backward_inputs(two, tr, dlogits, tokens, ch12::zeros_like(two), {}));
+    CHECK_THROWS_AS(ch12::require_backward_inputs(two, tr, dlogits, tokens, ch12::zeros_like(one), {}),
+                    std::invalid_argument);
+    dlogits(2, 3) = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_AS(ch12::require_backward_inputs(two, tr, dlogits, tokens, ch12::zeros_like(two), {}),
+                    std::invalid_argument);
+  }
+
   TEST_CASE("the model refuses sizes that overflow or cannot fit, a NaN input, a bad head mask and endless steps") {
     ch12::Config c;
     c.vocab = c.d_model = std::size_t{1} << 32;  // 2^32 × 2^32 floats wrap 64 bits
@@ -405,5 +430,74 @@ TEST_SUITE("12_learning") {
     ch12::save_checkpoint(other, dir.string());
     CHECK(ch12::load_checkpoint(dir.string()).embed == other.embed);
     std::filesystem::remove_all(dir);
+  }
+}
+
+// Bad input, one case per function of model.hpp, pronoun.hpp and train.hpp that had none
+// (cmake/check_bad_input.py). backward, rope_backward and train_step are left to issue 32's exercises.
+TEST_SUITE("12_learning: bad input") {
+  TEST_CASE("embed_tokens refuses no tokens, more than the context, a token past the vocabulary and an edited embed") {
+    ch12::Model model = small_model(1, 1201);
+    CHECK_THROWS_NAMING(ch12::embed_tokens(model, {}), std::invalid_argument, "0 tokens", "1 to 8");
+    CHECK_THROWS_NAMING(ch12::embed_tokens(model, std::vector<std::size_t>(9, 1)), std::invalid_argument, "9 tokens");
+    CHECK_THROWS_NAMING(ch12::embed_tokens(model, {1, 10}), std::invalid_argument, "token 10 at position 1");
+    CHECK_THROWS_NAMING(ch12::embed_tokens(model, {1, ch12::kIgnore}), std::invalid_argument, "position 1");
+    model.embed = xt::zeros<float>({3, 8});  // fewer rows than vocab = 10: token 5 was read past the end
+    CHECK_THROWS_NAMING(ch12::embed_tokens(model, {5}), std::invalid_argument, "(3, 8)", "(10, 8)");
+  }
+
+  TEST_CASE("prepare_checkpoint_dir refuses empty text, a file, and a folder holding a file it did not write") {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("attn_ch12_prepare_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    CHECK_THROWS_NAMING(ch12::prepare_checkpoint_dir(""), std::invalid_argument, "empty text");
+    const fs::path file = dir / "notes.txt";
+    std::ofstream(file) << "the user's";
+    CHECK_THROWS_NAMING(ch12::prepare_checkpoint_dir(file.string()), std::invalid_argument, "not a folder");
+    CHECK_THROWS_NAMING(ch12::prepare_checkpoint_dir(dir.string()), std::invalid_argument, "notes.txt");
+    CHECK_FALSE(fs::exists(dir / ch12::kCheckpointMarker));  // nothing written into a refused folder
+    std::ifstream in(file);
+    std::string text;
+    std::getline(in, text);
+    CHECK(text == "the user's");
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("training refuses a batch of no sequences and a bad config or length, before any step") {
+    ch12::Config c = small_config(1);
+    ch12::TrainSettings s;
+    s.length = 8;
+    s.steps = 2;
+    s.batch = 0;  // a step of no sequences: cross_entropy of no rows, a zero gradient, a loss of 0 that means nothing
+    CHECK_THROWS_NAMING(ch12::train_induction(c, s), std::invalid_argument, "batch = 0");
+    CHECK_THROWS_NAMING(ch12::train_pronoun(ch12::pronoun_config(), s), std::invalid_argument, "batch = 0");
+    CHECK_THROWS_NAMING(ch12::train(
+                            c, s, [](attn::Rng& rng) { return ch12::make_induction(8, 10, rng); },
+                            [](std::size_t, const ch12::Model&) {}),
+                        std::invalid_argument, "batch = 0");
+    s.batch = 1;
+    s.length = 3;  // make_induction needs n ≥ 4
+    CHECK_THROWS_AS(ch12::train_induction(c, s), std::invalid_argument);
+    c.heads = 3;  // d_model = 8 is not a multiple of 3
+    CHECK_THROWS_AS(ch12::train_induction(c, s), std::invalid_argument);
+    ch12::TrainSettings zero_steps;
+    zero_steps.steps = 0;
+    zero_steps.length = 8;
+    c.heads = 2;
+    CHECK(ch12::train_induction(c, zero_steps).loss.empty());  // no steps: the fresh model, no losses
+  }
+
+  TEST_CASE("the accuracies refuse a count of 0 sequences (the mean of none was NaN) and a bad length") {
+    const ch12::Model model = small_model(1, 1202);
+    CHECK_THROWS_NAMING(ch12::induction_accuracy(model, 8, 0, 1), std::invalid_argument, "count = 0");
+    CHECK_THROWS_NAMING(ch12::pronoun_accuracy(model, 0, 1), std::invalid_argument, "count = 0");
+    CHECK_THROWS_NAMING(
+        ch12::mean_accuracy(model, 0, 1, [](attn::Rng& rng) { return ch12::make_induction(8, 10, rng); }),
+        std::invalid_argument, "count = 0");
+    CHECK_THROWS_AS(ch12::induction_accuracy(model, 2, 1, 1), std::invalid_argument);  // n < 4
+    CHECK_THROWS_AS(ch12::induction_accuracy(model, 9, 1, 1), std::invalid_argument);  // past the context of 8
+    // The pronoun task's sentences need its vocabulary; this model's 10 tokens are too few.
+    CHECK_THROWS_AS(ch12::pronoun_accuracy(model, 1, 1), std::invalid_argument);
   }
 }

@@ -13,6 +13,7 @@
 #include "attn/rng.hpp"
 #include "oracle/05_flash_cpu_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -86,5 +87,42 @@ TEST_SUITE("13_ring") {
     CHECK_THROWS_WITH_AS(
         ch13::ring_in_one_process(Q, rng.normal(9, 8), rng.normal(9, 6), 2, ch13::Split::contiguous, false),
         doctest::Contains("(9, 8)"), std::invalid_argument);
+  }
+}
+
+// Bad input, one case per function of ring.hpp and local_link.hpp that had none (cmake/check_bad_input.py).
+TEST_SUITE("13_ring: bad input") {
+  TEST_CASE("LocalLink refuses a rank outside the ring, and a start() off the ring's schedule, naming the rank") {
+    const std::vector<ch13::KVBlock> blocks{{Matrix{{1.0f}}, Matrix{{2.0f}}}, {Matrix{{3.0f}}, Matrix{{4.0f}}}};
+    CHECK_THROWS_NAMING(ch13::LocalLink(blocks, 2), std::invalid_argument, "rank 2", "2 ranks");
+    ch13::LocalLink link(blocks, 0);
+    // Rank 0 holds its own block at step 0 and receives rank 1's (1 row).
+    CHECK_THROWS_NAMING(link.start(blocks[1], 1), std::invalid_argument, "rank 0", "not the one it holds");
+    CHECK_THROWS_NAMING(link.start(blocks[0], 5), std::invalid_argument, "expects 5 rows");
+    CHECK(link.bytes_sent() == 0);  // nothing counted for a refused start
+    link.start(blocks[0], 1);
+    CHECK_THROWS_NAMING(link.start(blocks[0], 1), std::invalid_argument, "start() twice");
+    link.finish();
+    CHECK_THROWS_NAMING(link.start(blocks[1], 1), std::invalid_argument, "only 1 transfers");  // P − 1 steps
+  }
+
+  TEST_CASE("rank_chunks refuses no ranks and a rank outside the ring, for either split") {
+    for (const ch13::Split split : {ch13::Split::contiguous, ch13::Split::zigzag}) {
+      CHECK_THROWS_AS(ch13::rank_chunks(0, 0, 8, split), std::invalid_argument);
+      CHECK_THROWS_AS(ch13::rank_chunks(2, 2, 8, split), std::invalid_argument);
+    }
+    CHECK_THROWS_AS(ch13::rank_chunks(0, std::numeric_limits<std::size_t>::max(), 8, ch13::Split::zigzag),
+                    std::invalid_argument);  // 2P wraps
+  }
+
+  TEST_CASE("scatter_rows refuses a part that does not fit its chunks or a chunk past X, and leaves X unchanged") {
+    Matrix X = xt::zeros<float>({4, 2});          // (4, 2)
+    const Matrix part = xt::ones<float>({2, 2});  // (2, 2)
+    CHECK_THROWS_NAMING(ch13::scatter_rows(X, part, {{0, 3}}), std::invalid_argument, "(2, 2)", "3 rows", "(4, 2)");
+    CHECK_THROWS_NAMING(ch13::scatter_rows(X, Matrix(xt::ones<float>({2, 3})), {{0, 2}}), std::invalid_argument,
+                        "(2, 3)");
+    CHECK_THROWS_NAMING(ch13::scatter_rows(X, part, {{0, 1}, {4, 5}}), std::invalid_argument, "[4, 5)");
+    CHECK_THROWS_AS(ch13::scatter_rows(X, part, {{3, 1}}), std::invalid_argument);  // ends before it begins
+    CHECK(X == Matrix(xt::zeros<float>({4, 2})));
   }
 }

@@ -3,13 +3,17 @@
 // Expected values are closed forms; a bad size is refused with the estimate, never a crash or a write past an end.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "14_state_space/lti.hpp"
 #include "14_state_space/memory.hpp"
 #include "14_state_space/scan.hpp"
+#include "14_state_space/state_space.hpp"
 #include "attn/rng.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -102,5 +106,44 @@ TEST_SUITE("14_state_space") {
     broken.C[0] = attn::Complex(nan, 0.0f);
     CHECK_THROWS_WITH_AS(ch14::ssm_recurrence(broken, attn::Vector{1.0f}), doctest::Contains("entry 0"),
                          std::invalid_argument);
+  }
+}
+
+// Bad input, one case per function of memory.hpp, scan.hpp and state_space.hpp that had none
+// (cmake/check_bad_input.py).
+TEST_SUITE("14_state_space: bad input") {
+  TEST_CASE("recall_task refuses keys and values that differ in rows, and a NaN or infinity in either, by name") {
+    const attn::Matrix K{{1.0f, 0.0f}, {0.0f, 1.0f}}, V{{2.0f}, {3.0f}};  // (2, 2), (2, 1)
+    CHECK_THROWS_NAMING(attn::ch14::recall_task(K, attn::Matrix{{2.0f}}), std::invalid_argument, "(2, 2)", "(1, 1)");
+    attn::Matrix bad_K = K, bad_V = V;
+    bad_K(1, 0) = std::numeric_limits<float>::quiet_NaN();
+    bad_V(0, 0) = -std::numeric_limits<float>::infinity();
+    CHECK_THROWS_NAMING(attn::ch14::recall_task(bad_K, V), std::invalid_argument, "recall_task", "K");
+    CHECK_THROWS_NAMING(attn::ch14::recall_task(K, bad_V), std::invalid_argument, "recall_task", "V");
+  }
+
+  TEST_CASE("scan_inputs refuses sizes that wrap or cannot fit, before allocating") {
+    attn::Rng rng(1401);
+    constexpr std::size_t kBig = std::size_t{1} << 40;
+    CHECK_THROWS_NAMING(attn::ch14::scan_inputs(rng, kBig, 2, 1), std::invalid_argument, "rows × cols");
+    CHECK_THROWS_NAMING(attn::ch14::scan_inputs(rng, 4, 2, kBig), std::invalid_argument, "scan_inputs", "d × N");
+    CHECK(attn::ch14::scan_inputs(rng, 0, 2, 3).x.size() == 0);  // no tokens: empty inputs, A still (2, 3)
+  }
+
+  TEST_CASE("selective_scan_bytes answers for any sizes without wrapping, and use_scan_kernels refuses a bad name") {
+    // bad input answered: selective_scan_bytes, use_scan_kernels, scan_combine
+    // d = 2^63: 3d + 2N in size_t wrapped to 2^63 and gave a third of the bytes.
+    const double d = std::ldexp(1.0, 63);
+    CHECK(attn::ch14::selective_scan_bytes(1, std::size_t{1} << 63, 0) == 4.0 * 3.0 * d);
+    CHECK(attn::ch14::selective_scan_bytes(0, 5, 7) == 0.0);
+    const std::string before = attn::ch14::scan_kernel_isa();
+    CHECK_FALSE(attn::ch14::use_scan_kernels("no such kernels"));
+    CHECK_FALSE(attn::ch14::use_scan_kernels(""));
+    CHECK(before == attn::ch14::scan_kernel_isa());  // unchanged
+    // scan_combine propagates a NaN or an infinity (its contract): the result says so, it is never a finite lie.
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    CHECK(std::isnan(attn::scan_combine({nan, 0.0f}, {0.5f, 1.0f}).a));
+    CHECK(std::isnan(attn::scan_combine({0.5f, 1.0f}, {0.5f, nan}).b));
+    CHECK(std::isinf(attn::scan_combine({0.5f, inf}, {0.5f, 0.0f}).b));
   }
 }

@@ -19,6 +19,7 @@
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
+#include "attn/rng.hpp"
 #include "attn/svg.hpp"
 #include "attn/tensor.hpp"
 
@@ -254,5 +255,25 @@ TEST_SUITE("common") {
       });
     for (auto& u : users) u.join();
     CHECK(attn::blas_threads() == before);
+  }
+}
+
+TEST_SUITE("common: bad input") {
+  TEST_CASE("Rng refuses sizes that wrap or cannot fit, before allocating, and parameters its distributions forbid") {
+    attn::Rng rng(35);
+    constexpr std::size_t kBig = std::size_t{1} << 40;
+    // 2^40 × 2^40 wraps 64 bits; 2^20 × 2^20 floats is 4 TB.
+    CHECK_THROWS_WITH_AS(rng.normal(kBig, kBig), doctest::Contains("Rng::normal"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(rng.uniform(kBig >> 20, kBig >> 20), doctest::Contains("Rng::uniform"), std::invalid_argument);
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    for (const float stddev : {0.0f, -1.0f, nan, inf}) {
+      CAPTURE(stddev);
+      CHECK_THROWS_WITH_AS(rng.normal(2, 2, 0.0f, stddev), doctest::Contains("stddev"), std::invalid_argument);
+    }
+    CHECK_THROWS_WITH_AS(rng.normal(2, 2, nan, 1.0f), doctest::Contains("mean = nan"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(rng.uniform(2, 2, 1.0f, 0.0f), doctest::Contains("low = 1"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(rng.uniform(2, 2, -inf, 0.0f), doctest::Contains("low = -inf"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(rng.uniform(2, 2, -3e38f, 3e38f), doctest::Contains("Rng::uniform"), std::invalid_argument);
+    CHECK(rng.normal(0, 3).size() == 0);  // zero rows: an empty matrix
   }
 }

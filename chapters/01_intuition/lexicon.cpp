@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
+
 namespace attn::ch01 {
 namespace {
 
@@ -135,6 +137,7 @@ Matrix query_weights(const Vector& pronoun_query) {
   require(pronoun_query.size() == kKeys,
           fmt::format("query_weights: the pronoun's query is {} but the key space has d_k = {} dimensions ({})",
                       shape_str(pronoun_query), std::size_t{kKeys}, fmt::join(key_names(), ", ")));
+  require_finite("query_weights", "pronoun_query", pronoun_query.data(), pronoun_query.size());
   Matrix W_Q = xt::zeros<float>({std::size_t{kFeatures}, std::size_t{kKeys}});  // (d_model, d_k)
   // Each row: what a word with that feature looks for. A word's query is the sum of its features' rows.
   W_Q(kNoun, kKeyAction) = 3;     // a noun asks: what is being done?

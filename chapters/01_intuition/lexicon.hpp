@@ -41,18 +41,21 @@ constexpr std::size_t kMaxWords = 64;
 ///         no words or more than kMaxWords.
 std::vector<std::string> tokenize(const std::string& text);
 
-/// What tokenize() would refuse in \p text, or "" when it accepts it: a command-line check for --sentence,
-/// so a bad sentence is reported as the option's error before the chapter starts.
+/// What tokenize() would refuse in \p text (its message), or "" when it accepts it: a command-line check for
+/// --sentence, so a bad sentence is reported as the option's error before the chapter starts.
 std::string sentence_problem(const std::string& text);
 
-/// The index of the first pronoun (它 / it) in \p tokens, if there is one.
+/// The index of the first pronoun (它 / it) in \p tokens, if there is one (none for no tokens, or none a pronoun).
+/// \throws std::invalid_argument naming a token the lexicon does not know.
 std::optional<std::size_t> find_pronoun(const std::vector<std::string>& tokens);
 
-/// X: the embedding of \p tokens, one row of named features per token: (n, d_model).
+/// X: the embedding of \p tokens, one row of named features per token: (n, d_model); no tokens give (0, d_model).
+/// \throws std::invalid_argument naming a token the lexicon does not know, listing the vocabulary.
 Matrix embed(const std::vector<std::string>& tokens);
 
 /// W_Q: (d_model, d_k). Row f says what a word with feature f looks for; the pronoun's row is
 /// \p pronoun_query (d_k), the learner's design (attn::design_pronoun_query()).
+/// \throws std::invalid_argument naming the shapes when pronoun_query is not (d_k), or naming its first NaN/Inf.
 Matrix query_weights(const Vector& pronoun_query);
 
 /// W_K: (d_model, d_k). Each word advertises its own features (state and function words advertise none).

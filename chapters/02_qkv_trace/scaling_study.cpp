@@ -47,6 +47,9 @@ struct Accumulator {
 
 // [jacobian]
 double softmax_jacobian_norm(const Vector& p) {
+  for (std::size_t i = 0; i < p.size(); ++i)
+    require(p(i) >= 0.0f && p(i) <= 1.0f,  // false for NaN too
+            fmt::format("softmax_jacobian_norm: p[{}] = {}; a probability is in [0, 1]", i, p(i)));
   // ∂p_i/∂s_j = p_i (δ_ij − p_j). A one-hot p makes every entry 0:
   // either p_i = 0, or p_i = 1 and then δ_ij − p_j = 0 for every j.
   double sum = 0;
@@ -63,9 +66,14 @@ ScalingStudy measure_scaling(const std::vector<std::size_t>& d_ks, std::size_t n
                              std::uint64_t seed) {
   require(n_keys >= 2 && trials >= 2,
           fmt::format("measure_scaling: {} keys, {} trials; a variance needs 2 of each", n_keys, trials));
+  for (const std::size_t d_k : d_ks)  // before any work: a width refused late would waste the ones before it
+    require(d_k > 0 &&
+                static_cast<double>(trials) * static_cast<double>(n_keys) * static_cast<double>(d_k) <= kMaxScalingWork,
+            fmt::format("measure_scaling: d_k = {} with {} keys and {} trials; d_k must be positive and trials × "
+                        "n_keys × d_k at most {:.0e} multiply-adds (hours of work past it)",
+                        d_k, n_keys, trials, kMaxScalingWork));
   ScalingStudy study{n_keys, trials, {}};
   for (const std::size_t d_k : d_ks) {
-    require(d_k > 0, "measure_scaling: d_k must be positive");
     // Each d_k draws from its own stream: adding a width does not change the others' numbers.
     // [measure_scaling]
     Rng rng(seed + d_k);

@@ -29,15 +29,21 @@ struct ScalingStudy {
   std::vector<ScalingRow> rows;
 };
 
+/// The most multiply-adds measure_scaling() does for one width: trials × n_keys × d_k (the chapter's study does
+/// about 10^8; 10^12 would take hours).
+inline constexpr double kMaxScalingWork = 1e12;
+
 /// Frobenius norm of the softmax Jacobian at \p p: J(i, j) = ∂p_i/∂s_j = p_i (δ_ij − p_j).
 /// \param p (n) a probability vector (a softmax output).
 /// \return ‖J‖_F; 0 for a one-hot p (a saturated softmax passes no gradient back to its scores).
+/// \throws std::invalid_argument naming the entry when one is NaN or outside [0, 1].
 double softmax_jacobian_norm(const Vector& p);
 
 /// For every d_k in \p d_ks: \p trials queries q (d_k), each against \p n_keys fresh keys K (n_keys, d_k),
 /// all entries drawn from N(0, 1), scored with and without ÷√d_k, pushed through softmax.
 /// Deterministic for a given \p seed.
-/// \throws std::invalid_argument when a d_k is 0, or n_keys or trials is below 2.
+/// \throws std::invalid_argument when a d_k is 0, n_keys or trials is below 2, or trials × n_keys × d_k is above
+///         kMaxScalingWork, before any work.
 ScalingStudy measure_scaling(const std::vector<std::size_t>& d_ks, std::size_t n_keys, std::size_t trials,
                              std::uint64_t seed);
 

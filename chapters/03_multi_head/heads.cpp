@@ -115,6 +115,9 @@ MultiHeadWeights hand_built_weights() {
 
 // [multi_head_cost]
 Cost multi_head_cost(std::size_t n_tokens, std::size_t d_model, std::size_t h) {
+  require(
+      h > 0 && d_model % h == 0,
+      fmt::format("multi_head_cost: d_model = {} in h = {} heads; h must be positive and divide d_model", d_model, h));
   const double n = static_cast<double>(n_tokens), d = static_cast<double>(d_model), heads = static_cast<double>(h);
   const double d_k = d / heads;
   Cost c{};
@@ -133,6 +136,17 @@ void write_attention_dot(const std::string& path, const Matrix& A, const std::ve
                          const std::string& title, std::size_t per_token, double min_weight) {
   require(A.shape(0) == tokens.size() && A.shape(1) == tokens.size(),
           fmt::format("write_attention_dot: A is {} for {} tokens", shape_str(A), tokens.size()));
+  // A weight outside [0, 1] (or NaN, which breaks the sort's ordering) has no edge colour or thickness.
+  for (std::size_t e = 0; e < A.size(); ++e)
+    require(A.data()[e] >= 0.0f && A.data()[e] <= 1.0f,
+            fmt::format("write_attention_dot: A({}, {}) = {}; attention weights are in [0, 1]", e / tokens.size(),
+                        e % tokens.size(), A.data()[e]));
+  // A double quote or a backslash would end or escape a label of the .dot file.
+  const auto plain = [](const std::string& s) { return s.find_first_of("\"\\") == std::string::npos; };
+  require(plain(title), fmt::format("write_attention_dot: the title '{}' holds a double quote or backslash", title));
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    require(plain(tokens[i]),
+            fmt::format("write_attention_dot: token {} '{}' holds a double quote or backslash", i, tokens[i]));
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write " + path);
   out << "digraph attention {\n"
@@ -160,6 +174,10 @@ void write_attention_dot(const std::string& path, const Matrix& A, const std::ve
 }
 
 void render_dot_svg(const std::string& dot_path, const std::string& svg_path) {
+  // The paths go into a shell command between single quotes: one inside a path would end the quoting there.
+  for (const std::string* path : {&dot_path, &svg_path})
+    require(path->find('\'') == std::string::npos,
+            fmt::format("render_dot_svg: the path {} holds a single quote", *path));
   const std::string command = fmt::format("dot -Tsvg '{}' -o '{}' 2>&1", dot_path, svg_path);
   if (std::system(command.c_str()) != 0)
     throw std::runtime_error("could not render " + dot_path + " with Graphviz's dot (install graphviz)");

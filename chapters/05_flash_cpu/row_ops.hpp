@@ -30,7 +30,7 @@ float row_max(const float* s, std::size_t n);
 /// the result is meaningless (NaN stays NaN) but never undefined behaviour.
 float exp_shift_sum(float* s, std::size_t n, float m);
 
-/// o[0, n) ← alpha · o[0, n).
+/// o[0, n) ← alpha · o[0, n) (nothing for n = 0; a NaN alpha makes the row NaN, as the product does).
 void scale_row(float* o, std::size_t n, float alpha);
 
 }  // namespace attn::ch05

@@ -7,7 +7,12 @@
 #include "05_flash_cpu/tile_kernels.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
+
+#include <fmt/format.h>
+
+#include "attn/checks.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
@@ -110,7 +115,7 @@ std::size_t key_panel_width() { return kernels().panel_width; }
 
 std::size_t key_panels(std::size_t n_kv) {
   const std::size_t w = key_panel_width();
-  return w == 0 ? 0 : (n_kv + w - 1) / w;
+  return w == 0 ? 0 : n_kv / w + (n_kv % w != 0 ? 1 : 0);  // ⌈n_kv / w⌉ without the sum that wraps near SIZE_MAX
 }
 
 // [pack_keys]
@@ -126,25 +131,55 @@ void pack_keys(const float* K, std::size_t n_kv, std::size_t d_k, float* packed)
 }
 // [pack_keys]
 
+namespace {
+
+/// \p h, once the flags (one per head) and, when \p use, the panels of h heads are known to fit in memory: checked
+/// before the members allocate anything.
+std::size_t heads_that_fit(std::size_t h, std::size_t n_kv, std::size_t d_k, bool use) {
+  checked_allocation("PackedKeys: a flag per head", {h, sizeof(std::once_flag)});
+  if (use && key_panel_width() > 0)
+    checked_allocation("PackedKeys: h × panels × d_k × w floats",
+                       {h, key_panels(n_kv), d_k, key_panel_width(), sizeof(float)});
+  return h;
+}
+
+}  // namespace
+
 PackedKeys::PackedKeys(const float* K, std::size_t h, std::size_t n_kv, std::size_t d_k, bool use)
-    : K_(K), n_kv_(n_kv), d_k_(d_k), packed_(h) {
+    : K_(K), n_kv_(n_kv), d_k_(d_k), packed_(heads_that_fit(h, n_kv, d_k, use)) {
   if (!use || key_panel_width() == 0) return;
   per_head_ = key_panels(n_kv) * d_k * key_panel_width();
   if (h * per_head_ > 0) panels_.reset(new float[h * per_head_]);  // none for no keys or d_k = 0: OpenBLAS then
 }
 
 const float* PackedKeys::head(std::size_t h) {
+  // One comparison per call (a call per work item): never a read past packed_ or a pack into no buffer.
+  if (h >= packed_.size() || panels_ == nullptr)
+    throw std::out_of_range(fmt::format("PackedKeys::head: head {} of {} heads{}", h, packed_.size(),
+                                        panels_ == nullptr ? ", none of them packed (used() is false)" : ""));
   std::call_once(packed_[h], [&] { pack_keys(K_ + h * n_kv_ * d_k_, n_kv_, d_k_, panels_.get() + h * per_head_); });
   return panels_.get() + h * per_head_;
 }
 
 void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const float* K_panels,
                  std::size_t panels, float scale, float* S, std::size_t ld_s) {
+  // Checked once per tile call, and the message formatted only on failure: the kernels stay the cost.
+  if (kernels().scores == nullptr || ld_q < d_k || ld_s < panels * key_panel_width())
+    throw std::invalid_argument(
+        fmt::format("scores_tile: kernels '{}', ld_q = {} for d_k = {}, ld_s = {} for {} panels "
+                    "of {} keys; need micro-kernels, ld_q ≥ d_k and ld_s ≥ panels·width",
+                    tile_kernel_isa(), ld_q, d_k, ld_s, panels, key_panel_width()));
   kernels().scores(Q, rows, ld_q, d_k, K_panels, panels, scale, S, ld_s);
 }
 
 void accumulate_pv(const float* P, std::size_t rows, std::size_t cols, std::size_t ld_p, const float* V,
                    std::size_t ld_v, std::size_t d_v, float* O, std::size_t ld_o) {
+  if (kernels().pv == nullptr || ld_p < cols || ld_v < d_v || ld_o < d_v)
+    throw std::invalid_argument(
+        fmt::format("accumulate_pv: kernels '{}', ld_p = {} for {} columns, ld_v = {} and "
+                    "ld_o = {} for d_v = {}; need micro-kernels and leading dimensions ≥ the "
+                    "widths",
+                    tile_kernel_isa(), ld_p, cols, ld_v, ld_o, d_v));
   kernels().pv(P, rows, cols, ld_p, V, ld_v, d_v, O, ld_o);
 }
 

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "06_flash_cuda/cuda_check.cuh"
@@ -249,6 +251,12 @@ std::vector<float> GpuWorkspace::download_lse() const {
 }
 
 double GpuWorkspace::median_ms(const std::function<void()>& launch, int repeats, int warmup) const {
+  // Before any launch: an empty launch would throw std::bad_function_call from inside the timing, and no sample
+  // has no median.
+  if (!launch || repeats < 1 || warmup < 0)
+    throw std::invalid_argument("GpuWorkspace::median_ms: " + std::string(launch ? "" : "an empty launch, ") +
+                                "repeats = " + std::to_string(repeats) + ", warmup = " + std::to_string(warmup) +
+                                "; need a launch, repeats >= 1 and warmup >= 0");
   return median_ms_per_launch(impl_->events, launch, repeats, warmup);
 }
 

@@ -51,7 +51,8 @@ struct DeviceLimits {
 };
 
 /// Whether a block asking for \p smem_bytes of shared memory and \p threads_per_block threads can be
-/// launched on a device with \p limits (both must be within the limit; equal is fine).
+/// launched on a device with \p limits (both must be within the limit; equal is fine). Any values have an answer:
+/// limits of 0 (no device) fit nothing but an empty request of 0 threads.
 bool plan_fits(std::size_t smem_bytes, unsigned threads_per_block, const DeviceLimits& limits);
 
 /// How many K/V tiles the causal query tile \p q_tile visits: the tiles j whose first key some query of

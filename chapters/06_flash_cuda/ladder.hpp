@@ -80,6 +80,7 @@ struct KernelPlan {
   std::size_t smem_bytes;     ///< what the kernel requests at head size d
 };
 /// The plans of rungs 3 and 4 at head size \p d (host arithmetic; no GPU needed).
+/// \throws std::invalid_argument when d is outside 1..128 (the rungs' range; the tile arithmetic is int).
 std::vector<KernelPlan> kernel_plans(std::size_t d);
 
 // --- the device ----------------------------------------------------------------------------------------
@@ -122,6 +123,7 @@ class GpuWorkspace {
   /// Runs \p launch \p warmup times, then takes \p repeats samples, each a run of enough back-to-back
   /// launches between two CUDA events to last about 2 ms (so the events' resolution and one launch's
   /// overhead do not distort short kernels); the median time of one launch, in ms.
+  /// \throws std::invalid_argument when \p launch is empty, repeats < 1 or warmup < 0, before any launch.
   double median_ms(const std::function<void()>& launch, int repeats, int warmup) const;
 
  private:
@@ -159,6 +161,7 @@ void check_then_time(const std::function<std::vector<RungCheck>()>& check,
 // --- host arithmetic (no GPU needed) --------------------------------------------------------------------
 
 /// FLOPs of attention: 4·n_q·n_kv·d per head (Q·Kᵀ and P·V, 2 per multiply-add), about half when causal.
+/// \throws std::invalid_argument as check_shape() does, for a shape no rung runs.
 double attention_flops(const Shape& shape);
 
 /// One line of the roofline table: an algorithm's FLOPs, its unavoidable HBM bytes, their ratio.
@@ -168,6 +171,7 @@ struct RooflineRow {
 };
 /// Standard attention (S and P written and read in fp32) against flash (Q, K, V read, O written once),
 /// for \p element_bytes-wide inputs.
+/// \throws std::invalid_argument when element_bytes is not 1 to 8, and as attention_flops() does.
 std::vector<RooflineRow> roofline(const Shape& shape, std::size_t element_bytes);
 
 /// A spec-sheet ceiling, for the roofline when no GPU is measured.
@@ -178,7 +182,8 @@ struct SpecSheet {
 /// NVIDIA's published dense peaks for the two GPUs the build targets (A100 SXM, H100/H200 SXM).
 std::vector<SpecSheet> spec_sheets();
 
-/// Round-to-nearest-even float → bf16 → float, as __float2bfloat16_rn does.
+/// Round-to-nearest-even float → bf16 → float, as __float2bfloat16_rn does: NaN stays NaN, ±inf stays, and a float
+/// above bf16's largest finite value rounds to ±inf.
 float round_to_bf16(float x);
 
 /// Attention as a bf16 framework computes it (inputs, S, P and O rounded to bf16, sums in fp32), for one

@@ -37,6 +37,9 @@ void check_then_time(const std::function<std::vector<RungCheck>()>& check,
 }
 
 std::vector<KernelPlan> kernel_plans(std::size_t d) {
+  // The tile arithmetic is int (it runs on the device too): d outside the rungs' range would wrap it.
+  if (d < 1 || d > static_cast<std::size_t>(tiles::kMaxD))
+    throw std::invalid_argument("kernel_plans: d = " + std::to_string(d) + "; the rungs take d in 1..128");
   const int di = static_cast<int>(d);
   return {{"3 flash fp32", tiles::kFp32Br, tiles::kFp32Bc, tiles::kFp32Threads, 4, tiles::fp32_smem_bytes(di)},
           {"4 flash tc bf16", tiles::kTcBr, tiles::kTcBc, tiles::kTcThreads, 2, tiles::tc_smem_bytes(di)}};
@@ -78,6 +81,7 @@ DeviceInfo query_device() {
 
 // [roofline]
 double attention_flops(const Shape& shape) {
+  check_shape(shape, "attention_flops");  // a negative size would count negative work
   // Per head: Q·Kᵀ is n_q·n_kv·d multiply-adds, P·V the same; 2 FLOPs each. Causal keeps the pairs with
   // j ≤ i + (n_kv - n_q): about half of them when n_q = n_kv.
   const double pairs_full = static_cast<double>(shape.n_q) * shape.n_kv;
@@ -90,6 +94,8 @@ double attention_flops(const Shape& shape) {
 }
 
 std::vector<RooflineRow> roofline(const Shape& shape, std::size_t element_bytes) {
+  if (element_bytes < 1 || element_bytes > 8)  // 0 bytes read would make the intensity infinite
+    throw std::invalid_argument("roofline: element_bytes = " + std::to_string(element_bytes) + "; 1 to 8 bytes");
   const double flops = attention_flops(shape);
   const double e = static_cast<double>(element_bytes), bh = shape.bh;
   const double qkvo = bh * e * shape.d * (2.0 * shape.n_q + 2.0 * shape.n_kv);  // read Q, K, V, write O

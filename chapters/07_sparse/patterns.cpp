@@ -21,6 +21,7 @@ Mask mask_union(const Mask& a, const Mask& b) {
 
 // [random_mask]
 Mask random_mask(std::size_t n, std::size_t r, std::uint64_t seed) {
+  checked_allocation("random_mask: the (n, n) mask", {n, n, sizeof(bool)});  // before allocating it
   std::mt19937_64 engine(seed);
   Mask mask = xt::zeros<bool>({n, n});  // (n, n)
   std::vector<std::size_t> keys(n);
@@ -51,6 +52,8 @@ Mask receptive_field(const Mask& mask, std::size_t layers) {
           fmt::format("receptive_field: the mask is {}; layers stack only when queries and keys are the same "
                       "positions (n, n)",
                       shape_str(mask)));
+  require(layers <= kMaxReceptiveLayers,
+          fmt::format("receptive_field: {} layers; at most {} (each costs n³ steps)", layers, kMaxReceptiveLayers));
   const std::size_t n = mask.shape(0);
   Mask R = xt::zeros<bool>({n, n});  // (n, n) layer 0: each position knows only itself
   for (std::size_t i = 0; i < n; ++i) R(i, i) = true;
@@ -61,6 +64,7 @@ Mask receptive_field(const Mask& mask, std::size_t layers) {
       for (std::size_t j = 0; j < n; ++j)
         if (mask(i, j))
           for (std::size_t k = 0; k < n; ++k) next(i, k) = next(i, k) || R(j, k);
+    if (next == R) break;  // nothing new reached: every later layer gives the same (within n layers on a window)
     R = next;
   }
   return R;

@@ -27,21 +27,26 @@ Mask mask_union(const Mask& a, const Mask& b);
 
 /// BigBird's random keys: each row allows \p r keys drawn without replacement (fewer when r > n), from a
 /// generator seeded with \p seed, so the same seed gives the same pattern.
-/// \return (n, n).
+/// \return (n, n). \throws std::invalid_argument when the (n, n) mask would not fit in memory (naming the estimate,
+///         before allocating).
 Mask random_mask(std::size_t n, std::size_t r, std::uint64_t seed);
 
-/// The number of allowed (query, key) pairs: the edges of the attention graph, the work a sparse kernel does.
+/// The number of allowed (query, key) pairs: the edges of the attention graph, the work a sparse kernel does
+/// (0 for an empty mask).
 std::size_t allowed_pairs(const Mask& mask);
 
 /// allowed_pairs / (n_q · n_kv): 1 for full attention (0 for an empty mask).
 double mask_density(const Mask& mask);
+
+/// The most layers receptive_field() stacks: far more than any model has; each layer costs n³ steps.
+inline constexpr std::size_t kMaxReceptiveLayers = 65536;
 
 /// Which positions information can travel from to each query in \p layers layers of attention under
 /// \p mask: R_1 = M, R_{L+1} = R_L ∘ M (boolean matrix product; i reaches j in L hops).
 /// \param mask (n, n).
 /// \param layers how many attention layers are stacked.
 /// \return (n, n), true where key j can influence query i after \p layers layers (layers = 0: identity).
-/// \throws std::invalid_argument when the mask is not square.
+/// \throws std::invalid_argument when the mask is not square, or when layers is above kMaxReceptiveLayers.
 Mask receptive_field(const Mask& mask, std::size_t layers);
 
 /// A mask as per-row index lists (compressed sparse rows): the allowed keys of query i are
@@ -52,7 +57,8 @@ struct SparseRows {
   std::vector<std::size_t> cols;       ///< (allowed pairs) key index of each allowed pair
 };
 
-/// The index lists of \p mask (n_q, n_kv): O(allowed pairs) memory.
+/// The index lists of \p mask (n_q, n_kv): O(allowed pairs) memory. Any mask has them (an empty one: n_q + 1
+/// zeros in row_start, no cols).
 SparseRows sparse_rows(const Mask& mask);
 
 /// Attention over index lists: for each query, scores only for its listed keys, a stable softmax over

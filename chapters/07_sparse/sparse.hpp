@@ -28,6 +28,8 @@ namespace attn {
 /// \param w keys on each side (w ≥ n simply allows every pair, or every past pair when causal).
 /// \param causal only the present and the w positions before it.
 /// \return (n, n), true = allowed. Row i allows min(i, w) + 1 + min(n - 1 - i, w) keys (causal: min(i, w) + 1).
+/// \throws std::invalid_argument when the (n, n) mask would not fit in memory (attn::checked_allocation(), naming
+///         the estimate, before allocating).
 Mask local_window_mask(std::size_t n, std::size_t w, bool causal = false);
 
 /// Global tokens (Longformer's [CLS], BigBird's global set): each listed position attends to every key,
@@ -35,7 +37,8 @@ Mask local_window_mask(std::size_t n, std::size_t w, bool causal = false);
 /// \param n sequence length.
 /// \param global positions that see and are seen by all; duplicates are harmless.
 /// \return (n, n), true where row or column is a global position.
-/// \throws std::invalid_argument naming the position and n when a position is ≥ n.
+/// \throws std::invalid_argument naming the position and n when a position is ≥ n, or when the (n, n) mask would
+///         not fit in memory (naming the estimate, before allocating).
 Mask global_mask(std::size_t n, const std::vector<std::size_t>& global);
 
 /// The dilated window: query i may attend to keys j = i + k·\p dilation for |k| ≤ w (when \p causal,
@@ -46,7 +49,8 @@ Mask global_mask(std::size_t n, const std::vector<std::size_t>& global);
 /// \param dilation distance between the keys, ≥ 1.
 /// \param causal only the keys at or before i (k ≤ 0).
 /// \return (n, n), true = allowed; the diagonal is always allowed.
-/// \throws std::invalid_argument when dilation is 0.
+/// \throws std::invalid_argument when dilation is 0, or when the (n, n) mask would not fit in memory (naming the
+///         estimate, before allocating).
 Mask dilated_mask(std::size_t n, std::size_t w, std::size_t dilation, bool causal = false);
 
 /// Sliding-window attention that touches only the window: row i of the output is the softmax-weighted
@@ -83,13 +87,13 @@ BlockLayout block_layout(const Mask& mask, std::size_t B_r, std::size_t B_c);
 
 // [published]
 /// Longformer (Beltagy et al., 2020): a sliding window of w on each side plus global tokens.
-/// \return (n, n).
+/// \return (n, n). \throws std::invalid_argument as local_window_mask() and global_mask() do.
 inline Mask longformer_mask(std::size_t n, std::size_t w, const std::vector<std::size_t>& global) {
   return mask_union(local_window_mask(n, w), global_mask(n, global));
 }
 
 /// BigBird (Zaheer et al., 2020): window + global tokens + r random keys per row (seeded, repeatable).
-/// \return (n, n).
+/// \return (n, n). \throws std::invalid_argument as longformer_mask() and random_mask() do.
 inline Mask bigbird_mask(std::size_t n, std::size_t w, const std::vector<std::size_t>& global, std::size_t r,
                          std::uint64_t seed) {
   return mask_union(longformer_mask(n, w, global), random_mask(n, r, seed));
@@ -98,7 +102,7 @@ inline Mask bigbird_mask(std::size_t n, std::size_t w, const std::vector<std::si
 /// The Sparse Transformer's strided pattern (Child et al., 2019), causal: the last \p stride positions
 /// (local, j > i - stride) plus every stride-th position before (i - j divisible by stride). With
 /// stride ≈ √n each row keeps about 2√n keys: O(n√n) pairs in all.
-/// \return (n, n).
+/// \return (n, n). \throws std::invalid_argument when stride is 0, or as local_window_mask() does.
 inline Mask strided_mask(std::size_t n, std::size_t stride) {
   require(stride >= 1, "strided_mask: the stride must be at least 1");
   return mask_union(local_window_mask(n, stride - 1, /*causal=*/true), dilated_mask(n, n, stride, /*causal=*/true));

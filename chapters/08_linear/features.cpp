@@ -40,8 +40,24 @@ Matrix orthogonal_features(std::size_t m, std::size_t d, Rng& rng) {
 }
 // [orthogonal_features]
 
+namespace {
+
+/// Features are weights: finite and ≥ 0, else a row's sum can be 0 or negative and the weights garbage.
+void require_features(const char* where, const char* name, const Matrix& phi) {
+  require_finite(where, name, phi.data(), phi.size());
+  for (std::size_t e = 0; e < phi.size(); ++e)
+    require(phi.data()[e] >= 0.0f, fmt::format("{}: {}[{}] = {}; features must be ≥ 0", where, name, e, phi.data()[e]));
+}
+
+}  // namespace
+
 // [quadratic_form]
 Matrix linear_attention_weights(const Matrix& phiQ, const Matrix& phiK, const Mask& mask) {
+  require(phiQ.shape(1) == phiK.shape(1),
+          fmt::format("linear_attention_weights: phiQ is {} and phiK is {}; queries and keys need the same m features",
+                      shape_str(phiQ), shape_str(phiK)));
+  require_features("linear_attention_weights", "phiQ", phiQ);
+  require_features("linear_attention_weights", "phiK", phiK);
   Matrix W = matmul(phiQ, phiK, /*transpose_b=*/true);              // (n_q, n_kv): W(i, j) = φ(q_i)·φ(k_j)
   require_mask_fits("linear_attention_weights", mask, phiQ, phiK);  // (0, 3) is not "no mask"
   const bool masked = mask.size() > 0;
@@ -58,6 +74,10 @@ Matrix linear_attention_weights(const Matrix& phiQ, const Matrix& phiK, const Ma
 }
 
 Matrix quadratic_linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V, const Mask& mask) {
+  require(phiK.shape(0) == V.shape(0),
+          fmt::format("quadratic_linear_attention: phiK is {} and V is {}; one value per key is needed",
+                      shape_str(phiK), shape_str(V)));
+  require_finite("quadratic_linear_attention", "V", V.data(), V.size());
   return matmul(linear_attention_weights(phiQ, phiK, mask), V);  // (n_q, n_kv)·(n_kv, d_v) = (n_q, d_v)
 }
 // [quadratic_form]

@@ -13,7 +13,7 @@ namespace attn::ch08 {
 /// \param m number of features (rows).
 /// \param d width of the vectors they project, d_k.
 /// \param rng the seeded source they are drawn from.
-/// \return (m, d).
+/// \return (m, d). \throws std::invalid_argument when m·d floats would not fit in memory (Rng's check).
 Matrix gaussian_features(std::size_t m, std::size_t d, Rng& rng);
 
 /// m orthogonal random projections (Performer's "ORF"): (m, d). Rows come in blocks of d mutually
@@ -33,6 +33,8 @@ Matrix orthogonal_features(std::size_t m, std::size_t d, Rng& rng);
 /// \param V (n_kv, d_v) values.
 /// \param mask (n_q, n_kv), true = may attend; empty (the default) = every pair.
 /// \return (n_q, d_v).
+/// \throws std::invalid_argument naming the shapes when they do not fit, or naming the first NaN/Inf of V, and as
+///         linear_attention_weights() does.
 Matrix quadratic_linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V, const Mask& mask = Mask());
 
 /// The weights of the quadratic form: W = φ(Q) φ(K)ᵀ, zeroed where \p mask is false, each row divided by
@@ -41,7 +43,8 @@ Matrix quadratic_linear_attention(const Matrix& phiQ, const Matrix& phiK, const 
 /// \param phiK (n_kv, m) features of the keys.
 /// \param mask (n_q, n_kv), true = may attend; empty (the default) = every pair.
 /// \return (n_q, n_kv).
-/// \throws std::invalid_argument naming the shapes when the mask does not fit.
+/// \throws std::invalid_argument naming the shapes when the features or the mask do not fit, or naming the first
+///         feature that is NaN, infinite or negative (features are weights).
 Matrix linear_attention_weights(const Matrix& phiQ, const Matrix& phiK, const Mask& mask = Mask());
 
 }  // namespace attn::ch08

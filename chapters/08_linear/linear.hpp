@@ -64,7 +64,11 @@ struct RecurrentState {
   /// \param m number of features of φ.
   /// \param d_v width of the values.
   /// \return S (m, d_v) and z (m), zero.
+  /// \throws std::invalid_argument when m·(d_v + 1) floats would not fit in memory (naming the estimate, before
+  ///         allocating).
   static RecurrentState zeros(std::size_t m, std::size_t d_v) {
+    checked_allocation("RecurrentState: S and z, m × (d_v + 1) floats",
+                       {m, checked_sum("RecurrentState: d_v + 1", {d_v, 1}), sizeof(float)});
     return {xt::zeros<float>({m, d_v}), xt::zeros<float>({m})};
   }
 };

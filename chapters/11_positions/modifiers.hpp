@@ -59,13 +59,34 @@ struct SoftCap {
 
 /// What flex_attention() and make_block_mask() check before any work: a modifier's parameters, so that one out of
 /// range is an std::invalid_argument naming it, never a silently wrong mask or score. This one is for modifiers
-/// with nothing to check (Causal, PrefixLM, a reader's own lambda); the overloads below check the others.
+/// with nothing to check (NoScoreMod, NoMask, a reader's own lambda); the overloads below check the others.
 template <class Modifier>
 void check_modifier(const char*, const Modifier&, std::size_t /*heads*/, std::size_t /*n_q*/, std::size_t /*n_kv*/) {}
 
-/// \throws std::invalid_argument when the window is 0 (no query would see anything).
-inline void check_modifier(const char* where, const SlidingWindow& m, std::size_t, std::size_t, std::size_t) {
+/// An offset (n_kv − n_q by the alignment rule) is a position among the n_kv keys: one past them would put every
+/// query after every key, and one near SIZE_MAX would wrap q + offset to a small position (a silently wrong mask).
+/// \throws std::invalid_argument naming \p modifier and the offset when it is above n_kv.
+inline void check_offset(const char* where, const char* modifier, std::size_t offset, std::size_t n_kv) {
+  require(offset <= n_kv, fmt::format("{}: {}'s offset = {} for n_kv = {} keys; the offset (n_kv − n_q) is at most "
+                                      "n_kv",
+                                      where, modifier, offset, n_kv));
+}
+
+/// \throws std::invalid_argument when the offset is above n_kv (check_offset()).
+inline void check_modifier(const char* where, const Causal& m, std::size_t, std::size_t, std::size_t n_kv) {
+  check_offset(where, "Causal", m.offset, n_kv);
+}
+
+/// \throws std::invalid_argument when the window is 0 (no query would see anything), or the offset is above n_kv.
+inline void check_modifier(const char* where, const SlidingWindow& m, std::size_t, std::size_t, std::size_t n_kv) {
   require(m.window > 0, fmt::format("{}: SlidingWindow's window = 0; a query must see at least itself", where));
+  check_offset(where, "SlidingWindow", m.offset, n_kv);
+}
+
+/// A prefix longer than the keys is every key (attention both ways). \throws std::invalid_argument when the offset
+/// is above n_kv.
+inline void check_modifier(const char* where, const PrefixLM& m, std::size_t, std::size_t, std::size_t n_kv) {
+  check_offset(where, "PrefixLM", m.offset, n_kv);
 }
 
 /// \throws std::invalid_argument when there is not one slope per head, a slope is negative or not finite, or a

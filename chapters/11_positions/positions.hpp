@@ -19,7 +19,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "05_flash_cpu/flash_cpu.hpp"
 #include "attn/tensor.hpp"
@@ -32,7 +35,11 @@ namespace ch11 {
 enum class Tile : std::uint8_t { empty, partial, full };
 
 /// How many tiles of \p B cover \p n items: ⌈n / B⌉, written so that it cannot wrap for any n.
-constexpr std::size_t tiles_of(std::size_t n, std::size_t B) { return n / B + (n % B != 0 ? 1 : 0); }
+/// \throws std::invalid_argument when B is 0 (no number of empty tiles covers anything).
+constexpr std::size_t tiles_of(std::size_t n, std::size_t B) {
+  if (B == 0) throw std::invalid_argument("tiles_of: a tile size B = 0; tiles hold at least one item");
+  return n / B + (n % B != 0 ? 1 : 0);
+}
 
 /// Which tiles a mask_mod leaves empty, partial or full, per head: computed once, reused by every call
 /// with the same mask (as FlexAttention's create_block_mask).
@@ -40,7 +47,17 @@ struct BlockMask {
   std::size_t heads = 0, n_q = 0, n_kv = 0, B_r = 0, B_c = 0, T_r = 0, T_c = 0;
   std::vector<Tile> tiles;  ///< (heads, T_r, T_c)
   /// The tile of query block \p i and key block \p j of head \p h.
-  Tile at(std::size_t h, std::size_t i, std::size_t j) const { return tiles[(h * T_r + i) * T_c + j]; }
+  /// \throws std::out_of_range naming h, i and j when one is past heads, T_r or T_c, or when `tiles` (public, so
+  ///         perhaps edited) does not hold them: one comparison per tile, never a read past the end.
+  Tile at(std::size_t h, std::size_t i, std::size_t j) const {
+    const std::size_t index = (h * T_r + i) * T_c + j;
+    if (h >= heads || i >= T_r || j >= T_c || index >= tiles.size())
+      throw std::out_of_range(
+          fmt::format("BlockMask::at: tile (h, i, j) = ({}, {}, {}) of a mask of {} heads × {} × "
+                      "{} tiles, {} stored",
+                      h, i, j, heads, T_r, T_c, tiles.size()));
+    return tiles[index];
+  }
   /// How many tiles are in state \p t, over all heads.
   std::size_t count(Tile t) const { return static_cast<std::size_t>(std::count(tiles.begin(), tiles.end(), t)); }
 };
@@ -95,7 +112,7 @@ struct DocumentMask {
   bool causal = true;                 ///< also hide later tokens of the same document
   std::size_t offset = 0;             ///< n_kv − n_q: query q is token q + offset (the file's alignment rule)
   /// May query \p q see key \p kv? (Every head alike.)
-  /// \throws std::out_of_range when q + offset or kv is past the end of `document`.
+  /// \throws std::out_of_range when q + offset (computed without wrapping) or kv is past the end of `document`.
   bool operator()(std::size_t head, std::size_t q, std::size_t kv) const;
 };
 

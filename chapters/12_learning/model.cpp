@@ -314,6 +314,10 @@ Matrix embed_tokens(const Model& model, const std::vector<std::size_t>& tokens) 
   const Config& c = model.config;
   require(!tokens.empty() && tokens.size() <= c.context,
           fmt::format("embed_tokens: {} tokens; the model takes 1 to {} (its context)", tokens.size(), c.context));
+  // Model is a plain struct: an embedding edited to fewer rows than the vocabulary would be read past its end.
+  require(model.embed.shape(0) == c.vocab && model.embed.shape(1) == c.d_model,
+          fmt::format("embed_tokens: the model's embed is {}, but its config says ({}, {})", shape_str(model.embed),
+                      c.vocab, c.d_model));
   Matrix X = Matrix::from_shape({tokens.size(), c.d_model});  // (n, d)
   for (std::size_t t = 0; t < tokens.size(); ++t) {
     require(tokens[t] < c.vocab, fmt::format("embed_tokens: token {} at position {} is outside the vocabulary 0 … {}",

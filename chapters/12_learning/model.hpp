@@ -100,7 +100,8 @@ void save_checkpoint(const Model& model, const std::string& dir);
 Model load_checkpoint(const std::string& dir);
 
 /// The rows of the embedding for \p tokens: (n, d_model).
-/// \throws std::invalid_argument naming the token when one is ≥ vocab, or when n is 0 or above the context.
+/// \throws std::invalid_argument naming the token when one is ≥ vocab, when n is 0 or above the context, or naming
+///         the shapes when the model's embed is not (vocab, d_model).
 Matrix embed_tokens(const Model& model, const std::vector<std::size_t>& tokens);
 
 /// The forward pass from an embedded sequence X0 (n, d_model) (forward() embeds tokens first; integrated

@@ -12,6 +12,7 @@
 #include "12_learning/learning.hpp"
 #include "12_learning/model.hpp"
 #include "12_learning/pronoun.hpp"
+#include "attn/checks.hpp"
 #include "attn/rng.hpp"
 
 namespace attn::ch12 {
@@ -32,10 +33,13 @@ struct TrainResult {
 };
 
 /// Trains a fresh model (seeded) on fresh batches from \p draw (a sequence from an Rng&); \p on_step sees the
-/// model after each step, for snapshots.
+/// model after each step, for snapshots. No steps give the fresh model and no losses.
+/// \throws std::invalid_argument when s.batch is 0 (a step with no sequence has no loss to follow), before any
+///         work; as init_model() does for \p config; as the sequences, the loss or adamw_step() refuse theirs.
 // [train]
 template <class Draw, class OnStep>
 TrainResult train(const Config& config, const TrainSettings& s, Draw&& draw, OnStep&& on_step) {
+  require(s.batch > 0, "train: batch = 0 sequences per step; a step needs at least one");
   TrainResult r{init_model(config, s.seed), {}};
   Model m = zeros_like(r.model), v = zeros_like(r.model);  // AdamW's moments start at zero
   Rng data(s.seed + 1);
@@ -81,9 +85,12 @@ inline TrainResult train_pronoun(const Config& config, const TrainSettings& s) {
 
 /// Mean accuracy on the predictable part of \p count fresh sequences from \p draw, drawn from their own seed
 /// (unseen in training).
+/// \throws std::invalid_argument when count is 0 (the mean of nothing: it was 0/0 = NaN), and as forward() and
+///         accuracy() do.
 template <class Draw>
 double mean_accuracy(const Model& model, std::size_t count, std::uint64_t seed, Draw&& draw,
                      const HeadMask& keep = HeadMask()) {
+  require(count > 0, "mean_accuracy: count = 0 sequences; the mean accuracy of none is undefined");
   Rng rng(seed);
   double sum = 0.0;
   for (std::size_t i = 0; i < count; ++i) {

@@ -32,8 +32,11 @@ Matrix orthonormal_rows(Rng& rng, std::size_t m, std::size_t d) {
 RecallTask recall_task(const Matrix& K, const Matrix& V) {
   require(K.shape(0) == V.shape(0),
           fmt::format("recall_task: K is {} and V is {}; one value per key is needed", shape_str(K), shape_str(V)));
+  require_finite("recall_task", "K", K.data(), K.size());
+  require_finite("recall_task", "V", V.data(), V.size());
   const std::size_t m = K.shape(0), d_k = K.shape(1), d_v = V.shape(1);
-  checked_product("recall_task: 2m rows", {2, m});
+  checked_allocation("recall_task: C, B and X, 2m × (2·d_k + d_v) floats",
+                     {2, m, checked_sum("recall_task: 2·d_k + d_v", {d_k, d_k, d_v}), sizeof(float)});
   RecallTask task{xt::zeros<float>({2 * m, d_k}), xt::zeros<float>({2 * m, d_k}), xt::zeros<float>({2 * m, d_v})};
   xt::view(task.B, xt::range(0, m), xt::all()) = K;      // write: the key is the input matrix
   xt::view(task.X, xt::range(0, m), xt::all()) = V;      // ... and the value is the input

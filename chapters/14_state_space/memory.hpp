@@ -27,6 +27,8 @@ struct RecallTask {
 };
 
 /// \param K (m, d_k) keys. \param V (m, d_v) values. \return the task's C, B, X.
+/// \throws std::invalid_argument naming both shapes when K and V differ in rows, naming the first NaN/Inf of K or V,
+///         or when the task's 2m × (2·d_k + d_v) floats do not fit in memory (naming the estimate, before allocating).
 RecallTask recall_task(const Matrix& K, const Matrix& V);
 
 /// ‖V̂ − V‖_F / ‖V‖_F: the relative error of recalled values \p recalled (m, d_v) against \p V (m, d_v).

@@ -215,7 +215,8 @@ void vector_exp(const float* from, float* to, std::size_t n) {
 }
 
 double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N) {
-  return 4.0 * static_cast<double>(n) * static_cast<double>(3 * d + 2 * N);
+  // In double from the start: 3d + 2N in size_t wraps for d near 2^62 and gives a small count.
+  return 4.0 * static_cast<double>(n) * (3.0 * static_cast<double>(d) + 2.0 * static_cast<double>(N));
 }
 
 namespace {
@@ -349,6 +350,7 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
 }
 
 ScanInputs scan_inputs(Rng& rng, std::size_t n, std::size_t d, std::size_t N) {
+  checked_allocation("scan_inputs: A, d × N floats", {d, N, sizeof(float)});  // Rng checks x, Δ, B and C
   ScanInputs in{rng.normal(n, d), rng.uniform(n, d, std::log(0.001f), std::log(0.1f)), xt::zeros<float>({d, N}),
                 rng.normal(n, N), rng.normal(n, N)};
   in.delta = xt::exp(in.delta);  // log-uniform

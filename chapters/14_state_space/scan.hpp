@@ -67,8 +67,8 @@ const char* scan_kernel_isa();
 const char* scan_kernel_exp();
 
 /// For tests and comparisons: run the kernels of \p isa ("AVX-512", "AVX2+FMA", "portable"), or the fastest this
-/// CPU and build have ("auto", the default). Returns false, changing nothing, when they cannot run here. Not
-/// thread-safe: call it while no scan runs.
+/// CPU and build have ("auto", the default). Returns false, changing nothing, when they cannot run here or \p isa
+/// names no kernels. Not thread-safe: call it while no scan runs.
 bool use_scan_kernels(const std::string& isa);
 
 /// to[0, n) ← e^from with the active kernels' exponential, n a multiple of 16, every value ≤ 0: the operation the
@@ -77,7 +77,8 @@ bool use_scan_kernels(const std::string& isa);
 void vector_exp(const float* from, float* to, std::size_t n);
 
 /// Bytes a selective scan must move at least: x, Δ, B, C read once and y written once, float32:
-/// `4 · n · (3d + 2N)`. The state (d·N floats) stays in the core's cache.
+/// `4 · n · (3d + 2N)`. The state (d·N floats) stays in the core's cache. Computed in double, so any sizes have an
+/// answer (rounded beyond 2^53 bytes), never a wrapped one.
 double selective_scan_bytes(std::size_t n, std::size_t d, std::size_t N);
 
 /// The inputs of a selective scan, Mamba-like: Δ log-uniform in [0.001, 0.1] (Mamba's initial range),
@@ -88,6 +89,8 @@ struct ScanInputs {
 };
 
 /// Seeded ScanInputs of n tokens, d channels and N state entries per channel.
+/// \throws std::invalid_argument when one of the matrices would not fit in memory (Rng's check, naming the
+///         estimate, before allocating it).
 ScanInputs scan_inputs(Rng& rng, std::size_t n, std::size_t d, std::size_t N);
 
 }  // namespace attn::ch14

@@ -81,7 +81,9 @@ struct ScanPair {
 /// `{1, 0}` is its identity.
 /// \param earlier the step (or block of steps) applied first.
 /// \param later the step (or block of steps) applied after it.
-/// \return the composed step.
+/// \return the composed step. A NaN or infinite a or b is not refused here (this runs once per token and state
+///         entry): it propagates as float arithmetic does, so the result holds a NaN or an infinity; the scans
+///         that call it refuse such inputs first.
 ScanPair scan_combine(ScanPair earlier, ScanPair later);
 
 /// The 1-semiseparable decay mask of a scalar selective SSM: `L(i, j) = a_{j+1} · a_{j+2} · … · a_i` for

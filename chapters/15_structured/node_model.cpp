@@ -20,13 +20,14 @@ std::string structure_name(Structure s) {
     case Structure::bias:
       return "hop bias";
   }
-  return "?";
+  throw std::invalid_argument(fmt::format("structure_name: {} is none of Structure's values", static_cast<int>(s)));
 }
 
 NodeModel init_node_model(std::size_t d_in, std::size_t d, std::size_t B, std::size_t classes, std::uint64_t seed) {
   require(
       d_in > 0 && d > 0 && B > 0 && classes > 0,
       fmt::format("init_node_model: d_in = {}, d = {}, B = {}, classes = {}: all must be ≥ 1", d_in, d, B, classes));
+  checked_allocation("init_node_model: the hop-bias table b, B floats", {B, sizeof(float)});  // Rng checks the rest
   Rng rng(seed);
   const auto std_of = [](std::size_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };
   NodeModel m;
@@ -44,12 +45,26 @@ NodeModel zeros_like(const NodeModel& m) {
 std::vector<Matrix*> parameters(NodeModel& m) { return {&m.W, &m.a, &m.b, &m.W_out}; }
 
 std::vector<std::size_t> predictions(const Matrix& logits) {
+  // No class, or a NaN (which max_element's comparisons skip), would give an index that means nothing.
+  require(logits.shape(1) > 0 || logits.shape(0) == 0,
+          fmt::format("predictions: logits {} have no class to predict", shape_str(logits)));
+  require_finite("predictions", "logits", logits.data(), logits.size());
   std::vector<std::size_t> out;
   for (std::size_t i = 0; i < logits.shape(0); ++i) {
     const Matrix::value_type* row = logits.data() + i * logits.shape(1);
     out.push_back(static_cast<std::size_t>(std::max_element(row, row + logits.shape(1)) - row));
   }
   return out;
+}
+
+void check_node_labels(const std::vector<std::size_t>& labels, const std::vector<std::size_t>& labelled, std::size_t n,
+                       std::size_t classes) {
+  require(labels.size() == n, fmt::format("train_nodes: {} labels for n = {} nodes; one per node", labels.size(), n));
+  for (std::size_t i = 0; i < n; ++i)
+    require(labels[i] < classes,
+            fmt::format("train_nodes: labels[{}] = {} is not a class (classes = {})", i, labels[i], classes));
+  for (std::size_t k = 0; k < labelled.size(); ++k)
+    require(labelled[k] < n, fmt::format("train_nodes: labelled[{}] = {} is not a node (n = {})", k, labelled[k], n));
 }
 
 double accuracy_on(const std::vector<std::size_t>& predicted, const std::vector<std::size_t>& targets) {
@@ -67,11 +82,16 @@ double accuracy_on(const std::vector<std::size_t>& predicted, const std::vector<
 // [node_backward]
 NodeModel node_backward(const NodeModel& m, const NodeTask& task, const NodeTrace& t, const Matrix& dlogits) {
   const std::size_t n = task.X.shape(0), d = m.W.shape(1), B = m.b.shape(1);
-  require(dlogits.shape() == t.logits.shape() && t.H.shape(0) == n && t.A.shape(0) == n && m.a.size() == 2 * d &&
-              task.hops.shape(0) == n && task.hops.shape(1) == n,
-          fmt::format("node_backward: dlogits {}, logits {}, H {}, A {}, a {}, hops {} do not fit n = {}, d = {}",
-                      shape_str(dlogits), shape_str(t.logits), shape_str(t.H), shape_str(t.A), shape_str(m.a),
-                      shape_str(task.hops), n, d));
+  require(
+      dlogits.shape() == t.logits.shape() && t.logits.shape(0) == n && t.logits.shape(1) == m.W_out.shape(1) &&
+          t.H.shape(0) == n && t.H.shape(1) == d && t.Z.shape() == t.H.shape() && t.A.shape(0) == n &&
+          t.A.shape(1) == n && t.E.shape() == t.A.shape() && m.a.size() == 2 * d && m.W_out.shape(0) == d &&
+          task.hops.shape(0) == n && task.hops.shape(1) == n,
+      fmt::format("node_backward: dlogits {}, logits {}, H {}, Z {}, A {}, E {}, a {}, W_out {}, hops {} do not fit "
+                  "n = {}, d = {}",
+                  shape_str(dlogits), shape_str(t.logits), shape_str(t.H), shape_str(t.Z), shape_str(t.A),
+                  shape_str(t.E), shape_str(m.a), shape_str(m.W_out), shape_str(task.hops), n, d));
+  require_finite("node_backward", "dlogits", dlogits.data(), dlogits.size());
   NodeModel g = zeros_like(m);
   g.W_out = matmul_transpose_a(t.Z, dlogits);        // (d, classes)
   const Matrix dZ = matmul(dlogits, m.W_out, true);  // (n, d)

@@ -33,6 +33,7 @@ enum class Structure {
 };
 
 /// The name of \p s for tables: "no graph", "hard mask (GAT)", "hop bias".
+/// \throws std::invalid_argument naming the value when \p s is none of Structure's.
 std::string structure_name(Structure s);
 
 /// The weights of the classifier. a and b are (1, ·) matrices so that chapter 12's adamw_step() updates them.
@@ -63,6 +64,8 @@ struct NodeTrace {
 };
 
 /// A fresh model: W, a and W_out normal with variance 1/fan-in, b zero (the bias starts neutral).
+/// \throws std::invalid_argument when a size is 0, or when a matrix would not fit in memory (naming the estimate,
+///         before allocating it).
 NodeModel init_node_model(std::size_t d_in, std::size_t d, std::size_t B, std::size_t classes, std::uint64_t seed);
 /// Zeros of the model's shapes (gradients, AdamW moments).
 NodeModel zeros_like(const NodeModel& m);
@@ -72,7 +75,8 @@ std::vector<Matrix*> parameters(NodeModel& m);
 /// ∂loss/∂weights from ∂loss/∂logits (chapter code: it does not call the contract).
 /// dZ = dlogits·W_outᵀ; dA = dZ·Hᵀ; dS = chapter 10's softmax_backward(A, dA); the bias table gathers dS by
 /// distance; through the LeakyReLU, row sums of dE reach a_l and h_i, column sums a_r and h_j.
-/// \throws std::invalid_argument naming the shapes when the trace, the task and the model do not fit.
+/// \throws std::invalid_argument naming the shapes when the trace, the task and the model do not fit, or naming the
+///         first NaN/Inf of \p dlogits.
 NodeModel node_backward(const NodeModel& m, const NodeTask& task, const NodeTrace& trace, const Matrix& dlogits);
 
 // [node_forward]
@@ -124,10 +128,17 @@ inline double node_step(NodeModel& model, NodeModel& m, NodeModel& v, std::size_
 // [node_step]
 
 /// The predicted class of every node: the argmax of its row of \p logits (n, classes).
+/// \throws std::invalid_argument when there are rows but no class, or naming the first NaN/Inf of \p logits.
 std::vector<std::size_t> predictions(const Matrix& logits);
 
 /// The fraction of nodes with a target (not kIgnore) whose prediction equals it; 0 when none has one.
 double accuracy_on(const std::vector<std::size_t>& predicted, const std::vector<std::size_t>& targets);
+
+/// Checks train_nodes()' labels before any work.
+/// \throws std::invalid_argument naming the entry when labels is not (n), a label is ≥ classes, or a labelled node
+///         is ≥ n.
+void check_node_labels(const std::vector<std::size_t>& labels, const std::vector<std::size_t>& labelled, std::size_t n,
+                       std::size_t classes);
 
 // [train_nodes]
 /// Trains a fresh model (\p seed) full-batch on the labels of the nodes in \p labelled (the others are
@@ -138,9 +149,11 @@ double accuracy_on(const std::vector<std::size_t>& predicted, const std::vector<
 /// \param classes number of classes.
 /// \param s sizes, steps and AdamW settings.
 /// \param seed the model's initialisation.
+/// \throws std::invalid_argument as check_node_labels() and init_node_model() do, before training.
 inline NodeResult train_nodes(const NodeTask& task, const std::vector<std::size_t>& labels,
                               const std::vector<std::size_t>& labelled, std::size_t classes, const NodeTraining& s,
                               std::uint64_t seed) {
+  check_node_labels(labels, labelled, task.X.shape(0), classes);
   std::vector<std::size_t> targets(task.X.shape(0), ch12::kIgnore), unseen = labels;  // (n) each
   for (std::size_t i : labelled) {
     targets.at(i) = labels.at(i);

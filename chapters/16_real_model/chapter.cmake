@@ -22,3 +22,5 @@ target_compile_definitions(ch16_real_model_main
 target_link_libraries(attn_crosscheck_cases PRIVATE ch16_real_model_solution)
 target_compile_definitions(attn_crosscheck_cases PRIVATE ATTN_HAVE_CH16=1
                            ATTN_CH16_REFERENCE="${PROJECT_SOURCE_DIR}/tests/data/16_real_model_reference.txt")
+# The chapter's own code on bad input (tests/16_real_model_core_test.cpp), on the solution track; needs no model.
+attn_add_core_test(16 real_model)

@@ -1,10 +1,13 @@
 // Chapter 16's building blocks: Linear in PyTorch's layout, LayerNorm and erf-GELU, as BERT computes them.
 #include "16_real_model/layers.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "attn/checks.hpp"
 
 #if ATTN_HAVE_SLEEF
 #include <emmintrin.h>
@@ -17,12 +20,24 @@ Matrix linear(const Matrix& X, const Matrix& W, const Vector& b) {
   require(X.shape(1) == W.shape(1) && b.shape(0) == W.shape(0),
           fmt::format("linear: X {} · Wᵀ with W {} (out, in) and b {} do not fit", shape_str(X), shape_str(W),
                       shape_str(b)));
+  require_finite("linear", "X", X.data(), X.size());
+  require_finite("linear", "b", b.data(), b.size());
   Matrix Y = matmul(X, W, /*transpose_b=*/true);  // (n, out): PyTorch stores W as (out, in)
   // The bias row by row: xtensor's broadcast of b over the rows walks the matrix element by element with its
   // index stepper, slower than the product itself on a batch of short sentences.
   const std::size_t n = Y.shape(0), out = Y.shape(1);
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < out; ++j) Y.data()[i * out + j] += b.data()[j];
+  // W is not scanned before (its out·in entries, per call, would cost as much as the product for a short
+  // sentence); a NaN or infinity in it, or a product past float's range, shows in Y, which is n·out entries.
+  const auto bad = std::find_if(Y.begin(), Y.end(), [](float v) { return !std::isfinite(v); });
+  if (bad != Y.end()) {
+    const auto at = static_cast<std::size_t>(bad - Y.begin()), cols = Y.shape(1);
+    throw std::invalid_argument(
+        fmt::format("linear: output ({}, {}) is {}: W {} holds a NaN or infinity, or X·Wᵀ "
+                    "overflows float",
+                    at / cols, at % cols, *bad, shape_str(W)));
+  }
   return Y;
 }
 
@@ -31,6 +46,9 @@ Matrix layer_norm(const Matrix& X, const Vector& gamma, const Vector& beta, floa
       gamma.shape(0) == X.shape(1) && beta.shape(0) == X.shape(1),
       fmt::format("layer_norm: X {} with γ {} and β {} do not fit", shape_str(X), shape_str(gamma), shape_str(beta)));
   require(eps > 0.0f && std::isfinite(eps), fmt::format("layer_norm: ε = {} must be positive", eps));
+  require_finite("layer_norm", "X", X.data(), X.size());
+  require_finite("layer_norm", "γ", gamma.data(), gamma.size());
+  require_finite("layer_norm", "β", beta.data(), beta.size());
   const std::size_t n = X.shape(0), d = X.shape(1);
   Matrix Y = xt::empty<float>({n, d});  // (n, d)
   for (std::size_t i = 0; i < n; ++i) {
@@ -47,7 +65,8 @@ Matrix layer_norm(const Matrix& X, const Vector& gamma, const Vector& beta, floa
 }
 
 Matrix gelu(const Matrix& X) {
-  Matrix Y = X;  // (n, d)
+  require_finite("gelu", "X", X.data(), X.size());  // GELU(−∞) would be −∞ · 0 = NaN
+  Matrix Y = X;                                     // (n, d)
   float* y = Y.data();
   std::size_t i = 0;
 #if ATTN_HAVE_SLEEF

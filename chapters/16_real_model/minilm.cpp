@@ -21,6 +21,17 @@
 
 namespace attn::ch16 {
 
+namespace {
+
+/// Throws std::runtime_error naming \p what and \p path when the path is a folder: an ifstream opens one and then
+/// reads nothing, which would look like an empty file.
+void refuse_folder(const char* what, const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw std::runtime_error(fmt::format("{} {}: a folder, not a file", what, path));
+}
+
+}  // namespace
+
 std::string default_model_dir() {
   if (const char* dir = std::getenv("ATTN_MINILM_DIR"); dir != nullptr && *dir != '\0') return dir;
   return ATTN_MODEL_DIR;  // build/models/all-MiniLM-L6-v2 in the checkout (CMake sets it)
@@ -67,8 +78,9 @@ MiniLMConfig read_config(const std::string& dir) {
   require(c.d <= 65536 && c.d_ff <= 1u << 20 && c.layers <= 1024 && c.vocab <= 1u << 24 && c.max_positions <= 1u << 20,
           fmt::format("{}: sizes beyond any BERT (d = {}, d_ff = {}, layers = {}, vocab = {})", path, c.d, c.d_ff,
                       c.layers, c.vocab));
-  require(j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number() && j["layer_norm_eps"].get<double>() > 0,
-          fmt::format("{}: 'layer_norm_eps' is missing or not positive", path));
+  require(j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number() && j["layer_norm_eps"].get<double>() > 0 &&
+              std::isfinite(j["layer_norm_eps"].get<float>()) && j["layer_norm_eps"].get<float>() > 0.0f,
+          fmt::format("{}: 'layer_norm_eps' is missing, not positive or not a finite float", path));
   c.ln_eps = j["layer_norm_eps"].get<float>();
   c.max_tokens = std::min<std::size_t>(256, c.max_positions);
   return c;
@@ -94,6 +106,7 @@ Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& posi
 
 Vector mean_pool_normalized(const Matrix& H) {
   require(H.shape(0) >= 1, fmt::format("mean_pool_normalized: no tokens in {}", shape_str(H)));
+  require_finite("mean_pool_normalized", "H", H.data(), H.size());
   const std::size_t n = H.shape(0), d = H.shape(1);
   Vector e = xt::zeros<float>({d});  // (d)
   for (std::size_t j = 0; j < d; ++j) {
@@ -124,7 +137,12 @@ Tensor3 attention_maps(const Matrix& X, const EncoderLayerWeights& W) {
 HeadShares head_shares(const Matrix& A) {
   require(A.shape(0) == A.shape(1) && A.shape(0) >= 2,
           fmt::format("head_shares: the attention matrix {} must be square, n ≥ 2", shape_str(A)));
+  require_finite("head_shares", "A", A.data(), A.size());
   const std::size_t n = A.shape(0);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      require(A(i, j) >= 0.0f,
+              fmt::format("head_shares: A({}, {}) = {} is negative; attention weights are not", i, j, A(i, j)));
   HeadShares s;
   for (std::size_t i = 0; i < n; ++i) {
     s.cls += A(i, 0);
@@ -140,6 +158,7 @@ HeadShares head_shares(const Matrix& A) {
 }
 
 std::vector<ReferenceText> read_reference(const std::string& path) {
+  refuse_folder("reference", path);
   std::ifstream in(path);
   if (!in) throw std::runtime_error(fmt::format("reference {}: cannot read it", path));
   std::vector<ReferenceText> out;
@@ -166,6 +185,7 @@ std::vector<ReferenceText> read_reference(const std::string& path) {
 }
 
 std::vector<std::string> read_sentences(const std::string& path) {
+  refuse_folder("sentences", path);
   std::ifstream in(path);
   if (!in) throw std::runtime_error(fmt::format("sentences {}: cannot read them", path));
   std::vector<std::string> out;
@@ -178,6 +198,10 @@ std::vector<double> head_contributions(const Matrix& X, const EncoderLayerWeight
   const Tensor3 A = attention_maps(X, W);                           // (h, n, n)
   const Tensor3 V = split_heads(linear(X, W.W_V, W.b_V), W.heads);  // (h, n, d_k)
   const std::size_t h = V.shape(0), n = V.shape(1), d_k = V.shape(2);
+  // Head i reads columns [i·d_k, (i+1)·d_k) of W_O: a narrower W_O would be read past its end.
+  require(W.W_O.shape(0) == X.shape(1) && W.W_O.shape(1) == h * d_k,
+          fmt::format("head_contributions: W_O is {}; X {} with {} heads of d_k = {} need ({}, {})", shape_str(W.W_O),
+                      shape_str(X), h, d_k, X.shape(1), h * d_k));
   std::vector<double> out(h, 0.0);
   for (std::size_t i = 0; i < h; ++i) {
     const Matrix A_i = xt::view(A, i, xt::all(), xt::all()), V_i = xt::view(V, i, xt::all(), xt::all());
@@ -234,6 +258,7 @@ Matrix encoder_layer_packed(const Matrix& X, const std::vector<std::size_t>& sta
       starts.size() >= 2 && starts.front() == 0 && starts.back() == T && std::is_sorted(starts.begin(), starts.end()),
       fmt::format("encoder_layer_packed: starts must rise from 0 to the {} rows of X; got [{}]", T,
                   fmt::join(starts, ", ")));
+  require(static_cast<bool>(attend), "encoder_layer_packed: attend is empty; give the attention of one head");
   const std::size_t d_k = d / h;
   const Matrix Q = linear(X, W.W_Q, W.b_Q), K = linear(X, W.W_K, W.b_K), V = linear(X, W.W_V, W.b_V);  // (T, d)
   Matrix merged = xt::zeros<float>({T, d});  // (T, d): every head's output in its d_k columns
@@ -242,8 +267,12 @@ Matrix encoder_layer_packed(const Matrix& X, const std::vector<std::size_t>& sta
     auto rows = xt::range(starts[s], starts[s + 1]);
     for (std::size_t i = 0; i < h; ++i) {
       auto cols = xt::range(i * d_k, (i + 1) * d_k);
-      xt::view(merged, rows, cols) =
-          attend(xt::view(Q, rows, cols), xt::view(K, rows, cols), xt::view(V, rows, cols));  // (n_s, d_k)
+      const Matrix O_i = attend(xt::view(Q, rows, cols), xt::view(K, rows, cols), xt::view(V, rows, cols));
+      // Assigned into a view, a (1, d_k) answer would broadcast to every row: one shape only.
+      require(O_i.shape(0) == starts[s + 1] - starts[s] && O_i.shape(1) == d_k,
+              fmt::format("encoder_layer_packed: attend gave head {} an output {}; it needs ({}, {})", i,
+                          shape_str(O_i), starts[s + 1] - starts[s], d_k));
+      xt::view(merged, rows, cols) = O_i;  // (n_s, d_k)
     }
   }
   const Matrix H = layer_norm(X + linear(merged, W.W_O, W.b_O), W.ln1_gamma, W.ln1_beta, W.ln_eps);  // (T, d)

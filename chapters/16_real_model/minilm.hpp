@@ -46,14 +46,15 @@ Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& posi
              const Vector& gamma, const Vector& beta, float eps);
 
 /// Mean of the rows of \p H (n, d), scaled to unit length: sentence-transformers' Pooling (mean) and
-/// Normalize. \return (d). \throws std::invalid_argument when n = 0.
+/// Normalize. \return (d). \throws std::invalid_argument when n = 0, or naming the first NaN/Inf of H.
 Vector mean_pool_normalized(const Matrix& H);
 
 /// Every head's attention matrix in one layer, softmax(Q_i K_iᵀ / √d_k) (chapter 02's functions on
 /// chapter 03's split), recomputed from the layer's input for inspection.
 /// \param X (n, d) the layer's input.
 /// \param W the layer's weights (W_Q, b_Q, W_K, b_K and the head count are used).
-/// \return (h, n, n).
+/// \return (h, n, n). \throws std::invalid_argument as linear() and split_heads() do: naming the shapes when the
+///         weights do not fit X or d is not divisible by the head count, naming a NaN/Inf.
 Tensor3 attention_maps(const Matrix& X, const EncoderLayerWeights& W);
 
 /// What one head's attention looks at, averaged over the query rows of one sentence.
@@ -63,7 +64,8 @@ struct HeadShares {
 };
 
 /// The shares of one head, from its attention matrix \p A (n, n) over [CLS] w … [SEP] (n ≥ 2).
-/// Rows without a previous (or next) token count 0 there. \throws std::invalid_argument when A is not square.
+/// Rows without a previous (or next) token count 0 there. \throws std::invalid_argument when A is not square or
+/// n < 2, or naming the first entry that is NaN, infinite or negative.
 HeadShares head_shares(const Matrix& A);
 
 /// One recorded reference text: its ids and embedding from sentence-transformers (record_reference.py).
@@ -74,12 +76,12 @@ struct ReferenceText {
 };
 
 /// Reads tests/data/16_real_model_reference.txt ("text: …", "ids: …", "embedding: …" per text).
-/// \throws std::runtime_error naming the file when it cannot be read; std::invalid_argument when a text
-///         lacks its ids or its embedding.
+/// \throws std::runtime_error naming the file when it cannot be read or is a folder; std::invalid_argument when
+///         a text lacks its ids or its embedding.
 std::vector<ReferenceText> read_reference(const std::string& path);
 
 /// The sentences of a text file, one per line, skipping empty lines and comment lines (starting with a hash sign).
-/// \throws std::runtime_error naming the file when it cannot be read.
+/// \throws std::runtime_error naming the file when it cannot be read or is a folder.
 std::vector<std::string> read_sentences(const std::string& path);
 
 /// How much each head adds to its layer's attention output: the mean over tokens of ‖O_i·W_O[:, cols_i]ᵀ‖,
@@ -87,6 +89,7 @@ std::vector<std::string> read_sentences(const std::string& path);
 /// \param X (n, d) the layer's input.
 /// \param W the layer's weights.
 /// \return (h). A head that adds little is the first to prune.
+/// \throws std::invalid_argument as attention_maps() does, or naming the shapes when W_O is not (d, h·d_k).
 std::vector<double> head_contributions(const Matrix& X, const EncoderLayerWeights& W);
 
 /// The layer turned grouped-query (chapter 09) without retraining: the key and value projections of each
@@ -109,7 +112,8 @@ using HeadAttention = std::function<Matrix(const Matrix& Q, const Matrix& K, con
 /// \param X (n, d) the layer's input.
 /// \param W the layer's weights.
 /// \param attend the per-head attention.
-/// \return (n, d).
+/// \return (n, d). \throws std::invalid_argument when d is not divisible by the head count, \p attend is empty or
+///         returns a head an output that is not (n, d_k), or as linear() and layer_norm() do.
 Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const HeadAttention& attend);
 
 /// encoder_layer_with() on a batch of sentences packed one after another in the rows of one matrix, with no

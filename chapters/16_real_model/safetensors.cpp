@@ -165,8 +165,13 @@ void write_safetensors(const std::string& path,
   std::string data;
   for (const auto& [name, tensor] : tensors) {
     const auto& [shape, values] = tensor;
-    std::size_t count = 1;
-    for (std::size_t s : shape) count *= s;
+    std::size_t count = 1;  // refused past 64 bits: a wrapped count would match too few values (a lying file)
+    for (std::size_t s : shape) {
+      if (s != 0 && count > std::numeric_limits<std::size_t>::max() / s)
+        throw std::invalid_argument(
+            fmt::format("write_safetensors: tensor '{}': the shape's product passes 64 bits", name));
+      count *= s;
+    }
     if (count != values.size())
       throw std::invalid_argument(
           fmt::format("write_safetensors: tensor '{}' has {} values for a shape of {}", name, values.size(), count));

@@ -7,11 +7,14 @@
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
+
 namespace attn {
 
 // [local_window_mask]
 Mask local_window_mask(std::size_t n, std::size_t w, bool causal) {
-  Mask mask = xt::zeros<bool>({n, n});  // (n, n)
+  checked_allocation("local_window_mask: the (n, n) mask", {n, n, sizeof(bool)});  // before allocating it
+  Mask mask = xt::zeros<bool>({n, n});                                             // (n, n)
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t first = i > w ? i - w : 0;                                  // i - w, clipped at the start
     const std::size_t last = causal ? i : std::min(n - 1, saturating_add(i, w));  // i + w, clipped at the end
@@ -23,6 +26,7 @@ Mask local_window_mask(std::size_t n, std::size_t w, bool causal) {
 
 // [global_mask]
 Mask global_mask(std::size_t n, const std::vector<std::size_t>& global) {
+  checked_allocation("global_mask: the (n, n) mask", {n, n, sizeof(bool)});
   Mask mask = xt::zeros<bool>({n, n});  // (n, n)
   for (std::size_t g : global) {
     require(g < n, fmt::format("global_mask: global position {} does not exist in a sequence of n = {}", g, n));
@@ -36,6 +40,7 @@ Mask global_mask(std::size_t n, const std::vector<std::size_t>& global) {
 // [dilated_mask]
 Mask dilated_mask(std::size_t n, std::size_t w, std::size_t dilation, bool causal) {
   require(dilation >= 1, "dilated_mask: the dilation must be at least 1 (1 is the plain window)");
+  checked_allocation("dilated_mask: the (n, n) mask", {n, n, sizeof(bool)});
   Mask mask = xt::zeros<bool>({n, n});  // (n, n)
   for (std::size_t i = 0; i < n; ++i) {
     mask(i, i) = true;

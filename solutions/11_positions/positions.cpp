@@ -92,7 +92,12 @@ Matrix alibi_bias(std::size_t n_q, std::size_t n_kv, float slope) {
 
 // [document_mask]
 bool DocumentMask::operator()(std::size_t /*head*/, std::size_t q, std::size_t kv) const {
-  return document.at(q + offset) == document.at(kv) && (!causal || kv <= q + offset);
+  // q + offset < n_kv, tested without computing the sum: an offset near SIZE_MAX would wrap it to an earlier token.
+  if (offset >= document.size() || q >= document.size() - offset)
+    throw std::out_of_range(
+        fmt::format("DocumentMask: query {} at offset {} is past the {} tokens", q, offset, document.size()));
+  const std::size_t position = q + offset;
+  return document[position] == document.at(kv) && (!causal || kv <= position);
 }
 // [document_mask]
 

@@ -16,8 +16,12 @@ class Rng {
   explicit Rng(std::uint64_t seed) : engine_(seed) {}
 
   /// (rows, cols) with entries ~ N(mean, stddev²).
+  /// \throws std::invalid_argument when mean or stddev is not finite or stddev ≤ 0, or when rows·cols floats do not
+  ///         fit in memory (naming the estimate, before allocating).
   Matrix normal(std::size_t rows, std::size_t cols, float mean = 0.0f, float stddev = 1.0f);
   /// (rows, cols) with entries ~ U[low, high).
+  /// \throws std::invalid_argument when low or high is not finite, low > high or high − low overflows, or when
+  ///         rows·cols floats do not fit in memory (naming the estimate, before allocating).
   Matrix uniform(std::size_t rows, std::size_t cols, float low = 0.0f, float high = 1.0f);
 
   std::mt19937_64& engine() { return engine_; }

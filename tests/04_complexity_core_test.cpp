@@ -1,0 +1,30 @@
+// Chapter 04's counts and heap probe on bad input, on the solution track only (the exercise suites stay as they are).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <stdexcept>
+
+#include "04_complexity/complexity.hpp"
+#include "04_complexity/heap_counter.hpp"
+#include "support/throws.hpp"
+
+// Bad input, one case per function that had none (cmake/check_bad_input.py).
+TEST_SUITE("04_complexity: bad input") {
+  TEST_CASE("attention_flops and attention_bytes answer every size, 0 and SIZE_MAX included, without wrapping") {
+    // bad input answered: attention_flops, attention_bytes
+    constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+    const double m = static_cast<double>(kMax);
+    CHECK(attn::attention_flops(0, 5, 7, 9).total() == 0.0);
+    CHECK(attn::attention_flops(kMax, kMax, kMax, kMax).scores == 2.0 * m * m * m);  // in double: no wrap
+    CHECK(std::isfinite(attn::attention_flops(kMax, kMax, kMax, kMax).total()));
+    CHECK(attn::attention_bytes(kMax, kMax, 1, 1).score_matrix == 4.0 * m * m);
+    CHECK(attn::attention_bytes(0, 0, 0, 0).moved == 0.0);
+  }
+
+  TEST_CASE("measure_heap_peak hands an exception of the work to the caller") {
+    CHECK_THROWS_NAMING(attn::ch04::measure_heap_peak([] { throw std::invalid_argument("the work's own refusal"); }),
+                        std::invalid_argument, "the work's own refusal");
+  }
+}

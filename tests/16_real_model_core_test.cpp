@@ -1,0 +1,293 @@
+// Chapter 16's own code on bad input: the layers (layers.hpp), the model's files and forward (minilm.hpp), the
+// safetensors writer and reader (safetensors.hpp) and the vocabulary (tokenizer.hpp). Chapter code, not an
+// exercise, so these run on the solution track only, and none needs the real model: a tiny random one (d = 4,
+// h = 2) and files written here stand in for it. A bad input must be an exception naming what was wrong, never
+// a NaN passed on, a read past a buffer or a silently broadcast answer.
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "16_real_model/layers.hpp"
+#include "16_real_model/minilm.hpp"
+#include "16_real_model/safetensors.hpp"
+#include "16_real_model/tokenizer.hpp"
+#include "attn/rng.hpp"
+#include "support/throws.hpp"
+
+namespace {
+
+using attn::Matrix;
+using attn::Vector;
+namespace ch16 = attn::ch16;
+namespace fs = std::filesystem;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// A fresh folder of this test program's own, emptied.
+fs::path temp_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / "attn_ch16_core_test" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+// A random BERT layer of d = 4, h = 2, d_ff = 8.
+ch16::EncoderLayerWeights tiny_layer(attn::Rng& rng) {
+  ch16::EncoderLayerWeights W;
+  const auto vec = [&](std::size_t n, float mean) { return Vector(xt::view(rng.normal(1, n, mean, 0.1f), 0)); };
+  W.W_Q = rng.normal(4, 4, 0.0f, 0.5f);
+  W.W_K = rng.normal(4, 4, 0.0f, 0.5f);
+  W.W_V = rng.normal(4, 4, 0.0f, 0.5f);
+  W.W_O = rng.normal(4, 4, 0.0f, 0.5f);
+  W.W_1 = rng.normal(8, 4, 0.0f, 0.5f);
+  W.W_2 = rng.normal(4, 8, 0.0f, 0.5f);
+  W.b_Q = vec(4, 0.0f);
+  W.b_K = vec(4, 0.0f);
+  W.b_V = vec(4, 0.0f);
+  W.b_O = vec(4, 0.0f);
+  W.b_1 = vec(8, 0.0f);
+  W.b_2 = vec(4, 0.0f);
+  W.ln1_gamma = vec(4, 1.0f);
+  W.ln1_beta = vec(4, 0.0f);
+  W.ln2_gamma = vec(4, 1.0f);
+  W.ln2_beta = vec(4, 0.0f);
+  W.heads = 2;
+  return W;
+}
+
+// A one-layer model of 6 tokens ([PAD] [UNK] [CLS] [SEP] a b), 8 positions, d = 4.
+ch16::MiniLM tiny_model(attn::Rng& rng) {
+  ch16::MiniLM m;
+  m.config.vocab = 6;
+  m.config.d = 4;
+  m.config.heads = 2;
+  m.config.layers = 1;
+  m.config.d_ff = 8;
+  m.config.max_positions = 8;
+  m.config.max_tokens = 8;
+  for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"}) {
+    m.vocab.id_of.emplace(t, static_cast<int>(m.vocab.token_of.size()));
+    m.vocab.token_of.emplace_back(t);
+  }
+  m.vocab.pad = 0;
+  m.vocab.unk = 1;
+  m.vocab.cls = 2;
+  m.vocab.sep = 3;
+  m.word = rng.normal(6, 4);
+  m.position = rng.normal(8, 4);
+  m.token_type = rng.normal(2, 4);
+  m.ln_gamma = xt::ones<float>({4});
+  m.ln_beta = xt::zeros<float>({4});
+  m.layers.push_back(tiny_layer(rng));
+  return m;
+}
+
+const char* kGoodConfig = R"({"model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute",
+  "vocab_size": 6, "hidden_size": 4, "num_attention_heads": 2, "num_hidden_layers": 1, "intermediate_size": 8,
+  "max_position_embeddings": 8, "type_vocab_size": 2, "layer_norm_eps": 1e-12})";
+
+}  // namespace
+
+// Bad input, one case per function of chapter 16's own headers that had none (cmake/check_bad_input.py).
+TEST_SUITE("16_real_model: bad input") {
+  TEST_CASE("linear, layer_norm, gelu and row_vector refuse shapes that do not fit and NaN or infinity, by name") {
+    attn::Rng rng(1601);
+    const Matrix X = rng.normal(3, 4), W = rng.normal(2, 4);  // (n, in), (out, in)
+    const Vector b = xt::zeros<float>({2}), gamma = xt::ones<float>({4}), beta = xt::zeros<float>({4});
+    CHECK_THROWS_NAMING(ch16::linear(X, Matrix(rng.normal(2, 3)), b), std::invalid_argument, "(3, 4)", "(2, 3)");
+    Matrix bad_X = X, bad_W = W;
+    bad_X(2, 1) = kNaN;
+    bad_W(1, 3) = kInf;
+    CHECK_THROWS_NAMING(ch16::linear(bad_X, W, b), std::invalid_argument, "linear", "X");
+    CHECK_THROWS_NAMING(ch16::linear(X, bad_W, b), std::invalid_argument, "linear", "output", "W (2, 4)");
+    CHECK_THROWS_NAMING(ch16::linear(X, W, Vector{0.0f, kNaN}), std::invalid_argument, "linear", "b");
+    CHECK_THROWS_NAMING(ch16::linear(Matrix(X * 1e20f), Matrix(W * 1e20f), b), std::invalid_argument, "overflows");
+    CHECK_THROWS_NAMING(ch16::layer_norm(X, Vector(xt::ones<float>({3})), beta, 1e-5f), std::invalid_argument,
+                        "layer_norm", "(3)");
+    CHECK_THROWS_NAMING(ch16::layer_norm(bad_X, gamma, beta, 1e-5f), std::invalid_argument, "layer_norm", "X");
+    CHECK_THROWS_NAMING(ch16::layer_norm(X, Vector{1.0f, kInf, 1.0f, 1.0f}, beta, 1e-5f), std::invalid_argument, "γ");
+    for (const float eps : {0.0f, -1.0f, kNaN, kInf}) {
+      CAPTURE(eps);
+      CHECK_THROWS_NAMING(ch16::layer_norm(X, gamma, beta, eps), std::invalid_argument, "ε");
+    }
+    Matrix minus_inf = X;
+    minus_inf(0, 0) = -kInf;  // GELU(−∞) = −∞ · ½ · (1 + erf(−∞)) = −∞ · 0 = NaN
+    CHECK_THROWS_NAMING(ch16::gelu(minus_inf), std::invalid_argument, "gelu", "X");
+    CHECK_THROWS_NAMING(ch16::row_vector(X), std::invalid_argument, "row_vector", "(3, 4)");
+  }
+
+  TEST_CASE("embed refuses no tokens, too many, an id outside the vocabulary and tables that do not fit") {
+    attn::Rng rng(1602);
+    const ch16::MiniLM m = tiny_model(rng);
+    const auto call = [&](const std::vector<int>& ids, const Matrix& word) {
+      return ch16::embed(ids, word, m.position, m.token_type, m.ln_gamma, m.ln_beta, 1e-12f);
+    };
+    CHECK_THROWS_NAMING(call({}, m.word), std::invalid_argument, "0 tokens", "1 to 8");
+    CHECK_THROWS_NAMING(call(std::vector<int>(9, 4), m.word), std::invalid_argument, "9 tokens");
+    CHECK_THROWS_NAMING(ch16::embed({2, 6, 3}, m.word, m.position, m.token_type, m.ln_gamma, m.ln_beta, 1e-12f),
+                        std::invalid_argument, "token id 6 at position 1");
+    CHECK_THROWS_NAMING(call({2, -1, 3}, m.word), std::invalid_argument, "token id -1");
+    CHECK_THROWS_NAMING(call({2, 3}, Matrix(rng.normal(6, 5))), std::invalid_argument, "(6, 5)", "(8, 4)");
+    Matrix nan_word = m.word;
+    nan_word(4, 2) = kNaN;
+    CHECK_THROWS_AS(call({2, 4, 3}, nan_word), std::invalid_argument);  // the LayerNorm names the entry
+  }
+
+  TEST_CASE("mean_pool_normalized and head_shares refuse no tokens, NaN, infinity and negative weights") {
+    CHECK_THROWS_NAMING(ch16::mean_pool_normalized(Matrix(xt::zeros<float>({0, 4}))), std::invalid_argument,
+                        "no tokens");
+    CHECK_THROWS_NAMING(ch16::mean_pool_normalized(Matrix{{1.0f, kNaN}}), std::invalid_argument, "H");
+    CHECK_THROWS_NAMING(ch16::head_shares(Matrix(xt::zeros<float>({2, 3}))), std::invalid_argument, "(2, 3)");
+    CHECK_THROWS_NAMING(ch16::head_shares(Matrix{{1.0f}}), std::invalid_argument, "n ≥ 2");
+    CHECK_THROWS_NAMING(ch16::head_shares(Matrix{{0.5f, 0.5f}, {kNaN, 0.5f}}), std::invalid_argument, "A");
+    CHECK_THROWS_NAMING(ch16::head_shares(Matrix{{1.5f, -0.5f}, {0.5f, 0.5f}}), std::invalid_argument,
+                        "A(0, 1) = -0.5");
+  }
+
+  TEST_CASE("attention_maps, head_contributions and encoder_layer_with refuse weights and heads that do not fit") {
+    attn::Rng rng(1603);
+    const ch16::EncoderLayerWeights W = tiny_layer(rng);
+    const Matrix X = rng.normal(3, 4);  // (n, d)
+    ch16::EncoderLayerWeights three_heads = W, narrow_W_O = W, wide_W_Q = W;
+    three_heads.heads = 3;              // d = 4 is not divisible by 3
+    narrow_W_O.W_O = rng.normal(4, 2);  // head 1's columns [2, 4) were read past the end
+    wide_W_Q.W_Q = rng.normal(4, 5);
+    CHECK_THROWS_AS(ch16::attention_maps(X, three_heads), std::invalid_argument);
+    CHECK_THROWS_NAMING(ch16::attention_maps(X, wide_W_Q), std::invalid_argument, "(4, 5)");
+    CHECK_THROWS_NAMING(ch16::head_contributions(X, narrow_W_O), std::invalid_argument, "W_O is (4, 2)", "(4, 4)");
+    CHECK_THROWS_AS(ch16::head_contributions(X, three_heads), std::invalid_argument);
+    const ch16::HeadAttention one_row = [](const Matrix&, const Matrix&, const Matrix& V) {
+      return Matrix(xt::view(V, xt::range(0, 1), xt::all()));  // (1, d_k): broadcast to every row before
+    };
+    CHECK_THROWS_NAMING(ch16::encoder_layer_with(X, W, one_row), std::invalid_argument, "head 0", "(1, 2)", "(3, 2)");
+    CHECK_THROWS_NAMING(ch16::encoder_layer_with(X, W, ch16::HeadAttention()), std::invalid_argument,
+                        "attend is empty");
+    CHECK_THROWS_NAMING(ch16::encoder_layer_with(X, three_heads, one_row), std::invalid_argument, "h = 3");
+  }
+
+  TEST_CASE("encode, tokenize and the sentence embeddings refuse a head mask, a cut and ids that do not fit") {
+    attn::Rng rng(1604);
+    const ch16::MiniLM m = tiny_model(rng);
+    CHECK_THROWS_NAMING(ch16::encode(m, {2, 4, 3}, {{true, true}, {true, true}}), std::invalid_argument, "2 layers",
+                        "has 1");
+    CHECK_THROWS_AS(ch16::encode(m, {2, 40, 3}), std::invalid_argument);
+    CHECK_THROWS_AS(ch16::encode(m, {}), std::invalid_argument);
+    CHECK_THROWS_NAMING(ch16::tokenize("a b", m.vocab, 1), std::invalid_argument, "max_tokens = 1");
+    CHECK_THROWS_AS(ch16::tokenize("a \xff b", m.vocab, 8), std::invalid_argument);  // not UTF-8
+    CHECK_THROWS_NAMING(ch16::sentence_embedding(m, "a b", {{true}, {true}}), std::invalid_argument, "2 layers");
+    CHECK_THROWS_AS(ch16::sentence_embedding(m, "\xc3", {}), std::invalid_argument);  // a cut code point
+    CHECK_THROWS_NAMING(ch16::sentence_embedding_with(m, "a b", ch16::HeadAttention()), std::invalid_argument,
+                        "attend is empty");
+    ch16::MiniLM nan_model = m;
+    nan_model.layers[0].W_1(3, 2) = kNaN;  // the feed-forward's weight: shows in its output
+    CHECK_THROWS_NAMING(ch16::sentence_embedding(nan_model, "a b", {}), std::invalid_argument, "output");
+    // The packed batch: the same refusals, and the good sentences of a batch change nothing when one is bad.
+    CHECK_THROWS_AS(ch16::sentence_embeddings(m, {"a b", "\xc3"}), std::invalid_argument);
+    CHECK_THROWS_NAMING(ch16::sentence_embeddings(nan_model, {"a b", "b a"}), std::invalid_argument, "output");
+  }
+
+  TEST_CASE("read_config and load_minilm refuse a missing folder and a config that lies or is not BERT's") {
+    const fs::path dir = temp_dir("config");
+    CHECK_THROWS_AS(ch16::read_config((dir / "missing").string()), std::runtime_error);
+    CHECK_THROWS_AS(ch16::load_minilm((dir / "missing").string()), std::runtime_error);
+    const auto refused = [&](const std::string& text, const char* word) {
+      write_text(dir / "config.json", text);
+      CHECK_THROWS_NAMING(ch16::read_config(dir.string()), std::invalid_argument, word);
+    };
+    std::string config = kGoodConfig;
+    refused("{not json", "not a JSON object");
+    refused(std::string(config).replace(config.find("\"gelu\""), 6, "\"relu\""), "hidden_act");
+    refused(std::string(config).replace(config.find("\"num_attention_heads\": 2"), 24, "\"num_attention_heads\": 3"),
+            "not divisible");
+    refused(std::string(config).replace(config.find("\"vocab_size\": 6"), 15, "\"vocab_size\": 0"), "vocab_size");
+    refused(std::string(config).replace(config.find("\"vocab_size\": 6"), 15, "\"vocab_size\": -6"), "vocab_size");
+    refused(std::string(config).replace(config.find("\"hidden_size\": 4"), 16, "\"hidden_size\": 4000000"),
+            "beyond any BERT");
+    refused(std::string(config).replace(config.find("1e-12"), 5, "1e300"), "layer_norm_eps");  // inf as a float
+    refused(std::string(config).replace(config.find("1e-12"), 5, "0"), "layer_norm_eps");
+    // A good config, but a vocabulary that lacks [CLS], then one of 5 tokens for a config of 6.
+    write_text(dir / "config.json", config);
+    write_text(dir / "vocab.txt", "[PAD]\n[UNK]\n[SEP]\na\nb\nc\n");
+    CHECK_THROWS_NAMING(ch16::load_minilm(dir.string()), std::invalid_argument, "[CLS]");
+    write_text(dir / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\na\n");
+    CHECK_THROWS_NAMING(ch16::load_minilm(dir.string()), std::invalid_argument, "vocab.txt has 5", "says 6");
+    write_text(dir / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\na\nb\n");
+    CHECK_THROWS_AS(ch16::load_minilm(dir.string()), std::runtime_error);  // no model.safetensors
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("model_missing_reason names the missing file; the readers refuse a missing file and a folder") {
+    // bad input answered: model_missing_reason
+    const fs::path dir = temp_dir("files");
+    CHECK(ch16::model_missing_reason((dir / "nowhere").string()).find("config.json is missing") != std::string::npos);
+    write_text(dir / "config.json", kGoodConfig);
+    CHECK(ch16::model_missing_reason(dir.string()).find("vocab.txt is missing") != std::string::npos);
+    fs::create_directories(dir / "vocab.txt");  // a folder where the file should be
+    CHECK(ch16::model_missing_reason(dir.string()).find("vocab.txt is missing") != std::string::npos);
+    CHECK_THROWS_NAMING(ch16::read_sentences((dir / "nowhere.txt").string()), std::runtime_error, "nowhere.txt");
+    CHECK_THROWS_NAMING(ch16::read_sentences(dir.string()), std::runtime_error, "a folder");
+    CHECK_THROWS_NAMING(ch16::read_reference((dir / "nowhere.txt").string()), std::runtime_error, "nowhere.txt");
+    CHECK_THROWS_NAMING(ch16::read_reference(dir.string()), std::runtime_error, "a folder");
+    write_text(dir / "reference.txt", "ids: 1 2\n");
+    CHECK_THROWS_NAMING(ch16::read_reference((dir / "reference.txt").string()), std::invalid_argument,
+                        "before any text");
+    write_text(dir / "reference.txt", "text: a\nids: 2 4 3\n");
+    CHECK_THROWS_NAMING(ch16::read_reference((dir / "reference.txt").string()), std::invalid_argument,
+                        "lacks its ids or its embedding");
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("load_vocab refuses a missing, empty or repeating file and one without the special tokens") {
+    const fs::path dir = temp_dir("vocab");
+    CHECK_THROWS_NAMING(ch16::load_vocab((dir / "none.txt").string()), std::runtime_error, "none.txt");
+    write_text(dir / "vocab.txt", "");
+    CHECK_THROWS_NAMING(ch16::load_vocab((dir / "vocab.txt").string()), std::invalid_argument, "empty");
+    write_text(dir / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\na\na\n");
+    CHECK_THROWS_NAMING(ch16::load_vocab((dir / "vocab.txt").string()), std::invalid_argument, "'a' appears twice",
+                        "line 6");
+    write_text(dir / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\na\n");
+    CHECK_THROWS_NAMING(ch16::load_vocab((dir / "vocab.txt").string()), std::invalid_argument, "[SEP]");
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("utf8_length refuses text that is not UTF-8; Vocab::find and dtype_bytes answer unknown names") {
+    // bad input answered: find, dtype_bytes
+    CHECK_THROWS_AS(ch16::utf8_length("a\xff"), std::invalid_argument);
+    CHECK_THROWS_AS(ch16::utf8_length("\xe7\x8c"), std::invalid_argument);  // 猫 cut after two of its bytes
+    CHECK_THROWS_AS(ch16::utf8_length("\xc0\xaf"), std::invalid_argument);  // an overlong '/'
+    CHECK(ch16::utf8_length("") == 0);
+    attn::Rng rng(1605);
+    const ch16::MiniLM m = tiny_model(rng);
+    CHECK(m.vocab.find("zebra") == -1);
+    CHECK(m.vocab.find("") == -1);
+    CHECK(ch16::dtype_bytes("F33") == 0);
+    CHECK(ch16::dtype_bytes("") == 0);
+  }
+
+  TEST_CASE("write_safetensors refuses values that do not fit the shape, a shape past 64 bits and a bad path") {
+    // bad input answered: find
+    const fs::path dir = temp_dir("safetensors");
+    const std::string path = (dir / "t.safetensors").string();
+    CHECK_THROWS_NAMING(ch16::write_safetensors(path, {{"w", {{2, 3}, {1.0f, 2.0f}}}}), std::invalid_argument, "'w'",
+                        "2 values");
+    // 2^32 · 2^32 wrapped to 0 = the number of values given: the writer made a file whose header claimed it.
+    const std::size_t big = std::size_t{1} << 32;
+    CHECK_THROWS_NAMING(ch16::write_safetensors(path, {{"w", {{big, big}, {}}}}), std::invalid_argument, "'w'",
+                        "64 bits");
+    CHECK_FALSE(fs::exists(path));  // nothing written for a refused tensor
+    CHECK_THROWS_AS(ch16::write_safetensors((dir / "no" / "such" / "t.safetensors").string(), {}), std::runtime_error);
+    ch16::write_safetensors(path, {{"w", {{2}, {1.0f, 2.0f}}}});
+    const ch16::SafetensorsFile file(path);
+    CHECK(file.find("missing") == nullptr);
+    CHECK(file.find("") == nullptr);
+    fs::remove_all(dir);
+  }
+}
