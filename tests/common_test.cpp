@@ -131,6 +131,26 @@ TEST_SUITE("common") {
     CHECK(t >= 0.0);
   }
 
+  TEST_CASE("require_finite finds and names a NaN or infinity anywhere, in any block of its vectorised scan") {
+    std::vector<float> v(10000, 1.5f);
+    CHECK_NOTHROW(attn::require_finite("here", "v", v.data(), v.size()));
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    for (std::size_t at : {std::size_t{0}, std::size_t{4095}, std::size_t{4096}, std::size_t{9999}})
+      for (float bad : {nan, inf, -inf, -nan}) {
+        std::vector<float> w = v;
+        w[at] = bad;
+        CAPTURE(at);
+        CAPTURE(bad);
+        const std::string name = "v[" + std::to_string(at) + "]";
+        CHECK_THROWS_WITH_AS(attn::require_finite("here", "v", w.data(), w.size()), doctest::Contains(name.c_str()),
+                             std::invalid_argument);
+      }
+    v[7] = std::numeric_limits<float>::max();  // the largest finite float, and the smallest subnormal, pass
+    v[8] = std::numeric_limits<float>::denorm_min();
+    v[9] = -std::numeric_limits<float>::max();
+    CHECK_NOTHROW(attn::require_finite("here", "v", v.data(), v.size()));
+  }
+
   TEST_CASE("triad_bandwidth_gbs measures on any number of threads, more threads than elements too, and refuses 0") {
     CHECK(attn::triad_bandwidth_gbs(1000, 1, 1) > 0.0);
     CHECK(attn::triad_bandwidth_gbs(3, 4, 1) > 0.0);  // a thread with nothing to do

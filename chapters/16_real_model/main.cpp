@@ -13,6 +13,7 @@
 // Run it: ./course run 16 (after ./course setup has unpacked the model)      Book page: book/16_real_model.md
 // Your code: ./course run 16 --track exercise
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <array>
@@ -543,6 +544,10 @@ void tell_the_story(const attn::Chapter& chapter, const std::string& dir, std::s
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A packed batch allocates and frees matrices of a few MB per product (its (T, 1536) activations): glibc would
+  // hand each back to the system and fault its pages in again for the next one, a tenth of the forward's time.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   attn::Chapter chapter("ch16_real_model",
                         "Chapter 16: a real model, all-MiniLM-L6-v2, through the course's attention");
   std::string dir = ch16::default_model_dir();

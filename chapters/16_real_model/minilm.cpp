@@ -249,6 +249,18 @@ EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g) {
   return out;
 }
 
+namespace {
+
+/// Rows [r0, r0 + rows) and columns [c0, c0 + cols) of \p M, copied row by row: one sentence's slice of one head,
+/// contiguous for the attention kernel (an xtensor view would be copied element by element). \return (rows, cols).
+Matrix block(const Matrix& M, std::size_t r0, std::size_t rows, std::size_t c0, std::size_t cols) {
+  Matrix B = Matrix::from_shape({rows, cols});
+  for (std::size_t r = 0; r < rows; ++r) std::copy_n(M.data() + (r0 + r) * M.shape(1) + c0, cols, B.data() + r * cols);
+  return B;
+}
+
+}  // namespace
+
 // [encoder_layer_packed]
 Matrix encoder_layer_packed(const Matrix& X, const std::vector<std::size_t>& starts, const EncoderLayerWeights& W,
                             const HeadAttention& attend) {
@@ -263,16 +275,16 @@ Matrix encoder_layer_packed(const Matrix& X, const std::vector<std::size_t>& sta
   const Matrix Q = linear(X, W.W_Q, W.b_Q), K = linear(X, W.W_K, W.b_K), V = linear(X, W.W_V, W.b_V);  // (T, d)
   Matrix merged = xt::zeros<float>({T, d});  // (T, d): every head's output in its d_k columns
   for (std::size_t s = 0; s + 1 < starts.size(); ++s) {
-    if (starts[s] == starts[s + 1]) continue;  // an empty sentence has no tokens to attend
-    auto rows = xt::range(starts[s], starts[s + 1]);
+    const std::size_t first = starts[s], n_s = starts[s + 1] - starts[s];
+    if (n_s == 0) continue;  // an empty sentence has no tokens to attend
     for (std::size_t i = 0; i < h; ++i) {
-      auto cols = xt::range(i * d_k, (i + 1) * d_k);
-      const Matrix O_i = attend(xt::view(Q, rows, cols), xt::view(K, rows, cols), xt::view(V, rows, cols));
-      // Assigned into a view, a (1, d_k) answer would broadcast to every row: one shape only.
-      require(O_i.shape(0) == starts[s + 1] - starts[s] && O_i.shape(1) == d_k,
+      const Matrix O_i = attend(block(Q, first, n_s, i * d_k, d_k), block(K, first, n_s, i * d_k, d_k),
+                                block(V, first, n_s, i * d_k, d_k));  // (n_s, d_k)
+      require(O_i.shape(0) == n_s && O_i.shape(1) == d_k,
               fmt::format("encoder_layer_packed: attend gave head {} an output {}; it needs ({}, {})", i,
-                          shape_str(O_i), starts[s + 1] - starts[s], d_k));
-      xt::view(merged, rows, cols) = O_i;  // (n_s, d_k)
+                          shape_str(O_i), n_s, d_k));
+      for (std::size_t r = 0; r < n_s; ++r)
+        std::copy_n(O_i.data() + r * d_k, d_k, merged.data() + (first + r) * d + i * d_k);
     }
   }
   const Matrix H = layer_norm(X + linear(merged, W.W_O, W.b_O), W.ln1_gamma, W.ln1_beta, W.ln_eps);  // (T, d)

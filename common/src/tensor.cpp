@@ -1,8 +1,11 @@
 // Shape checks and BLAS settings shared by every chapter.
 #include "attn/tensor.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 #include <fmt/format.h>
@@ -17,7 +20,36 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument(message);
 }
 
+namespace {
+
+/// True when one of \p v[0 … n) is NaN or ±∞, that is when its exponent bits are all ones: adding 1 to the
+/// exponent field then carries into the sign bit. Integer and, add and or, with no exit inside the loop, so it
+/// vectorises; std::isfinite with an early exit does not, and every chapter checks its inputs on every call.
+bool has_nonfinite(const float* v, std::size_t n) {
+  std::uint32_t carry = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    carry |= (bits & 0x7f800000u) + 0x00800000u;
+  }
+  return (carry & 0x80000000u) != 0;
+}
+
+}  // namespace
+
 void require_finite(const char* where, const char* what, const float* values, std::size_t count, bool allow_minus_inf) {
+  if (!allow_minus_inf) {  // the common case: scan in blocks, and look for the first culprit only in a bad block
+    constexpr std::size_t kBlock = 4096;
+    std::size_t begin = 0;
+    while (begin < count && !has_nonfinite(values + begin, std::min(kBlock, count - begin))) begin += kBlock;
+    if (begin >= count) return;
+    for (std::size_t i = begin; i < count; ++i) {
+      if (std::isfinite(values[i])) continue;
+      throw std::invalid_argument(
+          fmt::format("{}: {}[{}] is {} (only finite values are allowed)", where, what, i, values[i]));
+    }
+    return;
+  }
   for (std::size_t i = 0; i < count; ++i) {
     const float v = values[i];
     if (std::isfinite(v) || (allow_minus_inf && std::isinf(v) && v < 0)) continue;
