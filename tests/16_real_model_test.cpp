@@ -429,26 +429,29 @@ TEST_SUITE("16_real_model: chapter code") {
     CHECK_ALLCLOSE(ch16::gradient_times_input({A.W, B.W}, X0, u), gxi, kGradTol, kGradTol);
   }
 
-  TEST_CASE("integrated gradients are complete: the relevances sum to f(X0) − f(0), within the midpoint rule") {
+  TEST_CASE("integrated gradients are complete: the relevances sum to f(X0) − f(B), within the midpoint rule") {
     attn::Rng rng(32);
     const SmallLayer A = small_layer(rng), B = small_layer(rng);
     const Matrix X0 = rng.normal(4, 8);  // (n, d)
     const Vector u = xt::view(rng.normal(1, 8), 0, xt::all());
     const std::vector<double> u64 = attn::test::to_oracle(u);
-    const double delta = oracle_projection(attn::test::to_oracle(X0), {&A.O, &B.O}, u64) -
-                         oracle_projection(Mat(4, 8, 0.0), {&A.O, &B.O}, u64);  // f(X0) − f(0), float64
-    const double sum_64 = xt::sum(ch16::integrated_gradients({A.W, B.W}, X0, u, 64))();
-    const double sum_128 = xt::sum(ch16::integrated_gradients({A.W, B.W}, X0, u, 128))();
-    // The midpoint rule's error is C/N² + O(1/N⁴) on a smooth path (erf, exp and the LayerNorms' 1/σ are smooth
-    // where σ > 0), so E(128) ≈ (sum_64 − sum_128)/3 (Richardson). The bound allows 1.5 times that estimate, plus
-    // float32's rounding of 128 × 32 products X0·gradient of order 1 (~1e-5; 1e-4 with a margin). A first-order
-    // rule (α at the left end of each interval, error C/N) has E(128) ≈ |sum_64 − sum_128| and fails it. The 1/N²
-    // regime needs enough steps: on this path the sums at 4, 16, 32, 64, 256 and 1024 steps were −13.71, −7.504,
-    // −7.514, −7.4711, −7.4616, −7.46105 against Δf = −7.46101, so 16 and 32 steps would not do.
-    const double bound = std::abs(sum_64 - sum_128) / 2 + 1e-4;
-    INFO("f(X0) − f(0) = ", delta, ", Σ IG with 64 steps = ", sum_64, ", with 128 = ", sum_128);
-    CHECK(std::abs(sum_128 - delta) <= bound);
-    CHECK(std::abs(delta) > 10 * bound);  // the check above is not vacuous: Δf is far from 0
+    const auto f = [&](const Matrix& X) { return oracle_projection(attn::test::to_oracle(X), {&A.O, &B.O}, u64); };
+    // Chapter 12's all-zero baseline, and another input (as the chapter's [MASK]ed sentence is).
+    for (const Matrix& baseline : {Matrix(xt::zeros<float>({4, 8})), rng.normal(4, 8)}) {
+      const double delta = f(X0) - f(baseline);  // f(X0) − f(B), float64
+      const double sum_64 = xt::sum(ch16::integrated_gradients({A.W, B.W}, X0, baseline, u, 64))();
+      const double sum_128 = xt::sum(ch16::integrated_gradients({A.W, B.W}, X0, baseline, u, 128))();
+      // The midpoint rule's error is C/N² + O(1/N⁴) on a smooth path (erf, exp and the LayerNorms' 1/σ are smooth
+      // where σ > 0), so E(128) ≈ (sum_64 − sum_128)/3 (Richardson). The bound allows 1.5 times that estimate, plus
+      // float32's rounding of 128 × 32 products X0·gradient of order 1 (~1e-5; 1e-4 with a margin). A first-order
+      // rule (α at the left end of each interval, error C/N) has E(128) ≈ |sum_64 − sum_128| and fails it. The
+      // 1/N² regime needs enough steps: from the zero baseline the sums at 4, 16, 32, 64, 256 and 1024 steps were
+      // −13.71, −7.504, −7.514, −7.4711, −7.4616, −7.46105 against Δf = −7.46101, so 16 and 32 would not do.
+      const double bound = std::abs(sum_64 - sum_128) / 2 + 1e-4;
+      INFO("f(X0) − f(B) = ", delta, ", Σ IG with 64 steps = ", sum_64, ", with 128 = ", sum_128);
+      CHECK(std::abs(sum_128 - delta) <= bound);
+      CHECK(std::abs(delta) > 10 * bound);  // the check above is not vacuous: Δf is far from 0
+    }
   }
 
   TEST_CASE("the backward's functions refuse bad input, naming what was wrong") {
@@ -484,9 +487,11 @@ TEST_SUITE("16_real_model: chapter code") {
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(ch16::gradient_times_input({L.W}, Matrix(xt::zeros<float>({0, 8})), u),
                          doctest::Contains("X0 (0, 8)"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(ch16::integrated_gradients({L.W}, X, u, 0), doctest::Contains("steps = 0"),
+    CHECK_THROWS_WITH_AS(ch16::integrated_gradients({L.W}, X, 0 * X, u, 0), doctest::Contains("steps = 0"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(ch16::integrated_gradients({L.W}, X, u, 10001), doctest::Contains("steps = 10001"),
+    CHECK_THROWS_WITH_AS(ch16::integrated_gradients({L.W}, X, 0 * X, u, 10001), doctest::Contains("steps = 10001"),
                          std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch16::integrated_gradients({L.W}, X, rng.normal(2, 8), u, 8),
+                         doctest::Contains("baseline (2, 8)"), std::invalid_argument);
   }
 }

@@ -154,19 +154,22 @@ Vector gradient_times_input(const std::vector<EncoderLayerWeights>& layers, cons
   return xt::sum(X0 * embedding_projection_gradient(layers, X0, u).dX0, {1});  // (n)
 }
 
-Vector integrated_gradients(const std::vector<EncoderLayerWeights>& layers, const Matrix& X0, const Vector& u,
-                            std::size_t steps) {
+Vector integrated_gradients(const std::vector<EncoderLayerWeights>& layers, const Matrix& X0, const Matrix& baseline,
+                            const Vector& u, std::size_t steps) {
   // Past 10^4 midpoints the rule's error (∝ 1/steps²) is far below float32's rounding of each gradient, and each
   // step is a forward and a backward of the whole model: more steps only take longer.
   constexpr std::size_t kMaxSteps = 10000;
   require(steps > 0 && steps <= kMaxSteps,
           fmt::format("integrated_gradients: steps = {}; the path integral needs 1 to {} points", steps, kMaxSteps));
+  require(baseline.shape() == X0.shape(), fmt::format("integrated_gradients: the baseline {} is not X0's shape {}",
+                                                      shape_str(baseline), shape_str(X0)));
+  const Matrix step = X0 - baseline;                // (n, d) the path's direction
   Matrix mean_grad = xt::zeros<float>(X0.shape());  // (n, d)
   for (std::size_t k = 0; k < steps; ++k) {
     const float alpha = (static_cast<float>(k) + 0.5f) / static_cast<float>(steps);  // midpoint rule
-    mean_grad += embedding_projection_gradient(layers, alpha * X0, u).dX0 / static_cast<float>(steps);
+    mean_grad += embedding_projection_gradient(layers, baseline + alpha * step, u).dX0 / static_cast<float>(steps);
   }
-  return xt::sum(X0 * mean_grad, {1});  // (n)
+  return xt::sum(step * mean_grad, {1});  // (n)
 }
 // [attribution]
 

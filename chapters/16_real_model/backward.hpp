@@ -95,14 +95,16 @@ ProjectionGradient embedding_projection_gradient(const std::vector<EncoderLayerW
 /// \return (n). \throws std::invalid_argument as embedding_projection_gradient() does.
 Vector gradient_times_input(const std::vector<EncoderLayerWeights>& layers, const Matrix& X0, const Vector& u);
 
-/// Integrated gradients (chapter 12's definition) of f from the all-zero input: per token j,
-/// Σ_c X0(j, c)·(mean over α of ∂f/∂X0(j, c) at α·X0), α at the midpoints of \p steps equal intervals of (0, 1].
-/// The relevances sum to f(X0) − f(0) up to the midpoint rule's error, which falls as 1/steps².
-/// \param layers the encoder's layers. \param X0 (n, d) the embedded input. \param u (d) the direction.
-/// \param steps the number of points on the path, 1 to 10,000.
-/// \return (n). \throws std::invalid_argument naming steps when it is 0 or above 10,000, and as
-///         embedding_projection_gradient() does.
-Vector integrated_gradients(const std::vector<EncoderLayerWeights>& layers, const Matrix& X0, const Vector& u,
-                            std::size_t steps);
+/// Integrated gradients (chapter 12's definition) of f along the straight path from \p baseline to X0: per token j,
+/// Σ_c (X0 − B)(j, c)·(mean over α of ∂f/∂X0(j, c) at B + α·(X0 − B)), α at the midpoints of \p steps equal
+/// intervals of (0, 1]. Chapter 12's baseline is the all-zero input; on the real model the chapter takes the
+/// sentence with every word turned into [MASK], a point among real embeddings from which the path stays smooth.
+/// The relevances sum to f(X0) − f(B) up to the midpoint rule's error, which falls as 1/steps².
+/// \param layers the encoder's layers. \param X0 (n, d) the embedded input. \param baseline (n, d) B.
+/// \param u (d) the direction. \param steps the number of points on the path, 1 to 10,000.
+/// \return (n). \throws std::invalid_argument naming steps when it is 0 or above 10,000, naming both shapes when
+///         the baseline's is not X0's, and as embedding_projection_gradient() does.
+Vector integrated_gradients(const std::vector<EncoderLayerWeights>& layers, const Matrix& X0, const Matrix& baseline,
+                            const Vector& u, std::size_t steps);
 
 }  // namespace attn::ch16
