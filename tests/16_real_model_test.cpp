@@ -391,6 +391,22 @@ Mat central_differences(const Mat& X, F&& f) {
 // two). atol = rtol = 1e-4 leaves a margin of thirty; a wrong term of the chain rule is off by 1e-2 and more.
 constexpr double kGradTol = 1e-4;
 
+// Two small random layers (SmallLayer), an input X0 (4, 8) and a direction u (8) for f.
+struct TwoLayers {
+  SmallLayer A, B;
+  Matrix X0;
+  Vector u;
+  std::vector<double> u64;  ///< u in float64, for the oracle
+};
+
+TwoLayers two_layers(attn::Rng& rng) {
+  TwoLayers t{small_layer(rng), small_layer(rng), Matrix(), Vector(), {}};
+  t.X0 = rng.normal(4, 8);
+  t.u = xt::view(rng.normal(1, 8), 0, xt::all());
+  t.u64 = attn::test::to_oracle(t.u);
+  return t;
+}
+
 }  // namespace
 
 TEST_SUITE("16_real_model: chapter code") {
@@ -413,34 +429,30 @@ TEST_SUITE("16_real_model: chapter code") {
 
   TEST_CASE("two layers end to end: the projection's gradient at X0 equals central differences of the oracle") {
     attn::Rng rng(31);
-    const SmallLayer A = small_layer(rng), B = small_layer(rng);
-    const Matrix X0 = rng.normal(4, 8);  // (n, d)
-    const Vector u = xt::view(rng.normal(1, 8), 0, xt::all());
-    const std::vector<double> u64 = attn::test::to_oracle(u);
-    const auto f = [&](const Mat& x) { return oracle_projection(x, {&A.O, &B.O}, u64); };
-    const Mat X64 = attn::test::to_oracle(X0);
+    const TwoLayers t = two_layers(rng);
+    const auto f = [&](const Mat& x) { return oracle_projection(x, {&t.A.O, &t.B.O}, t.u64); };
+    const Mat X64 = attn::test::to_oracle(t.X0);
     const Mat want = central_differences(X64, f);
-    const ch16::ProjectionGradient got = ch16::embedding_projection_gradient({A.W, B.W}, X0, u);
+    const ch16::ProjectionGradient got = ch16::embedding_projection_gradient({t.A.W, t.B.W}, t.X0, t.u);
     CHECK(got.value == doctest::Approx(f(X64)).epsilon(kLayerTol));
     CHECK_ALLCLOSE(got.dX0, want, kGradTol, kGradTol);
     // Gradient × input is that gradient read against the input, token by token.
     std::vector<double> gxi(4, 0.0);
     for (std::size_t k = 0; k < X64.v.size(); ++k) gxi[k / 8] += X64.v[k] * want.v[k];
-    CHECK_ALLCLOSE(ch16::gradient_times_input({A.W, B.W}, X0, u), gxi, kGradTol, kGradTol);
+    CHECK_ALLCLOSE(ch16::gradient_times_input({t.A.W, t.B.W}, t.X0, t.u), gxi, kGradTol, kGradTol);
   }
 
   TEST_CASE("integrated gradients are complete: the relevances sum to f(X0) − f(B), within the midpoint rule") {
     attn::Rng rng(32);
-    const SmallLayer A = small_layer(rng), B = small_layer(rng);
-    const Matrix X0 = rng.normal(4, 8);  // (n, d)
-    const Vector u = xt::view(rng.normal(1, 8), 0, xt::all());
-    const std::vector<double> u64 = attn::test::to_oracle(u);
-    const auto f = [&](const Matrix& X) { return oracle_projection(attn::test::to_oracle(X), {&A.O, &B.O}, u64); };
+    const TwoLayers t = two_layers(rng);
+    const auto f = [&](const Matrix& X) {
+      return oracle_projection(attn::test::to_oracle(X), {&t.A.O, &t.B.O}, t.u64);
+    };
     // Chapter 12's all-zero baseline, and another input (as the chapter's [MASK]ed sentence is).
     for (const Matrix& baseline : {Matrix(xt::zeros<float>({4, 8})), rng.normal(4, 8)}) {
-      const double delta = f(X0) - f(baseline);  // f(X0) − f(B), float64
-      const double sum_64 = xt::sum(ch16::integrated_gradients({A.W, B.W}, X0, baseline, u, 64))();
-      const double sum_128 = xt::sum(ch16::integrated_gradients({A.W, B.W}, X0, baseline, u, 128))();
+      const double delta = f(t.X0) - f(baseline);  // f(X0) − f(B), float64
+      const double sum_64 = xt::sum(ch16::integrated_gradients({t.A.W, t.B.W}, t.X0, baseline, t.u, 64))();
+      const double sum_128 = xt::sum(ch16::integrated_gradients({t.A.W, t.B.W}, t.X0, baseline, t.u, 128))();
       // The midpoint rule's error is C/N² + O(1/N⁴) on a smooth path (erf, exp and the LayerNorms' 1/σ are smooth
       // where σ > 0), so E(128) ≈ (sum_64 − sum_128)/3 (Richardson). The bound allows 1.5 times that estimate, plus
       // float32's rounding of 128 × 32 products X0·gradient of order 1 (~1e-5; 1e-4 with a margin). A first-order
