@@ -531,9 +531,10 @@ void print_deletion(const ch16::MiniLM& m, const std::vector<std::string>& sente
     t.add_row({methods[k], attn::fixed(drop[k][0], 4), attn::fixed(drop[k][1], 4)});
   t.print();
   fmt::print(
-      "Larger = the method found words the embedding depends on.{} The gradient methods rank by\n"
-      "f = mean-pooled output · full embedding; integrated gradients' relevances (from the sentence with\n"
-      "every word [MASK]ed, B) sum to f(X0) − f(B) within {}% of |f(X0) − f(B)| on average ({} midpoints).\n",
+      "Larger = the method found words the embedding depends on.{} The gradient methods explain\n"
+      "f = mean-pooled output · full embedding. Integrated gradients start from the sentence with every\n"
+      "word [MASK]ed (B); their relevances sum to f(X0) − f(B) within {}% of |f(X0) − f(B)| on average\n"
+      "({} midpoints).\n",
       with_flow ? "" : " (Flow needs Boost.Graph.)", attn::fixed(100.0 * completeness_gap / completeness_size, 2),
       kIntegratedGradientSteps);
 }
