@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "16_real_model/backward.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/real_model.hpp"
 #include "attn/rng.hpp"
@@ -348,5 +349,161 @@ TEST_SUITE("16_real_model/encoder_layer") {
       const Vector e = ch16::sentence_embedding(*model, r.text);
       CHECK_ALLCLOSE(e, r.embedding, kEmbeddingTol, 0.0);
     }
+  }
+}
+
+// The backward pass against central differences of the float64 oracle's layer (tests/oracle/): the oracle's
+// derivatives are numerical, so they share nothing with the chain rule under test.
+namespace {
+
+using attn::oracle::Mat;
+
+// f(X) = (1/n) Σ_i (layers(X))_i · u in float64: the oracle's layers, then the mean-pooled projection.
+double oracle_projection(const Mat& X, const std::vector<const attn::oracle::BertLayer*>& layers,
+                         const std::vector<double>& u) {
+  Mat Y = X;
+  for (const attn::oracle::BertLayer* L : layers) Y = attn::oracle::bert_layer(Y, *L, {});
+  double f = 0.0;
+  for (std::size_t i = 0; i < Y.rows; ++i)
+    for (std::size_t c = 0; c < Y.cols; ++c) f += Y(i, c) * u[c];
+  return f / static_cast<double>(Y.rows);
+}
+
+// ∂f/∂X (X's shape) by central differences, (f(X + h·e) − f(X − h·e)) / 2h in float64. With h = 1e-6 the
+// truncation error (h²/6 times the third derivative) is ~1e-12 and the rounding error (ε_64·|f|/h) ~1e-9 for
+// |f| ~ 10: both far below the float32 backward's own error.
+template <class F>
+Mat central_differences(const Mat& X, F&& f) {
+  constexpr double h = 1e-6;
+  Mat grad(X.rows, X.cols);
+  for (std::size_t k = 0; k < X.v.size(); ++k) {
+    Mat plus = X, minus = X;
+    plus.v[k] += h;
+    minus.v[k] -= h;
+    grad.v[k] = (f(plus) - f(minus)) / (2 * h);
+  }
+  return grad;
+}
+
+// The float32 backward against the float64 numerical gradient (d = 8): each step's products have ≤ 16 terms
+// (~16·2^-24 ≈ 1e-6 relative), two LayerNorms per layer divide by standard deviations of order 1, and the
+// gradients are of order 1, so the backward is off by a few 1e-6 (measured: worst 2.7e-6 for one layer, 5.2e-7 for
+// two). atol = rtol = 1e-4 leaves a margin of thirty; a wrong term of the chain rule is off by 1e-2 and more.
+constexpr double kGradTol = 1e-4;
+
+// Two small random layers (SmallLayer), an input X0 (4, 8) and a direction u (8) for f.
+struct TwoLayers {
+  SmallLayer A, B;
+  Matrix X0;
+  Vector u;
+  std::vector<double> u64;  ///< u in float64, for the oracle
+};
+
+TwoLayers two_layers(attn::Rng& rng) {
+  TwoLayers t{small_layer(rng), small_layer(rng), Matrix(), Vector(), {}};
+  t.X0 = rng.normal(4, 8);
+  t.u = xt::view(rng.normal(1, 8), 0, xt::all());
+  t.u64 = attn::test::to_oracle(t.u);
+  return t;
+}
+
+}  // namespace
+
+TEST_SUITE("16_real_model: chapter code") {
+  TEST_CASE("one BERT layer's backward equals central differences of the float64 oracle's layer") {
+    attn::Rng rng(30);
+    const SmallLayer L = small_layer(rng);
+    const Matrix X = rng.normal(5, 8);  // (n, d)
+    const Matrix R = rng.normal(5, 8);  // (n, d): the loss Σ R ∘ layer(X), so ∂loss/∂out = R
+    const Mat R64 = attn::test::to_oracle(R);
+    const Mat want = central_differences(attn::test::to_oracle(X), [&](const Mat& x) {
+      const Mat Y = attn::oracle::bert_layer(x, L.O, {});
+      double s = 0.0;
+      for (std::size_t k = 0; k < Y.v.size(); ++k) s += R64.v[k] * Y.v[k];
+      return s;
+    });
+    const ch16::LayerTrace trace = ch16::encoder_layer_traced(X, L.W);
+    CHECK_ALLCLOSE(trace.out, attn::oracle::bert_layer(attn::test::to_oracle(X), L.O, {}), kLayerTol, kLayerTol);
+    CHECK_ALLCLOSE(ch16::encoder_layer_backward(trace, L.W, R), want, kGradTol, kGradTol);
+  }
+
+  TEST_CASE("two layers end to end: the projection's gradient at X0 equals central differences of the oracle") {
+    attn::Rng rng(31);
+    const TwoLayers t = two_layers(rng);
+    const auto f = [&](const Mat& x) { return oracle_projection(x, {&t.A.O, &t.B.O}, t.u64); };
+    const Mat X64 = attn::test::to_oracle(t.X0);
+    const Mat want = central_differences(X64, f);
+    const ch16::ProjectionGradient got = ch16::embedding_projection_gradient({t.A.W, t.B.W}, t.X0, t.u);
+    CHECK(got.value == doctest::Approx(f(X64)).epsilon(kLayerTol));
+    CHECK_ALLCLOSE(got.dX0, want, kGradTol, kGradTol);
+    // Gradient × input is that gradient read against the input, token by token.
+    std::vector<double> gxi(4, 0.0);
+    for (std::size_t k = 0; k < X64.v.size(); ++k) gxi[k / 8] += X64.v[k] * want.v[k];
+    CHECK_ALLCLOSE(ch16::gradient_times_input({t.A.W, t.B.W}, t.X0, t.u), gxi, kGradTol, kGradTol);
+  }
+
+  TEST_CASE("integrated gradients are complete: the relevances sum to f(X0) − f(B), within the midpoint rule") {
+    attn::Rng rng(32);
+    const TwoLayers t = two_layers(rng);
+    const auto f = [&](const Matrix& X) {
+      return oracle_projection(attn::test::to_oracle(X), {&t.A.O, &t.B.O}, t.u64);
+    };
+    // Chapter 12's all-zero baseline, and another input (as the chapter's [MASK]ed sentence is).
+    for (const Matrix& baseline : {Matrix(xt::zeros<float>({4, 8})), rng.normal(4, 8)}) {
+      const double delta = f(t.X0) - f(baseline);  // f(X0) − f(B), float64
+      const double sum_64 = xt::sum(ch16::integrated_gradients({t.A.W, t.B.W}, t.X0, baseline, t.u, 64))();
+      const double sum_128 = xt::sum(ch16::integrated_gradients({t.A.W, t.B.W}, t.X0, baseline, t.u, 128))();
+      // The midpoint rule's error is C/N² + O(1/N⁴) on a smooth path (erf, exp and the LayerNorms' 1/σ are smooth
+      // where σ > 0), so E(128) ≈ (sum_64 − sum_128)/3 (Richardson). The bound allows 1.5 times that estimate, plus
+      // float32's rounding of 128 × 32 products X0·gradient of order 1 (~1e-5; 1e-4 with a margin). A first-order
+      // rule (α at the left end of each interval, error C/N) has E(128) ≈ |sum_64 − sum_128| and fails it. The
+      // 1/N² regime needs enough steps: from the zero baseline the sums at 4, 16, 32, 64, 256 and 1024 steps were
+      // −13.71, −7.504, −7.514, −7.4711, −7.4616, −7.46105 against Δf = −7.46101, so 16 and 32 would not do.
+      const double bound = std::abs(sum_64 - sum_128) / 2 + 1e-4;
+      INFO("f(X0) − f(B) = ", delta, ", Σ IG with 64 steps = ", sum_64, ", with 128 = ", sum_128);
+      CHECK(std::abs(sum_128 - delta) <= bound);
+      CHECK(std::abs(delta) > 10 * bound);  // the check above is not vacuous: Δf is far from 0
+    }
+  }
+
+  TEST_CASE("the backward's functions refuse bad input, naming what was wrong") {
+    attn::Rng rng(33);
+    const SmallLayer L = small_layer(rng);
+    const Matrix X = rng.normal(3, 8);
+    const Vector u = xt::ones<float>({8});
+    CHECK_THROWS_WITH_AS(ch16::layer_norm_backward(X, L.W.ln1_gamma, 1e-12f, rng.normal(3, 7)),
+                         doctest::Contains("dY (3, 7)"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch16::layer_norm_backward(X, L.W.ln1_gamma, 0.0f, X), doctest::Contains("ε"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch16::gelu_backward(X, rng.normal(8, 3)), doctest::Contains("dY (8, 3)"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch16::encoder_layer_traced(rng.normal(3, 6), L.W), doctest::Contains("X (3, 6)"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch16::encoder_layer_traced(Matrix(xt::zeros<float>({0, 8})), L.W),
+                         doctest::Contains("no rows"), std::invalid_argument);
+    ch16::EncoderLayerWeights three_heads = L.W;
+    three_heads.heads = 3;
+    CHECK_THROWS_WITH_AS(ch16::encoder_layer_traced(X, three_heads), doctest::Contains("h = 3"), std::invalid_argument);
+    const ch16::LayerTrace trace = ch16::encoder_layer_traced(X, L.W);
+    CHECK_THROWS_WITH_AS(ch16::encoder_layer_backward(trace, L.W, rng.normal(4, 8)), doctest::Contains("dOut (4, 8)"),
+                         std::invalid_argument);
+    ch16::LayerTrace cut = trace;
+    cut.U = rng.normal(3, 5);
+    CHECK_THROWS_WITH_AS(ch16::encoder_layer_backward(cut, L.W, X), doctest::Contains("U (3, 5)"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch16::embedding_projection_gradient({L.W}, X, xt::ones<float>({7})),
+                         doctest::Contains("u (7)"), std::invalid_argument);
+    Matrix with_nan = X;
+    with_nan(1, 2) = std::nanf("");
+    CHECK_THROWS_WITH_AS(ch16::embedding_projection_gradient({L.W}, with_nan, u), doctest::Contains("X0"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch16::gradient_times_input({L.W}, Matrix(xt::zeros<float>({0, 8})), u),
+                         doctest::Contains("X0 (0, 8)"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch16::integrated_gradients({L.W}, X, 0 * X, u, 0), doctest::Contains("steps = 0"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch16::integrated_gradients({L.W}, X, 0 * X, u, 10001), doctest::Contains("steps = 10001"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ch16::integrated_gradients({L.W}, X, rng.normal(2, 8), u, 8),
+                         doctest::Contains("baseline (2, 8)"), std::invalid_argument);
   }
 }

@@ -6,10 +6,10 @@
 // heads look at ([CLS], [SEP], the previous, next or same token, and how spread out) over a fixed sentence
 // set, drawn as a head map; which heads look from "it" to its antecedent in the article's English sentences;
 // how many heads it needs (heads pruned in order of their contribution, cosine and nearest-neighbour
-// agreement with the full model).
+// agreement with the full model); chapter 12's explanations (attention, rollout, flow, and gradient × input
+// and integrated gradients through the model's backward, backward.hpp) compared by deleting their top words.
 // What it leaves out: batching with padding masks (one sentence at a time, so there is no padding),
-// training, the other shortcuts (window, Performer, GQA) and explanation methods on this model, and timing
-// (the benchmarks are not recorded in the book).
+// training, and timing (the benchmarks are not recorded in the book).
 // Run it: ./course run 16 (after ./course setup has unpacked the model)      Book page: book/16_real_model.md
 // Your code: ./course run 16 --track exercise
 #include <benchmark/benchmark.h>
@@ -32,6 +32,7 @@
 #include "08_linear/linear.hpp"
 #include "12_learning/flow.hpp"
 #include "12_learning/learning.hpp"
+#include "16_real_model/backward.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/real_model.hpp"
 #include "attn/chapter.hpp"
@@ -457,21 +458,41 @@ std::vector<Matrix> head_averaged_maps(const ch16::MiniLM& m, const std::vector<
 }
 
 // [deletion]
+/// Integrated gradients' points on the path: each is a forward and a backward of the whole model, and 8 keep the
+/// default run short while the relevances sum to f(X0) − f(B) within a few percent (printed below the table).
+constexpr std::size_t kIntegratedGradientSteps = 8;
+
+/// f of backward.hpp from the encoder's output \p H (n, d): the mean of its rows along \p u (d).
+double projection(const Matrix& H, const Vector& u) { return static_cast<double>(xt::sum(xt::mean(H, {0}) * u)()); }
+
+/// Integrated gradients' baseline: the sentence with every word between [CLS] and [SEP] turned into [MASK]
+/// (BERT's "no word here"), embedded with the same positions. (n, d).
+Matrix masked_baseline(const ch16::MiniLM& m, std::vector<int> ids) {
+  const int mask = m.vocab.find("[MASK]");
+  for (std::size_t j = 1; j + 1 < ids.size(); ++j) ids[j] = mask >= 0 ? mask : m.vocab.pad;
+  return ch16::embed(ids, m.word, m.position, m.token_type, m.ln_gamma, m.ln_beta, m.config.ln_eps);
+}
+
 /// No ground truth says which tokens matter to a sentence embedding, so the explanations are compared by what
 /// deleting their top tokens does: the method whose top-ranked words move the embedding most ranks best.
 void print_deletion(const ch16::MiniLM& m, const std::vector<std::string>& sentences) {
   attn::heading(fmt::format("Chapter 12's explanations compared by deletion ({} sentences)", sentences.size()));
   const bool with_flow = attn::ch12::attention_flow_available();
-  std::vector<std::string> methods{"raw attention, last layer", "attention rollout", "random words"};
+  std::vector<std::string> methods{"raw attention, last layer", "attention rollout", "gradient × input",
+                                   fmt::format("integrated gradients, {} steps", kIntegratedGradientSteps),
+                                   "random words"};
   if (with_flow) methods.insert(methods.begin() + 2, "attention flow");
   std::vector<std::array<double, 2>> drop(methods.size(), {0.0, 0.0});  // mean 1 − cosine, deleting 1 or 2
+  double completeness_gap = 0.0, completeness_size = 0.0;  // IG: |Σ relevance − (f(X0) − f(B))| and |f(X0) − f(B)|
   attn::Rng rng(12);
   for (const std::string& s : sentences) {
     const std::vector<int> ids = ch16::tokenize(s, m.vocab, m.config.max_tokens);
     const std::size_t n = ids.size();
     if (n < 5) continue;  // [CLS], [SEP] and at least three words to choose from
     std::vector<Matrix> inputs;
-    const Vector full = ch16::mean_pool_normalized(ch16::encode(m, ids, {}, &inputs));
+    const Matrix out = ch16::encode(m, ids, {}, &inputs);  // (n, d)
+    const Vector full = ch16::mean_pool_normalized(out);
+    const Matrix& X0 = inputs.front();  // (n, d) the embedded input that enters layer 1
     const std::vector<Matrix> maps = head_averaged_maps(m, inputs);
     // Relevance of input token j to the embedding, a mean over all positions since the embedding is a mean.
     std::vector<Vector> relevance{xt::mean(maps.back(), {0}), xt::mean(attn::attention_rollout(maps), {0})};
@@ -480,6 +501,15 @@ void print_deletion(const ch16::MiniLM& m, const std::vector<std::string>& sente
       for (std::size_t i = 0; i < n; ++i) flow += attn::ch12::attention_flow(maps, i) / static_cast<float>(n);
       relevance.push_back(flow);
     }
+    // The gradient methods explain f = the mean-pooled output along the full embedding (backward.hpp says why).
+    relevance.push_back(ch16::gradient_times_input(m.layers, X0, full));
+    const Matrix baseline = masked_baseline(m, ids);  // (n, d)
+    relevance.push_back(ch16::integrated_gradients(m.layers, X0, baseline, full, kIntegratedGradientSteps));
+    Matrix out_B = baseline;  // (n, d): the baseline through the six layers
+    for (const ch16::EncoderLayerWeights& W : m.layers) out_B = ch16::encoder_layer(out_B, W);
+    const double delta_f = projection(out, full) - projection(out_B, full);  // f(X0) − f(B)
+    completeness_gap += std::abs(xt::sum(relevance.back())() - delta_f);
+    completeness_size += std::abs(delta_f);
     relevance.push_back(xt::view(rng.uniform(1, n), 0, xt::all()));
     for (std::size_t k = 0; k < relevance.size(); ++k) {
       std::vector<std::size_t> words(n - 2);  // [CLS] and [SEP] are never deleted
@@ -502,9 +532,12 @@ void print_deletion(const ch16::MiniLM& m, const std::vector<std::string>& sente
     t.add_row({methods[k], attn::fixed(drop[k][0], 4), attn::fixed(drop[k][1], 4)});
   t.print();
   fmt::print(
-      "Larger = the method found words the embedding depends on. Gradient × input and integrated\n"
-      "gradients need the model's backward pass, which this chapter does not write.{}\n",
-      with_flow ? "" : " (Flow needs Boost.Graph.)");
+      "Larger = the method found words the embedding depends on.{} The gradient methods explain\n"
+      "f = mean-pooled output · full embedding. Integrated gradients start from the sentence with every\n"
+      "word [MASK]ed (B); their relevances sum to f(X0) − f(B) within {}% of |f(X0) − f(B)| on average\n"
+      "({} midpoints).\n",
+      with_flow ? "" : " (Flow needs Boost.Graph.)", attn::fixed(100.0 * completeness_gap / completeness_size, 2),
+      kIntegratedGradientSteps);
 }
 // [deletion]
 

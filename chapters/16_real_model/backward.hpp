@@ -1,0 +1,110 @@
+/// \file
+/// Chapter 16's backward pass (chapter code): the gradient of one number of the sentence embedding with
+/// respect to the embedded input X0, through all six post-LayerNorm BERT layers, and the two explanations
+/// that read it — gradient × input and integrated gradients, with chapter 12's definitions (its
+/// model_backward.hpp) on this model. Each attention head's backward is chapter 10's attention_backward();
+/// what is new here is the rest of a BERT layer: Linear with bias, erf-GELU, LayerNorm and the residuals.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "16_real_model/real_model.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn::ch16 {
+
+/// LayerNorm's backward, row by row: for Y = LayerNorm(Z)·γ + β (layer_norm()), with x̂ = (z − mean)·r and
+/// r = 1/√(var + ε) recomputed from Z, and g = dY ∘ γ,
+///     dZ = r·(g − mean(g) − x̂·mean(g ∘ x̂))
+/// (the two mean terms: every z moves the row's mean and variance). β adds nothing to dZ.
+/// \param Z (n, d) LayerNorm's input.
+/// \param gamma (d) its scale.
+/// \param eps its ε > 0.
+/// \param dY (n, d) ∂L/∂Y.
+/// \return dZ (n, d) ∂L/∂Z.
+/// \throws std::invalid_argument naming the shapes when Z, γ and dY do not fit, or when ε ≤ 0.
+Matrix layer_norm_backward(const Matrix& Z, const Vector& gamma, float eps, const Matrix& dY);
+
+/// erf-GELU's backward, elementwise: gelu(u) = u·Φ(u), so gelu'(u) = Φ(u) + u·φ(u), Φ the standard normal
+/// distribution function ½(1 + erf(u/√2)) and φ its density e^(−u²/2)/√(2π).
+/// \param U (n, d_ff) GELU's input.
+/// \param dY (n, d_ff) ∂L/∂gelu(U).
+/// \return dU (n, d_ff) = dY ∘ gelu'(U).
+/// \throws std::invalid_argument naming both shapes when they differ.
+Matrix gelu_backward(const Matrix& U, const Matrix& dY);
+
+/// What one encoder layer's forward keeps for its backward (the forward of encoder_layer(), all heads kept).
+struct LayerTrace {
+  Matrix X;        ///< (n, d) the layer's input
+  Matrix Q, K, V;  ///< (n, d) the projections; head i owns columns i·d_k … (i + 1)·d_k − 1
+  Matrix Z1;       ///< (n, d) X + attention's output after W_O: the first LayerNorm's input
+  Matrix H;        ///< (n, d) the first LayerNorm's output
+  Matrix U;        ///< (n, d_ff) H·W_1ᵀ + b_1: GELU's input
+  Matrix Z2;       ///< (n, d) H + the feed-forward's output: the second LayerNorm's input
+  Matrix out;      ///< (n, d) the layer's output
+};
+
+/// One post-LayerNorm BERT layer's forward, as encoder_layer() computes it (each head attends with chapter
+/// 02's scaled_dot_product_attention(), exact like chapter 05's flash kernel), keeping what the backward needs.
+/// \param X (n, d) the layer's input, n ≥ 1.
+/// \param W the layer's weights.
+/// \return the trace; its out is (n, d).
+/// \throws std::invalid_argument naming the shapes when X is empty or X and the weights do not fit, or when d
+///         is not divisible by W.heads.
+LayerTrace encoder_layer_traced(const Matrix& X, const EncoderLayerWeights& W);
+
+/// One layer's backward to its input, given dOut = ∂L/∂out:
+///   dZ2 = LayerNorm₂'s backward, dU = gelu_backward(U, dZ2·W_2), dH = dZ2 (residual) + dU·W_1,
+///   dZ1 = LayerNorm₁'s backward, dMerged = dZ1·W_O, per head chapter 10's attention_backward() on the
+///   head's columns of Q, K, V and dMerged, and dX = dZ1 (residual) + dQ·W_Q + dK·W_K + dV·W_V.
+/// The biases only shift values, so they pass the gradient through (their own gradients are not needed here).
+/// \param trace encoder_layer_traced() of this layer, n tokens.
+/// \param W the layer's weights.
+/// \param dOut (n, d) ∂L/∂out.
+/// \return dX (n, d) ∂L/∂X.
+/// \throws std::invalid_argument naming the shapes when dOut is not the trace's out shape, or when the trace
+///         does not fit the weights.
+Matrix encoder_layer_backward(const LayerTrace& trace, const EncoderLayerWeights& W, const Matrix& dOut);
+
+/// The number whose gradient the explanations read, and that gradient.
+struct ProjectionGradient {
+  double value = 0.0;  ///< f(X0)
+  Matrix dX0;          ///< (n, d) ∂f/∂X0
+};
+
+/// f(X0) = mean over the rows of encode(X0) · u: the mean-pooled output (before normalisation) projected on a
+/// fixed direction u, with its gradient at X0 through every layer (encoder_layer_traced(), then
+/// encoder_layer_backward() from the last layer to the first). With u the full sentence's embedding, f is the
+/// length of the embedding along its own direction: "how much of the embedding there is".
+/// Why not the cosine of the embedding with the full sentence's: at the full sentence that cosine is 1, its
+/// maximum, so its gradient vanishes there and gradient × input would rank tokens by rounding noise. The pool
+/// before normalisation has the same direction and a gradient that says which tokens build it.
+/// \param layers the encoder's layers, applied in order (none: f = mean(X0)·u).
+/// \param X0 (n, d) the embedded input (embed()), n ≥ 1.
+/// \param u (d) the direction.
+/// \return f(X0) and ∂f/∂X0 (n, d).
+/// \throws std::invalid_argument naming the shapes when X0 has no rows or u is not (d), naming the first NaN/Inf
+///         of X0 or u, and as encoder_layer_traced() does.
+ProjectionGradient embedding_projection_gradient(const std::vector<EncoderLayerWeights>& layers, const Matrix& X0,
+                                                 const Vector& u);
+
+/// Gradient × input (chapter 12's definition) of f = embedding_projection_gradient(): per token j,
+/// Σ_c X0(j, c)·∂f/∂X0(j, c).
+/// \param layers the encoder's layers. \param X0 (n, d) the embedded input. \param u (d) the direction.
+/// \return (n). \throws std::invalid_argument as embedding_projection_gradient() does.
+Vector gradient_times_input(const std::vector<EncoderLayerWeights>& layers, const Matrix& X0, const Vector& u);
+
+/// Integrated gradients (chapter 12's definition) of f along the straight path from \p baseline to X0: per token j,
+/// Σ_c (X0 − B)(j, c)·(mean over α of ∂f/∂X0(j, c) at B + α·(X0 − B)), α at the midpoints of \p steps equal
+/// intervals of (0, 1]. Chapter 12's baseline is the all-zero input; on the real model the chapter takes the
+/// sentence with every word turned into [MASK], a point among real embeddings from which the path stays smooth.
+/// The relevances sum to f(X0) − f(B) up to the midpoint rule's error, which falls as 1/steps².
+/// \param layers the encoder's layers. \param X0 (n, d) the embedded input. \param baseline (n, d) B.
+/// \param u (d) the direction. \param steps the number of points on the path, 1 to 10,000.
+/// \return (n). \throws std::invalid_argument naming steps when it is 0 or above 10,000, naming both shapes when
+///         the baseline's is not X0's, and as embedding_projection_gradient() does.
+Vector integrated_gradients(const std::vector<EncoderLayerWeights>& layers, const Matrix& X0, const Matrix& baseline,
+                            const Vector& u, std::size_t steps);
+
+}  // namespace attn::ch16
