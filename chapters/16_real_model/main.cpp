@@ -8,8 +8,8 @@
 // how many heads it needs (heads pruned in order of their contribution, cosine and nearest-neighbour
 // agreement with the full model); chapter 12's explanations (attention, rollout, flow, and gradient × input
 // and integrated gradients through the model's backward, backward.hpp) compared by deleting their top words.
-// What it leaves out: batching with padding masks (one sentence at a time, so there is no padding),
-// training, and timing (the benchmarks are not recorded in the book).
+// What it leaves out: padding masks (a batch is packed, with no padding) and training. Its speed beside
+// sentence-transformers is measured by `./course bench 16 --vs-torch` (book: measure_16_real_model).
 // Run it: ./course run 16 (after ./course setup has unpacked the model)      Book page: book/16_real_model.md
 // Your code: ./course run 16 --track exercise
 #include <benchmark/benchmark.h>
@@ -392,7 +392,7 @@ void print_shortcuts(const ch16::MiniLM& m, const std::vector<std::string>& sent
 }
 // [shortcuts]
 
-// --- benchmarks (ch16_real_model bench): written, not recorded in the book -----------------------------------
+// --- benchmarks (ch16_real_model bench), recorded on the chapter's measurements page -------------------------
 
 // [bench]
 /// Loading the model: config, vocabulary, the mapped file's header checked, 101 tensors copied out.
