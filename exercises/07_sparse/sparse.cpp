@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "attn/checks.hpp"
 #include "attn/errors.hpp"
 
 namespace attn {
