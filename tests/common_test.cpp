@@ -155,6 +155,10 @@ TEST_SUITE("common") {
     CHECK(attn::triad_bandwidth_gbs(1000, 1, 1) > 0.0);
     CHECK(attn::triad_bandwidth_gbs(3, 4, 1) > 0.0);  // a thread with nothing to do
     CHECK_THROWS_WITH_AS(attn::triad_bandwidth_gbs(1000, 0), doctest::Contains("threads"), std::invalid_argument);
+    // 2^62 floats: the product wraps; 2^40: 12 TB, refused before any allocation.
+    for (std::size_t floats : {std::size_t{1} << 62, std::size_t{1} << 40})
+      CHECK_THROWS_WITH_AS(attn::triad_bandwidth_gbs(floats, 1), doctest::Contains("triad_bandwidth_gbs"),
+                           std::invalid_argument);
   }
 
   TEST_CASE("the OpenBLAS kernel is upgraded only when the CPU's flags allow wider instructions than its pick") {

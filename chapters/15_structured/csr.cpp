@@ -74,7 +74,9 @@ GatherRows::GatherRows(const Matrix& M, const char* name) : rows_(M.shape(0)), w
   require_finite("GatherRows", name, M.data(), M.size());
   constexpr std::size_t kLine = 64 / sizeof(float), kHugePage = std::size_t{2} << 20;
   stride_ = (width_ + kLine - 1) / kLine * kLine;
-  const std::size_t bytes = checked_product("GatherRows: rows·stride·4 bytes", {rows_, stride_, sizeof(float)});
+  // Rows padded to whole lines: a narrow matrix grows (one column becomes 16), so the size is checked against
+  // the memory available, not only for overflow.
+  const std::size_t bytes = checked_allocation("GatherRows: rows × stride × 4 bytes", {rows_, stride_, sizeof(float)});
   const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
   data_.reset(static_cast<float*>(std::aligned_alloc(kHugePage, rounded)));
   if (!data_) throw std::bad_alloc();

@@ -96,6 +96,7 @@ double copy_bandwidth_gbs(std::size_t bytes, int repeats) {
 
 double triad_bandwidth_gbs(std::size_t floats, std::size_t threads, int repeats) {
   require(threads > 0, "triad_bandwidth_gbs: threads must be ≥ 1");
+  checked_allocation("triad_bandwidth_gbs: 3 arrays × floats × 4 bytes", {3, floats, sizeof(float)});
   std::vector<float> a(floats), b(floats, 1.0f), c(floats, 2.0f);
   const std::size_t part = (floats + threads - 1) / threads;
   const double seconds = median_seconds(
