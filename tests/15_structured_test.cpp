@@ -422,6 +422,58 @@ TEST_SUITE("15_structured: chapter code") {
     }
   }
 
+  TEST_CASE(
+      "CSR attention with 8 heads of 16 (two groups of four), 0, 1, 4 and 40 senders and peaked scores equals "
+      "the oracle; csr_attention_into overwrites every row of a reused output") {
+    // On a CPU with AVX-512 these shapes run the four-heads-at-a-time node kernel: a group past the first, edges
+    // filling exact and partial registers of exponentials (4 senders = 16 scores; 1 and 40 = partial), and
+    // scores far apart (Q × 20), whose small weights become exactly 0 below e^-87.
+    attn::Rng rng(1518);
+    const std::size_t n = 60;
+    ch15::Neighbours in(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t degree = i == 0 ? 0 : i == 1 ? 1 : i < 30 ? 4 : 40;  // node 0 hears nobody
+      for (std::size_t e = 0; e < degree; ++e) in[i].push_back((i * 7 + e * 13) % n);
+    }
+    const ch15::Csr g = ch15::csr_of(in);
+    const Matrix Q = 20.0f * rng.normal(n, 128), K = rng.normal(n, 128), V = rng.normal(n, 128);
+    Matrix O = xt::full_like(Q, 7.0f);  // (n, 128) a reused buffer's old contents, to be overwritten
+    ch15::csr_attention_into(Q, ch15::GatherRows(K, "K"), ch15::GatherRows(V, "V"), g, 8, 2, O);
+    for (std::size_t t = 0; t < 128; ++t) CHECK_MESSAGE(O(0, t) == 0.0f, "the isolated node kept column " << t);
+    for (std::size_t i : {std::size_t{1}, std::size_t{2}, std::size_t{29}, std::size_t{30}, n - 1}) {
+      std::vector<bool> allowed(n, false);  // (1, n): node i's senders
+      for (std::size_t j : in[i]) allowed[j] = true;
+      for (std::size_t c = 0; c < 8; ++c) {
+        auto cols = xt::range(16 * c, 16 * c + 16);
+        const Matrix q = xt::view(Q, xt::range(i, i + 1), cols), Kc = xt::view(K, xt::all(), cols),
+                     Vc = xt::view(V, xt::all(), cols), o = xt::view(O, xt::range(i, i + 1), cols);
+        CAPTURE(i);
+        CAPTURE(c);
+        CHECK_CLOSE(o, oracle::attention(to_oracle(q), to_oracle(Kc), to_oracle(Vc), &allowed));
+      }
+    }
+  }
+
+  TEST_CASE("csr_attention_into refuses an output of the wrong shape or Q itself, leaving it unchanged") {
+    const Matrix X = xt::ones<float>({2, 4});
+    const ch15::GatherRows rows(X, "K");
+    const ch15::Csr g = ch15::csr_of({{0, 1}, {1}});
+    Matrix O = xt::full_like(xt::ones<float>({3, 4}), 5.0f);  // (3, 4): one row too many
+    CHECK_THROWS_WITH_AS(ch15::csr_attention_into(X, rows, rows, g, 2, 1, O), doctest::Contains("O is (3, 4)"),
+                         std::invalid_argument);
+    CHECK(O == xt::full_like(O, 5.0f));
+    Matrix Q = X;
+    CHECK_THROWS_WITH_AS(ch15::csr_attention_into(Q, rows, rows, g, 2, 1, Q), doctest::Contains("Q itself"),
+                         std::invalid_argument);
+    CHECK(Q == X);
+    Matrix O2 = xt::full_like(X, 5.0f);
+    ch15::Csr bad = g;
+    bad.cols[1] = 9;
+    CHECK_THROWS_WITH_AS(ch15::csr_attention_into(X, rows, rows, bad, 2, 1, O2), doctest::Contains("sender 9"),
+                         std::invalid_argument);
+    CHECK(O2 == xt::full_like(X, 5.0f));
+  }
+
   TEST_CASE("GatherRows keeps every row on a cache line, equal to the matrix, and names a NaN's matrix") {
     attn::Rng rng(1517);
     const Matrix M = rng.normal(5, 20);  // 80-byte rows: padded to 128

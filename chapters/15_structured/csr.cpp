@@ -10,6 +10,10 @@
 #include <limits>
 #include <new>
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
+
 #include <sys/mman.h>
 
 #include <fmt/format.h>
@@ -23,19 +27,24 @@ namespace {
 
 constexpr std::size_t kMaxNodes = std::numeric_limits<std::uint32_t>::max();
 
-void check_csr(const char* where, const Csr& g) {
+/// Checks \p g and returns its largest in-degree (the scores a node needs).
+std::size_t check_csr(const char* where, const Csr& g) {
   require(g.row_start.size() == g.n + 1 && g.row_start.front() == 0 && g.row_start.back() == g.cols.size(),
           fmt::format("{}: row_start has {} entries for n = {} (need n + 1, from 0 to E = {})", where,
                       g.row_start.size(), g.n, g.cols.size()));
   // The message is formatted only for the node or edge at fault: formatting one per edge would cost more than
   // the attention itself.
-  for (std::size_t i = 0; i < g.n; ++i)
+  std::size_t max_degree = 0;
+  for (std::size_t i = 0; i < g.n; ++i) {
     if (g.row_start[i] > g.row_start[i + 1])
       throw std::invalid_argument(
           fmt::format("{}: row_start decreases at node {} ({} > {})", where, i, g.row_start[i], g.row_start[i + 1]));
+    max_degree = std::max(max_degree, g.row_start[i + 1] - g.row_start[i]);
+  }
   for (std::size_t e = 0; e < g.cols.size(); ++e)
     if (g.cols[e] >= g.n)
       throw std::invalid_argument(fmt::format("{}: edge {} names sender {}, but n = {}", where, e, g.cols[e], g.n));
+  return max_degree;
 }
 
 }  // namespace
@@ -145,11 +154,120 @@ void attend_node(const float* q, const GatherRows& K, const GatherRows& V, const
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ATTN_CSR_AVX512 1
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+// The same node for heads of d_k = 16, in groups of four, with AVX-512: one head of a row is one 16-float
+// register, so a key row's four heads are four loads and four products, and the softmax's exponentials run 16
+// at a time. The plain loops above leave the arithmetic to the compiler: it keeps one head's sum in one
+// register and calls std::exp once per score, and on a large graph that arithmetic, not the gathers, set the
+// time (the measurements page has both).
+namespace avx512 {
+
+/// e^x for x ≤ 0 (scores minus their row's max), 16 at a time: chapter 05's polynomial, with 2^k applied by
+/// vscalefps. Below −87 exactly 0, never a subnormal weight (chapter 05's exp says why); NaN stays NaN.
+__m512 exp_nonpositive(__m512 x) {
+  const __mmask16 kept = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_NLT_UQ);  // x ≥ −87 or NaN
+  x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x);  // max(a, NaN) returns the NaN when it is the second operand
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);  // round(x / ln 2)
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);  // x − k·ln 2, ln 2 in two parts
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));  // e^r
+  return _mm512_maskz_scalef_ps(kept, p, k);                                            // e^r · 2^k
+}
+
+/// The sum of each 128-bit quarter of \p x: (4) sums, lane c of the result = Σ over the quarters of lane c.
+__m128 sum_quarters(__m512 x) {
+  x = _mm512_add_ps(x, _mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(1, 0, 3, 2)));  // halves swapped
+  x = _mm512_add_ps(x, _mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(2, 3, 0, 1)));  // quarters swapped
+  return _mm512_castps512_ps128(x);
+}
+
+/// The four dot products q_c·k_c of four 16-float heads (q: 4 registers, k: 64 floats, 64-byte aligned), as
+/// (4) scores in one 128-bit register: each fold halves the partial sums per head and keeps the heads apart.
+__m128 four_dots(const __m512 q[4], const float* k) {
+  const __m512 p0 = _mm512_mul_ps(q[0], _mm512_load_ps(k)), p1 = _mm512_mul_ps(q[1], _mm512_load_ps(k + 16));
+  const __m512 p2 = _mm512_mul_ps(q[2], _mm512_load_ps(k + 32)), p3 = _mm512_mul_ps(q[3], _mm512_load_ps(k + 48));
+  const __m512 a = _mm512_add_ps(_mm512_unpacklo_ps(p0, p1), _mm512_unpackhi_ps(p0, p1));  // p0 p1 p0 p1 per quarter
+  const __m512 b = _mm512_add_ps(_mm512_unpacklo_ps(p2, p3), _mm512_unpackhi_ps(p2, p3));  // p2 p3 p2 p3
+  return sum_quarters(_mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)),      // p0 p1 p2 p3
+                                    _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2))));
+}
+
+/// attend_node() for d_k = 16 and heads a multiple of 4. \p scores is group-major here: (heads/4, degree, 4),
+/// so that each group's softmax runs over one contiguous array, four edges per register.
+void attend_node_dk16(const float* q, const GatherRows& K, const GatherRows& V, const std::uint32_t* senders,
+                      std::size_t degree, std::size_t stream, std::size_t heads, float* scores, float* o) {
+  const std::size_t groups = heads / 4, per_group = degree * 4;
+  const __m128 scale = _mm_set1_ps(0.25f);  // 1/√16
+  for (std::size_t e = 0; e < degree; ++e) {
+    if (e + kAhead < stream) prefetch(K.row(senders[e + kAhead]), K.width());
+    const float* k = K.row(senders[e]);
+    for (std::size_t g = 0; g < groups; ++g) {
+      const __m512 q4[4] = {_mm512_loadu_ps(q + 64 * g), _mm512_loadu_ps(q + 64 * g + 16),
+                            _mm512_loadu_ps(q + 64 * g + 32), _mm512_loadu_ps(q + 64 * g + 48)};
+      _mm_storeu_ps(scores + g * per_group + 4 * e, _mm_mul_ps(four_dots(q4, k + 64 * g), scale));
+    }
+  }
+  for (std::size_t g = 0; g < groups; ++g) {
+    float* s = scores + g * per_group;  // (degree, 4)
+    __m128 m = _mm_loadu_ps(s);
+    for (std::size_t e = 1; e < degree; ++e) m = _mm_max_ps(m, _mm_loadu_ps(s + 4 * e));
+    const __m512 m16 = _mm512_broadcast_f32x4(m);  // each head's max, four times: four edges per register
+    __m512 sum = _mm512_setzero_ps();
+    for (std::size_t j = 0; j < per_group; j += 16) {
+      const __mmask16 lanes =
+          per_group - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (per_group - j)) - 1);
+      const __m512 p =
+          _mm512_maskz_mov_ps(lanes, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, s + j), m16)));
+      _mm512_mask_storeu_ps(s + j, lanes, p);
+      sum = _mm512_add_ps(sum, p);
+    }
+    const __m128 inv_l = _mm_div_ps(_mm_set1_ps(1.0f), sum_quarters(sum));  // (4) one division per head
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (std::size_t e = 0; e < degree; ++e) {
+      if (g == 0 && e + kAhead < stream) prefetch(V.row(senders[e + kAhead]), V.width());
+      const float* v = V.row(senders[e]) + 64 * g;
+      for (int c = 0; c < 4; ++c)
+        acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(s[4 * e + c]), _mm512_load_ps(v + 16 * c), acc[c]);
+    }
+    alignas(16) float inv[4];
+    _mm_store_ps(inv, inv_l);
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(o + 64 * g + 16 * c, _mm512_mul_ps(acc[c], _mm512_set1_ps(inv[c])));
+  }
+}
+
+}  // namespace avx512
+#pragma GCC pop_options
+#else
+#define ATTN_CSR_AVX512 0
+#endif
+
+/// The node kernel for \p d_k and \p heads on this CPU: the AVX-512 one where it applies, else the plain one.
+using NodeKernel = void (*)(const float*, const GatherRows&, const GatherRows&, const std::uint32_t*, std::size_t,
+                            std::size_t, std::size_t, float*, float*);
+NodeKernel node_kernel(std::size_t d_k, std::size_t heads) {
+#if ATTN_CSR_AVX512
+  if (d_k == 16 && heads % 4 == 0 && __builtin_cpu_supports("avx512f")) return avx512::attend_node_dk16;
+#endif
+  (void)d_k;
+  (void)heads;
+  return attend_node;
+}
+
 }  // namespace
 
 // [csr_attention]
-Matrix csr_attention(const Matrix& Q, const GatherRows& K, const GatherRows& V, const Csr& g, std::size_t heads,
-                     std::size_t threads) {
+void csr_attention_into(const Matrix& Q, const GatherRows& K, const GatherRows& V, const Csr& g, std::size_t heads,
+                        std::size_t threads, Matrix& O) {
   const std::size_t n = Q.shape(0), width = Q.shape(1);
   require(heads > 0 && width % heads == 0 && threads > 0,
           fmt::format("csr_attention: {} heads for Q {} (heads must divide its columns), threads = {}", heads,
@@ -157,13 +275,21 @@ Matrix csr_attention(const Matrix& Q, const GatherRows& K, const GatherRows& V, 
   require(K.rows() == n && K.width() == width && V.rows() == n && V.width() == width && g.n == n,
           fmt::format("csr_attention: Q {}, K ({}, {}), V ({}, {}) and a graph of {} nodes do not fit", shape_str(Q),
                       K.rows(), K.width(), V.rows(), V.width(), g.n));
-  check_csr("csr_attention", g);
+  require(O.shape(0) == n && O.shape(1) == width,
+          fmt::format("csr_attention_into: O is {}, Q is {}; O needs Q's shape", shape_str(O), shape_str(Q)));
+  require(O.data() != Q.data(), "csr_attention_into: O is Q itself; the kernel reads every query after writing rows");
+  const std::size_t max_degree = check_csr("csr_attention", g);
   require_finite("csr_attention", "Q", Q.data(), Q.size());
-  Matrix O = xt::zeros<float>({n, width});  // (n, heads·d_k); a node with no sender keeps its zeros
-  std::atomic<std::size_t> next{0};
+  // Each thread's scores, (max_degree·heads), allocated before any row of O is written: a throw leaves O as it was.
+  const std::size_t per_thread = checked_product("csr_attention: max in-degree × heads", {max_degree, heads});
+  std::vector<float> scratch(checked_allocation("csr_attention: threads × max in-degree × heads floats",
+                                                {threads, per_thread, sizeof(float)}) /
+                             sizeof(float));
+  const NodeKernel kernel = node_kernel(width / heads, heads);
+  std::atomic<std::size_t> next{0}, thread_id{0};
   constexpr std::size_t kChunk = 512;  // nodes per work item: enough to amortise the atomic
   run_on_threads(threads, [&] {
-    std::vector<float> scores;  // (degree·heads) of the node at hand
+    float* scores = scratch.data() + thread_id++ * per_thread;  // (degree·heads) of the node at hand
     for (std::size_t begin = next.fetch_add(kChunk); begin < n; begin = next.fetch_add(kChunk)) {
       const std::size_t end = std::min(n, begin + kChunk);
       for (std::size_t e = g.row_start[begin]; e < std::min(g.row_start[end], g.row_start[begin] + kAhead); ++e) {
@@ -172,16 +298,25 @@ Matrix csr_attention(const Matrix& Q, const GatherRows& K, const GatherRows& V, 
       }
       for (std::size_t i = begin; i < end; ++i) {
         const std::size_t degree = g.row_start[i + 1] - g.row_start[i];
-        if (degree == 0) continue;
-        scores.resize(std::max(scores.size(), degree * heads));
-        attend_node(Q.data() + i * width, K, V, g.cols.data() + g.row_start[i], degree,
-                    g.row_start[end] - g.row_start[i], heads, scores.data(), O.data() + i * width);
+        float* o = O.data() + i * width;  // (heads·d_k)
+        if (degree == 0) {
+          std::fill(o, o + width, 0.0f);  // no sender: zeros, whatever O held
+          continue;
+        }
+        kernel(Q.data() + i * width, K, V, g.cols.data() + g.row_start[i], degree, g.row_start[end] - g.row_start[i],
+               heads, scores, o);
       }
     }
   });
-  return O;
 }
 // [csr_attention]
+
+Matrix csr_attention(const Matrix& Q, const GatherRows& K, const GatherRows& V, const Csr& g, std::size_t heads,
+                     std::size_t threads) {
+  Matrix O = xt::empty<float>(Q.shape());  // (n, heads·d_k), every row written by the kernel
+  csr_attention_into(Q, K, V, g, heads, threads, O);
+  return O;
+}
 
 Matrix csr_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const Csr& g, std::size_t heads,
                      std::size_t threads) {

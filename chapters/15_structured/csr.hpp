@@ -70,6 +70,13 @@ class GatherRows {
 Matrix csr_attention(const Matrix& Q, const GatherRows& K, const GatherRows& V, const Csr& g, std::size_t heads,
                      std::size_t threads = 1);
 
+/// The same, writing into \p O (n, heads·d_k), which a caller reuses from call to call as a layer reuses its
+/// activation buffer: a fresh output of a large graph is mostly page faults (measured on the chapter's
+/// measurements page). Every row of \p O is written; on a throw it is left unchanged.
+/// \throws std::invalid_argument as csr_attention(), and when \p O is not (n, heads·d_k) or is \p Q itself.
+void csr_attention_into(const Matrix& Q, const GatherRows& K, const GatherRows& V, const Csr& g, std::size_t heads,
+                        std::size_t threads, Matrix& O);
+
 /// The same with \p K and \p V as plain matrices (n, heads·d_k), laid out for gathering first.
 Matrix csr_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const Csr& g, std::size_t heads,
                      std::size_t threads = 1);
