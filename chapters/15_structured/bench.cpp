@@ -5,6 +5,8 @@
 // value row per edge, so its ceiling is memory bandwidth, not FLOPs: it reports the bytes it gathers per second
 // as a share of the triad's.
 // No figures are quoted in the book from a loaded machine; run it on a quiet one.
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <string>
@@ -67,7 +69,7 @@ std::map<std::size_t, double>& seconds_of(const char* kernel) { return attn::ben
 void BM_CsrAttention(benchmark::State& state) {
   const GraphInputs in = make_graph_inputs(static_cast<std::size_t>(state.range(0)));
   const ch15::GatherRows K(in.K), V(in.V);    // laid out once, as a layer would write them
-  Matrix O = xt::empty<float>(in.Q.shape());  // (n, 64): the layer's output buffer, reused from call to call
+  Matrix O = xt::zeros<float>(in.Q.shape());  // (n, 64): the layer's output buffer, in use already, reused
   attn::set_blas_threads(1);
   const attn::CallSeconds t = attn::time_benchmark_calls(state, [&] {
     ch15::csr_attention_into(in.Q, K, V, in.g, kHeads, bench_threads(), O);
@@ -77,6 +79,44 @@ void BM_CsrAttention(benchmark::State& state) {
   seconds_of("csr")[in.g.n] = t.wall;
 }
 // [bench_csr]
+
+/// The gathers alone: the kernel's memory traffic (per node its query row read and output row written, per edge
+/// the sender's key and value rows, asked for 16 edges ahead into L2 as the kernel does) with one addition per
+/// float instead of attention. What the kernel could reach if its arithmetic cost nothing.
+void BM_GatherCeiling(benchmark::State& state) {
+  const GraphInputs in = make_graph_inputs(static_cast<std::size_t>(state.range(0)));
+  const ch15::GatherRows K(in.K), V(in.V);
+  Matrix O = xt::zeros<float>(in.Q.shape());  // (n, 64)
+  const ch15::Csr& g = in.g;
+  const auto gather_all = [&] {
+    std::atomic<std::size_t> next{0};
+    attn::run_on_threads(bench_threads(), [&] {
+      for (std::size_t begin = next.fetch_add(512); begin < g.n; begin = next.fetch_add(512)) {
+        const std::size_t end = std::min(g.n, begin + 512), last = g.row_start[end];
+        for (std::size_t i = begin; i < end; ++i) {
+          float sum[kWidth];  // (64)
+          std::copy_n(in.Q.data() + i * kWidth, kWidth, sum);
+          for (std::size_t e = g.row_start[i]; e < g.row_start[i + 1]; ++e) {
+            if (e + 16 < last)
+              for (std::size_t t = 0; t < kWidth; t += 16) {
+                __builtin_prefetch(K.row(g.cols[e + 16]) + t, 0, 2);
+                __builtin_prefetch(V.row(g.cols[e + 16]) + t, 0, 2);
+              }
+            const float *k = K.row(g.cols[e]), *v = V.row(g.cols[e]);
+            for (std::size_t t = 0; t < kWidth; ++t) sum[t] += k[t] + v[t];
+          }
+          std::copy_n(sum, kWidth, O.data() + i * kWidth);
+        }
+      }
+    });
+  };
+  const attn::CallSeconds t = attn::time_benchmark_calls(state, [&] {
+    gather_all();
+    benchmark::DoNotOptimize(O.data());
+  });
+  report(state, g, t.wall);
+  seconds_of("gather")[g.n] = t.wall;
+}
 
 /// The same graph as chapter 02's dense masked attention, one head after another: (n, n) scores per head.
 void BM_DenseMasked(benchmark::State& state) {
@@ -105,21 +145,35 @@ void BM_TriadCeiling(benchmark::State& state) {
   state.counters["threads"] = static_cast<double>(bench_threads());
 }
 
-/// What the runs above add up to: the CSR kernel's time exponent in the edges (a log-log fit over every n; the
-/// edges are 11·n), and its speed-up over dense masked attention at the largest n both ran.
+/// The kernel's time exponent in the edges (a log-log fit; the edges are 11·n) over the runs with \p n in
+/// [lo, hi].
+double exponent_between(const std::map<std::size_t, double>& seconds_by_n, std::size_t lo, std::size_t hi) {
+  std::vector<double> edges, seconds;
+  for (const auto& [n, s] : seconds_by_n)
+    if (n >= lo && n <= hi) {
+      edges.push_back(static_cast<double>(n * (kDegree + 1)));
+      seconds.push_back(s);
+    }
+  return edges.size() < 2 ? 0.0 : attn::fit_power_law(edges, seconds).exponent;
+}
+
+/// What the runs above add up to: the CSR kernel's time exponent in the edges over every n, over the graphs
+/// whose keys and values fit in the caches (n ≤ 2¹⁴: 8 MiB) and over those far beyond them (n ≥ 2¹⁸: 128 MiB
+/// and more); its time over the gathers alone at 2²⁰; and its speed-up over dense masked attention at the
+/// largest n both ran.
 void BM_Summary(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(state.iterations());
-  const auto &csr = seconds_of("csr"), &dense = seconds_of("dense");
+  const auto &csr = seconds_of("csr"), &dense = seconds_of("dense"), &gather = seconds_of("gather");
   if (csr.size() < 2 || dense.empty()) {
     state.SkipWithError("run the CsrAttention and DenseMasked benchmarks first (no --benchmark_filter)");
     return;
   }
-  std::vector<double> edges, seconds;
-  for (const auto& [n, s] : csr) {
-    edges.push_back(static_cast<double>(n * (kDegree + 1)));
-    seconds.push_back(s);
-  }
-  state.counters["exponent_in_edges"] = attn::fit_power_law(edges, seconds).exponent;
+  state.counters["exponent_in_edges"] = exponent_between(csr, 0, SIZE_MAX);
+  state.counters["exponent_in_cache"] = exponent_between(csr, 0, std::size_t{1} << 14);
+  state.counters["exponent_in_dram"] = exponent_between(csr, std::size_t{1} << 18, SIZE_MAX);
+  const std::size_t largest = std::size_t{1} << 20;
+  if (csr.count(largest) && gather.count(largest))
+    state.counters["%gathers_only"] = 100.0 * gather.at(largest) / csr.at(largest);
   for (auto it = dense.rbegin(); it != dense.rend(); ++it)
     if (csr.count(it->first)) {
       state.counters["n_both"] = static_cast<double>(it->first);
@@ -130,6 +184,7 @@ void BM_Summary(benchmark::State& state) {
 
 BENCHMARK(BM_TriadCeiling)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_CsrAttention)->RangeMultiplier(2)->Range(1 << 12, 1 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GatherCeiling)->Arg(1 << 14)->Arg(1 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DenseMasked)->RangeMultiplier(2)->Range(1 << 10, 1 << 13)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Summary)->Iterations(1);
 
