@@ -1,7 +1,9 @@
-// Chapter 15's sparse graph attention over CSR. The kernel is gather-bound: per edge it reads one key and one
-// value row (2·d_k floats per head) from wherever the sender lives, and does 4·d_k FLOPs with them. So the
-// layout serves the gathers: the heads of a node sit side by side in one row (one cache line holds a 16-float
-// head), the sender ids are 4 bytes, and each node's senders are sorted.
+// Chapter 15's sparse graph attention over CSR. Per edge the kernel reads one key and one value row (2·d_k
+// floats per head) from wherever the sender lives, and does 4·d_k FLOPs with them. So the layout serves the
+// gathers: the heads of a node sit side by side in one row (one cache line holds a 16-float head), the sender
+// ids are 4 bytes, and each node's senders are sorted. And the arithmetic must be cheap enough to hide behind
+// them: with plain loops it was not (book/measure_15_structured.md, "It was the arithmetic after all"), hence
+// the AVX-512 node kernel below for heads of 16.
 #include "15_structured/csr.hpp"
 
 #include <algorithm>
