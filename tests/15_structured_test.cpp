@@ -402,6 +402,21 @@ TEST_SUITE("15_structured: chapter code") {
     CHECK(ch15::csr_attention(Qb, Kb, Vb, big, 2, 1) == ch15::csr_attention(Qb, Kb, Vb, big, 2, 3));
   }
 
+  /// Node \p i's output row O (n, heads·d_k), head by head, against the oracle's attention of its query over its
+  /// senders in \p g (d_k = 16).
+  void check_node_against_oracle(const Matrix& Q, const Matrix& K, const Matrix& V, const Matrix& O, const ch15::Csr& g,
+                                 std::size_t i, std::size_t heads) {
+    std::vector<bool> allowed(g.n, false);  // (1, n): node i's senders
+    for (std::size_t e = g.row_start[i]; e < g.row_start[i + 1]; ++e) allowed[g.cols[e]] = true;
+    for (std::size_t c = 0; c < heads; ++c) {
+      auto cols = xt::range(16 * c, 16 * c + 16);
+      const Matrix q = xt::view(Q, xt::range(i, i + 1), cols), Kc = xt::view(K, xt::all(), cols),
+                   Vc = xt::view(V, xt::all(), cols), o = xt::view(O, xt::range(i, i + 1), cols);
+      CAPTURE(c);
+      CHECK_CLOSE(o, oracle::attention(to_oracle(q), to_oracle(Kc), to_oracle(Vc), &allowed));
+    }
+  }
+
   TEST_CASE("CSR attention at the benchmark's shape (4 heads of 16, 11 senders) equals the oracle node by node") {
     attn::Rng rng(1516);
     const std::size_t n = 1100;  // two work items and a part, so the prefetch stream crosses nodes and items
@@ -409,16 +424,8 @@ TEST_SUITE("15_structured: chapter code") {
     const Matrix Q = rng.normal(n, 64), K = rng.normal(n, 64), V = rng.normal(n, 64);
     const Matrix O = ch15::csr_attention(Q, K, V, g, 4, 2);
     for (std::size_t i : {std::size_t{0}, std::size_t{511}, std::size_t{512}, n - 1}) {
-      std::vector<bool> allowed(n, false);  // (1, n): node i's senders
-      for (std::size_t e = g.row_start[i]; e < g.row_start[i + 1]; ++e) allowed[g.cols[e]] = true;
-      for (std::size_t c = 0; c < 4; ++c) {
-        auto cols = xt::range(16 * c, 16 * c + 16);
-        const Matrix q = xt::view(Q, xt::range(i, i + 1), cols), Kc = xt::view(K, xt::all(), cols),
-                     Vc = xt::view(V, xt::all(), cols), o = xt::view(O, xt::range(i, i + 1), cols);
-        CAPTURE(i);
-        CAPTURE(c);
-        CHECK_CLOSE(o, oracle::attention(to_oracle(q), to_oracle(Kc), to_oracle(Vc), &allowed));
-      }
+      CAPTURE(i);
+      check_node_against_oracle(Q, K, V, O, g, i, 4);
     }
   }
 
@@ -441,16 +448,8 @@ TEST_SUITE("15_structured: chapter code") {
     ch15::csr_attention_into(Q, ch15::GatherRows(K, "K"), ch15::GatherRows(V, "V"), g, 8, 2, O);
     for (std::size_t t = 0; t < 128; ++t) CHECK_MESSAGE(O(0, t) == 0.0f, "the isolated node kept column " << t);
     for (std::size_t i : {std::size_t{1}, std::size_t{2}, std::size_t{29}, std::size_t{30}, n - 1}) {
-      std::vector<bool> allowed(n, false);  // (1, n): node i's senders
-      for (std::size_t j : in[i]) allowed[j] = true;
-      for (std::size_t c = 0; c < 8; ++c) {
-        auto cols = xt::range(16 * c, 16 * c + 16);
-        const Matrix q = xt::view(Q, xt::range(i, i + 1), cols), Kc = xt::view(K, xt::all(), cols),
-                     Vc = xt::view(V, xt::all(), cols), o = xt::view(O, xt::range(i, i + 1), cols);
-        CAPTURE(i);
-        CAPTURE(c);
-        CHECK_CLOSE(o, oracle::attention(to_oracle(q), to_oracle(Kc), to_oracle(Vc), &allowed));
-      }
+      CAPTURE(i);
+      check_node_against_oracle(Q, K, V, O, g, i, 8);
     }
   }
 
