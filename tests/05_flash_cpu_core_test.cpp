@@ -98,6 +98,9 @@ TEST_SUITE("05_flash_cpu: bad input") {
                         std::invalid_argument, "ld_q = 7");
     CHECK_THROWS_NAMING(ch05::scores_tile(Q.data(), 4, 8, 8, panels.data(), 1, 1.0f, S.data(), w - 1),
                         std::invalid_argument, "ld_s");
+    float m[4] = {};
+    CHECK_THROWS_NAMING(ch05::scores_tile(Q.data(), 4, 8, 8, panels.data(), 1, 1.0f, S.data(), 64, nullptr, m),
+                        std::invalid_argument, "visible columns not given");
     CHECK_THROWS_NAMING(ch05::accumulate_pv(P.data(), 4, 8, 7, V.data(), 4, 4, O.data(), 4), std::invalid_argument,
                         "ld_p = 7");
     CHECK_THROWS_NAMING(ch05::accumulate_pv(P.data(), 4, 8, 8, V.data(), 3, 4, O.data(), 4), std::invalid_argument,

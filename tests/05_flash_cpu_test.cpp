@@ -572,6 +572,34 @@ TEST_SUITE("05_flash_cpu: chapter code") {
             // Past the last key the zero padding gives exactly 0.
             REQUIRE(std::fabs(S[r * ld_s + j] - exact) <= static_cast<double>(d_k + 1) * u * size);
           }
+        // The row maxima taken in the kernel's epilogue, over each row's visible columns only (a causal cut: some
+        // rows see none, some part of a panel, some all keys): the largest of the exact visible scores, within the
+        // same bound, and an update of m (a row whose m is already above every score keeps it). Including a hidden
+        // column or the zero padding shows wherever a row's visible scores are all negative.
+        std::vector<std::size_t> visible(rows);
+        std::vector<float> m(rows, -std::numeric_limits<float>::infinity());
+        for (std::size_t r = 0; r < rows; ++r) visible[r] = (r * 7 + 3) % (n_kv + 1);
+        m[rows - 1] = 1e6f;
+        attn::ch05::scores_tile(Q.data(), rows, d_k, d_k, packed.data(), panels, 0.125f, S.data(), ld_s, visible.data(),
+                                m.data());
+        for (std::size_t r = 0; r < rows; ++r) {
+          CAPTURE(r);
+          CAPTURE(visible[r]);
+          double exact = r == rows - 1 ? 1e6 : -std::numeric_limits<double>::infinity(), size = 0.0;
+          for (std::size_t j = 0; j < visible[r]; ++j) {
+            double s = 0.0, s_size = 0.0;
+            for (std::size_t k = 0; k < d_k; ++k) {
+              s += 0.125 * static_cast<double>(Q(r, k)) * static_cast<double>(K(j, k));
+              s_size += std::fabs(0.125 * static_cast<double>(Q(r, k)) * static_cast<double>(K(j, k)));
+            }
+            exact = std::max(exact, s);
+            size = std::max(size, s_size);
+          }
+          if (std::isinf(exact))
+            REQUIRE(m[r] == -std::numeric_limits<float>::infinity());  // saw nothing: unchanged
+          else  // the largest rounded score is within the largest column's rounding bound of the largest exact one
+            REQUIRE(std::fabs(m[r] - exact) <= static_cast<double>(d_k + 1) * u * size);
+        }
         const Matrix P = rng.uniform(rows, n_kv, 0.0f, 1.0f), V = rng.normal(n_kv, d_v);
         Matrix O = rng.normal(rows, d_v);
         const Matrix O0 = O;

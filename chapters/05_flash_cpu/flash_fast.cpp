@@ -10,10 +10,11 @@
 //      On a CPU with neither instruction set both products are OpenBLAS sgemm calls instead, with OpenBLAS
 //      single-threaded inside our threads (attn::SingleThreadedBlas): two threads on two cores, never four.
 //   3. The output block itself is the accumulator: O_i += P·V_j, rescaled in place.
-//   4. The softmax passes between the products (row max, exp and sum, rescale) are plain loops that the
-//      compiler vectorises once per instruction set (AVX-512, AVX2, baseline), chosen at run time; exp is
-//      a polynomial (no -ffast-math, which would break the NaN/Inf handling the tests check). They live in
-//      row_ops.cpp, shared with chapter 07's block-sparse kernel.
+//   4. Each row's max over the tile comes out of the S micro-kernel, taken while the scores are in registers
+//      (a pass over the tile saved). The softmax passes left between the products (exp and sum, rescale)
+//      are plain loops that the compiler vectorises once per instruction set (AVX-512, AVX2, baseline),
+//      chosen at run time; exp is a polynomial (no -ffast-math, which would break the NaN/Inf handling the tests
+//      check). They live in row_ops.cpp, shared with chapter 07's block-sparse kernel.
 //   5. Causal: tiles past the diagonal are never visited, and the tile that crosses it is cut at the last
 //      key its block can see.
 // The ladder, measured by `ch05_flash_cpu bench` (8 heads, n = 4096, d = 64, 2 threads): rung 1, the
@@ -52,11 +53,13 @@ struct Problem {
   bool causal;
 };
 
-/// What one thread owns: its score tile and the block's running max and sum.
+/// What one thread owns: its score tile, the block's running max and sum, and the current tile's own row maxima.
 struct Scratch {
-  std::vector<float> S;  // (B_r, B_c)
-  std::vector<float> m;  // (B_r)
-  std::vector<float> l;  // (B_r)
+  std::vector<float> S;              // (B_r, B_c)
+  std::vector<float> m;              // (B_r)
+  std::vector<float> l;              // (B_r)
+  std::vector<float> m_tile;         // (B_r): max of each row's visible scores in this tile
+  std::vector<std::size_t> visible;  // (B_r): how many keys of this tile each row may see
 };
 
 // [fast_block]
@@ -79,21 +82,27 @@ void attend_block(const Problem& p, const FastConfig& cfg, std::size_t head, std
   const auto i = [](std::size_t v) { return static_cast<int>(v); };
   for (std::size_t c0 = 0; c0 < kv_end; c0 += cfg.B_c) {
     const std::size_t cols = std::min(cfg.B_c, kv_end - c0);  // causal: cut at the block's last visible key
-    // S = scale · Q_i K_jᵀ  (rows, cols), leading dimension B_c
-    if (own_kernels)
-      scores_tile(Q_i, rows, p.d_k, p.d_k, K_panels + (c0 / width) * p.d_k * width, (cols + width - 1) / width, scale,
-                  w.S.data(), cfg.B_c);
-    else
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i(rows), i(cols), i(p.d_k), scale, Q_i, i(p.d_k),
-                  K + c0 * p.d_k, i(p.d_k), 0.0f, w.S.data(), i(cfg.B_c));
     for (std::size_t r = 0; r < rows; ++r) {
-      float* s = w.S.data() + r * cfg.B_c;
       // Causal: row r sees keys up to r0 + r + offset, a prefix of this tile (maybe empty).
       const std::size_t horizon = r0 + r + offset + 1;
-      const std::size_t visible = !p.causal ? cols : horizon <= c0 ? 0 : std::min(cols, horizon - c0);
+      w.visible[r] = !p.causal ? cols : horizon <= c0 ? 0 : std::min(cols, horizon - c0);
+    }
+    std::fill(w.m_tile.begin(), w.m_tile.end(), kMinusInf);
+    // S = scale · Q_i K_jᵀ  (rows, cols), leading dimension B_c; the micro-kernel takes each row's max as well
+    if (own_kernels) {
+      scores_tile(Q_i, rows, p.d_k, p.d_k, K_panels + (c0 / width) * p.d_k * width, (cols + width - 1) / width, scale,
+                  w.S.data(), cfg.B_c, w.visible.data(), w.m_tile.data());
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i(rows), i(cols), i(p.d_k), scale, Q_i, i(p.d_k),
+                  K + c0 * p.d_k, i(p.d_k), 0.0f, w.S.data(), i(cfg.B_c));
+      for (std::size_t r = 0; r < rows; ++r) w.m_tile[r] = row_max(w.S.data() + r * cfg.B_c, w.visible[r]);
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      float* s = w.S.data() + r * cfg.B_c;
+      const std::size_t visible = w.visible[r];
       std::fill(s + visible, s + cols, 0.0f);  // hidden keys get weight 0 in P·V_j
       if (visible == 0) continue;
-      const float m_new = std::max(w.m[r], row_max(s, visible));
+      const float m_new = std::max(w.m[r], w.m_tile[r]);
       const float alpha = w.m[r] == kMinusInf ? 0.0f : std::exp(w.m[r] - m_new);
       w.l[r] = alpha * w.l[r] + exp_shift_sum(s, visible, m_new);
       w.m[r] = m_new;
@@ -126,7 +135,8 @@ void run(const Problem& p, const FastConfig& cfg) {
   std::atomic<std::size_t> next{0};
   const auto worker = [&] {
     // Inside the worker, so that a failed allocation is an exception the caller sees (run_on_threads).
-    Scratch w{std::vector<float>(cfg.B_r * cfg.B_c), std::vector<float>(cfg.B_r), std::vector<float>(cfg.B_r)};
+    Scratch w{std::vector<float>(cfg.B_r * cfg.B_c), std::vector<float>(cfg.B_r), std::vector<float>(cfg.B_r),
+              std::vector<float>(cfg.B_r), std::vector<std::size_t>(cfg.B_r)};
     // Item t: the query block T_r - 1 - t / h, counted from the end (the costliest under a causal mask).
     for (std::size_t t = next++; t < items; t = next++)
       attend_block(p, cfg, t % p.h, (T_r - 1 - t / p.h) * cfg.B_r, w, keys);

@@ -24,11 +24,16 @@ constexpr std::size_t kLanes = 16;  // independent partial results, so the loops
 inline float exp_nonpositive(float x) {
   const bool negligible = x < -87.0f;
   x = negligible ? -87.0f : x;  // keeps 2^k a normal float
-  // k from x clamped to [-87, 0], where NaN and x > 0 (outside the contract) count as 0: 2^k's bits below
-  // are then always in range (no undefined shift or conversion), and a NaN still reaches the result via r.
-  const float x_k = x < 0.0f ? x : 0.0f;
-  const float k = (x_k * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(x / ln2): the 1.5·2^23 trick
-  float r = x - k * 0.693359375f;                                   // ln2 split in two for exactness
+  // k = round(x / ln2) by the 1.5·2^23 trick: adding it leaves round(x / ln2) in the low mantissa bits, read as
+  // an integer for 2^k's exponent below. Unsigned arithmetic on those bits is defined for any x (NaN and x > 0,
+  // outside the contract, give a meaningless 2^k, and a NaN still reaches the result via r), so x needs no
+  // clamp to [-87, 0] nor a float-to-int conversion. That clamp was a select the compiler split the loop on:
+  // it evaluated the polynomial twice, 52 instructions per 16 lanes against 28 now, for the same bits.
+  const float shifted = x * 1.44269504f + 12582912.0f;
+  std::uint32_t k_bits;
+  std::memcpy(&k_bits, &shifted, sizeof k_bits);
+  const float k = shifted - 12582912.0f;
+  float r = x - k * 0.693359375f;  // ln2 split in two for exactness
   r = r - k * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -37,7 +42,7 @@ inline float exp_nonpositive(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const std::int32_t bits = (static_cast<std::int32_t>(k) + 127) << 23;  // 2^k
+  const std::uint32_t bits = (k_bits - 0x4B400000u + 127u) << 23;  // 2^k: 0x4B400000 is 1.5·2^23's bits
   float two_k;
   std::memcpy(&two_k, &bits, sizeof two_k);
   return negligible ? 0.0f : p * two_k;

@@ -1,7 +1,7 @@
 // Chapter 05's tile micro-kernels (see tile_kernels.hpp). Book page: book/05_flash_cpu.md, "A fast kernel".
 //
 // The kernels are written once, in tile_kernels.inl, against an instruction set `Isa` (a vector type and
-// five operations). This file compiles them twice: for AVX-512 and for AVX2+FMA, each copy inside its own
+// a few operations). This file compiles them twice: for AVX-512 and for AVX2+FMA, each copy inside its own
 // namespace with GCC's `#pragma GCC target` around it, and picks at the first call the widest copy the CPU
 // runs (a CPU without AVX2 gets neither: flash_attention_fast() then calls OpenBLAS).
 #include "05_flash_cpu/tile_kernels.hpp"
@@ -41,6 +41,8 @@ struct Isa {
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }  // a·b + c with one rounding
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static float reduce_max(V a) { return _mm512_reduce_max_ps(a); }  // the largest of the 16 lanes
 };
 #include "05_flash_cpu/tile_kernels.inl"
 }  // namespace avx512
@@ -61,6 +63,12 @@ struct Isa {
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static float reduce_max(V a) {  // the largest of the 8 lanes: halves, then pairs, then neighbours
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_max_ss(x, _mm_shuffle_ps(x, x, 1)));
+  }
 };
 #include "05_flash_cpu/tile_kernels.inl"
 }  // namespace avx2
@@ -73,7 +81,7 @@ struct Kernels {
   const char* isa = "";
   std::size_t panel_width = 0;  // keys per packed panel: two registers
   void (*scores)(const float*, std::size_t, std::size_t, std::size_t, const float*, std::size_t, float, float*,
-                 std::size_t) = nullptr;
+                 std::size_t, const std::size_t*, float*) = nullptr;
   void (*pv)(const float*, std::size_t, std::size_t, std::size_t, const float*, std::size_t, std::size_t, float*,
              std::size_t) = nullptr;
 };
@@ -162,14 +170,16 @@ const float* PackedKeys::head(std::size_t h) {
 }
 
 void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const float* K_panels,
-                 std::size_t panels, float scale, float* S, std::size_t ld_s) {
+                 std::size_t panels, float scale, float* S, std::size_t ld_s, const std::size_t* visible, float* m) {
   // Checked once per tile call, and the message formatted only on failure: the kernels stay the cost.
-  if (kernels().scores == nullptr || ld_q < d_k || ld_s < panels * key_panel_width())
+  if (kernels().scores == nullptr || ld_q < d_k || ld_s < panels * key_panel_width() || (m != nullptr && !visible))
     throw std::invalid_argument(
         fmt::format("scores_tile: kernels '{}', ld_q = {} for d_k = {}, ld_s = {} for {} panels "
-                    "of {} keys; need micro-kernels, ld_q ≥ d_k and ld_s ≥ panels·width",
-                    tile_kernel_isa(), ld_q, d_k, ld_s, panels, key_panel_width()));
-  kernels().scores(Q, rows, ld_q, d_k, K_panels, panels, scale, S, ld_s);
+                    "of {} keys, row maxima {} with visible columns {}; need micro-kernels, ld_q ≥ d_k, "
+                    "ld_s ≥ panels·width and the visible columns wherever the maxima are asked",
+                    tile_kernel_isa(), ld_q, d_k, ld_s, panels, key_panel_width(), m ? "asked" : "not asked",
+                    visible ? "given" : "not given"));
+  kernels().scores(Q, rows, ld_q, d_k, K_panels, panels, scale, S, ld_s, m == nullptr ? nullptr : visible, m);
 }
 
 void accumulate_pv(const float* P, std::size_t rows, std::size_t cols, std::size_t ld_p, const float* V,

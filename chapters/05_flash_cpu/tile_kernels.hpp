@@ -66,10 +66,14 @@ class PackedKeys {
 /// S (rows, panels·w), leading dimension ld_s ← scale · Q_i · K_jᵀ, where Q_i is (rows, d_k) with leading
 /// dimension ld_q and K_j is \p panels consecutive panels of pack_keys()'s output. Columns past the real
 /// keys come out 0 (the zero padding) and must be ignored by the caller.
-/// \throws std::invalid_argument when no micro-kernels run (tile_kernel_isa() is ""), ld_q < d_k or
-///         ld_s < panels·key_panel_width().
+/// With \p m (rows), also each row's maximum, taken while the scores are still in registers (the softmax then
+/// needs no pass of its own over S to find it): m[r] ← max(m[r], S[r, 0..visible[r])), where \p visible (rows)
+/// says how many leading columns row r may see (a causal cut, the real keys: at most panels·w counted).
+/// \throws std::invalid_argument when no micro-kernels run (tile_kernel_isa() is ""), ld_q < d_k,
+///         ld_s < panels·key_panel_width(), or \p m is given without \p visible.
 void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const float* K_panels,
-                 std::size_t panels, float scale, float* S, std::size_t ld_s);
+                 std::size_t panels, float scale, float* S, std::size_t ld_s, const std::size_t* visible = nullptr,
+                 float* m = nullptr);
 
 /// O (rows, d_v), leading dimension ld_o, += P · V, where P is (rows, cols) with leading dimension ld_p and
 /// V is (cols, d_v) with leading dimension ld_v.

@@ -8,10 +8,12 @@
 
 // [scores_kernel]
 // S[r, 0..2W) = scale · Σ_k Q[r, k] · panel[k, 0..2W), for R rows: 2R accumulators; per k, two loads of the
-// panel (contiguous, as pack_keys laid it out) and R broadcasts of one query value.
+// panel (contiguous, as pack_keys laid it out) and R broadcasts of one query value. With \p m, the row maxima
+// too, while the block is still in registers: m[r] ← max(m[r], S[r, c]) over the columns c < seen[r] (the
+// keys row r may see in this panel, 0 to 2W): the softmax then needs no pass of its own to find them.
 template <int R>
 void scores_block(const float* Q, std::size_t ld_q, std::size_t d_k, const float* panel, float scale, float* S,
-                  std::size_t ld_s) {
+                  std::size_t ld_s, const std::size_t* seen, float* m) {
   using V = Isa::V;
   V acc0[R], acc1[R];
 #pragma GCC unroll 16
@@ -28,8 +30,15 @@ void scores_block(const float* Q, std::size_t ld_q, std::size_t d_k, const float
   const V s = Isa::broadcast(scale);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
-    Isa::store(S + static_cast<std::size_t>(r) * ld_s, Isa::mul(acc0[r], s));
-    Isa::store(S + static_cast<std::size_t>(r) * ld_s + Isa::W, Isa::mul(acc1[r], s));
+    float* S_r = S + static_cast<std::size_t>(r) * ld_s;
+    const V s0 = Isa::mul(acc0[r], s), s1 = Isa::mul(acc1[r], s);
+    Isa::store(S_r, s0);
+    Isa::store(S_r + Isa::W, s1);
+    if (m == nullptr) continue;
+    if (seen[r] == 2 * Isa::W)  // the whole panel visible: the common case, in registers
+      m[r] = std::max(m[r], Isa::reduce_max(Isa::max(s0, s1)));
+    else  // the panel a causal cut or the last key crosses: the few visible columns, from S
+      for (std::size_t c = 0; c < seen[r]; ++c) m[r] = std::max(m[r], S_r[c]);
   }
 }
 // [scores_kernel]
@@ -37,20 +46,25 @@ void scores_block(const float* Q, std::size_t ld_q, std::size_t d_k, const float
 /// Runs scores_block<R> with R = rows (1 ≤ rows ≤ Isa::MR), the template argument picked at run time.
 template <int R = Isa::MR>
 void scores_rows(std::size_t rows, const float* Q, std::size_t ld_q, std::size_t d_k, const float* panel, float scale,
-                 float* S, std::size_t ld_s) {
+                 float* S, std::size_t ld_s, const std::size_t* seen, float* m) {
   if constexpr (R > 0) {
-    if (rows == R) return scores_block<R>(Q, ld_q, d_k, panel, scale, S, ld_s);
-    scores_rows<R - 1>(rows, Q, ld_q, d_k, panel, scale, S, ld_s);
+    if (rows == R) return scores_block<R>(Q, ld_q, d_k, panel, scale, S, ld_s, seen, m);
+    scores_rows<R - 1>(rows, Q, ld_q, d_k, panel, scale, S, ld_s, seen, m);
   }
 }
 
 void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const float* K_panels,
-                 std::size_t panels, float scale, float* S, std::size_t ld_s) {
+                 std::size_t panels, float scale, float* S, std::size_t ld_s, const std::size_t* visible, float* m) {
   const std::size_t width = 2 * Isa::W;
+  std::size_t seen[Isa::MR] = {};           // per row of a block: its visible keys within panel p
   for (std::size_t p = 0; p < panels; ++p)  // a panel (d_k, 2W) stays in L1 while every row block uses it
-    for (std::size_t r = 0; r < rows; r += Isa::MR)
-      scores_rows(std::min<std::size_t>(Isa::MR, rows - r), Q + r * ld_q, ld_q, d_k, K_panels + p * d_k * width, scale,
-                  S + r * ld_s + p * width, ld_s);
+    for (std::size_t r = 0; r < rows; r += Isa::MR) {
+      const std::size_t block = std::min<std::size_t>(Isa::MR, rows - r);
+      for (std::size_t b = 0; m != nullptr && b < block; ++b)
+        seen[b] = visible[r + b] <= p * width ? 0 : std::min(width, visible[r + b] - p * width);
+      scores_rows(block, Q + r * ld_q, ld_q, d_k, K_panels + p * d_k * width, scale, S + r * ld_s + p * width, ld_s,
+                  seen, m == nullptr ? nullptr : m + r);
+    }
 }
 
 // [pv_kernel]
