@@ -1,0 +1,180 @@
+// Chapter 09's fast decode step (decode_fast.hpp). Book pages: book/09_mqa_gqa.md, "The roofline of a decode
+// step", and book/measure_09_mqa_gqa.md.
+//
+// The learner's decode_step() is right and simple: per group, S = Q_j·K_jᵀ, softmax, O_j = A·V_j, through
+// OpenBLAS. It reads each group's keys and values once, but in three passes with an (r, n) score matrix in
+// memory between them, and for r > 1 OpenBLAS's sgemm repacks all n cached keys at every step. This file
+// makes the same computation one pass over the cache, as FlashDecoding does for grouped heads:
+//   1. For each group and each block of kDecodeKeysPerBlock cached keys (16 KiB of K and 16 KiB of V at
+//      d = 128, in L1), the r × block scores: four keys at a time, each 16-float chunk of a query row
+//      feeding four multiply-adds (block_scores). The queries are scaled by 1/√d_k once per step.
+//   2. An online softmax per query row over the block (chapter 05's running max m and sum ℓ, on chapter 05's
+//      vectorised row passes: row_max, exp_shift_sum, scale_row).
+//   3. O_j += P · V_block while the block's values are still in L1 (accumulate_pv_block): each value row
+//      loaded once feeds all r rows.
+// So the keys and values are each read from memory once per step, the scores never leave L1, and nothing
+// is packed. The loops are written on GCC's vector extensions (16 floats: one AVX-512 register, two AVX2)
+// and compiled once per instruction set (ATTN_VECTOR_CLONES, chapter 05's row_ops.hpp), chosen at load time;
+// this file alone is compiled with -ffp-contract=fast so that a·b + c becomes one fused multiply-add.
+// `ch09_mqa_gqa bench` times it beside the learner's version (the rows `decode_fast` and `decode_step`),
+// as a share of its roofline bound.
+#include "09_mqa_gqa/decode_fast.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "05_flash_cpu/row_ops.hpp"
+#include "attn/checks.hpp"
+
+namespace attn::ch09 {
+
+namespace {
+
+/// 16 floats, one AVX-512 register (two AVX2, four SSE registers): GCC lowers the operators on it to the
+/// instruction set each clone is compiled for. Loaded and stored with memcpy (any alignment).
+using Vec = float __attribute__((vector_size(64)));
+constexpr std::size_t kW = 16;  // floats per Vec
+
+// [block_scores]
+/// S (r, keys), leading dimension ld_s ← Q (r, d) · K (keys, d)ᵀ, for U keys at a time (U = 4, and 1 for the
+/// block's last keys): U accumulators of 16 partial sums per query row, so one load of a query chunk feeds U
+/// multiply-adds; the 16 partial sums of each key are added up once, at the end.
+template <std::size_t U>
+ATTN_VECTOR_CLONES void scores_of_keys(const float* Q, std::size_t r, const float* K, std::size_t d, float* S,
+                                       std::size_t ld_s) {
+  const std::size_t body = d - d % kW;  // the features a whole Vec covers; the rest plainly
+  for (std::size_t i = 0; i < r; ++i) {
+    const float* q = Q + i * d;
+    Vec acc[U] = {};
+    for (std::size_t c = 0; c < body; c += kW) {
+      Vec x;
+      std::memcpy(&x, q + c, sizeof x);
+#pragma GCC unroll 4
+      for (std::size_t u = 0; u < U; ++u) {
+        Vec k;
+        std::memcpy(&k, K + u * d + c, sizeof k);
+        acc[u] += x * k;
+      }
+    }
+    float s[U] = {};
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < U; ++u) {
+      for (std::size_t l = 0; l < kW; ++l) s[u] += acc[u][l];
+      for (std::size_t c = body; c < d; ++c) s[u] += q[c] * K[u * d + c];
+      S[i * ld_s + u] = s[u];
+    }
+  }
+}
+
+/// S (r, keys) ← Q (r, d) · K_block (keys, d)ᵀ: the keys four at a time, the last ones one by one.
+void block_scores(const float* Q, std::size_t r, const float* K, std::size_t keys, std::size_t d, float* S,
+                  std::size_t ld_s) {
+  std::size_t j = 0;
+  for (; j + 4 <= keys; j += 4) scores_of_keys<4>(Q, r, K + j * d, d, S + j, ld_s);
+  for (; j < keys; ++j) scores_of_keys<1>(Q, r, K + j * d, d, S + j, ld_s);
+}
+// [block_scores]
+
+// [accumulate_pv_block]
+/// O (R rows, 64 columns from c0), leading dimension ld_o += P (R, keys) · V (keys, 64 columns from c0): the
+/// R × 4 Vec accumulators stay in registers over the block; each value row is loaded once for all R rows.
+template <std::size_t R>
+ATTN_VECTOR_CLONES void pv_rows(const float* P, std::size_t ld_p, std::size_t keys, const float* V, std::size_t d_v,
+                                float* O, std::size_t ld_o) {
+  constexpr std::size_t N = 4;  // Vecs per row: 64 columns
+  Vec acc[R][N];
+#pragma GCC unroll 4
+  for (std::size_t i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (std::size_t c = 0; c < N; ++c) std::memcpy(&acc[i][c], O + i * ld_o + c * kW, sizeof(Vec));
+  for (std::size_t j = 0; j < keys; ++j) {
+    Vec v[N];
+#pragma GCC unroll 4
+    for (std::size_t c = 0; c < N; ++c) std::memcpy(&v[c], V + j * d_v + c * kW, sizeof(Vec));
+#pragma GCC unroll 4
+    for (std::size_t i = 0; i < R; ++i) {
+      const float p = P[i * ld_p + j];
+#pragma GCC unroll 4
+      for (std::size_t c = 0; c < N; ++c) acc[i][c] += p * v[c];
+    }
+  }
+#pragma GCC unroll 4
+  for (std::size_t i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (std::size_t c = 0; c < N; ++c) std::memcpy(O + i * ld_o + c * kW, &acc[i][c], sizeof(Vec));
+}
+
+/// O (r, d_v) += P (r, keys) · V_block (keys, d_v): four rows and 64 columns at a time, the columns past
+/// the last whole 64 plainly.
+void accumulate_pv_block(const float* P, std::size_t r, std::size_t ld_p, std::size_t keys, const float* V,
+                         std::size_t d_v, float* O) {
+  const std::size_t chunk = 4 * kW, body = d_v - d_v % chunk;
+  for (std::size_t c0 = 0; c0 < body; c0 += chunk) {
+    std::size_t i = 0;
+    for (; i + 4 <= r; i += 4) pv_rows<4>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v);
+    for (; i < r; ++i) pv_rows<1>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v);
+  }
+  for (std::size_t i = 0; i < r; ++i)
+    for (std::size_t j = 0; j < keys; ++j)
+      for (std::size_t c = body; c < d_v; ++c) O[i * d_v + c] += P[i * ld_p + j] * V[j * d_v + c];
+}
+// [accumulate_pv_block]
+
+// [attend_group]
+/// One group: its r query rows Q_j (r, d_k), already scaled by 1/√d_k, over the group's n cached keys K_j
+/// (n, d_k) and values V_j (n, d_v), into O_j (r, d_v). One pass over the cache, block by block.
+void attend_group(const float* Q_j, std::size_t r, const float* K_j, const float* V_j, std::size_t n, std::size_t d_k,
+                  std::size_t d_v, float* O_j) {
+  constexpr std::size_t B = kDecodeKeysPerBlock;
+  std::vector<float> S(r * B);                                             // (r, B) the block's scores, then P
+  std::vector<float> m(r, -std::numeric_limits<float>::infinity()), l(r);  // running max and sum per row
+  std::fill(O_j, O_j + r * d_v, 0.0f);                                     // (r, d_v) the accumulator
+  for (std::size_t j0 = 0; j0 < n; j0 += B) {
+    const std::size_t keys = std::min(B, n - j0);
+    block_scores(Q_j, r, K_j + j0 * d_k, keys, d_k, S.data(), B);
+    for (std::size_t i = 0; i < r; ++i) {  // chapter 05's online softmax, row by row
+      float* s = S.data() + i * B;
+      const float m_new = std::max(m[i], ch05::row_max(s, keys));
+      const float alpha = std::exp(m[i] - m_new);  // 0 at the first block (m = -inf)
+      l[i] = alpha * l[i] + ch05::exp_shift_sum(s, keys, m_new);
+      if (alpha != 1.0f) ch05::scale_row(O_j + i * d_v, d_v, alpha);
+      m[i] = m_new;
+    }
+    accumulate_pv_block(S.data(), r, B, keys, V_j + j0 * d_v, d_v, O_j);  // the block's values still in L1
+  }
+  for (std::size_t i = 0; i < r; ++i) ch05::scale_row(O_j + i * d_v, d_v, 1.0f / l[i]);  // ℓ ≥ 1: the max's own 1
+}
+// [attend_group]
+
+}  // namespace
+
+// [decode_attend_fast]
+Matrix decode_attend_fast(const KVCache& cache, const Matrix& q) {
+  const std::size_t h = q.shape(0), g = cache.kv_heads(), d_k = cache.d_k(), d_v = cache.d_v();
+  const std::size_t n = cache.length();
+  require(q.shape(1) == d_k, fmt::format("decode_attend_fast: q is {} but the cache holds keys of d_k = {}; q must "
+                                         "be (h, {})",
+                                         shape_str(q), d_k, d_k));
+  require(h > 0 && h % g == 0, fmt::format("decode_attend_fast: h = {} query heads cannot be shared evenly by the "
+                                           "cache's g = {} key/value heads; g must divide h",
+                                           h, g));
+  require(n > 0,
+          "decode_attend_fast: the cache is empty (length 0): there is no token to attend to; append the "
+          "new token's key and value first");
+  require_attention_inputs("decode_attend_fast", q.data(), q.size(), d_k, nullptr, 0, d_k, nullptr, 0);
+  const std::size_t r = h / g;
+  const Matrix q_scaled = q * (1.0f / std::sqrt(static_cast<float>(d_k)));  // (h, d_k): the 1/√d_k once
+  Matrix O = xt::empty<float>({h, d_v});                                    // (h, d_v)
+  for (std::size_t j = 0; j < g; ++j)  // group j: query rows j·r … j·r + r - 1 share KV head j
+    attend_group(q_scaled.data() + j * r * d_k, r, cache.keys().data() + j * cache.capacity() * d_k,
+                 cache.values().data() + j * cache.capacity() * d_v, n, d_k, d_v, O.data() + j * r * d_v);
+  return O;
+}
+// [decode_attend_fast]
+
+}  // namespace attn::ch09
