@@ -41,6 +41,32 @@ using Vec = float __attribute__((vector_size(64)));
 constexpr std::size_t kW = 16;  // floats per Vec
 
 // [block_scores]
+/// s[u] ← the sum of the 16 lanes of acc[u], for U = 4 accumulators at once: halves added pairwise in a tree
+/// (16 → 8 → 4 → 2 → 1 per accumulator) with the four accumulators' halves packed into one vector at each
+/// level, so four sums cost six shuffles and four vector additions instead of a chain of 64 scalar ones.
+/// For U = 1 the same tree on one vector.
+template <std::size_t U>
+inline void sum_lanes(const Vec (&acc)[U], float (&s)[U]) {
+  if constexpr (U == 4) {
+    const Vec a = __builtin_shufflevector(acc[0], acc[1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                  __builtin_shufflevector(acc[0], acc[1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    const Vec b = __builtin_shufflevector(acc[2], acc[3], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                  __builtin_shufflevector(acc[2], acc[3], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    // a = [acc0: 8 | acc1: 8], b = [acc2: 8 | acc3: 8] → c = [acc0: 4 | acc1: 4 | acc2: 4 | acc3: 4]
+    const Vec c = __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+                  __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    for (std::size_t u = 0; u < 4; ++u) s[u] = (c[4 * u] + c[4 * u + 2]) + (c[4 * u + 1] + c[4 * u + 3]);
+  } else {
+    for (std::size_t u = 0; u < U; ++u) {
+      float t[kW];
+      std::memcpy(t, &acc[u], sizeof t);
+      for (std::size_t w = kW / 2; w > 0; w /= 2)
+        for (std::size_t l = 0; l < w; ++l) t[l] += t[l + w];
+      s[u] = t[0];
+    }
+  }
+}
+
 /// S (r, keys), leading dimension ld_s ← Q (r, d) · K (keys, d)ᵀ, for U keys at a time (U = 4, and 1 for the
 /// block's last keys): U accumulators of 16 partial sums per query row, so one load of a query chunk feeds U
 /// multiply-adds; the 16 partial sums of each key are added up once, at the end.
@@ -61,10 +87,10 @@ ATTN_VECTOR_CLONES void scores_of_keys(const float* Q, std::size_t r, const floa
         acc[u] += x * k;
       }
     }
-    float s[U] = {};
+    float s[U];
+    sum_lanes(acc, s);
 #pragma GCC unroll 4
     for (std::size_t u = 0; u < U; ++u) {
-      for (std::size_t l = 0; l < kW; ++l) s[u] += acc[u][l];
       for (std::size_t c = body; c < d; ++c) s[u] += q[c] * K[u * d + c];
       S[i * ld_s + u] = s[u];
     }
