@@ -6,8 +6,11 @@
 // memory between them, and for r > 1 OpenBLAS's sgemm repacks all n cached keys at every step. This file
 // makes the same computation one pass over the cache, as FlashDecoding does for grouped heads:
 //   1. For each group and each block of kDecodeKeysPerBlock cached keys (16 KiB of K and 16 KiB of V at
-//      d = 128, in L1), the r × block scores: four keys at a time, each 16-float chunk of a query row
-//      feeding four multiply-adds (block_scores). The queries are scaled by 1/√d_k once per step.
+//      d = 128, in L1), the r × block scores. Few query rows (r < 16: MHA, GQA-8): each row against four
+//      keys at a time, a 16-float chunk of the query feeding four multiply-adds, the partial sums added in a
+//      shuffle tree (block_scores). Many rows (MQA): the group's queries transposed once per step, and the
+//      scores as a GEMM micro-kernel, a key value broadcast against 16 or 32 queries (panel_scores). The
+//      queries are scaled by 1/√d_k once per step.
 //   2. An online softmax per query row over the block (chapter 05's running max m and sum ℓ, on chapter 05's
 //      vectorised row passes: row_max, exp_shift_sum, scale_row).
 //   3. O_j += P · V_block while the block's values are still in L1 (accumulate_pv_block): each value row
@@ -106,6 +109,48 @@ void block_scores(const float* Q, std::size_t r, const float* K, std::size_t key
 }
 // [block_scores]
 
+// [panel_scores]
+/// For many query rows (r ≥ 16) the other way round, as a GEMM micro-kernel: St (keys, NV·16 queries),
+/// leading dimension ld_t ← K (keys, d) · Qt (d, NV·16 queries from column q0), Qt the group's queries
+/// transposed once per step. U keys at a time: per feature c, NV vector loads of Qt's row and U broadcasts
+/// of one key value feed U·NV multiply-adds into accumulators that hold whole scores: nothing to add up.
+template <std::size_t U, std::size_t NV>
+ATTN_VECTOR_CLONES void panel_scores_of_keys(const float* Qt, std::size_t ld_q, const float* K, std::size_t d,
+                                             float* St, std::size_t ld_t) {
+  Vec acc[U][NV] = {};
+  for (std::size_t c = 0; c < d; ++c) {
+    Vec q[NV];
+#pragma GCC unroll 2
+    for (std::size_t v = 0; v < NV; ++v) std::memcpy(&q[v], Qt + c * ld_q + v * kW, sizeof(Vec));
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < U; ++u) {
+      const float k = K[u * d + c];
+#pragma GCC unroll 2
+      for (std::size_t v = 0; v < NV; ++v) acc[u][v] += k * q[v];
+    }
+  }
+#pragma GCC unroll 4
+  for (std::size_t u = 0; u < U; ++u)
+#pragma GCC unroll 2
+    for (std::size_t v = 0; v < NV; ++v) std::memcpy(St + u * ld_t + v * kW, &acc[u][v], sizeof(Vec));
+}
+
+/// St (keys, r_pad) ← K_block (keys, d) · Qt (d, r_pad), r_pad a multiple of 16: 32 query columns at a time
+/// (16 for the last when r_pad is an odd multiple), four keys at a time.
+template <std::size_t NV>
+void panel_scores_columns(const float* Qt, std::size_t r_pad, const float* K, std::size_t keys, std::size_t d,
+                          float* St) {
+  std::size_t j = 0;
+  for (; j + 4 <= keys; j += 4) panel_scores_of_keys<4, NV>(Qt, r_pad, K + j * d, d, St + j * r_pad, r_pad);
+  for (; j < keys; ++j) panel_scores_of_keys<1, NV>(Qt, r_pad, K + j * d, d, St + j * r_pad, r_pad);
+}
+void panel_scores(const float* Qt, std::size_t r_pad, const float* K, std::size_t keys, std::size_t d, float* St) {
+  std::size_t q0 = 0;
+  for (; q0 + 2 * kW <= r_pad; q0 += 2 * kW) panel_scores_columns<2>(Qt + q0, r_pad, K, keys, d, St + q0);
+  if (q0 < r_pad) panel_scores_columns<1>(Qt + q0, r_pad, K, keys, d, St + q0);
+}
+// [panel_scores]
+
 // [accumulate_pv_block]
 /// O (R rows, 64 columns from c0), leading dimension ld_o += P (R, keys) · V (keys, 64 columns from c0): the
 /// R × 4 Vec accumulators stay in registers over the block; each value row is loaded once for all R rows.
@@ -157,12 +202,25 @@ void accumulate_pv_block(const float* P, std::size_t r, std::size_t ld_p, std::s
 void attend_group(const float* Q_j, std::size_t r, const float* K_j, const float* V_j, std::size_t n, std::size_t d_k,
                   std::size_t d_v, float* O_j) {
   constexpr std::size_t B = kDecodeKeysPerBlock;
+  // Many query rows: their scores as a micro-kernel over the transposed queries Qt (d_k, r_pad), then St
+  // (B, r_pad) transposed into S; few rows: each row against the keys directly (block_scores).
+  const bool by_panel = r >= kW;
+  const std::size_t r_pad = by_panel ? (r + kW - 1) / kW * kW : 0;
+  std::vector<float> Qt(d_k * r_pad), St(B * r_pad);  // (d_k, r_pad) zero-padded, (B, r_pad)
+  for (std::size_t i = 0; i < (by_panel ? r : 0); ++i)
+    for (std::size_t c = 0; c < d_k; ++c) Qt[c * r_pad + i] = Q_j[i * d_k + c];
   std::vector<float> S(r * B);                                             // (r, B) the block's scores, then P
   std::vector<float> m(r, -std::numeric_limits<float>::infinity()), l(r);  // running max and sum per row
   std::fill(O_j, O_j + r * d_v, 0.0f);                                     // (r, d_v) the accumulator
   for (std::size_t j0 = 0; j0 < n; j0 += B) {
     const std::size_t keys = std::min(B, n - j0);
-    block_scores(Q_j, r, K_j + j0 * d_k, keys, d_k, S.data(), B);
+    if (by_panel) {
+      panel_scores(Qt.data(), r_pad, K_j + j0 * d_k, keys, d_k, St.data());
+      for (std::size_t i = 0; i < r; ++i)
+        for (std::size_t j = 0; j < keys; ++j) S[i * B + j] = St[j * r_pad + i];
+    } else {
+      block_scores(Q_j, r, K_j + j0 * d_k, keys, d_k, S.data(), B);
+    }
     for (std::size_t i = 0; i < r; ++i) {  // chapter 05's online softmax, row by row
       float* s = S.data() + i * B;
       const float m_new = std::max(m[i], ch05::row_max(s, keys));
