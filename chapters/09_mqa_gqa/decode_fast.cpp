@@ -9,18 +9,18 @@
 //      d = 128, in L1), the r × block scores. Few query rows (r < 16: MHA, GQA-8): each row against four
 //      keys at a time, a 16-float chunk of the query feeding four multiply-adds, the partial sums added in a
 //      shuffle tree (block_scores). Many rows (MQA): the group's queries transposed once per step, and the
-//      scores as a GEMM micro-kernel, a key value broadcast against 16 or 32 queries (panel_scores). The
-//      queries are scaled by 1/√d_k once per step.
+//      scores by a GEMM micro-kernel, a key value broadcast against 16 or 32 queries (panel_scores, on
+//      accumulate_rows). The queries are scaled by 1/√d_k once per step.
 //   2. An online softmax per query row over the block (chapter 05's running max m and sum ℓ, on chapter 05's
 //      vectorised row passes: row_max, exp_shift_sum, scale_row).
-//   3. O_j += P · V_block while the block's values are still in L1 (accumulate_pv_block): each value row
-//      loaded once feeds all r rows.
-// So the keys and values are each read from memory once per step, the scores never leave L1, and nothing
-// is packed. The loops are written on GCC's vector extensions (16 floats: one AVX-512 register, two AVX2)
-// and compiled once per instruction set (ATTN_VECTOR_CLONES, chapter 05's row_ops.hpp), chosen at load time;
-// this file alone is compiled with -ffp-contract=fast so that a·b + c becomes one fused multiply-add.
-// `ch09_mqa_gqa bench` times it beside the learner's version (the rows `decode_fast` and `decode_step`),
-// as a share of its roofline bound.
+//   3. O_j += P · V_block while the block's values are still in L1 (accumulate_pv_block, on the same
+//      accumulate_rows): each value row loaded once feeds all r rows.
+// So the keys and values are each read from memory once per step, the scores never leave L1, and the cache
+// is never packed or copied. The loops are written on GCC's vector extensions (16 floats: one AVX-512
+// register, two AVX2) and compiled once per instruction set (ATTN_VECTOR_CLONES, chapter 05's row_ops.hpp),
+// chosen at load time; this file alone is compiled with -ffp-contract=fast so that a·b + c becomes one fused
+// multiply-add. `ch09_mqa_gqa bench` times it beside the learner's version (its rows with fast:1 and fast:0),
+// against the roofline bound of each step.
 #include "09_mqa_gqa/decode_fast.hpp"
 
 #include <algorithm>
@@ -109,42 +109,52 @@ void block_scores(const float* Q, std::size_t r, const float* K, std::size_t key
 }
 // [block_scores]
 
-// [panel_scores]
-/// For many query rows (r ≥ 16) the other way round, as a GEMM micro-kernel: St (keys, NV·16 queries),
-/// leading dimension ld_t ← K (keys, d) · Qt (d, NV·16 queries from column q0), Qt the group's queries
-/// transposed once per step. U keys at a time: per feature c, NV vector loads of Qt's row and U broadcasts
-/// of one key value feed U·NV multiply-adds into accumulators that hold whole scores: nothing to add up.
-template <std::size_t U, std::size_t NV>
-ATTN_VECTOR_CLONES void panel_scores_of_keys(const float* Qt, std::size_t ld_q, const float* K, std::size_t d,
-                                             float* St, std::size_t ld_t) {
-  Vec acc[U][NV] = {};
-  for (std::size_t c = 0; c < d; ++c) {
-    Vec q[NV];
-#pragma GCC unroll 2
-    for (std::size_t v = 0; v < NV; ++v) std::memcpy(&q[v], Qt + c * ld_q + v * kW, sizeof(Vec));
+// [micro_kernel]
+/// C (R rows, N·16 columns), leading dimension ld_c += A (R, steps) · B (steps, N·16 columns): the classic
+/// GEMM micro-kernel. The R × N vectors of C stay in registers over all the steps; per step, N vector loads
+/// of B's row and R broadcasts of one value of A feed R·N multiply-adds. It serves both products of a block:
+/// O += P·V (A = P, B = V's rows) and, for many query rows, the scores St = K·Qt (A = the keys, B = the
+/// transposed queries, C zeroed first).
+template <std::size_t R, std::size_t N>
+ATTN_VECTOR_CLONES void accumulate_rows(const float* A, std::size_t ld_a, std::size_t steps, const float* B,
+                                        std::size_t ld_b, float* C, std::size_t ld_c) {
+  Vec acc[R][N];
 #pragma GCC unroll 4
-    for (std::size_t u = 0; u < U; ++u) {
-      const float k = K[u * d + c];
-#pragma GCC unroll 2
-      for (std::size_t v = 0; v < NV; ++v) acc[u][v] += k * q[v];
+  for (std::size_t i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (std::size_t c = 0; c < N; ++c) std::memcpy(&acc[i][c], C + i * ld_c + c * kW, sizeof(Vec));
+  for (std::size_t t = 0; t < steps; ++t) {
+    Vec b[N];
+#pragma GCC unroll 4
+    for (std::size_t c = 0; c < N; ++c) std::memcpy(&b[c], B + t * ld_b + c * kW, sizeof(Vec));
+#pragma GCC unroll 4
+    for (std::size_t i = 0; i < R; ++i) {
+      const float a = A[i * ld_a + t];
+#pragma GCC unroll 4
+      for (std::size_t c = 0; c < N; ++c) acc[i][c] += a * b[c];
     }
   }
 #pragma GCC unroll 4
-  for (std::size_t u = 0; u < U; ++u)
-#pragma GCC unroll 2
-    for (std::size_t v = 0; v < NV; ++v) std::memcpy(St + u * ld_t + v * kW, &acc[u][v], sizeof(Vec));
+  for (std::size_t i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (std::size_t c = 0; c < N; ++c) std::memcpy(C + i * ld_c + c * kW, &acc[i][c], sizeof(Vec));
 }
+// [micro_kernel]
 
-/// St (keys, r_pad) ← K_block (keys, d) · Qt (d, r_pad), r_pad a multiple of 16: 32 query columns at a time
-/// (16 for the last when r_pad is an odd multiple), four keys at a time.
-template <std::size_t NV>
+// [panel_scores]
+/// For many query rows (r ≥ 16): St (keys, r_pad) ← K_block (keys, d) · Qt (d, r_pad), Qt the group's queries
+/// transposed once per step and zero-padded to r_pad, a multiple of 16. Four keys × 32 queries at a time (16
+/// for the last when r_pad is an odd multiple): a key value broadcast against whole vectors of queries, so
+/// each accumulator holds whole scores and nothing is added up across lanes.
+template <std::size_t N>
 void panel_scores_columns(const float* Qt, std::size_t r_pad, const float* K, std::size_t keys, std::size_t d,
                           float* St) {
   std::size_t j = 0;
-  for (; j + 4 <= keys; j += 4) panel_scores_of_keys<4, NV>(Qt, r_pad, K + j * d, d, St + j * r_pad, r_pad);
-  for (; j < keys; ++j) panel_scores_of_keys<1, NV>(Qt, r_pad, K + j * d, d, St + j * r_pad, r_pad);
+  for (; j + 4 <= keys; j += 4) accumulate_rows<4, N>(K + j * d, d, d, Qt, r_pad, St + j * r_pad, r_pad);
+  for (; j < keys; ++j) accumulate_rows<1, N>(K + j * d, d, d, Qt, r_pad, St + j * r_pad, r_pad);
 }
 void panel_scores(const float* Qt, std::size_t r_pad, const float* K, std::size_t keys, std::size_t d, float* St) {
+  std::fill(St, St + keys * r_pad, 0.0f);
   std::size_t q0 = 0;
   for (; q0 + 2 * kW <= r_pad; q0 += 2 * kW) panel_scores_columns<2>(Qt + q0, r_pad, K, keys, d, St + q0);
   if (q0 < r_pad) panel_scores_columns<1>(Qt + q0, r_pad, K, keys, d, St + q0);
@@ -152,34 +162,6 @@ void panel_scores(const float* Qt, std::size_t r_pad, const float* K, std::size_
 // [panel_scores]
 
 // [accumulate_pv_block]
-/// O (R rows, 64 columns from c0), leading dimension ld_o += P (R, keys) · V (keys, 64 columns from c0): the
-/// R × 4 Vec accumulators stay in registers over the block; each value row is loaded once for all R rows.
-template <std::size_t R>
-ATTN_VECTOR_CLONES void pv_rows(const float* P, std::size_t ld_p, std::size_t keys, const float* V, std::size_t d_v,
-                                float* O, std::size_t ld_o) {
-  constexpr std::size_t N = 4;  // Vecs per row: 64 columns
-  Vec acc[R][N];
-#pragma GCC unroll 4
-  for (std::size_t i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (std::size_t c = 0; c < N; ++c) std::memcpy(&acc[i][c], O + i * ld_o + c * kW, sizeof(Vec));
-  for (std::size_t j = 0; j < keys; ++j) {
-    Vec v[N];
-#pragma GCC unroll 4
-    for (std::size_t c = 0; c < N; ++c) std::memcpy(&v[c], V + j * d_v + c * kW, sizeof(Vec));
-#pragma GCC unroll 4
-    for (std::size_t i = 0; i < R; ++i) {
-      const float p = P[i * ld_p + j];
-#pragma GCC unroll 4
-      for (std::size_t c = 0; c < N; ++c) acc[i][c] += p * v[c];
-    }
-  }
-#pragma GCC unroll 4
-  for (std::size_t i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (std::size_t c = 0; c < N; ++c) std::memcpy(O + i * ld_o + c * kW, &acc[i][c], sizeof(Vec));
-}
-
 /// O (r, d_v) += P (r, keys) · V_block (keys, d_v): four rows and 64 columns at a time, the columns past
 /// the last whole 64 plainly.
 void accumulate_pv_block(const float* P, std::size_t r, std::size_t ld_p, std::size_t keys, const float* V,
@@ -187,8 +169,8 @@ void accumulate_pv_block(const float* P, std::size_t r, std::size_t ld_p, std::s
   const std::size_t chunk = 4 * kW, body = d_v - d_v % chunk;
   for (std::size_t c0 = 0; c0 < body; c0 += chunk) {
     std::size_t i = 0;
-    for (; i + 4 <= r; i += 4) pv_rows<4>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v);
-    for (; i < r; ++i) pv_rows<1>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v);
+    for (; i + 4 <= r; i += 4) accumulate_rows<4, 4>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v);
+    for (; i < r; ++i) accumulate_rows<1, 4>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v);
   }
   for (std::size_t i = 0; i < r; ++i)
     for (std::size_t j = 0; j < keys; ++j)
@@ -215,7 +197,7 @@ void attend_group(const float* Q_j, std::size_t r, const float* K_j, const float
   for (std::size_t j0 = 0; j0 < n; j0 += B) {
     const std::size_t keys = std::min(B, n - j0);
     if (by_panel) {
-      panel_scores(Qt.data(), r_pad, K_j + j0 * d_k, keys, d_k, St.data());
+      panel_scores(Qt.data(), r_pad, K_j + j0 * d_k, keys, d_k, St.data());  // (keys, r_pad)
       for (std::size_t i = 0; i < r; ++i)
         for (std::size_t j = 0; j < keys; ++j) S[i * B + j] = St[j * r_pad + i];
     } else {
