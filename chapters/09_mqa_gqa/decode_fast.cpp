@@ -72,10 +72,11 @@ inline void sum_lanes(const Vec (&acc)[U], float (&s)[U]) {
 
 /// S (r, keys), leading dimension ld_s ← Q (r, d) · K (keys, d)ᵀ, for U keys at a time (U = 4, and 1 for the
 /// block's last keys): U accumulators of 16 partial sums per query row, so one load of a query chunk feeds U
-/// multiply-adds; the 16 partial sums of each key are added up once, at the end.
+/// multiply-adds; the 16 partial sums of each key are added up once, at the end. While the first row runs,
+/// the same keys of the next block (K_next, unless nullptr) are prefetched, a line per multiply-add group.
 template <std::size_t U>
 ATTN_VECTOR_CLONES void scores_of_keys(const float* Q, std::size_t r, const float* K, std::size_t d, float* S,
-                                       std::size_t ld_s) {
+                                       std::size_t ld_s, const float* K_next) {
   const std::size_t body = d - d % kW;  // the features a whole Vec covers; the rest plainly
   for (std::size_t i = 0; i < r; ++i) {
     const float* q = Q + i * d;
@@ -88,6 +89,7 @@ ATTN_VECTOR_CLONES void scores_of_keys(const float* Q, std::size_t r, const floa
         Vec k;
         std::memcpy(&k, K + u * d + c, sizeof k);
         acc[u] += x * k;
+        if (K_next != nullptr && i == 0) __builtin_prefetch(K_next + u * d + c);
       }
     }
     float s[U];
@@ -100,12 +102,14 @@ ATTN_VECTOR_CLONES void scores_of_keys(const float* Q, std::size_t r, const floa
   }
 }
 
-/// S (r, keys) ← Q (r, d) · K_block (keys, d)ᵀ: the keys four at a time, the last ones one by one.
+/// S (r, keys) ← Q (r, d) · K_block (keys, d)ᵀ: the keys four at a time, the last ones one by one; the next
+/// block's keys (K_next, as many, or nullptr) prefetched on the way.
 void block_scores(const float* Q, std::size_t r, const float* K, std::size_t keys, std::size_t d, float* S,
-                  std::size_t ld_s) {
+                  std::size_t ld_s, const float* K_next) {
+  const auto next = [&](std::size_t j) { return K_next != nullptr ? K_next + j * d : nullptr; };
   std::size_t j = 0;
-  for (; j + 4 <= keys; j += 4) scores_of_keys<4>(Q, r, K + j * d, d, S + j, ld_s);
-  for (; j < keys; ++j) scores_of_keys<1>(Q, r, K + j * d, d, S + j, ld_s);
+  for (; j + 4 <= keys; j += 4) scores_of_keys<4>(Q, r, K + j * d, d, S + j, ld_s, next(j));
+  for (; j < keys; ++j) scores_of_keys<1>(Q, r, K + j * d, d, S + j, ld_s, next(j));
 }
 // [block_scores]
 
@@ -115,9 +119,10 @@ void block_scores(const float* Q, std::size_t r, const float* K, std::size_t key
 /// of B's row and R broadcasts of one value of A feed R·N multiply-adds. It serves both products of a block:
 /// O += P·V (A = P, B = V's rows) and, for many query rows, the scores St = K·Qt (A = the keys, B = the
 /// transposed queries, C zeroed first).
+/// B_next, unless nullptr, is prefetched as B is read: the same columns of the next block's rows.
 template <std::size_t R, std::size_t N>
 ATTN_VECTOR_CLONES void accumulate_rows(const float* A, std::size_t ld_a, std::size_t steps, const float* B,
-                                        std::size_t ld_b, float* C, std::size_t ld_c) {
+                                        std::size_t ld_b, float* C, std::size_t ld_c, const float* B_next) {
   Vec acc[R][N];
 #pragma GCC unroll 4
   for (std::size_t i = 0; i < R; ++i)
@@ -126,7 +131,10 @@ ATTN_VECTOR_CLONES void accumulate_rows(const float* A, std::size_t ld_a, std::s
   for (std::size_t t = 0; t < steps; ++t) {
     Vec b[N];
 #pragma GCC unroll 4
-    for (std::size_t c = 0; c < N; ++c) std::memcpy(&b[c], B + t * ld_b + c * kW, sizeof(Vec));
+    for (std::size_t c = 0; c < N; ++c) {
+      std::memcpy(&b[c], B + t * ld_b + c * kW, sizeof(Vec));
+      if (B_next != nullptr) __builtin_prefetch(B_next + t * ld_b + c * kW);
+    }
 #pragma GCC unroll 4
     for (std::size_t i = 0; i < R; ++i) {
       const float a = A[i * ld_a + t];
@@ -150,8 +158,8 @@ template <std::size_t N>
 void panel_scores_columns(const float* Qt, std::size_t r_pad, const float* K, std::size_t keys, std::size_t d,
                           float* St) {
   std::size_t j = 0;
-  for (; j + 4 <= keys; j += 4) accumulate_rows<4, N>(K + j * d, d, d, Qt, r_pad, St + j * r_pad, r_pad);
-  for (; j < keys; ++j) accumulate_rows<1, N>(K + j * d, d, d, Qt, r_pad, St + j * r_pad, r_pad);
+  for (; j + 4 <= keys; j += 4) accumulate_rows<4, N>(K + j * d, d, d, Qt, r_pad, St + j * r_pad, r_pad, nullptr);
+  for (; j < keys; ++j) accumulate_rows<1, N>(K + j * d, d, d, Qt, r_pad, St + j * r_pad, r_pad, nullptr);
 }
 void panel_scores(const float* Qt, std::size_t r_pad, const float* K, std::size_t keys, std::size_t d, float* St) {
   std::fill(St, St + keys * r_pad, 0.0f);
@@ -163,14 +171,17 @@ void panel_scores(const float* Qt, std::size_t r_pad, const float* K, std::size_
 
 // [accumulate_pv_block]
 /// O (r, d_v) += P (r, keys) · V_block (keys, d_v): four rows and 64 columns at a time, the columns past
-/// the last whole 64 plainly.
+/// the last whole 64 plainly; the first rows prefetch the next block's values (V_next, or nullptr).
 void accumulate_pv_block(const float* P, std::size_t r, std::size_t ld_p, std::size_t keys, const float* V,
-                         std::size_t d_v, float* O) {
+                         std::size_t d_v, float* O, const float* V_next) {
   const std::size_t chunk = 4 * kW, body = d_v - d_v % chunk;
   for (std::size_t c0 = 0; c0 < body; c0 += chunk) {
+    const float* next = V_next != nullptr ? V_next + c0 : nullptr;
     std::size_t i = 0;
-    for (; i + 4 <= r; i += 4) accumulate_rows<4, 4>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v);
-    for (; i < r; ++i) accumulate_rows<1, 4>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v);
+    for (; i + 4 <= r; i += 4, next = nullptr)
+      accumulate_rows<4, 4>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v, next);
+    for (; i < r; ++i, next = nullptr)
+      accumulate_rows<1, 4>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v, next);
   }
   for (std::size_t i = 0; i < r; ++i)
     for (std::size_t j = 0; j < keys; ++j)
@@ -196,12 +207,16 @@ void attend_group(const float* Q_j, std::size_t r, const float* K_j, const float
   std::fill(O_j, O_j + r * d_v, 0.0f);                                     // (r, d_v) the accumulator
   for (std::size_t j0 = 0; j0 < n; j0 += B) {
     const std::size_t keys = std::min(B, n - j0);
+    // The next block, when it is as long as this one, is prefetched while this one computes: the hardware
+    // prefetcher stops at every 4 KiB page (8 rows of 128 floats), and without this the loads and the
+    // arithmetic of a block take turns instead of overlapping.
+    const bool next_full = j0 + B + keys <= n;
     if (by_panel) {
       panel_scores(Qt.data(), r_pad, K_j + j0 * d_k, keys, d_k, St.data());  // (keys, r_pad)
       for (std::size_t i = 0; i < r; ++i)
         for (std::size_t j = 0; j < keys; ++j) S[i * B + j] = St[j * r_pad + i];
     } else {
-      block_scores(Q_j, r, K_j + j0 * d_k, keys, d_k, S.data(), B);
+      block_scores(Q_j, r, K_j + j0 * d_k, keys, d_k, S.data(), B, next_full ? K_j + (j0 + B) * d_k : nullptr);
     }
     for (std::size_t i = 0; i < r; ++i) {  // chapter 05's online softmax, row by row
       float* s = S.data() + i * B;
@@ -211,7 +226,8 @@ void attend_group(const float* Q_j, std::size_t r, const float* K_j, const float
       if (alpha != 1.0f) ch05::scale_row(O_j + i * d_v, d_v, alpha);
       m[i] = m_new;
     }
-    accumulate_pv_block(S.data(), r, B, keys, V_j + j0 * d_v, d_v, O_j);  // the block's values still in L1
+    accumulate_pv_block(S.data(), r, B, keys, V_j + j0 * d_v, d_v, O_j,  // the block's values still in L1
+                        next_full ? V_j + (j0 + B) * d_v : nullptr);
   }
   for (std::size_t i = 0; i < r; ++i) ch05::scale_row(O_j + i * d_v, d_v, 1.0f / l[i]);  // ℓ ≥ 1: the max's own 1
 }
