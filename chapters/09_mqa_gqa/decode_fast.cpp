@@ -46,7 +46,7 @@ constexpr std::size_t kW = 16;  // floats per Vec
 // [block_scores]
 /// s[u] ← the sum of the 16 lanes of acc[u], for U = 4 accumulators at once: halves added pairwise in a tree
 /// (16 → 8 → 4 → 2 → 1 per accumulator) with the four accumulators' halves packed into one vector at each
-/// level, so four sums cost six shuffles and four vector additions instead of a chain of 64 scalar ones.
+/// level, so four sums cost ten shuffles and five vector additions instead of a chain of 64 scalar ones.
 /// For U = 1 the same tree on one vector.
 template <std::size_t U>
 inline void sum_lanes(const Vec (&acc)[U], float (&s)[U]) {
@@ -58,7 +58,12 @@ inline void sum_lanes(const Vec (&acc)[U], float (&s)[U]) {
     // a = [acc0: 8 | acc1: 8], b = [acc2: 8 | acc3: 8] → c = [acc0: 4 | acc1: 4 | acc2: 4 | acc3: 4]
     const Vec c = __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
                   __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-    for (std::size_t u = 0; u < 4; ++u) s[u] = (c[4 * u] + c[4 * u + 2]) + (c[4 * u + 1] + c[4 * u + 3]);
+    // → [acc0: 2 | acc1: 2 | acc2: 2 | acc3: 2 | …] → [s0, s1, s2, s3, …]: the four sums in one vector's low lanes
+    const Vec e = __builtin_shufflevector(c, c, 0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14) +
+                  __builtin_shufflevector(c, c, 1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
+    const Vec f = __builtin_shufflevector(e, e, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6) +
+                  __builtin_shufflevector(e, e, 1, 3, 5, 7, 1, 3, 5, 7, 1, 3, 5, 7, 1, 3, 5, 7);
+    std::memcpy(s, &f, 4 * sizeof(float));
   } else {
     for (std::size_t u = 0; u < U; ++u) {
       float t[kW];
