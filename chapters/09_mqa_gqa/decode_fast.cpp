@@ -75,36 +75,49 @@ inline void sum_lanes(const Vec (&acc)[U], float (&s)[U]) {
   }
 }
 
-/// S (r, keys), leading dimension ld_s ← Q (r, d) · K (keys, d)ᵀ, for U keys at a time (U = 4, and 1 for the
-/// block's last keys): U accumulators of 16 partial sums per query row, so one load of a query chunk feeds U
-/// multiply-adds; the 16 partial sums of each key are added up once, at the end. While the first row runs,
-/// the same keys of the next block (K_next, unless nullptr) are prefetched, a line per multiply-add group.
-template <std::size_t U>
-ATTN_VECTOR_CLONES void scores_of_keys(const float* Q, std::size_t r, const float* K, std::size_t d, float* S,
-                                       std::size_t ld_s, const float* K_next) {
+/// S (R rows, U keys), leading dimension ld_s ← Q (R, d) · K (U, d)ᵀ: R·U accumulators of 16 partial sums,
+/// so each loaded chunk of a key feeds R multiply-adds and each chunk of a query U; the 16 partial sums of
+/// each score are added up once, at the end. The same keys of the next block (K_next, unless nullptr) are
+/// prefetched on the way, a cache line per chunk.
+template <std::size_t R, std::size_t U>
+ATTN_VECTOR_CLONES void scores_of_keys(const float* Q, const float* K, std::size_t d, float* S, std::size_t ld_s,
+                                       const float* K_next) {
   const std::size_t body = d - d % kW;  // the features a whole Vec covers; the rest plainly
-  for (std::size_t i = 0; i < r; ++i) {
-    const float* q = Q + i * d;
-    Vec acc[U] = {};
-    for (std::size_t c = 0; c < body; c += kW) {
-      Vec x;
-      std::memcpy(&x, q + c, sizeof x);
-#pragma GCC unroll 4
-      for (std::size_t u = 0; u < U; ++u) {
-        Vec k;
-        std::memcpy(&k, K + u * d + c, sizeof k);
-        acc[u] += x * k;
-        if (K_next != nullptr && i == 0) __builtin_prefetch(K_next + u * d + c);
-      }
-    }
-    float s[U];
-    sum_lanes(acc, s);
+  Vec acc[R][U] = {};
+  for (std::size_t c = 0; c < body; c += kW) {
+    Vec k[U];
 #pragma GCC unroll 4
     for (std::size_t u = 0; u < U; ++u) {
-      for (std::size_t c = body; c < d; ++c) s[u] += q[c] * K[u * d + c];
+      std::memcpy(&k[u], K + u * d + c, sizeof(Vec));
+      if (K_next != nullptr) __builtin_prefetch(K_next + u * d + c);
+    }
+#pragma GCC unroll 2
+    for (std::size_t i = 0; i < R; ++i) {
+      Vec x;
+      std::memcpy(&x, Q + i * d + c, sizeof x);
+#pragma GCC unroll 4
+      for (std::size_t u = 0; u < U; ++u) acc[i][u] += x * k[u];
+    }
+  }
+#pragma GCC unroll 2
+  for (std::size_t i = 0; i < R; ++i) {
+    float s[U];
+    sum_lanes(acc[i], s);
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < U; ++u) {
+      for (std::size_t c = body; c < d; ++c) s[u] += Q[i * d + c] * K[u * d + c];
       S[i * ld_s + u] = s[u];
     }
   }
+}
+
+/// U keys against every query row: two rows at a time, the last alone; only the first rows prefetch.
+template <std::size_t U>
+void scores_of_rows(const float* Q, std::size_t r, const float* K, std::size_t d, float* S, std::size_t ld_s,
+                    const float* K_next) {
+  std::size_t i = 0;
+  for (; i + 2 <= r; i += 2, K_next = nullptr) scores_of_keys<2, U>(Q + i * d, K, d, S + i * ld_s, ld_s, K_next);
+  if (i < r) scores_of_keys<1, U>(Q + i * d, K, d, S + i * ld_s, ld_s, K_next);
 }
 
 /// S (r, keys) ← Q (r, d) · K_block (keys, d)ᵀ: the keys four at a time, the last ones one by one; the next
@@ -113,8 +126,8 @@ void block_scores(const float* Q, std::size_t r, const float* K, std::size_t key
                   std::size_t ld_s, const float* K_next) {
   const auto next = [&](std::size_t j) { return K_next != nullptr ? K_next + j * d : nullptr; };
   std::size_t j = 0;
-  for (; j + 4 <= keys; j += 4) scores_of_keys<4>(Q, r, K + j * d, d, S + j, ld_s, next(j));
-  for (; j < keys; ++j) scores_of_keys<1>(Q, r, K + j * d, d, S + j, ld_s, next(j));
+  for (; j + 4 <= keys; j += 4) scores_of_rows<4>(Q, r, K + j * d, d, S + j, ld_s, next(j));
+  for (; j < keys; ++j) scores_of_rows<1>(Q, r, K + j * d, d, S + j, ld_s, next(j));
 }
 // [block_scores]
 
