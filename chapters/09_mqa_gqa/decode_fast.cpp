@@ -8,9 +8,9 @@
 //   1. For each group and each block of kDecodeKeysPerBlock cached keys (16 KiB of K and 16 KiB of V at
 //      d = 128, in L1), the r × block scores. Few query rows (r < 16: MHA, GQA-8): two rows against four
 //      keys at a time, each 16-float chunk loaded once feeding two or four multiply-adds, the partial sums
-//      added in a shuffle tree (block_scores). Many rows (MQA): the group's queries transposed once per step, and the
-//      scores by a GEMM micro-kernel, a key value broadcast against 16 or 32 queries (panel_scores, on
-//      accumulate_rows). The queries are scaled by 1/√d_k once per step.
+//      added in a shuffle tree (block_scores). Many rows (MQA): the group's queries transposed once per
+//      step, and the scores by a GEMM micro-kernel, a key value broadcast against 16 or 32 queries
+//      (panel_scores, on accumulate_rows). The queries are scaled by 1/√d_k once per step.
 //   2. An online softmax per query row over the block (chapter 05's running max m and sum ℓ, on chapter 05's
 //      vectorised row passes: row_max, exp_shift_sum, scale_row).
 //   3. O_j += P · V_block while the block's values are still in L1 (accumulate_pv_block, on the same
