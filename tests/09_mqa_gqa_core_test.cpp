@@ -1,11 +1,109 @@
-// Chapter 09's cache bookkeeping on bad input (mqa_gqa.hpp: the given part of KVCache), on the solution track only
-// (the exercise suites stay as they are).
+// Chapter 09's own code on the solution track only (the exercise suites stay as they are): the cache
+// bookkeeping on bad input (mqa_gqa.hpp: the given part of KVCache), and the fast decode kernel
+// (decode_fast.hpp) against the float64 oracle (tests/oracle/09_mqa_gqa_oracle.hpp).
 #include <doctest/doctest.h>
 
+#include <array>
+#include <cmath>
 #include <cstddef>
+#include <limits>
 
+#include "09_mqa_gqa/decode_fast.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
+#include "attn/rng.hpp"
+#include "oracle/09_mqa_gqa_oracle.hpp"
+#include "support/allclose.hpp"
 #include "support/throws.hpp"
+
+namespace {
+
+using attn::Matrix;
+using attn::oracle::Heads;
+using attn::oracle::Mat;
+
+/// A cache of g heads holding n tokens of N(0,1) keys (n, d_k) and values (n, d_v), filled by append,
+/// and the same keys and values as the oracle's heads.
+struct FilledCache {
+  attn::KVCache cache;
+  Heads K, V;  // g × (n, d_k), g × (n, d_v)
+  FilledCache(attn::Rng& rng, std::size_t g, std::size_t n, std::size_t d_k, std::size_t d_v)
+      : cache(g, n + 3, d_k, d_v), K(g, Mat(n, d_k)), V(g, Mat(n, d_v)) {  // spare capacity: rows past length()
+    for (std::size_t t = 0; t < n; ++t) {
+      const Matrix k = rng.normal(g, d_k), v = rng.normal(g, d_v);  // (g, d_k), (g, d_v)
+      cache.append(k, v);
+      for (std::size_t j = 0; j < g; ++j) {
+        for (std::size_t c = 0; c < d_k; ++c) K[j](t, c) = k(j, c);
+        for (std::size_t c = 0; c < d_v; ++c) V[j](t, c) = v(j, c);
+      }
+    }
+  }
+};
+
+/// The oracle's answer for one query token q (h, d_k) over every cached token: (h, d_v).
+Mat oracle_decode(const Matrix& q, const FilledCache& f) {
+  Heads Q;
+  for (std::size_t i = 0; i < q.shape(0); ++i) {
+    Mat row(1, q.shape(1));
+    for (std::size_t c = 0; c < q.shape(1); ++c) row(0, c) = q(i, c);
+    Q.push_back(row);
+  }
+  const Heads O = attn::oracle::grouped_attention(Q, f.K, f.V, /*causal=*/false);  // h × (1, d_v)
+  Mat out(O.size(), O[0].cols);
+  for (std::size_t i = 0; i < O.size(); ++i)
+    for (std::size_t c = 0; c < out.cols; ++c) out(i, c) = O[i](0, c);
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("09_mqa_gqa: decode_attend_fast") {
+  TEST_CASE("decode_attend_fast equals the float64 oracle for MHA, GQA and MQA, at any cache length") {
+    // Float32 against float64, N(0,1) entries: a score q·k/√d_k is a sum of d_k products of size ~1 whose
+    // rounding errors (2^-24 each, random signs) add up to about √d_k·6e-8/√d_k ≈ 1e-7; the softmax turns
+    // them into relative weight errors of that size, the output (a convex combination of values of size ~3)
+    // inherits a few 1e-7, and the online softmax's rescales add a few ulp. The worst seen over these cases
+    // is 9e-7; atol = rtol = 1e-5 leaves a margin of ten.
+    attn::Rng rng(961);
+    const std::size_t B = attn::ch09::kDecodeKeysPerBlock;
+    // (h, g): r = 1 (MHA), 4 (GQA), 32 (MQA); r = 3 (rows not a multiple of the kernel's four); r = 20 and
+    // 48 (from r = 16 on, the queries are transposed into panels of 32 and 16 columns, zero-padded).
+    for (auto [h, g] : {std::array<std::size_t, 2>{4, 4}, {8, 2}, {32, 1}, {6, 2}, {40, 2}, {48, 1}}) {
+      // n: one token, a small odd count, a block and five, two whole blocks (the kernel's edges).
+      for (std::size_t n : {std::size_t{1}, std::size_t{7}, B + 5, 2 * B}) {
+        // d: below one vector, a vector and a tail (20, 24), and the bench's 128 (whole 64-column chunks).
+        for (auto [d_k, d_v] : {std::array<std::size_t, 2>{3, 5}, {20, 24}, {128, 128}}) {
+          CAPTURE(h);
+          CAPTURE(g);
+          CAPTURE(n);
+          CAPTURE(d_k);
+          CAPTURE(d_v);
+          const FilledCache f(rng, g, n, d_k, d_v);
+          const Matrix q = rng.normal(h, d_k);                          // (h, d_k)
+          const Matrix O = attn::ch09::decode_attend_fast(f.cache, q);  // (h, d_v)
+          CHECK_ALLCLOSE(O, oracle_decode(q, f), 1e-5, 1e-5);
+        }
+      }
+    }
+  }
+
+  TEST_CASE("decode_attend_fast with huge scores (s ≈ 4e3) picks the best key's value, never NaN") {
+    // q = 1e3·k_best for a chosen key: its score 1e3·|k_best|²/√d is about 4e3 and thousands above every
+    // other, so every weight but one is e^{-thousands} = 0 in any precision and the output is that key's value,
+    // whichever block it lies in; a kernel that forgot the running max would overflow e^s to inf and NaN.
+    attn::Rng rng(962);
+    const std::size_t g = 2, h = 8, n = 3 * attn::ch09::kDecodeKeysPerBlock + 1, d = 16;
+    const FilledCache f(rng, g, n, d, d);
+    Matrix q = xt::zeros<float>({h, d});  // (h, d)
+    for (std::size_t i = 0; i < h; ++i) {
+      const std::size_t j = i / (h / g), best = (37 * i + 5) % n;  // a different key for each head
+      for (std::size_t c = 0; c < d; ++c) q(i, c) = static_cast<float>(1e3 * f.K[j](best, c));
+    }
+    const Matrix O = attn::ch09::decode_attend_fast(f.cache, q);  // (h, d)
+    CHECK(std::isfinite(static_cast<double>(xt::sum(O)())));
+    // The exact answer is the best key's value; the oracle agrees to its own rounding.
+    CHECK_ALLCLOSE(O, oracle_decode(q, f), 1e-5, 1e-5);
+  }
+}
 
 // Bad input, one case per function that had none (cmake/check_bad_input.py).
 TEST_SUITE("09_mqa_gqa: bad input") {
@@ -17,5 +115,27 @@ TEST_SUITE("09_mqa_gqa: bad input") {
     cache.truncate(0);  // the bound itself: every token forgotten
     CHECK(cache.length() == 0);
     CHECK_THROWS_NAMING(cache.truncate(1), std::invalid_argument, "from 0 to 1");
+  }
+
+  TEST_CASE(
+      "decode_attend_fast refuses a query of the wrong width, heads g does not divide, an empty cache and "
+      "a NaN or infinite query, naming each") {
+    attn::KVCache cache(2, 4, 3, 5);
+    const Matrix q = xt::ones<float>({4, 3});  // (h = 4, d_k = 3)
+    CHECK_THROWS_NAMING(attn::ch09::decode_attend_fast(cache, q), std::invalid_argument, "empty");
+    cache.append(attn::Matrix(xt::ones<float>({2, 3})), attn::Matrix(xt::ones<float>({2, 5})));
+    CHECK_THROWS_NAMING(attn::ch09::decode_attend_fast(cache, Matrix(xt::ones<float>({4, 4}))), std::invalid_argument,
+                        "(4, 4)", "d_k = 3");
+    CHECK_THROWS_NAMING(attn::ch09::decode_attend_fast(cache, Matrix(xt::ones<float>({3, 3}))), std::invalid_argument,
+                        "h = 3", "g = 2");
+    CHECK_THROWS_NAMING(attn::ch09::decode_attend_fast(cache, Matrix(xt::ones<float>({0, 3}))), std::invalid_argument,
+                        "h = 0");
+    Matrix q_nan = q;
+    q_nan(1, 2) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_NAMING(attn::ch09::decode_attend_fast(cache, q_nan), std::invalid_argument, "Q[5]");
+    Matrix q_inf = q;
+    q_inf(3, 0) = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_NAMING(attn::ch09::decode_attend_fast(cache, q_inf), std::invalid_argument, "Q[9]");
+    CHECK(cache.length() == 1);  // it only reads the cache
   }
 }

@@ -5,29 +5,35 @@
 // decoding with a KV cache, step by step equal to full causal attention; why a decode step is bound by
 // memory (bytes per FLOP); what the cache weighs for public model shapes at 4K, 32K and 128K tokens in
 // bf16; a multi-head layer turned grouped by mean-pooling its K/V heads, with the output's deviation.
-// `ch09_mqa_gqa bench` times the decode step for g = h, h/4, 1 (h = 32, d_k = 128, fp32) against this
-// machine's own memory bandwidth (a STREAM triad) and the speed of the same step with its cache in L2.
-// Measured on the course's 2-core EPYC (one core, CPU time): multi-head decode at 32K tokens moves its cache
-// at 69-80% of the triad; MHA : GQA-8 : MQA time ≈ 1 : 1/2 : 1/5 instead of the ideal 1 : 1/4 : 1/32,
-// because GQA and MQA become compute-bound on one core (book/09_mqa_gqa.md has the numbers).
+// `ch09_mqa_gqa bench` times the decode step for g = h, h/4, 1 (h = 32, d_k = 128, fp32, one core) with two
+// kernels: the learner's decode_step() (OpenBLAS: S = Q·Kᵀ, softmax, A·V, three passes) and decode_fast.cpp's
+// decode_attend_fast() (one pass, each group's K and V read once for its r = h/g query heads), each against
+// its roofline bound: the cache's bytes at this machine's memory bandwidth (a STREAM triad) or the step's
+// FLOPs at the in-cache product rate (the same step with its cache in L2), whichever takes longer.
+// Recorded on the course's 2-core EPYC before the fast kernel (book/recorded/ch09_bench.txt, 32K tokens):
+// the learner's MHA moves its cache at 46% of the triad, GQA-8 at 24%, MQA at 9%; MHA : GQA-8 : MQA time
+// 1 : 1/2.1 : 1/6.0 instead of the bytes' 1 : 1/4 : 1/32 (book/measure_09_mqa_gqa.md has the numbers).
 // What it leaves out: training or uptraining (the GQA paper's quality numbers are cited in the book,
 // not measured), batching many sequences, paged caches, a GPU decode kernel (chapter 06's territory).
 // Run it: ./course run 09      Benchmarks: build/default/bin/ch09_mqa_gqa bench
 // Your code: ./course run 09 --track exercise      Book page: book/09_mqa_gqa.md
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <ctime>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "03_multi_head/multi_head.hpp"
+#include "09_mqa_gqa/decode_fast.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
 #include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
@@ -340,12 +346,23 @@ void tell_the_story(const attn::Chapter& chapter, std::uint64_t seed) {
 
 constexpr std::size_t kH = 32, kDk = 128;
 
-/// Results the benchmarks share: the triad's bandwidth, the products' in-cache FLOP rate per query rows r,
-/// and each decode step's time, for the ratio rows at the end.
+/// The two decode kernels the bench compares: the learner's decode_step() (OpenBLAS, three passes over the
+/// scores) and chapter 09's decode_attend_fast() (one pass, each group's K and V read once).
+enum class Kernel : int { learner = 0, fast = 1 };
+
+/// Results the benchmarks share: the triad's bandwidth, the products' in-cache FLOP rate per query rows r and
+/// kernel, and each decode step's time, for the roofline and the ratio rows.
 struct Measured {
   double triad_bytes_per_s = 0;
-  std::map<std::size_t, double> flops_per_s;                     // r → FLOP/s with the cache in L2
-  std::map<std::pair<std::size_t, std::size_t>, double> step_s;  // (g, n) → seconds per step
+  std::map<std::pair<std::size_t, Kernel>, double> flops_per_s;           // (r, kernel) → FLOP/s, cache in L2
+  std::map<std::tuple<std::size_t, std::size_t, Kernel>, double> step_s;  // (g, n, kernel) → seconds per step
+  /// The in-cache product rate for r query rows per KV head: the faster kernel's (0 when none was measured).
+  double in_cache_flops_per_s(std::size_t r) const {
+    double best = 0;
+    for (Kernel k : {Kernel::learner, Kernel::fast})
+      if (flops_per_s.count({r, k})) best = std::max(best, flops_per_s.at({r, k}));
+    return best;
+  }
 };
 Measured& measured() {
   static Measured m;
@@ -428,61 +445,83 @@ struct DecodeSetup {
   }
 };
 
-/// One decode step over exactly n cached tokens: back to n - 1, then the step appends the n-th.
-void step_at_full_length(DecodeSetup& s) {
+/// One decode step over exactly n cached tokens: back to n - 1, then the n-th token appended and attended,
+/// by the learner's decode_step() or by the append and chapter 09's decode_attend_fast().
+void step_at_full_length(DecodeSetup& s, Kernel kernel) {
   s.cache.truncate(s.n - 1);
-  const Matrix O = attn::decode_step(s.cache, s.q, s.k, s.v);  // (h, d_v)
+  Matrix O;  // (h, d_v)
+  if (kernel == Kernel::learner) {
+    O = attn::decode_step(s.cache, s.q, s.k, s.v);
+  } else {
+    s.cache.append(s.k, s.v);
+    O = attn::ch09::decode_attend_fast(s.cache, s.q);
+  }
   benchmark::DoNotOptimize(O.data());
 }
 
 /// The ceiling of the arithmetic: the same decode step for r = q_heads_per_kv query heads sharing one K/V head
 /// (h = r, g = 1) over 512 cached tokens, whose 512 KiB of K and V stay in the core's L2 cache, so memory never
 /// limits it.
-/// r = 1 is MHA's matrix-vector products, r = 4 GQA's and r = 32 MQA's thin matrix products.
+/// r = 1 is MHA's matrix-vector products, r = 4 GQA's and r = 32 MQA's thin matrix products; fast = 0 the
+/// learner's kernel, 1 decode_attend_fast(). The faster of the two is the roofline's compute ceiling for r.
 void BM_DecodeInCache(benchmark::State& state) {
   attn::set_blas_threads(1);
   const std::size_t r = static_cast<std::size_t>(state.range(0)), n = 512;
+  const Kernel kernel = static_cast<Kernel>(state.range(1));
   DecodeSetup s(1, n, r);
-  const double seconds = cpu_timed_loop(state, [&] { step_at_full_length(s); });
+  const double seconds = cpu_timed_loop(state, [&] { step_at_full_length(s, kernel); });
   const double flops = step_cost(r, 1, n, kDk, sizeof(float)).flops;
-  measured().flops_per_s[r] = flops / seconds;
+  measured().flops_per_s[{r, kernel}] = flops / seconds;
   state.counters["GFLOP/s"] = flops / seconds / 1e9;
+  attn::report_against_ceilings(state, flops / seconds / 1e9, 1, 0.0, /*per_cpu_second=*/true);
 }
 BENCHMARK(BM_DecodeInCache)
-    ->Arg(1)
-    ->Arg(4)
-    ->Arg(32)
-    ->ArgName("q_heads_per_kv")
+    ->ArgsProduct({{1, 4, 32}, {0, 1}})
+    ->ArgNames({"q_heads_per_kv", "fast"})
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.2);
+
+// [roofline]
+/// The roofline bound of one decode step: the time its bytes take at the triad's bandwidth or its FLOPs at
+/// the in-cache product rate for r query rows per KV head, whichever is longer (0 when that rate is unknown).
+double roofline_seconds(const StepCost& c, std::size_t r) {
+  const double rate = measured().in_cache_flops_per_s(r);
+  return rate > 0 ? std::max(c.bytes / triad_bytes_per_s(), c.flops / rate) : 0.0;
+}
+// [roofline]
 
 // [bench_decode]
 void BM_DecodeStep(benchmark::State& state) {
   attn::set_blas_threads(1);
   const std::size_t g = static_cast<std::size_t>(state.range(0)), n = static_cast<std::size_t>(state.range(1));
+  const Kernel kernel = static_cast<Kernel>(state.range(2));
   static std::unique_ptr<DecodeSetup> setup;
   if (!setup || setup->g != g || setup->n != n) {
     setup.reset();  // free the previous cache first: the largest is 1 GiB
     setup = std::make_unique<DecodeSetup>(g, n);
   }
   DecodeSetup& s = *setup;
-  const double seconds = cpu_timed_loop(state, [&] { step_at_full_length(s); });
+  const double seconds = cpu_timed_loop(state, [&] { step_at_full_length(s, kernel); });
   const StepCost c = step_cost(kH, g, n, kDk, sizeof(float));
-  measured().step_s[{g, n}] = seconds;
+  measured().step_s[{g, n, kernel}] = seconds;
   const std::size_t r = kH / g;
-  const double ceiling = measured().flops_per_s.count(r) ? measured().flops_per_s[r] : 0.0;
+  const double ceiling = measured().in_cache_flops_per_s(r);
   // Rates from this loop's CPU time per step (Google Benchmark's "CPU" column), so they compare directly.
   state.counters["KV_MiB"] = c.bytes / (1024.0 * 1024.0);
   state.counters["GB/s"] = c.bytes / seconds / 1e9;
   state.counters["%triad"] = 100.0 * c.bytes / seconds / triad_bytes_per_s();
   state.counters["GFLOP/s"] = c.flops / seconds / 1e9;
   attn::report_against_ceilings(state, c.flops / seconds / 1e9, 1, 0.0, /*per_cpu_second=*/true);
-  if (ceiling > 0) state.counters["%in-L2"] = 100.0 * c.flops / seconds / ceiling;
+  if (ceiling > 0) {
+    state.counters["%in-L2"] = 100.0 * c.flops / seconds / ceiling;
+    state.counters["%roofline"] = 100.0 * roofline_seconds(c, r) / seconds;  // the bound's time over the step's
+    state.counters["mem_bound"] = c.bytes / triad_bytes_per_s() >= c.flops / ceiling ? 1 : 0;  // which binds
+  }
 }
 // [bench_decode]
 BENCHMARK(BM_DecodeStep)
-    ->ArgsProduct({{static_cast<long>(kH), static_cast<long>(kH / 4), 1}, {1024, 4096, 16384, 32768}})
-    ->ArgNames({"g", "n"})
+    ->ArgsProduct({{static_cast<long>(kH), static_cast<long>(kH / 4), 1}, {1024, 4096, 16384, 32768}, {0, 1}})
+    ->ArgNames({"g", "n", "fast"})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.3);
 
@@ -490,18 +529,19 @@ BENCHMARK(BM_DecodeStep)
 /// the ideal h/g a purely memory-bound step would reach. (Its own time column is meaningless.)
 void BM_DecodeRatio(benchmark::State& state) {
   const std::size_t n = static_cast<std::size_t>(state.range(0));
+  const Kernel kernel = static_cast<Kernel>(state.range(1));
   for (auto _ : state) benchmark::DoNotOptimize(n);
   const auto& t = measured().step_s;
-  if (!t.count({kH, n}) || !t.count({kH / 4, n}) || !t.count({1, n})) {
+  if (!t.count({kH, n, kernel}) || !t.count({kH / 4, n, kernel}) || !t.count({1, n, kernel})) {
     state.SkipWithError("run the DecodeStep benchmarks of this n first (no --benchmark_filter)");
     return;
   }
-  state.counters["MHA:GQA"] = t.at({kH, n}) / t.at({kH / 4, n});
+  state.counters["MHA:GQA"] = t.at({kH, n, kernel}) / t.at({kH / 4, n, kernel});
   state.counters["ideal_GQA"] = static_cast<double>(4);
-  state.counters["MHA:MQA"] = t.at({kH, n}) / t.at({1, n});
+  state.counters["MHA:MQA"] = t.at({kH, n, kernel}) / t.at({1, n, kernel});
   state.counters["ideal_MQA"] = static_cast<double>(kH);
 }
-BENCHMARK(BM_DecodeRatio)->Arg(1024)->Arg(4096)->Arg(16384)->Arg(32768)->ArgName("n")->Iterations(1);
+BENCHMARK(BM_DecodeRatio)->ArgsProduct({{1024, 4096, 16384, 32768}, {0, 1}})->ArgNames({"n", "fast"})->Iterations(1);
 
 }  // namespace
 
