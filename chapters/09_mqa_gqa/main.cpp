@@ -10,9 +10,9 @@
 // decode_attend_fast() (one pass, each group's K and V read once for its r = h/g query heads), each against
 // its roofline bound: the cache's bytes at this machine's memory bandwidth (a STREAM triad) or the step's
 // FLOPs at the in-cache product rate (the same step with its cache in L2), whichever takes longer.
-// Recorded on the course's 2-core EPYC before the fast kernel (book/recorded/ch09_bench.txt, 32K tokens):
-// the learner's MHA moves its cache at 46% of the triad, GQA-8 at 24%, MQA at 9%; MHA : GQA-8 : MQA time
-// 1 : 1/2.1 : 1/6.0 instead of the bytes' 1 : 1/4 : 1/32 (book/measure_09_mqa_gqa.md has the numbers).
+// Recorded on the 2-core Intel Xeon (book/recorded/ch09_bench.txt, 32K tokens, share of each step's roofline
+// bound): the learner's MHA 78%, GQA-8 38%, MQA 51%, MHA : GQA-8 : MQA time 1 : 1/1.9 : 1/6.9; the fast
+// kernel 94%, 69%, 87%, 1 : 1/3.0 : 1/9.7 (the bytes allow 1/4; MQA's arithmetic at the in-cache rate 1/10.5).
 // What it leaves out: training or uptraining (the GQA paper's quality numbers are cited in the book,
 // not measured), batching many sequences, paged caches, a GPU decode kernel (chapter 06's territory).
 // Run it: ./course run 09      Benchmarks: build/default/bin/ch09_mqa_gqa bench
