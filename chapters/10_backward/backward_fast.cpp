@@ -15,8 +15,10 @@
 //      An OpenBLAS product of other tile shapes rounds the sums differently (P = 1.000015 in the test, d_k = 64).
 //      dP = dO_i V_jᵀ has the shape of S (a row of dO against every key's row of V), so the same kernel computes
 //      it from V packed as K is: it took 20% of the backward's samples as an OpenBLAS call and takes as long as
-//      the S tile now (perf, n = 4096). The other three products are sgemm calls, OpenBLAS single-threaded inside
-//      each thread, on pointers into dO, Q, K and the gradients, with the 1/√d_k folded into their alpha.
+//      the S tile now (perf, n = 4096). Likewise dQ_i += dS K_j has the shape of O += P V, and chapter 05's
+//      P·V kernel computes it (OpenBLAS's call took 16% of the samples, the kernel 13%). The two products that
+//      read a tile transposed, dV += Pᵀ dO and dK += dSᵀ Q, are sgemm calls, OpenBLAS single-threaded inside
+//      each thread. The 1/√d_k of dQ and dK is folded into dS where it is made.
 //      Without the micro-kernels (no AVX2, or a B_c that is no whole number of key panels: the fast forward then
 //      falls back to OpenBLAS too) S and dP are sgemm calls on copies of Kᵀ and Vᵀ (OpenBLAS's small kernels
 //      take a product whose operands both run along d only by packing them, on every call), and S agrees with
@@ -47,9 +49,10 @@ namespace {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-/// dp[0, n) ← p ∘ (dp − D): the softmax's backward with D standing in for rowsum(dP ∘ P).
-ATTN_VECTOR_CLONES void softmax_grad_row(const float* p, float* dp, std::size_t n, float D) {
-  for (std::size_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - D);
+/// dp[0, n) ← scale · p ∘ (dp − D): the softmax's backward with D standing in for rowsum(dP ∘ P), times the
+/// 1/√d_k that both dQ and dK carry (so their products need no alpha).
+ATTN_VECTOR_CLONES void softmax_grad_row(const float* p, float* dp, std::size_t n, float D, float scale) {
+  for (std::size_t j = 0; j < n; ++j) dp[j] = scale * (p[j] * (dp[j] - D));
 }
 
 /// One problem: h heads of contiguous (n, d) matrices.
@@ -168,12 +171,16 @@ void backward_tile(const Problem& p, const BackwardConfig& cfg, std::size_t head
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(cols), i(p.d_v), 1.0f, dO_i, i(p.d_v), Vt_j,
                 i(p.n_kv), 0.0f, w.dS.data(), i(ld));
   }
-  for (std::size_t r = 0; r < rows; ++r) softmax_grad_row(w.P.data() + r * ld, w.dS.data() + r * ld, cols, D[r]);
-  // dQ_i += scale · dS K_j  (rows, d_k)
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(p.d_k), i(cols), scale, w.dS.data(), i(ld), K_j,
-              i(p.d_k), 1.0f, dQ_i, i(p.d_k));
+  for (std::size_t r = 0; r < rows; ++r)
+    softmax_grad_row(w.P.data() + r * ld, w.dS.data() + r * ld, cols, D[r], scale);  // dS holds scale · dS
+  // dQ_i += scale · dS K_j  (rows, d_k): the shape of O += P V, so chapter 05's P·V kernel where it runs
+  if (p.keys->used())
+    ch05::accumulate_pv(w.dS.data(), rows, cols, ld, K_j, p.d_k, p.d_k, dQ_i, p.d_k);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(p.d_k), i(cols), 1.0f, w.dS.data(), i(ld), K_j,
+                i(p.d_k), 1.0f, dQ_i, i(p.d_k));
   // dK_j += scale · dSᵀ Q_i  (cols, d_k)
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i(cols), i(p.d_k), i(rows), scale, w.dS.data(), i(ld), Q_i,
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i(cols), i(p.d_k), i(rows), 1.0f, w.dS.data(), i(ld), Q_i,
               i(p.d_k), 1.0f, dK_j, i(p.d_k));
 }
 // [fast_tile]
