@@ -253,7 +253,8 @@ HeadsGrads flash_backward_fast(const Tensor3& Q, const Tensor3& K, const Tensor3
   const std::size_t panel = std::max<std::size_t>(ch05::key_panel_width(), 1);
   cfg.B_c = std::min(cfg.B_c, std::max<std::size_t>((n_kv + panel - 1) / panel * panel, 1));
   cfg.lanes = std::min(cfg.lanes, std::max<std::size_t>(n_kv / cfg.B_c + (n_kv % cfg.B_c != 0 ? 1 : 0), 1));
-  // Every buffer, before any is allocated: the gradients, D, Kᵀ and Vᵀ, the other lanes' dQ, the tiles.
+  // Every buffer, before any is allocated: the gradients, D, Kᵀ and Vᵀ (or K and V packed: as large, give or take a
+  // panel of padding, which PackedKeys checks itself), the other lanes' dQ, the tiles.
   const std::size_t floats =
       checked_sum(where, {checked_product(where, {h, n_q, d_k}), checked_product(where, {2, h, n_kv, d_k}),
                           checked_product(where, {2, h, n_kv, d_v}), checked_product(where, {h, n_q}),
