@@ -533,7 +533,9 @@ TEST_SUITE("10_backward") {
         xt::view(O, k) = f.O;
         xt::view(lse, k) = f.lse;
       }
-      const attn::ch10::BackwardConfig one{16, 24, 2, 1}, two{16, 24, 2, 2}, three{16, 24, 2, 3};
+      // B_c = 24 is no whole number of key panels: the OpenBLAS path. B_c = 32 is (16 or 32 keys a panel): the
+      // micro-kernel path, S from K packed and dP from V packed, d_v ≠ d_k included.
+      const attn::ch10::BackwardConfig one{16, 24, 2, 1}, two{16, 24, 2, 2}, three{16, 24, 2, 3}, panels{16, 32, 2, 2};
       const attn::ch10::HeadsGrads g1 = attn::ch10::flash_backward_fast(Q, K, V, O, lse, dO, causal, one);
       const attn::ch10::HeadsGrads g2 = attn::ch10::flash_backward_fast(Q, K, V, O, lse, dO, causal, two);
       const attn::ch10::HeadsGrads g3 = attn::ch10::flash_backward_fast(Q, K, V, O, lse, dO, causal, three);
@@ -543,12 +545,14 @@ TEST_SUITE("10_backward") {
       CHECK(g1.dQ == g3.dQ);
       CHECK(g1.dK == g3.dK);
       CHECK(g1.dV == g3.dV);
+      const attn::ch10::HeadsGrads gp = attn::ch10::flash_backward_fast(Q, K, V, O, lse, dO, causal, panels);
       for (std::size_t k = 0; k < h; ++k) {
         const Inputs in{xt::view(Q, k), xt::view(K, k), xt::view(V, k), xt::view(dO, k)};
         const std::vector<bool> allowed = oracle::causal_allowed(n_q, n_kv);
         const oracle::Grads expected = oracle_grads(in, causal ? &allowed : nullptr);
         const double tol = gradient_tolerance(n_q, n_kv, d, d_v, expected);
         check_grads({xt::view(g2.dQ, k), xt::view(g2.dK, k), xt::view(g2.dV, k)}, expected, tol);
+        check_grads({xt::view(gp.dQ, k), xt::view(gp.dK, k), xt::view(gp.dV, k)}, expected, tol);
         // The contract's version agrees with the same oracle: both are FlashAttention-2, tiled differently.
         const Vector lse_k = xt::view(lse, k);
         check_grads(attn::flash_backward(in.Q, in.K, in.V, xt::view(O, k), lse_k, in.dO, causal, 32, 16), expected,

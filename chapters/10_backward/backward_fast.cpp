@@ -13,13 +13,16 @@
 //      the same multiplication by 1/√d_k, so it has the forward's bits whatever the tile sizes, and exp(S − lse)
 //      is the forward's P exactly (one dominant key gives P = 1, hence dV = dO, as PyTorch's backward does).
 //      An OpenBLAS product of other tile shapes rounds the sums differently (P = 1.000015 in the test, d_k = 64).
-//      The other four products are sgemm calls, OpenBLAS single-threaded inside each thread, on pointers into
-//      dO, the gradients and a copy of Vᵀ made once per call, with the 1/√d_k folded into their alpha. The copy
-//      is there for OpenBLAS: dP = dO Vᵀ read from V itself is a product whose operands both run along d, which
-//      OpenBLAS packs into buffers on every call at these tile sizes (its small-matrix kernels decline it); read
-//      from Vᵀ it is a plain product its small kernels take as it lies. Without the micro-kernels (no AVX2, or a
-//      B_c that is no whole number of key panels: the fast forward then falls back to OpenBLAS too) S is an
-//      sgemm on a copy of Kᵀ, and agrees with the forward's to rounding only.
+//      dP = dO_i V_jᵀ has the shape of S (a row of dO against every key's row of V), so the same kernel computes
+//      it from V packed as K is: it took 20% of the backward's samples as an OpenBLAS call and takes as long as
+//      the S tile now (perf, n = 4096). Likewise dQ_i += dS K_j has the shape of O += P V, and chapter 05's
+//      P·V kernel computes it (OpenBLAS's call took 16% of the samples, the kernel 13%). The two products that
+//      read a tile transposed, dV += Pᵀ dO and dK += dSᵀ Q, are sgemm calls, OpenBLAS single-threaded inside
+//      each thread. The 1/√d_k of dQ and dK is folded into dS where it is made.
+//      Without the micro-kernels (no AVX2, or a B_c that is no whole number of key panels: the fast forward then
+//      falls back to OpenBLAS too) S and dP are sgemm calls on copies of Kᵀ and Vᵀ (OpenBLAS's small kernels
+//      take a product whose operands both run along d only by packing them, on every call), and S agrees with
+//      the forward's to rounding only.
 //   4. P is recomputed with chapter 05's vectorised exp (row_ops.cpp) as exp(S − lse), and dS = P ∘ (dP − D)
 //      is one vectorised loop. Causal: query blocks that cannot see a key block are never visited, the tile
 //      the diagonal crosses is cut at its last row's last visible key, and row by row inside.
@@ -46,17 +49,19 @@ namespace {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-/// dp[0, n) ← p ∘ (dp − D): the softmax's backward with D standing in for rowsum(dP ∘ P).
-ATTN_VECTOR_CLONES void softmax_grad_row(const float* p, float* dp, std::size_t n, float D) {
-  for (std::size_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - D);
+/// dp[0, n) ← scale · p ∘ (dp − D): the softmax's backward with D standing in for rowsum(dP ∘ P), times the
+/// 1/√d_k that both dQ and dK carry (so their products need no alpha).
+ATTN_VECTOR_CLONES void softmax_grad_row(const float* p, float* dp, std::size_t n, float D, float scale) {
+  for (std::size_t j = 0; j < n; ++j) dp[j] = scale * (p[j] * (dp[j] - D));
 }
 
 /// One problem: h heads of contiguous (n, d) matrices.
 struct Problem {
   const float *Q, *K, *V, *O, *dO, *lse;
-  float* D;                // (h, n_q): rowsum(dO ∘ O), written by prepare_head()
-  float *Kt, *Vt;          // (h, d_k, n_kv) and (h, d_v, n_kv): Kᵀ (none with keys) and Vᵀ, by prepare_head()
-  ch05::PackedKeys* keys;  // K packed for chapter 05's score kernel; keys->used() false: S from Kt by sgemm
+  float* D;                  // (h, n_q): rowsum(dO ∘ O), written by prepare_head()
+  float *Kt, *Vt;            // (h, d_k, n_kv) and (h, d_v, n_kv): Kᵀ and Vᵀ by prepare_head(), only without keys
+  ch05::PackedKeys* keys;    // K packed for chapter 05's score kernel; keys->used() false: S from Kt by sgemm
+  ch05::PackedKeys* values;  // V packed the same way, for dP = dO Vᵀ (used exactly when keys are)
   float *dQ, *dQ_lanes, *dK, *dV;  // dQ_lanes: (lanes − 1, h, n_q, d_k), the other lanes' dQ
   std::size_t h, n_q, n_kv, d_k, d_v;
   bool causal;
@@ -76,8 +81,8 @@ void transpose(const float* a, std::size_t rows, std::size_t cols, float* at) {
 }
 
 /// Before the tiles, one head's share of the passes over whole matrices: D = rowsum(dO ∘ O) for its rows, its
-/// Kᵀ and Vᵀ, and its dQ, dK, dV and lanes' dQ set to zero. Done head by head on every thread, where a single thread
-/// would leave the other idle for some percent of the backward.
+/// Kᵀ and Vᵀ (without the micro-kernels), and its dQ, dK, dV and lanes' dQ set to zero. Done head by head on every
+/// thread, where a single thread would leave the other idle for some percent of the backward.
 void prepare_head(const Problem& p, const BackwardConfig& cfg, std::size_t head) {
   for (std::size_t r = 0; r < p.n_q; ++r) {
     const float* o = p.O + (head * p.n_q + r) * p.d_v;
@@ -86,8 +91,10 @@ void prepare_head(const Problem& p, const BackwardConfig& cfg, std::size_t head)
     for (std::size_t c = 0; c < p.d_v; ++c) sum += g[c] * o[c];
     p.D[head * p.n_q + r] = sum;
   }
-  if (!p.keys->used()) transpose(p.K + head * p.n_kv * p.d_k, p.n_kv, p.d_k, p.Kt + head * p.d_k * p.n_kv);
-  transpose(p.V + head * p.n_kv * p.d_v, p.n_kv, p.d_v, p.Vt + head * p.d_v * p.n_kv);
+  if (!p.keys->used()) {
+    transpose(p.K + head * p.n_kv * p.d_k, p.n_kv, p.d_k, p.Kt + head * p.d_k * p.n_kv);
+    transpose(p.V + head * p.n_kv * p.d_v, p.n_kv, p.d_v, p.Vt + head * p.d_v * p.n_kv);
+  }
   std::fill_n(p.dQ + head * p.n_q * p.d_k, p.n_q * p.d_k, 0.0f);
   std::fill_n(p.dK + head * p.n_kv * p.d_k, p.n_kv * p.d_k, 0.0f);
   std::fill_n(p.dV + head * p.n_kv * p.d_v, p.n_kv * p.d_v, 0.0f);
@@ -128,17 +135,16 @@ void backward_tile(const Problem& p, const BackwardConfig& cfg, std::size_t head
   const float* Q_i = p.Q + (head * p.n_q + r0) * p.d_k;    // (rows, d_k)
   const float* dO_i = p.dO + (head * p.n_q + r0) * p.d_v;  // (rows, d_v)
   const float* K_j = p.K + (head * p.n_kv + c0) * p.d_k;   // (cols, d_k)
-  const float* Vt_j = p.Vt + head * p.d_v * p.n_kv + c0;   // (d_v, cols), leading dimension n_kv
   float* dK_j = p.dK + (head * p.n_kv + c0) * p.d_k;       // (cols, d_k), owned by this lane
   float* dV_j = p.dV + (head * p.n_kv + c0) * p.d_v;       // (cols, d_v), owned by this lane
   float* dQ_i = dQ + (head * p.n_q + r0) * p.d_k;          // (rows, d_k), this lane's dQ
   const float* lse = p.lse + head * p.n_q + r0;
   const float* D = p.D + head * p.n_q + r0;
   // P = exp(scale · Q_i K_jᵀ − lse), rows × cols, leading dimension B_c; S by the forward's own kernel (point 3)
+  const std::size_t width = ch05::key_panel_width(), panels = width > 0 ? (cols + width - 1) / width : 0;
   if (p.keys->used()) {
-    const std::size_t width = ch05::key_panel_width();
-    ch05::scores_tile(Q_i, rows, p.d_k, p.d_k, p.keys->head(head) + (c0 / width) * p.d_k * width,
-                      (cols + width - 1) / width, scale, w.P.data(), ld);
+    ch05::scores_tile(Q_i, rows, p.d_k, p.d_k, p.keys->head(head) + (c0 / width) * p.d_k * width, panels, scale,
+                      w.P.data(), ld);
   } else {
     const float* Kt_j = p.Kt + head * p.d_k * p.n_kv + c0;  // (d_k, cols), leading dimension n_kv
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(cols), i(p.d_k), scale, Q_i, i(p.d_k), Kt_j,
@@ -155,15 +161,26 @@ void backward_tile(const Problem& p, const BackwardConfig& cfg, std::size_t head
   // dV_j += Pᵀ dO_i  (cols, d_v)
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i(cols), i(p.d_v), i(rows), 1.0f, w.P.data(), i(ld), dO_i,
               i(p.d_v), 1.0f, dV_j, i(p.d_v));
-  // dP = dO_i V_jᵀ  (rows, cols), then dS = P ∘ (dP − D) in place
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(cols), i(p.d_v), 1.0f, dO_i, i(p.d_v), Vt_j,
-              i(p.n_kv), 0.0f, w.dS.data(), i(ld));
-  for (std::size_t r = 0; r < rows; ++r) softmax_grad_row(w.P.data() + r * ld, w.dS.data() + r * ld, cols, D[r]);
-  // dQ_i += scale · dS K_j  (rows, d_k)
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(p.d_k), i(cols), scale, w.dS.data(), i(ld), K_j,
-              i(p.d_k), 1.0f, dQ_i, i(p.d_k));
+  // dP = dO_i V_jᵀ  (rows, cols), then dS = P ∘ (dP − D) in place. dP has the shape of S (a row of dO against
+  // every key's row of V), so the score kernel computes it from V packed as K is (point 3), scale 1.
+  if (p.values->used()) {
+    ch05::scores_tile(dO_i, rows, p.d_v, p.d_v, p.values->head(head) + (c0 / width) * p.d_v * width, panels, 1.0f,
+                      w.dS.data(), ld);
+  } else {
+    const float* Vt_j = p.Vt + head * p.d_v * p.n_kv + c0;  // (d_v, cols), leading dimension n_kv
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(cols), i(p.d_v), 1.0f, dO_i, i(p.d_v), Vt_j,
+                i(p.n_kv), 0.0f, w.dS.data(), i(ld));
+  }
+  for (std::size_t r = 0; r < rows; ++r)
+    softmax_grad_row(w.P.data() + r * ld, w.dS.data() + r * ld, cols, D[r], scale);  // dS holds scale · dS
+  // dQ_i += scale · dS K_j  (rows, d_k): the shape of O += P V, so chapter 05's P·V kernel where it runs
+  if (p.keys->used())
+    ch05::accumulate_pv(w.dS.data(), rows, cols, ld, K_j, p.d_k, p.d_k, dQ_i, p.d_k);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i(rows), i(p.d_k), i(cols), 1.0f, w.dS.data(), i(ld), K_j,
+                i(p.d_k), 1.0f, dQ_i, i(p.d_k));
   // dK_j += scale · dSᵀ Q_i  (cols, d_k)
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i(cols), i(p.d_k), i(rows), scale, w.dS.data(), i(ld), Q_i,
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i(cols), i(p.d_k), i(rows), 1.0f, w.dS.data(), i(ld), Q_i,
               i(p.d_k), 1.0f, dK_j, i(p.d_k));
 }
 // [fast_tile]
@@ -236,7 +253,8 @@ HeadsGrads flash_backward_fast(const Tensor3& Q, const Tensor3& K, const Tensor3
   const std::size_t panel = std::max<std::size_t>(ch05::key_panel_width(), 1);
   cfg.B_c = std::min(cfg.B_c, std::max<std::size_t>((n_kv + panel - 1) / panel * panel, 1));
   cfg.lanes = std::min(cfg.lanes, std::max<std::size_t>(n_kv / cfg.B_c + (n_kv % cfg.B_c != 0 ? 1 : 0), 1));
-  // Every buffer, before any is allocated: the gradients, D, Kᵀ and Vᵀ, the other lanes' dQ, the tiles.
+  // Every buffer, before any is allocated: the gradients, D, Kᵀ and Vᵀ (or K and V packed: as large, give or take a
+  // panel of padding, which PackedKeys checks itself), the other lanes' dQ, the tiles.
   const std::size_t floats =
       checked_sum(where, {checked_product(where, {h, n_q, d_k}), checked_product(where, {2, h, n_kv, d_k}),
                           checked_product(where, {2, h, n_kv, d_v}), checked_product(where, {h, n_q}),
@@ -250,13 +268,14 @@ HeadsGrads flash_backward_fast(const Tensor3& Q, const Tensor3& K, const Tensor3
                Tensor3::from_shape({h, n_kv, d_v})};
   std::unique_ptr<float[]> D(new float[h * n_q]);  // (h, n_q)
   // Keys packed as the fast forward packs them, when it runs its micro-kernels on tiles of whole panels too.
-  ch05::PackedKeys keys(K.data(), h, n_kv, d_k, ch05::key_panel_width() > 0 && cfg.B_c % ch05::key_panel_width() == 0);
-  std::unique_ptr<float[]> Kt(new float[keys.used() ? 0 : h * d_k * n_kv]), Vt(new float[h * d_v * n_kv]);
+  const bool packed = ch05::key_panel_width() > 0 && cfg.B_c % ch05::key_panel_width() == 0;
+  ch05::PackedKeys keys(K.data(), h, n_kv, d_k, packed), values(V.data(), h, n_kv, d_v, packed);
+  std::unique_ptr<float[]> Kt(new float[packed ? 0 : h * d_k * n_kv]), Vt(new float[packed ? 0 : h * d_v * n_kv]);
   std::unique_ptr<float[]> dQ_lanes(new float[(cfg.lanes - 1) * h * n_q * d_k]);  // (lanes − 1, h, n_q, d_k)
   if (h * n_q * n_kv > 0)
-    run({Q.data(), K.data(), V.data(),    O.data(),       dO.data(),   lse.data(),  D.get(), Kt.get(),
-         Vt.get(), &keys,    g.dQ.data(), dQ_lanes.get(), g.dK.data(), g.dV.data(), h,       n_q,
-         n_kv,     d_k,      d_v,         causal},
+    run({Q.data(), K.data(), V.data(), O.data(),    dO.data(),      lse.data(),  D.get(),     Kt.get(),
+         Vt.get(), &keys,    &values,  g.dQ.data(), dQ_lanes.get(), g.dK.data(), g.dV.data(), h,
+         n_q,      n_kv,     d_k,      d_v,         causal},
         cfg);
   else
     for (Tensor3* t : {&g.dQ, &g.dK, &g.dV}) t->fill(0.0f);  // no pair of query and key: zero gradients

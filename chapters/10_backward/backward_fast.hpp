@@ -31,8 +31,8 @@ struct HeadsGrads {
 /// It recomputes the scores with chapter 05's fast forward's own kernel, so that they have the forward's bits
 /// whatever the tile sizes, where that kernel runs (AVX2 or AVX-512, and both B_c whole key panels, as the
 /// defaults are); elsewhere both use OpenBLAS and agree to rounding.
-/// Extra memory: D (h, n_q), K packed (h, n_kv rounded up to a panel, d_k) or Kᵀ (h, d_k, n_kv), Vᵀ
-/// (h, d_v, n_kv), (lanes − 1) more dQ buffers, and per thread two (B_r, B_c) tiles; nothing n×n.
+/// Extra memory: D (h, n_q), K and V packed (h, n_kv rounded up to a panel, d_k or d_v) or Kᵀ (h, d_k, n_kv) and
+/// Vᵀ (h, d_v, n_kv), (lanes − 1) more dQ buffers, and per thread two (B_r, B_c) tiles; nothing n×n.
 /// \param Q (h, n_q, d_k) queries.
 /// \param K (h, n_kv, d_k) keys.
 /// \param V (h, n_kv, d_v) values.

@@ -168,7 +168,7 @@ void flash_equals_full() {
       "Heap measured by chapter 04's counting allocator. The full backward holds S, P, dP and dS, n×n\n"
       "floats each (4 MiB apiece at n = 1024); the flash backward holds its three gradients (3·n·d floats),\n"
       "D (n) and a few tiles: it grows like n, not n². The fast kernel adds one more dQ (its second lane),\n"
-      "copies of Kᵀ and Vᵀ, and two tiles per thread.\n\n");
+      "K and V packed for its micro-kernels, and two tiles per thread.\n\n");
 }
 // [flash_vs_full]
 
@@ -432,8 +432,8 @@ int main(int argc, char** argv) {
   chapter.cli().add_option("--d", d, "Head dimension d_k = d_v of the long run")->check(CLI::Range(1, 1024));
   chapter.bench_ceilings({1, 2});  // backward_simple runs on one core, the others on two
   return chapter.run(argc, argv, [&] {
-    // The long run holds about twelve (n, d) float matrices (Q, K, V, dO, O, dQ, dK, dV, Kᵀ, Vᵀ, a lane's dQ and
-    // the data's draw): refused with the estimate before the chapter starts, not in std::bad_alloc at its end.
+    // The long run holds about twelve (n, d) float matrices (Q, K, V, dO, O, dQ, dK, dV, K and V packed, a lane's dQ
+    // and the data's draw): refused with the estimate before the chapter starts, not in std::bad_alloc at its end.
     attn::checked_allocation("--n and --d: the long run's 12 × n × d floats", {12, n, d, sizeof(float)});
     softmax_jacobian();
     full_backward_traced();
