@@ -13,8 +13,9 @@
 //   4. Each row's max over the tile comes out of the S micro-kernel, taken while the scores are in registers
 //      (a pass over the tile saved). The softmax passes left between the products (exp and sum, rescale)
 //      are plain loops that the compiler vectorises once per instruction set (AVX-512, AVX2, baseline),
-//      chosen at run time; exp is a polynomial (no -ffast-math, which would break the NaN/Inf handling the tests
-//      check). They live in row_ops.cpp, shared with chapter 07's block-sparse kernel.
+//      chosen at run time (exp and sum also by hand with AVX-512's vscalefps: the same bits, 16 instructions per 16
+//      lanes where the compiler's loop takes 21); exp is a polynomial (no -ffast-math, which would break the NaN/Inf
+//      handling the tests check). They live in row_ops.cpp, shared with chapter 07's block-sparse kernel.
 //   5. Causal: tiles past the diagonal are never visited, and the tile that crosses it is cut at the last
 //      key its block can see.
 // The ladder, measured by `ch05_flash_cpu bench` (8 heads, n = 4096, d = 64, 2 threads): rung 1, the
