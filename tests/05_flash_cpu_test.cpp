@@ -642,4 +642,22 @@ TEST_SUITE("05_flash_cpu: chapter code") {
     bad_K(2, 3) = std::numeric_limits<float>::quiet_NaN();
     CHECK_THROWS_NAMING(attn::attention_row(Q, bad_K, f.lse, 0, false), std::invalid_argument, "K[11]");
   }
+
+  TEST_CASE("the fast kernel's input check, shared among its threads, names the first NaN or infinity of Q, K, V") {
+    // 2 × 4096 × 8 floats each: large enough for the scan to be shared among the kernel's threads.
+    const attn::Tensor3 clean = xt::ones<float>({2, 4096, 8});  // (h, n, d)
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    for (const int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      attn::Tensor3 Q = clean, K = clean, V = clean;
+      V(0, 0, 0) = inf;
+      K(1, 4095, 7) = nan;  // K's last element, and a later one than V's culprit: K is named first
+      K(1, 4095, 6) = -inf;
+      CHECK_THROWS_NAMING(attn::ch05::flash_attention_fast(Q, K, V, false, {128, 512, threads}), std::invalid_argument,
+                          "K[65534] is -inf");
+      Q(0, 2048, 0) = nan;  // the middle of Q
+      CHECK_THROWS_NAMING(attn::ch05::flash_attention_fast(Q, K, V, true, {128, 512, threads}), std::invalid_argument,
+                          "Q[16384] is nan");
+    }
+  }
 }

@@ -151,6 +151,48 @@ TEST_SUITE("common") {
     CHECK_NOTHROW(attn::require_finite("here", "v", v.data(), v.size()));
   }
 
+  TEST_CASE(
+      "require_attention_inputs on several threads names the first NaN or infinity of Q, K, V and finds the largest "
+      "|q|, |k| in any piece") {
+    // Q, K and V large enough to be shared among the threads (64K floats or more in all), V's length odd so that
+    // the pieces differ in length; the culprits sit at the ends of arrays and at the pieces' edges.
+    const std::size_t n = 40000, d_k = 64;
+    const std::vector<float> clean_q(n, 0.5f), clean_k(n, -0.25f), clean_v(n + 1, 2.0f);
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    struct Bad {
+      int array;  // 0 Q, 1 K, 2 V
+      std::size_t at;
+      float value;
+    };
+    const std::vector<std::pair<std::vector<Bad>, std::string>> cases = {
+        {{{0, 0, nan}}, "Q[0] is nan"},
+        {{{0, n - 1, inf}, {1, 0, nan}}, "Q[39999] is inf"},
+        {{{1, 5000, -inf}, {1, 4999, nan}, {1, 39999, nan}}, "K[4999] is nan"},  // 5000: where a piece of 8 starts
+        {{{2, n, nan}, {1, 13334, inf}}, "K[13334] is inf"},
+        {{{2, 30001, inf}, {2, n, nan}}, "V[30001] is inf"},
+        {{{2, n, -inf}}, "V[40000] is -inf"}};
+    for (const std::size_t threads : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
+      CAPTURE(threads);
+      CHECK_NOTHROW(attn::require_attention_inputs("here", clean_q.data(), n, d_k, clean_k.data(), n, d_k,
+                                                   clean_v.data(), n + 1, threads));
+      for (const auto& [bad, message] : cases) {
+        CAPTURE(message);
+        std::vector<float> x[3] = {clean_q, clean_k, clean_v};
+        for (const Bad& b : bad) x[b.array][b.at] = b.value;
+        CHECK_THROWS_WITH_AS(attn::require_attention_inputs("here", x[0].data(), n, d_k, x[1].data(), n, d_k,
+                                                            x[2].data(), n + 1, threads),
+                             doctest::Contains(message.c_str()), std::invalid_argument);
+      }
+      // The overflow bound needs max|q| and max|k| from the last pieces: 64 · 1e20 · 1e20 is past FLT_MAX / 4.
+      std::vector<float> q = clean_q, k = clean_k;
+      q[n - 1] = 1e20f;
+      k[n - 1] = -1e20f;
+      CHECK_THROWS_WITH_AS(
+          attn::require_attention_inputs("here", q.data(), n, d_k, k.data(), n, d_k, clean_v.data(), n + 1, threads),
+          doctest::Contains("max|q| = 1e+20 times max|k| = 1e+20"), std::invalid_argument);
+    }
+  }
+
   TEST_CASE("triad_bandwidth_gbs measures on any number of threads, more threads than elements too, and refuses 0") {
     CHECK(attn::triad_bandwidth_gbs(1000, 1, 1) > 0.0);
     CHECK(attn::triad_bandwidth_gbs(3, 4, 1) > 0.0);  // a thread with nothing to do

@@ -13,8 +13,9 @@
 //   4. Each row's max over the tile comes out of the S micro-kernel, taken while the scores are in registers
 //      (a pass over the tile saved). The softmax passes left between the products (exp and sum, rescale)
 //      are plain loops that the compiler vectorises once per instruction set (AVX-512, AVX2, baseline),
-//      chosen at run time; exp is a polynomial (no -ffast-math, which would break the NaN/Inf handling the tests
-//      check). They live in row_ops.cpp, shared with chapter 07's block-sparse kernel.
+//      chosen at run time (exp and sum also by hand with AVX-512's vscalefps: the same bits, 16 instructions per 16
+//      lanes where the compiler's loop takes 21); exp is a polynomial (no -ffast-math, which would break the NaN/Inf
+//      handling the tests check). They live in row_ops.cpp, shared with chapter 07's block-sparse kernel.
 //   5. Causal: tiles past the diagonal are never visited, and the tile that crosses it is cut at the last
 //      key its block can see.
 // The ladder, measured by `ch05_flash_cpu bench` (8 heads, n = 4096, d = 64, 2 threads): rung 1, the
@@ -154,7 +155,9 @@ void check_and_run(const Problem& p, std::size_t elements_q, std::size_t element
       fmt::format("{}: B_r = {}, B_c = {}, threads = {}; all must be positive", where, cfg.B_r, cfg.B_c, cfg.threads));
   require(!p.causal || p.n_q <= p.n_kv,
           fmt::format("{}: causal with {} queries but only {} keys; n_q <= n_kv", where, p.n_q, p.n_kv));
-  require_attention_inputs(where, p.Q, elements_q, p.d_k, p.K, elements_kv, p.d_k, p.V, p.h * p.n_kv * p.d_v);
+  // On the kernel's own threads: on one, the scan was 2–3% of a call's time with the other core idle.
+  require_attention_inputs(where, p.Q, elements_q, p.d_k, p.K, elements_kv, p.d_k, p.V, p.h * p.n_kv * p.d_v,
+                           static_cast<std::size_t>(cfg.threads));
   // Key tiles larger than the sequence hold nothing more: one tile covers it either way, so B_c is cut to it (the
   // same bits; B_c stays a multiple of the key panels when it was one). B_r stays as given: chapter 10's backward
   // recomputes these scores bit for bit only from the forward's own row blocks. Then each thread's score tile is

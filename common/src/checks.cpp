@@ -2,6 +2,7 @@
 #include "attn/checks.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <exception>
 #include <mutex>
@@ -104,11 +105,47 @@ void require_finite_at(const char* where, const char* what, const float* x, cons
                                               scan.first_bad, scan.first_bad < size ? x[scan.first_bad] : 0.0f));
 }
 
+/// The scans of \p count arrays, each cut into \p parts consecutive pieces that \p threads threads take from a
+/// shared counter, then joined in order: the largest magnitude of all pieces, and the first bad index of the first
+/// piece that has one. The same answer as one scan per array, since a maximum does not depend on the order.
+std::vector<Scan> scan_in_parts(const float* const* x, const std::size_t* size, std::size_t count, std::size_t parts,
+                                std::size_t threads) {
+  std::vector<Scan> piece(count * parts);                         // (count, parts)
+  const auto begin = [&](std::size_t a, std::size_t i) {          // piece i of array a starts here
+    return i * (size[a] / parts) + std::min(i, size[a] % parts);  // the first size % parts pieces one longer
+  };
+  std::atomic<std::size_t> next{0};
+  run_on_threads(threads, [&] {
+    for (std::size_t t = next++; t < piece.size(); t = next++) {
+      const std::size_t a = t / parts, i = t % parts, b = begin(a, i);
+      piece[t] = x[a] == nullptr ? Scan{0.0f, 0} : scan_values(x[a] + b, begin(a, i + 1) - b);
+      piece[t].first_bad += b;
+    }
+  });
+  std::vector<Scan> whole(count);
+  for (std::size_t a = 0; a < count; ++a) {
+    whole[a] = {0.0f, size[a]};
+    for (std::size_t i = parts; i-- > 0;) {  // backwards, so the first bad piece is the one that stays
+      const Scan& p = piece[a * parts + i];
+      whole[a].max_abs = std::max(whole[a].max_abs, p.max_abs);
+      if (p.first_bad < begin(a, i + 1)) whole[a].first_bad = p.first_bad;
+    }
+  }
+  return whole;
+}
+
 }  // namespace
 
 void require_attention_inputs(const char* where, const float* Q, std::size_t q_size, std::size_t q_row, const float* K,
-                              std::size_t k_size, std::size_t k_row, const float* V, std::size_t v_size) {
-  const Scan q = scan_values(Q, q_size), k = scan_values(K, k_size), v = scan_values(V, v_size);
+                              std::size_t k_size, std::size_t k_row, const float* V, std::size_t v_size,
+                              std::size_t threads) {
+  // Below ~64K floats a thread's start costs more than the scan it would take over.
+  const std::size_t total = q_size + k_size + v_size,
+                    used = total < (std::size_t{1} << 16) ? 1 : std::max<std::size_t>(threads, 1);
+  const float* const x[] = {Q, K, V};
+  const std::size_t size[] = {q_size, k_size, v_size};
+  const std::vector<Scan> scans = scan_in_parts(x, size, 3, used == 1 ? 1 : 4 * used, used);
+  const Scan &q = scans[0], &k = scans[1], &v = scans[2];
   require_finite_at(where, "Q", Q, q, q_size);
   require_finite_at(where, "K", K, k, k_size);
   require_finite_at(where, "V", V, v, v_size);

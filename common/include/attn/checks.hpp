@@ -53,9 +53,13 @@ constexpr double kMaxScoreBound = static_cast<double>(std::numeric_limits<float>
 /// \p Q (…, d_k) rows of queries, \p K (…, d_k) rows of keys, \p V any shape; all row-major, contiguous.
 /// \throws std::invalid_argument "where: Q[3] is nan …" or "where: d_k = … times max|q| = … times …".
 /// \p q_row and \p k_row are the lengths of one query and one key (both d_k when the shapes fit; the
-/// caller's own shape check reports it when they do not).
+/// caller's own shape check reports it when they do not). With \p threads > 1 the scan is shared among that many
+/// threads (run_on_threads(); the calling thread is one): the same answer, the same first culprit named, in
+/// less wall-clock time for a kernel whose own work runs on those threads next (inputs under 64K floats in
+/// all are scanned on the calling thread alone: a thread's start would cost more).
 void require_attention_inputs(const char* where, const float* Q, std::size_t q_size, std::size_t q_row, const float* K,
-                              std::size_t k_size, std::size_t k_row, const float* V, std::size_t v_size);
+                              std::size_t k_size, std::size_t k_row, const float* V, std::size_t v_size,
+                              std::size_t threads = 1);
 
 /// The same for xtensor containers: \p Q and \p K end in d_k (their last dimension).
 template <class TQ, class TK, class TV>
