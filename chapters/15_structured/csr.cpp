@@ -170,24 +170,8 @@ void attend_node(const float* q, const GatherRows& K, const GatherRows& V, const
 // time (the measurements page has both).
 namespace avx512 {
 
-/// e^x for x ≤ 0 (scores minus their row's max), 16 at a time: chapter 05's polynomial, with 2^k applied by
-/// vscalefps. Below −87 exactly 0, never a subnormal weight (chapter 05's exp says why); NaN stays NaN.
-__m512 exp_nonpositive(__m512 x) {
-  const __mmask16 kept = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_NLT_UQ);  // x ≥ −87 or NaN
-  x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x);  // max(a, NaN) returns the NaN when it is the second operand
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);  // round(x / ln 2)
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);  // x − k·ln 2, ln 2 in two parts
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));  // e^r
-  return _mm512_maskz_scalef_ps(kept, p, k);                                            // e^r · 2^k
-}
+// e^x for x ≤ 0, 16 at a time: chapter 05's (exp_nonpositive, the one its exp_shift_sum runs).
+#include "05_flash_cpu/exp_avx512.inl"
 
 /// The sum of each 128-bit quarter of \p x: (4) sums, lane c of the result = Σ over the quarters of lane c.
 __m128 sum_quarters(__m512 x) {
