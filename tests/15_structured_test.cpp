@@ -434,7 +434,7 @@ TEST_SUITE("15_structured: chapter code") {
       "the oracle; csr_attention_into overwrites every row of a reused output") {
     // On a CPU with AVX-512 these shapes run the four-heads-at-a-time node kernel: a group past the first, edges
     // filling exact and partial registers of exponentials (4 senders = 16 scores; 1 and 40 = partial), and
-    // scores far apart (Q × 20), whose small weights become exactly 0 below e^-87.
+    // scores far apart (Q × 20), so that the max shift matters and many weights fall below e^-87.
     attn::Rng rng(1518);
     const std::size_t n = 60;
     ch15::Neighbours in(n);
@@ -471,6 +471,12 @@ TEST_SUITE("15_structured: chapter code") {
     CHECK_THROWS_WITH_AS(ch15::csr_attention_into(X, rows, rows, bad, 2, 1, O2), doctest::Contains("sender 9"),
                          std::invalid_argument);
     CHECK(O2 == xt::full_like(X, 5.0f));
+    // More threads than work items: only as many as there are items run (before, 2^40 threads' scratch was refused).
+    // bad input answered: csr_attention_into
+    Matrix one = O2, many = O2;
+    ch15::csr_attention_into(X, rows, rows, g, 2, 1, one);
+    ch15::csr_attention_into(X, rows, rows, g, 2, std::size_t{1} << 40, many);
+    CHECK(many == one);
   }
 
   TEST_CASE("GatherRows keeps every row on a cache line, equal to the matrix, and names a NaN's matrix") {

@@ -269,15 +269,18 @@ void csr_attention_into(const Matrix& Q, const GatherRows& K, const GatherRows& 
   require(O.data() != Q.data(), "csr_attention_into: O is Q itself; the kernel reads every query after writing rows");
   const std::size_t max_degree = check_csr("csr_attention", g);
   require_finite("csr_attention", "Q", Q.data(), Q.size());
+  constexpr std::size_t kChunk = 512;  // nodes per work item: enough to amortise the atomic
+  // No more threads than work items: a thread without one would only cost its start (and a huge count, its
+  // failure to start after the others had written rows).
+  const std::size_t used = std::min(threads, std::max<std::size_t>(1, n / kChunk + (n % kChunk != 0 ? 1 : 0)));
   // Each thread's scores, (max_degree·heads), allocated before any row of O is written: a throw leaves O as it was.
   const std::size_t per_thread = checked_product("csr_attention: max in-degree × heads", {max_degree, heads});
-  std::vector<float> scratch(checked_allocation("csr_attention: threads × max in-degree × heads floats",
-                                                {threads, per_thread, sizeof(float)}) /
-                             sizeof(float));
+  std::vector<float> scratch(
+      checked_allocation("csr_attention: threads × max in-degree × heads floats", {used, per_thread, sizeof(float)}) /
+      sizeof(float));
   const NodeKernel kernel = node_kernel(width / heads, heads);
   std::atomic<std::size_t> next{0}, thread_id{0};
-  constexpr std::size_t kChunk = 512;  // nodes per work item: enough to amortise the atomic
-  run_on_threads(threads, [&] {
+  run_on_threads(used, [&] {
     float* scores = scratch.data() + thread_id++ * per_thread;  // (degree·heads) of the node at hand
     for (std::size_t begin = next.fetch_add(kChunk); begin < n; begin = next.fetch_add(kChunk)) {
       const std::size_t end = std::min(n, begin + kChunk);
