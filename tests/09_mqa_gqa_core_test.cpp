@@ -137,5 +137,10 @@ TEST_SUITE("09_mqa_gqa: bad input") {
     q_inf(3, 0) = std::numeric_limits<float>::infinity();
     CHECK_THROWS_NAMING(attn::ch09::decode_attend_fast(cache, q_inf), std::invalid_argument, "Q[9]");
     CHECK(cache.length() == 1);  // it only reads the cache
+    // Finite query and keys whose scores overflow float (1e20 · 1e20 · 3 / √3): refused, not NaN.
+    attn::KVCache big(2, 4, 3, 5);
+    big.append(attn::Matrix(xt::full_like(xt::ones<float>({2, 3}), 1e20f)), attn::Matrix(xt::ones<float>({2, 5})));
+    CHECK_THROWS_NAMING(attn::ch09::decode_attend_fast(big, Matrix(xt::full_like(q, 1e20f))), std::invalid_argument,
+                        "overflowed");
   }
 }

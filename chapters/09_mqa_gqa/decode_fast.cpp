@@ -273,6 +273,14 @@ Matrix decode_attend_fast(const KVCache& cache, const Matrix& q) {
   for (std::size_t j = 0; j < g; ++j)  // group j: query rows j·r … j·r + r - 1 share KV head j
     attend_group(q_scaled.data() + j * r * d_k, r, cache.keys().data() + j * cache.capacity() * d_k,
                  cache.values().data() + j * cache.capacity() * d_v, n, d_k, d_v, O.data() + j * r * d_v);
+  // q and the cache are finite, but the overflow policy's bound on d_k·max|q|·max|k| needs the cache's largest key,
+  // which only this pass reads: a score that overflowed shows here, as a NaN of O, and is refused by name.
+  const auto bad = std::find_if(O.begin(), O.end(), [](float x) { return !std::isfinite(x); });
+  float max_q = 0.0f;
+  for (const float x : q) max_q = std::max(max_q, std::fabs(x));
+  require(bad == O.end(), fmt::format("decode_attend_fast: a score q·k overflowed float (d_k = {}, max|q| = {:.3g}): "
+                                      "scale the query or the cached keys down",
+                                      d_k, max_q));
   return O;
 }
 // [decode_attend_fast]
