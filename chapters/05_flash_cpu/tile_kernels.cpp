@@ -7,6 +7,7 @@
 #include "05_flash_cpu/tile_kernels.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -43,6 +44,7 @@ struct Isa {
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V max(V a, V b) { return _mm512_max_ps(a, b); }
   static float reduce_max(V a) { return _mm512_reduce_max_ps(a); }  // the largest of the 16 lanes
+  static void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }  // into L1
 };
 #include "05_flash_cpu/tile_kernels.inl"
 }  // namespace avx512
@@ -69,6 +71,7 @@ struct Isa {
     x = _mm_max_ps(x, _mm_movehl_ps(x, x));
     return _mm_cvtss_f32(_mm_max_ss(x, _mm_shuffle_ps(x, x, 1)));
   }
+  static void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }  // into L1
 };
 #include "05_flash_cpu/tile_kernels.inl"
 }  // namespace avx2

@@ -6,6 +6,14 @@
 // in registers for the whole reduction; each step loads a few vectors and broadcasts one value per row, so
 // every value loaded from memory feeds several FMAs.
 
+constexpr int kLineFloats = 16;  // floats per 64-byte cache line: one prefetch each
+
+/// Asks for the cache line \p ahead floats past \p p. The address may lie past the array (a prefetch never
+/// faults), so it is computed as an integer: a pointer past an array's end would be undefined behaviour.
+inline void prefetch_ahead(const float* p, std::size_t ahead) {
+  Isa::prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(p) + ahead * sizeof(float)));
+}
+
 // [scores_kernel]
 // S[r, 0..2W) = scale · Σ_k Q[r, k] · panel[k, 0..2W), for R rows: 2R accumulators; per k, two loads of the
 // panel (contiguous, as pack_keys laid it out) and R broadcasts of one query value. With \p m, the row maxima
@@ -56,10 +64,17 @@ void scores_rows(std::size_t rows, const float* Q, std::size_t ld_q, std::size_t
 void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const float* K_panels,
                  std::size_t panels, float scale, float* S, std::size_t ld_s, const std::size_t* visible, float* m) {
   const std::size_t width = 2 * Isa::W;
-  std::size_t seen[Isa::MR] = {};           // per row of a block: its visible keys within panel p
+  std::size_t seen[Isa::MR] = {};  // per row of a block: its visible keys within panel p
+  // The next panel comes from L3 or memory (a head's packed keys outgrow L2): each row block asks for its share
+  // of that panel's cache lines, so that they are in L1 when its first block starts. Past the last panel the
+  // addresses lead nowhere, which a prefetch allows (it never faults).
+  const std::size_t panel_lines = d_k * width / kLineFloats, blocks = (rows + Isa::MR - 1) / Isa::MR,
+                    share = (panel_lines + blocks - 1) / blocks;
   for (std::size_t p = 0; p < panels; ++p)  // a panel (d_k, 2W) stays in L1 while every row block uses it
     for (std::size_t r = 0; r < rows; r += Isa::MR) {
       const std::size_t block = std::min<std::size_t>(Isa::MR, rows - r);
+      const std::size_t next = ((p + 1) * panel_lines + r / Isa::MR * share) * kLineFloats;
+      for (std::size_t l = 0; l < share; ++l) prefetch_ahead(K_panels, next + l * kLineFloats);
       for (std::size_t b = 0; m != nullptr && b < block; ++b)
         seen[b] = visible[r + b] <= p * width ? 0 : std::min(width, visible[r + b] - p * width);
       scores_rows(block, Q + r * ld_q, ld_q, d_k, K_panels + p * d_k * width, scale, S + r * ld_s + p * width, ld_s,
@@ -84,6 +99,9 @@ void pv_block(const float* P, std::size_t ld_p, std::size_t cols, const float* V
     Vec v[N];
 #pragma GCC unroll 8
     for (int c = 0; c < N; ++c) v[c] = Isa::load(V + c * Isa::W);
+    // V's rows stream from L2 (or from L3 for the first block of rows): the row 8 keys ahead is asked for now.
+#pragma GCC unroll 8
+    for (int c = 0; c < N * Isa::W; c += kLineFloats) prefetch_ahead(V, 8 * ld_v + static_cast<std::size_t>(c));
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const Vec p = Isa::broadcast(P[static_cast<std::size_t>(r) * ld_p + j]);
