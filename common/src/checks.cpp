@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -73,31 +76,25 @@ struct Scan {
 };
 
 Scan scan_values(const float* x, std::size_t size) {
-  // Sixteen independent lanes, so the loop vectorises without -ffast-math: a running max of |x|, and a sum
-  // of x - x, which is 0 for a finite x and NaN (for good) once an infinity or a NaN has gone by.
-  constexpr std::size_t kLanes = 16;
-  float top[kLanes] = {}, nan_if_bad[kLanes] = {};
-  std::size_t j = 0;
-  for (; j + kLanes <= size; j += kLanes)
-    for (std::size_t k = 0; k < kLanes; ++k) {
-      const float a = std::fabs(x[j + k]);
-      top[k] = a > top[k] ? a : top[k];
-      nan_if_bad[k] += x[j + k] - x[j + k];
-    }
-  float max_abs = 0.0f, bad = 0.0f;
-  for (; j < size; ++j) {
-    const float a = std::fabs(x[j]);
-    max_abs = a > max_abs ? a : max_abs;
-    bad += x[j] - x[j];
+  // One integer maximum answers both questions. With the sign bit cleared, the bits of finite floats order as
+  // their magnitudes do, and every NaN or ±∞ has bits at least those of ∞. A maximum of integers vectorises on
+  // any instruction set; a maximum of floats does not without -ffast-math (GCC kept this loop scalar when it
+  // took the float maximum and a sum of x - x: 2 cycles a value, 3% of chapter 05's forward).
+  constexpr std::uint32_t kMagnitude = 0x7fffffffu, kInfinityBits = 0x7f800000u;
+  std::uint32_t top = 0;
+  for (std::size_t i = 0; i < size; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    top = std::max(top, bits & kMagnitude);
   }
-  for (std::size_t k = 0; k < kLanes; ++k) {
-    max_abs = top[k] > max_abs ? top[k] : max_abs;
-    bad += nan_if_bad[k];
+  if (top < kInfinityBits) {
+    float max_abs;
+    std::memcpy(&max_abs, &top, sizeof max_abs);
+    return {max_abs, size};
   }
-  Scan scan{max_abs, size};
-  if (bad != 0.0f)  // only NaN is not equal to 0: find the first culprit, slowly, for the message
-    scan.first_bad = static_cast<std::size_t>(std::find_if(x, x + size, [](float v) { return !std::isfinite(v); }) - x);
-  return scan;
+  // A NaN or an infinity is there: find the first, slowly, for the message (the magnitude no longer matters).
+  const float* bad = std::find_if(x, x + size, [](float v) { return !std::isfinite(v); });
+  return {std::numeric_limits<float>::infinity(), static_cast<std::size_t>(bad - x)};
 }
 
 void require_finite_at(const char* where, const char* what, const float* x, const Scan& scan, std::size_t size) {
