@@ -553,7 +553,7 @@ TEST_SUITE("05_flash_cpu: chapter code") {
       CAPTURE(isa);
       const std::size_t w = attn::ch05::key_panel_width();
       for (const auto& [rows, n_kv, d_k, d_v] : std::vector<std::array<std::size_t, 4>>{
-               {1, 1, 1, 3}, {5, 31, 7, 16}, {8, 33, 64, 64}, {13, 70, 64, 93}, {9, 64, 16, 8}}) {
+               {1, 1, 1, 3}, {5, 31, 7, 16}, {8, 33, 64, 64}, {13, 70, 64, 93}, {9, 64, 16, 8}, {25, 40, 16, 32}}) {
         if (w == 0) break;
         CAPTURE(rows);
         CAPTURE(n_kv);

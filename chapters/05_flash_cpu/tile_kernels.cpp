@@ -33,7 +33,7 @@ namespace avx512 {
 struct Isa {
   using V = __m512;
   static constexpr int W = 16;   // floats per register
-  static constexpr int MR = 8;   // rows of an S block: 8 × 2 accumulators of the 32 registers
+  static constexpr int MR = 12;  // rows of an S block: 12 × 2 accumulators of the 32 registers (8 × 2: 3% slower)
   static constexpr int MRO = 6;  // rows of an O block: 6 × 4 accumulators (64 columns of O)
   static constexpr int NVO = 4;
   static V zero() { return _mm512_setzero_ps(); }

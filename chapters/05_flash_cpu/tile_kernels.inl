@@ -70,15 +70,16 @@ void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t
   // addresses lead nowhere, which a prefetch allows (it never faults).
   const std::size_t panel_lines = d_k * width / kLineFloats, blocks = (rows + Isa::MR - 1) / Isa::MR,
                     share = (panel_lines + blocks - 1) / blocks;
-  for (std::size_t p = 0; p < panels; ++p)  // a panel (d_k, 2W) stays in L1 while every row block uses it
-    for (std::size_t r = 0; r < rows; r += Isa::MR) {
-      const std::size_t block = std::min<std::size_t>(Isa::MR, rows - r);
-      const std::size_t next = ((p + 1) * panel_lines + r / Isa::MR * share) * kLineFloats;
+  for (std::size_t p = 0; p < panels; ++p)    // a panel (d_k, 2W) stays in L1 while every row block uses it
+    for (std::size_t b = 0, r = 0; b < blocks; ++b) {  // blocks of nearly equal height, as in accumulate_pv
+      const std::size_t block = (rows - r + (blocks - b) - 1) / (blocks - b);
+      const std::size_t next = ((p + 1) * panel_lines + b * share) * kLineFloats;
       for (std::size_t l = 0; l < share; ++l) prefetch_ahead(K_panels, next + l * kLineFloats);
-      for (std::size_t b = 0; m != nullptr && b < block; ++b)
-        seen[b] = visible[r + b] <= p * width ? 0 : std::min(width, visible[r + b] - p * width);
+      for (std::size_t i = 0; m != nullptr && i < block; ++i)
+        seen[i] = visible[r + i] <= p * width ? 0 : std::min(width, visible[r + i] - p * width);
       scores_rows(block, Q + r * ld_q, ld_q, d_k, K_panels + p * d_k * width, scale, S + r * ld_s + p * width, ld_s,
                   seen, m == nullptr ? nullptr : m + r);
+      r += block;
     }
 }
 
