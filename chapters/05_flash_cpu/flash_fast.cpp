@@ -7,6 +7,8 @@
 //   2. The two products of a tile, S = scale·Q_i·K_jᵀ and O_i += P·V_j, run on the course's own register-
 //      blocked micro-kernels (tile_kernels.inl; AVX-512 or AVX2+FMA, chosen at run time). K is packed once
 //      per call, head by head, into panels the S kernel streams through; V and P are read where they are.
+//      Both kernels ask for what they read next (the next key panel; V's row 8 keys ahead): a head's packed
+//      keys and values (1 MiB each at n = 4096) outgrow L2, so a tile's first row block waited on L3.
 //      On a CPU with neither instruction set both products are OpenBLAS sgemm calls instead, with OpenBLAS
 //      single-threaded inside our threads (attn::SingleThreadedBlas): two threads on two cores, never four.
 //   3. The output block itself is the accumulator: O_i += P·V_j, rescaled in place.
@@ -20,11 +22,9 @@
 //      key its block can see.
 // The ladder, measured by `ch05_flash_cpu bench` (8 heads, n = 4096, d = 64, 2 threads): rung 1, the
 // exercise's flash_attention (one thread, a copy of every tile); rung 2, this file with OpenBLAS doing
-// every tile's products (`flash_fast_openblas`); rung 3, this file as it is (`flash_fast`). In the recording
-// the book shows (book/recorded/ch05_bench.txt, 2-core AMD EPYC, quiet), per CPU-second: rung 1
-// 34.2 GFLOP/s, rung 2 65.1 (1.9×), rung 3 81.3 (1.25× rung 2; 70% of one core's FMA peak); causal takes
-// 1.91× less time than non-causal. Beside PyTorch's CPU flash kernel (book/recorded/ch05_vs_torch.txt):
-// 1.10× non-causal and 1.23× causal by wall clock in that run.
+// every tile's products (`flash_fast_openblas`); rung 3, this file as it is (`flash_fast`). The figures, against
+// the machine's ceilings and PyTorch's CPU flash kernel, are on book/measure_05_flash_cpu.md with the
+// recordings they come from (book/recorded/ch05_bench.txt, ch05_vs_torch.txt): source comments would go stale.
 #include "05_flash_cpu/flash_fast.hpp"
 #include "05_flash_cpu/row_ops.hpp"
 #include "05_flash_cpu/tile_kernels.hpp"
