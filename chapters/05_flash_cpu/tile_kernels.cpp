@@ -43,7 +43,7 @@ struct Isa {
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }  // a·b + c with one rounding
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V max(V a, V b) { return _mm512_max_ps(a, b); }
-  static float reduce_max(V a) { return _mm512_reduce_max_ps(a); }  // the largest of the 16 lanes
+  static float reduce_max(V a) { return _mm512_reduce_max_ps(a); }       // the largest of the 16 lanes
   static void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }  // into L1
 };
 #include "05_flash_cpu/tile_kernels.inl"
