@@ -70,8 +70,10 @@ void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t
   // addresses lead nowhere, which a prefetch allows (it never faults).
   const std::size_t panel_lines = d_k * width / kLineFloats, blocks = (rows + Isa::MR - 1) / Isa::MR,
                     share = (panel_lines + blocks - 1) / blocks;
-  for (std::size_t p = 0; p < panels; ++p)             // a panel (d_k, 2W) stays in L1 while every row block uses it
-    for (std::size_t b = 0, r = 0; b < blocks; ++b) {  // blocks of nearly equal height, as in accumulate_pv
+  // A panel (d_k, 2W) stays in L1 while every row block uses it; the blocks are of nearly equal height, as in
+  // accumulate_pv.
+  for (std::size_t p = 0; p < panels; ++p)
+    for (std::size_t b = 0, r = 0; b < blocks; ++b) {
       const std::size_t block = (rows - r + (blocks - b) - 1) / (blocks - b);
       const std::size_t next = ((p + 1) * panel_lines + b * share) * kLineFloats;
       for (std::size_t l = 0; l < share; ++l) prefetch_ahead(K_panels, next + l * kLineFloats);
@@ -97,10 +99,10 @@ void pv_block(const float* P, std::size_t ld_p, std::size_t cols, const float* V
 #pragma GCC unroll 8
     for (int c = 0; c < N; ++c) acc[r][c] = Isa::load(O + static_cast<std::size_t>(r) * ld_o + c * Isa::W);
   for (std::size_t j = 0; j < cols; ++j, V += ld_v) {
+    // V's rows stream from L2 (or from L3 for the first block of rows): the row 8 keys ahead is asked for now.
     Vec v[N];
 #pragma GCC unroll 8
     for (int c = 0; c < N; ++c) v[c] = Isa::load(V + c * Isa::W);
-      // V's rows stream from L2 (or from L3 for the first block of rows): the row 8 keys ahead is asked for now.
 #pragma GCC unroll 8
     for (int c = 0; c < N * Isa::W; c += kLineFloats) prefetch_ahead(V, 8 * ld_v + static_cast<std::size_t>(c));
 #pragma GCC unroll 16
