@@ -11,9 +11,11 @@
 // Book page: book/05_flash_cpu.md
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -25,6 +27,7 @@
 #include "05_flash_cpu/flash_cpu.hpp"
 #include "05_flash_cpu/flash_fast.hpp"
 #include "05_flash_cpu/io_model.hpp"
+#include "05_flash_cpu/row_ops.hpp"
 #include "05_flash_cpu/tile_kernels.hpp"
 #include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
@@ -375,13 +378,72 @@ void flash_simple(benchmark::State& state) {
   });
 }
 
+/// CPU-seconds of one flash_fast call at n = 4096 without the mask, measured in this run (0 when a filter left
+/// it out): what tile_phases sets its tiles against.
+double& flash_fast_cpu_seconds() {
+  static double seconds = 0.0;
+  return seconds;
+}
+
 void flash_fast(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const bool causal = state.range(1) != 0;
   const Inputs& in = inputs(n);
   measure(state, bench_flops(n, causal), n, ch05::FastConfig{}.threads,
           [&] { benchmark::DoNotOptimize(ch05::flash_attention_fast(in.Q, in.K, in.V, causal)); });
+  if (n == 4096 && !causal) flash_fast_cpu_seconds() = bench_flops(n, causal) / state.counters["GFLOPS_per_core"] / 1e9;
 }
+
+// [tile_phases]
+// The profile summary, measured the same way on any CPU: one tile of flash_fast (B_r × B_c = 128 × 512 at
+// d = 64, in cache, one core) in its three phases — the score kernel with the row maxima, exp and sum row by
+// row, the P·V kernel — each timed on its own. Counters: each product's rate against one core's FMA peak
+// (`scores_pct_core_peak`, `pv_pct_core_peak`), exp's nanoseconds per score, each phase's share of the tile
+// (`pct_tile_…`), and `pct_call_in_tiles`: the 2048 tiles of a flash_fast call at n = 4096 (8 heads) over that
+// call's CPU time measured above. The rest of a call is the work between the tiles: the running max and sum,
+// O's rescaling, packing K, the input check, the output's first touches and the threads.
+void tile_phases(benchmark::State& state) {
+  const ch05::FastConfig cfg;
+  const std::size_t rows = cfg.B_r, cols = cfg.B_c, panels = ch05::key_panels(cols);
+  if (panels == 0 || cols % ch05::key_panel_width() != 0) {
+    state.SkipWithError("no micro-kernels on this CPU: flash_fast's products are OpenBLAS calls");
+    return;
+  }
+  attn::Rng rng(5);
+  const Matrix Q = rng.normal(rows, kD), K = rng.normal(cols, kD), V = rng.normal(cols, kD);  // (rows|cols, d)
+  std::vector<float> packed(panels * kD * ch05::key_panel_width()), S(rows * cols), O(rows * kD, 0.0f), m(rows);
+  ch05::pack_keys(K.data(), cols, kD, packed.data());
+  const std::vector<std::size_t> visible(rows, cols);
+  using Clock = std::chrono::steady_clock;
+  double scores_s = 0.0, exp_s = 0.0, pv_s = 0.0, sum = 0.0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+    ch05::scores_tile(Q.data(), rows, kD, kD, packed.data(), panels, 0.125f, S.data(), cols, visible.data(), m.data());
+    const auto t1 = Clock::now();
+    for (std::size_t r = 0; r < rows; ++r) sum += ch05::exp_shift_sum(S.data() + r * cols, cols, m[r]);
+    const auto t2 = Clock::now();
+    ch05::accumulate_pv(S.data(), rows, cols, cols, V.data(), kD, kD, O.data(), kD);
+    const auto t3 = Clock::now();
+    scores_s += std::chrono::duration<double>(t1 - t0).count();
+    exp_s += std::chrono::duration<double>(t2 - t1).count();
+    pv_s += std::chrono::duration<double>(t3 - t2).count();
+  }
+  benchmark::DoNotOptimize(sum + O[0]);
+  const double calls = static_cast<double>(state.iterations()), tile_s = scores_s + exp_s + pv_s;
+  const double product_flops = 2.0 * static_cast<double>(rows * cols * kD) * calls;
+  const double core_peak = attn::ceilings(1).fma_peak_per_core;
+  state.counters["scores_pct_core_peak"] = 100.0 * product_flops / scores_s / 1e9 / core_peak;
+  state.counters["pv_pct_core_peak"] = 100.0 * product_flops / pv_s / 1e9 / core_peak;
+  state.counters["exp_ns_per_score"] = 1e9 * exp_s / (calls * static_cast<double>(rows * cols));
+  state.counters["pct_tile_scores"] = 100.0 * scores_s / tile_s;
+  state.counters["pct_tile_exp"] = 100.0 * exp_s / tile_s;
+  state.counters["pct_tile_pv"] = 100.0 * pv_s / tile_s;
+  const double tiles_per_call = static_cast<double>(kHeads * (4096 / rows) * (4096 / cols));
+  if (flash_fast_cpu_seconds() > 0.0)
+    state.counters["pct_call_in_tiles"] = 100.0 * tiles_per_call * tile_s / calls / flash_fast_cpu_seconds();
+}
+// [tile_phases]
 
 // The previous rung: the same kernel with OpenBLAS doing both products of every tile (it packs K_j and V_j
 // again for every query block and zeroes S before writing it), instead of the micro-kernels.
@@ -416,6 +478,7 @@ BENCHMARK(flash_fast)
     ->ArgsProduct({{1024, 4096}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+BENCHMARK(tile_phases)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 
