@@ -43,8 +43,8 @@ struct Isa {
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }  // a·b + c with one rounding
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V max(V a, V b) { return _mm512_max_ps(a, b); }
-  static float reduce_max(V a) { return _mm512_reduce_max_ps(a); }       // the largest of the 16 lanes
-  static void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }  // into L1
+  static float reduce_max(V a) { return _mm512_reduce_max_ps(a); }      // the largest of the 16 lanes
+  static void prefetch(const char* p) { __builtin_prefetch(p, 0, 3); }  // prefetcht0: into L1
 };
 #include "05_flash_cpu/tile_kernels.inl"
 }  // namespace avx512
@@ -71,7 +71,7 @@ struct Isa {
     x = _mm_max_ps(x, _mm_movehl_ps(x, x));
     return _mm_cvtss_f32(_mm_max_ss(x, _mm_shuffle_ps(x, x, 1)));
   }
-  static void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }  // into L1
+  static void prefetch(const char* p) { __builtin_prefetch(p, 0, 3); }  // prefetcht0: into L1
 };
 #include "05_flash_cpu/tile_kernels.inl"
 }  // namespace avx2
