@@ -110,4 +110,23 @@ TEST_SUITE("05_flash_cpu: bad input") {
     CHECK_THROWS_NAMING(ch05::PackedKeys(Q.data(), std::size_t{1} << 40, std::size_t{1} << 20, 64, true),
                         std::invalid_argument, "PackedKeys");
   }
+
+  TEST_CASE("scores_tile and accumulate_pv of no rows do nothing, on every instruction set") {
+    // The score kernel shares each panel's prefetches among its row blocks: with no rows there are no blocks, and
+    // that share was a division by zero (SIGFPE).
+    std::vector<float> Q(8, 1.0f), S(64, 7.0f), V(64 * 4, 1.0f), O(4, 3.0f);
+    for (const std::string isa : {"AVX-512", "AVX2+FMA"}) {
+      const KernelsInUse in_use(isa);
+      if (!in_use.ok) continue;  // this CPU cannot run it
+      CAPTURE(isa);
+      const std::vector<float> panels(ch05::key_panel_width() * 8, 1.0f);
+      float m[1] = {-1.0f};
+      const std::size_t visible[1] = {1};
+      ch05::scores_tile(Q.data(), 0, 8, 8, panels.data(), 1, 1.0f, S.data(), 64, visible, m);
+      ch05::accumulate_pv(S.data(), 0, 8, 8, V.data(), 4, 4, O.data(), 4);
+      CHECK(S == std::vector<float>(64, 7.0f));
+      CHECK(O == std::vector<float>(4, 3.0f));
+      CHECK(m[0] == -1.0f);
+    }
+  }
 }

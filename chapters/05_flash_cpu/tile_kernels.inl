@@ -63,6 +63,7 @@ void scores_rows(std::size_t rows, const float* Q, std::size_t ld_q, std::size_t
 
 void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const float* K_panels,
                  std::size_t panels, float scale, float* S, std::size_t ld_s, const std::size_t* visible, float* m) {
+  if (rows == 0) return;  // no row blocks to share the prefetches among
   const std::size_t width = 2 * Isa::W;
   std::size_t seen[Isa::MR] = {};  // per row of a block: its visible keys within panel p
   // The next panel comes from L3 or memory (a head's packed keys outgrow L2): each row block asks for its share
