@@ -7,6 +7,9 @@ A page names a recorded value instead of typing it:
     \\rec{ch15_bench:CsrAttention/1048576:time:ms .0f}     its time, converted to ms
     \\rec{ch16_real_model_measured:"L1.H3":1}              the 1st number after "L1.H3" on the first
                                                           line of the recording that holds that text
+    \\rec{ch05_vs_torch:"^yes ":7}                          "^": the first line that starts with it
+    \\recratio{ch05_bench:flash_fast/4096:GFLOPS_per_core}{ch05_bench:blas_tiles/4096:GFLOPS_per_core}{.2f}
+                                                          the ratio of two recorded values
 
 SOURCE is a file stem: book/recorded/SOURCE.json (Google Benchmark's own JSON, written beside the text by
 `./course bench NN --record`), else book/recorded/SOURCE.txt, else the book output SOURCE.txt of the chapter
@@ -23,8 +26,10 @@ Commands:
   check PAGES...  every measured number on a lesson or measurements page (NN_name.md, measure_NN_name.md)
                   must be a \\rec{} or be found in what the page cites: a file it includes (\\verbinclude,
                   \\include, \\dontinclude), a recording it names (`ch05_bench.txt`), the sources of its
-                  \\rec{}s, and the chapter's own book output. A page that calls a run quiet must cite
-                  only recordings whose header shows a quiet machine (QUIET below). Exit status 1 when
+                  \\rec{}s, and the chapter's own book output. A paragraph that calls a run quiet cites
+                  only recordings whose header shows a quiet machine (QUIET below): those it names,
+                  includes or reads, and those the next paragraph includes or reads when it ends with a colon
+                  (when it names none: every recording the page cites). Exit status 1 when
                   there is a finding; --count prints the findings per page only.
   show SOURCE     every value a recording offers, as \\rec{} names (to write a page with)
 Options (before the command): --recorded DIR (book/recorded), --output DIR (the chapters' book output).
@@ -63,6 +68,7 @@ TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 
 SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 TO_SUPERSCRIPT = str.maketrans("0123456789-+", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺")
 TOKEN = re.compile(r"\\rec\{([^{}]*)\}")
+RATIO = re.compile(r"\\recratio\{([^{}]*)\}\{([^{}]*)\}\{([^{}]*)\}")
 
 
 class BookNumberError(Exception):
@@ -189,7 +195,7 @@ class Recording:
 
     def _console_rows(self):
         rows = {}
-        line_re = re.compile(r"^(BM_\S+)\s+([\d.]+) (ns|us|ms|s)\s+([\d.]+) (ns|us|ms|s)\s+(\d+)(.*)$")
+        line_re = re.compile(r"^(\S+)\s+([\d.]+) (ns|us|ms|s)\s+([\d.]+) (ns|us|ms|s)\s+(\d+)(.*)$")
         for line in self.text.splitlines():
             m = line_re.match(line)
             if not m:
@@ -239,10 +245,20 @@ def split_token(body):
         if len(parts) < 2 or parts[0] != "" or not parts[1].strip().isdigit():
             raise BookNumberError(f'\\rec{{{body}}}: after "text" comes :N, which number of the line to take')
         return source, ("text", anchor, int(parts[1])), ":".join(parts[2:]).strip()
-    parts = rest.split(":")
-    if len(parts) < 2:
+    if ":" not in rest:
         raise BookNumberError(f"\\rec{{{body}}}: a benchmark value is SOURCE:NAME:COLUMN[:FORMAT]")
-    return source, ("bench", parts[0].strip(), parts[1].strip()), ":".join(parts[2:]).strip()
+    return source, ("bench", rest), None  # NAME may hold colons (n:4096): split_bench splits it
+
+
+def split_bench(body, rest, rows):
+    """NAME, COLUMN, FORMAT of a benchmark value: the format is there when the last part is no column."""
+    parts = [p.strip() for p in rest.split(":")]
+    name, column = ":".join(parts[:-1]), parts[-1]
+    if name in rows and column in rows[name]:
+        return name, column, ""
+    if len(parts) < 3:
+        return name, column, ""
+    return ":".join(parts[:-2]), parts[-2], parts[-1]
 
 
 class Resolver:
@@ -254,6 +270,26 @@ class Resolver:
             self.cache[stem] = Recording(stem, self.recorded, self.output)
         return self.cache[stem]
 
+    def ratio(self, a, b, fmt):
+        """The text a \\recratio{A}{B}{FORMAT} stands for: the ratio of two recorded values."""
+        x, y = self.number(a), self.number(b)
+        if y == 0:
+            raise BookNumberError(f"\\recratio{{{a}}}{{{b}}}: the second value is 0")
+        return format_value(x / y, fmt or "sig3", None, f"{a}}}{{{b}")
+
+    def number(self, body):
+        """The value of a \\rec{} body without its format, as a float (times in seconds)."""
+        source, selector, _ = split_token(body)
+        if selector[0] == "bench":
+            rows = self.recording(source).rows()
+            name, column, fmt = split_bench(body, selector[1], rows)
+            if fmt:
+                raise BookNumberError(f"\\recratio: {body}: the format goes in the third braces")
+            if column in ("time", "cpu") and column in rows.get(name, {}):
+                return rows[name][column] * TIME_UNITS[rows[name]["unit"]]
+        text = self.value(body + (":.17g" if selector[0] == "bench" else ""))
+        return number_value(NUMBER.match(text.replace(",", "")))[0]
+
     def value(self, body):
         """The text a \\rec{} stands for."""
         source, selector, fmt = split_token(body)
@@ -261,9 +297,11 @@ class Resolver:
         if selector[0] == "text":
             _, anchor, index = selector
             for line in rec.text.splitlines():
-                at = line.find(anchor)
+                at = (0 if line.startswith(anchor[1:]) else -1) if anchor.startswith("^") else line.find(anchor)
                 if at < 0:
                     continue
+                if anchor.startswith("^"):
+                    at -= 1
                 found = list(NUMBER.finditer(TIMESTAMP.sub(lambda t: " " * len(t.group()), line), at + len(anchor)))
                 if index < 1 or index > len(found):
                     raise BookNumberError(f"\\rec{{{body}}}: the line holding \"{anchor}\" has {len(found)} "
@@ -273,8 +311,8 @@ class Resolver:
                     return m.group(0)
                 return format_value(number_value(m)[0], fmt, None, body)
             raise BookNumberError(f"\\rec{{{body}}}: no line of {source} holds \"{anchor}\"")
-        _, name, column = selector
         rows = rec.rows()
+        name, column, fmt = split_bench(body, selector[1], rows)
         if name not in rows:
             close = [n for n in rows if n.split("/")[0] == name.split("/")[0]]
             raise BookNumberError(f"\\rec{{{body}}}: {source} has no benchmark {name}"
@@ -323,6 +361,7 @@ def format_value(x, fmt, unit, body):
 
 
 def substitute(text, resolver):
+    text = RATIO.sub(lambda m: resolver.ratio(*m.groups()), text)
     return TOKEN.sub(lambda m: resolver.value(m.group(1)), text)
 
 
@@ -330,7 +369,7 @@ def substitute(text, resolver):
 
 N = r"\d[\d,]*(?:\.\d+)?"
 MEASURED = re.compile(
-    r"(?<![\w.\-−/^_])(?P<n>" + N + r")(?:"
+    r"(?<![\w.\-/^_])(?P<n>" + N + r")(?:"
     r"\s?·\s?10[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+|[eE][-+]\d+"                                   # an error
     r"|\s?%|\s?per ?cent\b"                                                       # a percentage
     r"|[×x](?![\w\d])(?!\s?\d)|\s(?:times)\b(?!\s+(?:a|per|the number|each)\b)"   # a ratio
@@ -340,7 +379,7 @@ MEASURED = re.compile(
     r"|(?P<of>\s+of\s+(?:the\s+|its\s+|all\s+)?\d+)"                               # a count from a run
     r"|\s(?:thousand|million|billion)\b"                                           # a large count
     r")"
-    r"|(?<![\w.\-−/^_])(?P<d>\d+\.\d+)(?![\d.]*\w)")                             # a decimal fraction
+    r"|(?<![\w.\-/^_])(?P<d>\d+\.\d+)(?![\d.]*\w)")                             # a decimal fraction
 
 FENCE = re.compile(r"^\s*(```|~~~)\s*(\{?[.\w]*\}?)")
 BLOCK_OPEN = {"\\code": "\\endcode", "\\verbatim": "\\endverbatim", "\\dot": "\\enddot", "\\f[": "\\f]",
@@ -348,7 +387,7 @@ BLOCK_OPEN = {"\\code": "\\endcode", "\\verbatim": "\\endverbatim", "\\dot": "\\
 SKIP_LINE = re.compile(r"^\s*(?:\\|@)(?:snippet|verbinclude|include|dontinclude|skip|skipline|until|line|image|"
                        r"page|subpage|section|subsection|anchor)\b")
 INLINE_SKIP = re.compile(r"`[^`]*`|\\f\$.*?\\f\$|\\f\[.*?\\f\]|(?:\\|@)ref\s+\S+(?:\s+\"[^\"]*\")?|\{#[\w-]+\}|"
-                         r"https?://\S+|\]\([^)]*\)|<[^>]+>|\\rec\{[^{}]*\}|(?:\\|@)(?:snippet|image)\b.*$")
+                         r"https?://\S+|\]\([^)]*\)|<[^>]+>|\\rec\{[^{}]*\}|\\recratio(?:\{[^{}]*\}){3}|(?:\\|@)(?:snippet|image)\b.*$")
 
 
 def prose_lines(text):
@@ -448,7 +487,7 @@ def cited(text, page, resolver):
     stems = set()
     for name in INCLUDES.findall(text) + NAMED.findall(text):
         stems.add(os.path.splitext(os.path.basename(name))[0])
-    for body in TOKEN.findall(text):
+    for body in TOKEN.findall(text) + [b for m in RATIO.findall(text) for b in m[:2]]:
         stems.add(body.partition(":")[0].strip())
     chapter = PAGE.match(os.path.basename(page)).group(1)
     if os.path.isdir(resolver.output):
@@ -468,11 +507,11 @@ def check_page(path, resolver):
     """The findings of one page: (line, message)."""
     text = open(path, encoding="utf-8").read()
     findings = []
-    for body in TOKEN.findall(text):
+    for m in list(RATIO.finditer(text)) + list(TOKEN.finditer(text)):
         try:
-            resolver.value(body)
+            resolver.ratio(*m.groups()) if m.re is RATIO else resolver.value(m.group(1))
         except BookNumberError as e:
-            findings.append((text[:text.find(body)].count("\n") + 1, str(e)))
+            findings.append((text[:m.start()].count("\n") + 1, str(e)))
     sources = cited(text, path, resolver)
     candidates = [x for rec in sources.values() for x in rec.numbers()]
     for number, line in prose_lines(text):
@@ -481,13 +520,48 @@ def check_page(path, resolver):
                 findings.append((number, f"{shown!r} is in no recording the page cites "
                                          f"({', '.join(sorted(sources)) or 'none'}): put in a \\rec{{}} or cite "
                                          f"the recording that holds it"))
-        if re.search(r"\bquiet\b", line, re.IGNORECASE):
-            for stem, rec in sources.items():
-                load = rec.header_load()
-                if load and load[1] > QUIET * load[0]:
-                    findings.append((number, f"calls a run quiet, but {stem}'s header shows a load of {load[1]} "
-                                             f"at the start on {load[0]} hardware threads (quiet: at most "
-                                             f"{QUIET * load[0]:g})"))
+    findings += quiet_findings(text, resolver)
+    return sorted(findings)
+
+
+def paragraphs(text):
+    """(first line number, text) of each paragraph: lines between blank lines."""
+    start, lines = 1, []
+    for number, line in enumerate(text.splitlines() + [""], 1):
+        if line.strip():
+            if not lines:
+                start = number
+            lines.append(line)
+        elif lines:
+            yield start, "\n".join(lines)
+            lines = []
+
+
+def quiet_findings(text, resolver):
+    """A paragraph that calls a run quiet cites only recordings whose header shows a quiet machine: the ones
+    it names or includes, and those included by the next paragraph when it ends with a colon."""
+    findings = []
+    blocks = list(paragraphs(text))
+    for i, (start, block) in enumerate(blocks):
+        if not re.search(r"\bquiet\b", block, re.IGNORECASE):
+            continue
+        names = INCLUDES.findall(block) + NAMED.findall(block)
+        names += [b.partition(":")[0] for b in TOKEN.findall(block)]
+        names += [b.partition(":")[0] for m in RATIO.findall(block) for b in m[:2]]
+        if block.rstrip().endswith(":") and i + 1 < len(blocks):
+            names += INCLUDES.findall(blocks[i + 1][1])
+            names += [b.partition(":")[0] for b in TOKEN.findall(blocks[i + 1][1])]
+        if not names:  # a run the paragraph does not name: the page's recordings
+            names = INCLUDES.findall(text) + NAMED.findall(text) + [b.partition(":")[0] for b in TOKEN.findall(text)]
+        for stem in sorted({os.path.splitext(os.path.basename(n))[0].strip() for n in names}):
+            try:
+                load = resolver.recording(stem).header_load()
+            except BookNumberError:
+                continue
+            if load and load[1] > QUIET * load[0]:
+                findings.append((start, f"calls a run quiet, but {stem}'s header shows a load average of "
+                                        f"{load[1]} at the start on {load[0]} hardware threads (quiet: at most "
+                                        f"{QUIET * load[0]:g}, {QUIET:g} per thread)"))
     return findings
 
 
