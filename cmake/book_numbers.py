@@ -62,6 +62,8 @@ ALLOWED = [
     (r"(?P<n>\d+\.\d+(?:\.\d+)+)", "a version number (three parts)"),
     (r"(?P<n>\d[\d,.]*(?:·10[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?)\s?[kMGT]?FLOPs?\b(?!/)",
      "a count of FLOPs: computed from the formula, not measured (a rate, FLOP/s, is measured)"),
+    (r"(?P<n>\d[\d,.]*)\s?(?:[kMGT]i?B|bytes)\b(?!/)",
+     "a size in bytes, computed from the shapes (a measured peak memory is quoted beside its recording)"),
     (r"\S*[²³^·×/]\S*\s*[=≈]\s*(?P<n>\d[\d,.]*(?:·10[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?)",
      "the value of a formula written just before it (n² = 16.8 million): computed, not measured"),
 ]
@@ -125,7 +127,7 @@ def kind_of(text, start, end):
             return "time", UNIT_SECONDS[unit.group(1)]
         if key.startswith("%") or key.startswith("pct"):
             return "percent", 1.0
-        if "/s" in key or "FLOP" in key or "GB" in key:
+        if re.search(r"/s(?:_|$)", key) or "FLOP" in key or "GB" in key:
             return "rate", 1.0
         return "plain", 1.0
     after = text[end:end + 24]
