@@ -207,7 +207,7 @@ class Recording:
             row = {"time": float(m.group(2)), "unit": m.group(3),
                    "cpu": float(m.group(4)) * TIME_UNITS[m.group(5)] / TIME_UNITS[m.group(3)],
                    "iterations": float(m.group(6))}
-            for key, value in re.findall(r"(\S+?)=(\S+)", m.group(7)):
+            for key, value in counters(m.group(7)):
                 n = NUMBER.fullmatch(re.sub(r"/s$", "", value))  # a rate counter prints 701.454/s
                 if n:
                     row[key] = number_value(n)[0]
@@ -225,6 +225,19 @@ class Recording:
         if not threads or not load:
             return None
         return int(threads.group(1)), float(load.group(1))
+
+
+def counters(text):
+    """(name, value) of Google Benchmark's console counters; a name may hold a space (exp_flash causal=2.0)."""
+    found, pending = [], []
+    for word in text.split():
+        if "=" in word:
+            key, _, value = word.partition("=")
+            found.append((" ".join(pending + [key]), value))
+            pending = []
+        else:
+            pending.append(word)
+    return found
 
 
 def short_name(name):
