@@ -268,14 +268,18 @@ def split_token(body):
 
 
 def split_bench(body, rest, rows):
-    """NAME, COLUMN, FORMAT of a benchmark value: the format is there when the last part is no column."""
+    """NAME, COLUMN, FORMAT of a benchmark value. Names and counters may hold colons (n:4096, MHA:GQA): the
+    longest recorded name that starts the text is the name; the column is what follows, less the format."""
     parts = [p.strip() for p in rest.split(":")]
-    name, column = ":".join(parts[:-1]), parts[-1]
-    if name in rows and column in rows[name]:
-        return name, column, ""
-    if len(parts) < 3:
-        return name, column, ""
-    return ":".join(parts[:-2]), parts[-2], parts[-1]
+    for i in range(len(parts) - 1, 0, -1):
+        name = ":".join(parts[:i])
+        if name not in rows:
+            continue
+        tail = parts[i:]
+        if ":".join(tail) in rows[name]:
+            return name, ":".join(tail), ""
+        return name, ":".join(tail[:-1]), tail[-1]
+    return ":".join(parts[:-1]), parts[-1], ""
 
 
 class Resolver:
@@ -358,7 +362,7 @@ def significant(x, digits):
 
 
 def format_value(x, fmt, unit, body):
-    scale = re.match(r"^/(1e\d+)\s*", fmt)  # /1e6 .1f: in millions
+    scale = re.match(r"^/(\d+(?:\.\d+)?(?:e-?\d+)?)\s*", fmt)  # /1e6 .1f: in millions
     if scale:
         x, fmt = x / float(scale.group(1)), fmt[scale.end():] or "sig3"
     m = re.match(r"^(ns|us|µs|ms|s|min)\b\s*", fmt)
