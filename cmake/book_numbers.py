@@ -8,6 +8,7 @@ A page names a recorded value instead of typing it:
     \\rec{ch16_real_model_measured:"L1.H3":1}              the 1st number after "L1.H3" on the first
                                                           line of the recording that holds that text
     \\rec{ch05_vs_torch:"^yes ":7}                          "^": the first line that starts with it
+    \\rec{ch13_ring_mpi:"ring, contiguous:"#2:1}           #2: the second line that holds the text
     \\recratio{ch05_bench:flash_fast/4096:GFLOPS_per_core}{ch05_bench:blas_tiles/4096:GFLOPS_per_core}{.2f}
                                                           the ratio of two recorded values
 
@@ -64,6 +65,8 @@ ALLOWED = [
      "a count of FLOPs: computed from the formula, not measured (a rate, FLOP/s, is measured)"),
     (r"(?P<n>\d[\d,.]*)\s?(?:[kMGT]i?B|bytes)\b(?!/)",
      "a size in bytes, computed from the shapes (a measured peak memory is quoted beside its recording)"),
+    (r"(?:[λβεαγΔτηθ][₁₂]?|lr|mean Δ)\s*[=≈]\s*(?P<n>\d[\d,.]*)",
+     "a parameter the course sets (λ = 0, β₂ = 0.98, lr = 0.003, Δ ≈ 0.001), not a measurement"),
     (r"\S*[²³^·×/]\S*\s*[=≈]\s*(?P<n>\d[\d,.]*(?:·10[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?)",
      "the value of a formula written just before it (n² = 16.8 million): computed, not measured"),
 ]
@@ -259,9 +262,12 @@ def split_token(body):
             raise BookNumberError(f"\\rec{{{body}}}: the quoted text has no closing quote")
         anchor = rest[1:end]
         parts = rest[end + 1:].split(":")
+        occurrence = 1
+        if parts[0].startswith("#") and parts[0][1:].isdigit():  # "text"#2: the second line holding it
+            occurrence, parts[0] = int(parts[0][1:]), ""
         if len(parts) < 2 or parts[0] != "" or not parts[1].strip().isdigit():
             raise BookNumberError(f'\\rec{{{body}}}: after "text" comes :N, which number of the line to take')
-        return source, ("text", anchor, int(parts[1])), ":".join(parts[2:]).strip()
+        return source, ("text", anchor, int(parts[1]), occurrence), ":".join(parts[2:]).strip()
     if ":" not in rest:
         raise BookNumberError(f"\\rec{{{body}}}: a benchmark value is SOURCE:NAME:COLUMN[:FORMAT]")
     return source, ("bench", rest), None  # NAME may hold colons (n:4096): split_bench splits it
@@ -321,13 +327,16 @@ class Resolver:
         source, selector, fmt = split_token(body)
         rec = self.recording(source)
         if selector[0] == "text":
-            _, anchor, index = selector
+            _, anchor, index, occurrence = selector
             for line in rec.text.splitlines():
                 at = (0 if line.startswith(anchor[1:]) else -1) if anchor.startswith("^") else line.find(anchor)
                 if at < 0:
                     continue
                 if anchor.startswith("^"):
                     at -= 1
+                occurrence -= 1
+                if occurrence:
+                    continue
                 found = list(NUMBER.finditer(TIMESTAMP.sub(lambda t: " " * len(t.group()), line), at + len(anchor)))
                 if index < 1 or index > len(found):
                     raise BookNumberError(f"\\rec{{{body}}}: the line holding \"{anchor}\" has {len(found)} "
@@ -336,7 +345,7 @@ class Resolver:
                 if not fmt:
                     return m.group(0)
                 return format_value(number_value(m)[0], fmt, None, body)
-            raise BookNumberError(f"\\rec{{{body}}}: no line of {source} holds \"{anchor}\"")
+            raise BookNumberError(f"\\rec{{{body}}}: {source} has not that many lines holding \"{anchor}\"")
         rows = rec.rows()
         name, column, fmt = split_bench(body, selector[1], rows)
         if name not in rows:
