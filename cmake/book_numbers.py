@@ -9,6 +9,7 @@ A page names a recorded value instead of typing it:
                                                           line of the recording that holds that text
     \\rec{ch05_vs_torch:"^yes ":7}                          "^": the first line that starts with it
     \\rec{ch13_ring_mpi:"ring, contiguous:"#2:1}           #2: the second line that holds the text
+    \\rec{ch16_real_model:"of the 72 heads put":-1}          -1: the last number before the text
     \\recratio{ch05_bench:flash_fast/4096:GFLOPS_per_core}{ch05_bench:blas_tiles/4096:GFLOPS_per_core}{.2f}
                                                           the ratio of two recorded values
 
@@ -265,7 +266,7 @@ def split_token(body):
         occurrence = 1
         if parts[0].startswith("#") and parts[0][1:].isdigit():  # "text"#2: the second line holding it
             occurrence, parts[0] = int(parts[0][1:]), ""
-        if len(parts) < 2 or parts[0] != "" or not parts[1].strip().isdigit():
+        if len(parts) < 2 or parts[0] != "" or not re.fullmatch(r"-?\d+", parts[1].strip()):
             raise BookNumberError(f'\\rec{{{body}}}: after "text" comes :N, which number of the line to take')
         return source, ("text", anchor, int(parts[1]), occurrence), ":".join(parts[2:]).strip()
     if ":" not in rest:
@@ -337,7 +338,12 @@ class Resolver:
                 occurrence -= 1
                 if occurrence:
                     continue
-                found = list(NUMBER.finditer(TIMESTAMP.sub(lambda t: " " * len(t.group()), line), at + len(anchor)))
+                blank = TIMESTAMP.sub(lambda t: " " * len(t.group()), line)
+                if index < 1:  # -1: the last number before the text ("41 of the 72 heads put ...")
+                    found = list(NUMBER.finditer(blank[:max(at, 0)]))[::-1]
+                    index = -index
+                else:
+                    found = list(NUMBER.finditer(blank, at + len(anchor)))
                 if index < 1 or index > len(found):
                     raise BookNumberError(f"\\rec{{{body}}}: the line holding \"{anchor}\" has {len(found)} "
                                           f"numbers after it, not {index}: {line.strip()}")
