@@ -631,9 +631,9 @@ def main(argv):
         text = open(args[0], encoding="utf-8").read()
         try:
             sys.stdout.write(substitute(text, resolver))
-        except BookNumberError as e:
+        except Exception as e:  # never an empty page: Doxygen then fails on the unknown \rec, naming the page
             print(f"{args[0]}: {e}", file=sys.stderr)
-            sys.stdout.write(text)  # Doxygen then fails on the unknown \rec command, naming the page
+            sys.stdout.write(text)
             return 1
         return 0
     if command == "show":
