@@ -16,7 +16,11 @@ if(NOT MPI_CXX_FOUND OR NOT ATTN_MPIRUN)
 endif()
 message(STATUS "attn: MPI found (${ATTN_MPIRUN}); chapter 13's MPI program is built")
 
-add_library(ch13_ring_mpi_main OBJECT ${PROJECT_SOURCE_DIR}/chapters/13_ring/ring_mpi.cpp)
+# The program in three parts: transport (how the ranks reach one another), schedule (what each rank computes; it
+# calls the exercises, so it is compiled with the program, once per track) and ring_mpi.cpp (the command line).
+add_library(ch13_ring_mpi_main OBJECT ${PROJECT_SOURCE_DIR}/chapters/13_ring/ring_mpi.cpp
+                                      ${PROJECT_SOURCE_DIR}/chapters/13_ring/schedule.cpp
+                                      ${PROJECT_SOURCE_DIR}/chapters/13_ring/transport.cpp)
 target_link_libraries(ch13_ring_mpi_main PUBLIC ch13_ring_core MPI::MPI_CXX)
 attn_strict_warnings(ch13_ring_mpi_main)
 foreach(track solution exercise)

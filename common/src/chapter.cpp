@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "attn/bench.hpp"
 #include "attn/ceilings.hpp"
 #include "attn/errors.hpp"
 #include "attn/machine.hpp"
@@ -129,6 +130,21 @@ std::string make_dir(const std::string& dir) {
 
 }  // namespace
 
+std::optional<int> parse_command_line(CLI::App& app, const std::string& name, int argc, char** argv, bool report) {
+  check_every_value(app);
+  try {
+    app.parse(argc, argv);
+    return std::nullopt;
+  } catch (const CLI::CallForHelp& e) {
+    return report ? app.exit(e) : kExitOk;
+  } catch (const CLI::CallForAllHelp& e) {
+    return report ? app.exit(e) : kExitOk;
+  } catch (const CLI::ParseError& e) {  // one line that names the option, not the whole help after it
+    if (report) fmt::print(stderr, "{}: {}\nRun '{} --help' for the options.\n", name, e.what(), name);
+    return kExitUsage;
+  }
+}
+
 Chapter::Chapter(std::string name, std::string title)
     : name_(std::move(name)), title_(std::move(title)), app_(title_, name_) {
   app_.add_option("--book", book_dir_, "Write this chapter's output (plain text) and figures into DIR for the book")
@@ -169,8 +185,10 @@ void Chapter::announce_figure(const std::string& path) const {
 
 int Chapter::run_benchmarks(int argc, char** argv) {
   // argv[1] is "bench": Google Benchmark sees the program name followed by the flags after it.
+  // A chapter's own bench flags (attn::BenchFlag, such as chapter 07's --plot=FILE.svg) are taken out first.
   std::vector<char*> args{argv[0]};
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args = take_bench_flags(args);
   for (char* arg : args) {  // Google Benchmark reports a bad regex, then runs nothing and exits 0
     const std::string flag = arg, prefix = "--benchmark_filter=";
     if (flag.rfind(prefix, 0) != 0) continue;
@@ -189,7 +207,7 @@ int Chapter::run_benchmarks(int argc, char** argv) {
   args.push_back(nullptr);  // argv[argc] is nullptr, as main's own
   benchmark::Initialize(&bench_argc, args.data());
   add_machine_to_benchmark_context();
-  if (!listing) add_ceilings_to_benchmark_context(ceiling_threads_);  // a list runs nothing: no ceilings
+  if (!listing) add_ceilings_to_benchmark_context(bench_ceiling_threads());  // a list runs nothing: no ceilings
   if (benchmark::ReportUnrecognizedArguments(bench_argc, args.data())) return kExitUsage;
   const std::size_t ran = benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
@@ -200,18 +218,10 @@ int Chapter::run_benchmarks(int argc, char** argv) {
 int Chapter::run(int argc, char** argv, const std::function<void()>& story) {
   use_best_blas_kernel();  // restarts the program with the CPU's best OpenBLAS kernel when it needs one
   if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return run_benchmarks(argc, argv);
-  check_every_value(app_);
+  if (const std::optional<int> status = parse_command_line(app_, name_, argc, argv)) return *status;
   try {
-    app_.parse(argc, argv);
     if (book_dir_) prepare_output_dir("--book", *book_dir_);
     if (figures_dir_) prepare_output_dir("--figures", *figures_dir_);
-  } catch (const CLI::CallForHelp& e) {
-    return app_.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app_.exit(e);
-  } catch (const CLI::ParseError& e) {  // one line that names the option, not the whole help after it
-    fmt::print(stderr, "{}: {}\nRun '{} --help' for the options.\n", name_, e.what(), name_);
-    return kExitUsage;
   } catch (const UsageError& e) {
     fmt::print(stderr, "{}: {}\nRun '{} --help' for the options.\n", name_, e.what(), name_);
     return kExitUsage;
