@@ -6,6 +6,8 @@
 /// reference's and the learner's) is compiled with its own.
 #pragma once
 
+#include <mpi.h>  // an MPI program's part: it runs under mpirun, tested by the program's ctest cases
+
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -1,8 +1,8 @@
 /// \file
 /// What every chapter's bench.cpp shares beside Google Benchmark: the inputs (random tensors drawn once per run),
 /// the results a summary row reads (recorded by the benchmarks, or measured when they did not run), and the
-/// chapter's own bench flags. The timing helper is attn::time_calls / attn::time_benchmark_calls
-/// (attn/measure.hpp), the ceilings are attn::ceilings (attn/ceilings.hpp), OpenBLAS's thread count is held by the
+/// chapter's own bench flags. The timing helper is attn::time_calls() and attn::time_benchmark_calls()
+/// (attn/measure.hpp), the ceilings are attn::ceilings() (attn/ceilings.hpp), OpenBLAS's thread count is held by the
 /// guards of attn/blas_threads.hpp.
 #pragma once
 

@@ -39,7 +39,7 @@ struct Ceilings {
   /// The FMA loop's FLOPs per second of CPU time on one thread: the core's own peak, which other jobs on a
   /// shared machine disturb far less than the wall-clock figures (compare a kernel's GFLOPS_per_core).
   double fma_peak_per_core = 0.0;
-  /// One STREAM triad on `threads` threads over kTriadFloats floats per array, by each clock (attn::time_calls:
+  /// One STREAM triad on `threads` threads over kTriadFloats floats per array, by each clock (attn::time_calls():
   /// median of 5): with one thread its CPU times count this core's time alone, steady on a shared machine.
   CallSeconds triad;
   static constexpr std::size_t kTriadFloats = std::size_t{1} << 24;  ///< 64 MiB per array, 192 MiB in all

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace benchmark {
@@ -29,11 +30,13 @@ struct CallSeconds {
   double fastest = 0.0;
 };
 
-/// How time_calls() repeats the work.
+/// How time_calls() repeats the work: `{3, 1}` is three timed repeats after one warm-up call.
 struct Repeats {
-  int repeats = 5;              ///< timed repeats; the median of each clock is reported
-  int warmup = 1;               ///< untimed calls first (first-touch page faults, cold caches)
-  double min_seconds = 0.0;     ///< each repeat calls the work until this much wall time has passed (at least once)
+  Repeats(int repeats_ = 5, int warmup_ = 1, double min_seconds_ = 0.0, std::function<void()> setup_ = {})
+      : repeats(repeats_), warmup(warmup_), min_seconds(min_seconds_), setup(std::move(setup_)) {}
+  int repeats;                  ///< timed repeats; the median of each clock is reported
+  int warmup;                   ///< untimed calls first (first-touch page faults, cold caches)
+  double min_seconds;           ///< each repeat calls the work until this much wall time has passed (at least once)
   std::function<void()> setup;  ///< when set, runs untimed before every call (a barrier between MPI ranks, say)
 };
 
