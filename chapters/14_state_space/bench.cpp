@@ -44,6 +44,17 @@ double triad_per_s(double attn::CallSeconds::*clock) {
   return attn::Ceilings::kTriadBytes / (attn::ceilings(1).triad.*clock);
 }
 
+/// STREAM's triad on one thread, a = b + s·c: two arrays read, one written; the speed memory allows one core. It is
+/// one of the run's ceilings (attn::ceilings(), measured once before the benchmarks); this row shows it by each clock.
+void BM_Triad(benchmark::State& state) {
+  const attn::Ceilings& c = attn::ceilings(1);
+  for (auto _ : state) benchmark::DoNotOptimize(c.triad.wall);
+  state.counters["GB/s"] = triad_per_s(&attn::CallSeconds::wall) / 1e9;
+  state.counters["GB/s_best"] = triad_per_s(&attn::CallSeconds::fastest) / 1e9;
+  state.counters["GB/s_cpu"] = triad_per_s(&attn::CallSeconds::thread_cpu) / 1e9;
+}
+BENCHMARK(BM_Triad)->Arg(1 << 24)->ArgName("floats")->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+
 constexpr std::size_t kScanN = 65536, kScanD = 64, kScanState = 16;
 
 const ch14::ScanInputs& bench_scan_inputs() {
