@@ -59,7 +59,7 @@ bool print_checks(const World& w, const std::vector<ch13::CheckLine>& lines) {
   return ok;
 }
 
-/// "1.23 s = 0.95 × single-process" beside the reference, or the time alone when there is none.
+/// A time in the unit that reads best, followed by its ratio to \p reference ("= r×") when there is one.
 std::string against(double seconds, double reference, const char* unit = "") {
   const std::string t = fmt::format("{}{}", seconds_str(seconds), unit);
   return reference > 0 ? fmt::format("{} = {}×", t, fixed(seconds / reference)) : t;

@@ -72,6 +72,19 @@ void check_every_value(CLI::App& app) {
   }
 }
 
+/// What to say about the mistake \p e: when a value breaks the course's own rules (value_problem()), that, whatever
+/// an option's own check (a range, say) said first; else CLI11's message.
+std::string course_rule_broken(const CLI::App& app, const CLI::ParseError& e) {
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->get_type_size_max() == 0) continue;  // a flag: no value
+    for (const std::string& value : option->results()) {
+      const std::string problem = value_problem(option->get_type_name(), value);
+      if (!problem.empty()) return fmt::format("{}: {}", option->get_name(), problem);
+    }
+  }
+  return e.what();
+}
+
 /// A command-line mistake: reported as "name: option: what", with exit status 2.
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -140,7 +153,8 @@ std::optional<int> parse_command_line(CLI::App& app, const std::string& name, in
   } catch (const CLI::CallForAllHelp& e) {
     return report ? app.exit(e) : kExitOk;
   } catch (const CLI::ParseError& e) {  // one line that names the option, not the whole help after it
-    if (report) fmt::print(stderr, "{}: {}\nRun '{} --help' for the options.\n", name, e.what(), name);
+    if (report)
+      fmt::print(stderr, "{}: {}\nRun '{} --help' for the options.\n", name, course_rule_broken(app, e), name);
     return kExitUsage;
   }
 }
