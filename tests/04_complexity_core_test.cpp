@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <map>
 #include <stdexcept>
 
 #include "04_complexity/complexity.hpp"
+#include "04_complexity/exponent.hpp"
 #include "04_complexity/heap_counter.hpp"
 #include "support/throws.hpp"
 
@@ -26,5 +28,17 @@ TEST_SUITE("04_complexity: bad input") {
   TEST_CASE("measure_heap_peak hands an exception of the work to the caller") {
     CHECK_THROWS_NAMING(attn::ch04::measure_heap_peak([] { throw std::invalid_argument("the work's own refusal"); }),
                         std::invalid_argument, "the work's own refusal");
+  }
+}
+
+TEST_SUITE("04_complexity: the exponent of recorded times") {
+  TEST_CASE("exponent_between fits the points in range, gives 0 for fewer than two, and refuses a time of 0") {
+    // bad input answered: exponent_between
+    const std::map<std::size_t, double> t{{256, 1.0}, {512, 4.0}, {1024, 16.0}, {4096, 1.0}};  // n² up to 1024
+    CHECK(attn::exponent_between(t, 0, 1024) == doctest::Approx(2.0).epsilon(1e-12));
+    CHECK(attn::exponent_between(t, 512, 1024, 11.0) == doctest::Approx(2.0).epsilon(1e-12));  // x = 11·n
+    CHECK(attn::exponent_between(t, 300, 700) == 0.0);                                         // one point: no slope
+    CHECK(attn::exponent_between(t, 2048, 1024) == 0.0);                                       // an empty range
+    CHECK_THROWS_NAMING(attn::exponent_between({{1, 1.0}, {2, 0.0}}), std::invalid_argument, "fit_power_law");
   }
 }

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <limits>
 
+#include "08_linear/contenders.hpp"
 #include "08_linear/features.hpp"
 #include "08_linear/linear.hpp"
 #include "attn/rng.hpp"
@@ -50,5 +51,31 @@ TEST_SUITE("08_linear: bad input") {
                         "(3, 2)", "(2, 1)");
     CHECK_THROWS_NAMING(ch08::linear_attention_weights(phi, Matrix{{1.0f, 2.0f, 3.0f}}), std::invalid_argument,
                         "(3, 2)", "(1, 3)");
+  }
+}
+
+TEST_SUITE("08_linear: the race's contenders") {
+  TEST_CASE("the FLOP counts are 4n²d + n² and 4nm·d_v + 6nm, and 0 for no tokens") {
+    // bad input answered: softmax_flops, linear_flops
+    CHECK(ch08::softmax_flops(0, 64) == 0.0);
+    CHECK(ch08::linear_flops(0, 64, 64) == 0.0);
+    CHECK(ch08::softmax_flops(2, 3) == 4.0 * 4 * 3 + 4);
+    CHECK(ch08::linear_flops(2, 3, 5) == 4.0 * 2 * 3 * 5 + 6.0 * 2 * 3);
+  }
+
+  TEST_CASE("the contenders, their timers and the crossover search refuse what they cannot race") {
+    CHECK_THROWS_NAMING(ch08::Contenders(0, 64), std::invalid_argument, "n = 0");
+    CHECK_THROWS_NAMING(ch08::Contenders(16, 0), std::invalid_argument, "d = 0");
+    CHECK_THROWS_NAMING(ch08::cpu_timer(nullptr), std::invalid_argument, "cpu_timer");
+    CHECK_THROWS_NAMING(ch08::measured_crossover(0, 16, 8), std::invalid_argument, "lo = 0");
+    CHECK_THROWS_NAMING(ch08::measured_crossover(32, 16, 8), std::invalid_argument, "lo = 32", "hi = 16");
+    CHECK_THROWS_NAMING(ch08::measured_crossover(16, 32, 0), std::invalid_argument, "d = 0");
+    const ch08::Timer none;
+    CHECK_THROWS_NAMING(ch08::measured_crossover(16, 32, 8, none), std::invalid_argument, "measured_crossover");
+    // A race the linear contender wins everywhere ends at lo; one it never wins gives 0.
+    const ch08::Timer slow = [](std::size_t, std::size_t) { return 2.0; },
+                      fast = [](std::size_t, std::size_t) { return 1.0; };
+    CHECK(ch08::measured_crossover(16, 32, 8, slow, fast) == 16);
+    CHECK(ch08::measured_crossover(16, 32, 8, fast, slow) == 0);
   }
 }

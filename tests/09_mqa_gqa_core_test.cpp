@@ -10,6 +10,7 @@
 
 #include "09_mqa_gqa/decode_fast.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
+#include "09_mqa_gqa/step_cost.hpp"
 #include "attn/rng.hpp"
 #include "oracle/09_mqa_gqa_oracle.hpp"
 #include "support/allclose.hpp"
@@ -142,5 +143,15 @@ TEST_SUITE("09_mqa_gqa: bad input") {
     big.append(attn::Matrix(xt::full_like(xt::ones<float>({2, 3}), 1e20f)), attn::Matrix(xt::ones<float>({2, 5})));
     CHECK_THROWS_NAMING(attn::ch09::decode_attend_fast(big, Matrix(xt::full_like(q, 1e20f))), std::invalid_argument,
                         "overflowed");
+  }
+}
+
+TEST_SUITE("09_mqa_gqa: a decode step's cost") {
+  TEST_CASE("step_cost counts the cache's bytes and 4·h·n·d_k FLOPs, and refuses a cache whose size wraps") {
+    const attn::ch09::StepCost c = attn::ch09::step_cost(8, 2, 16, 4, 4);
+    CHECK(c.bytes == 2.0 * 2 * 4 * 16 * 4);  // K and V of g = 2 heads, 16 tokens of d_k = 4, 4 bytes each
+    CHECK(c.flops == 4.0 * 8 * 16 * 4);
+    CHECK_THROWS_NAMING(attn::ch09::step_cost(8, std::numeric_limits<std::size_t>::max(), 16, 4, 4),
+                        std::invalid_argument, "kv_cache_bytes");
   }
 }

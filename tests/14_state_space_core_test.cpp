@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <complex>
 #include <limits>
 #include <string>
 #include <vector>
@@ -145,5 +146,20 @@ TEST_SUITE("14_state_space: bad input") {
     CHECK(std::isnan(attn::scan_combine({nan, 0.0f}, {0.5f, 1.0f}).a));
     CHECK(std::isnan(attn::scan_combine({0.5f, 1.0f}, {0.5f, nan}).b));
     CHECK(std::isinf(attn::scan_combine({0.5f, inf}, {0.5f, 0.0f}).b));
+  }
+}
+
+TEST_SUITE("14_state_space: the benchmarks' systems") {
+  TEST_CASE("s4d_lin and random_vector give empty results for no states or no tokens, and refuse what cannot fit") {
+    // bad input answered: s4d_lin, random_vector
+    attn::Rng rng(14);
+    const attn::DiagonalSSM none = ch14::s4d_lin(0, rng);
+    CHECK((none.A.empty() && none.B.empty() && none.C.empty()));
+    const attn::DiagonalSSM four = ch14::s4d_lin(4, rng);
+    REQUIRE(four.A.size() == 4);
+    CHECK(four.A[3] == std::complex<float>(-0.5f, static_cast<float>(3 * M_PI)));
+    CHECK(ch14::random_vector(rng, 0).size() == 0);
+    CHECK(ch14::random_vector(rng, 5).size() == 5);
+    CHECK_THROWS_AS(ch14::random_vector(rng, std::size_t{1} << 62), std::invalid_argument);
   }
 }

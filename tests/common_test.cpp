@@ -15,6 +15,7 @@
 
 #include "attn/ceilings.hpp"
 #include "attn/checks.hpp"
+#include "attn/format.hpp"
 #include "attn/machine.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"

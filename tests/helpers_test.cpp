@@ -2,13 +2,20 @@
 // on cases whose answer is known in closed form.
 #include <doctest/doctest.h>
 
+#include <benchmark/benchmark.h>
+
+#include <array>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "attn/bench.hpp"
+#include "attn/blas_threads.hpp"
 #include "attn/format.hpp"
 #include "attn/measure.hpp"
+#include "attn/rng.hpp"
 #include "attn/stats.hpp"
 
 TEST_SUITE("common") {
@@ -96,5 +103,113 @@ TEST_SUITE("common") {
     const double before = attn::thread_cpu_seconds();
     for (int i = 0; i < 100000; ++i) sink = sink + std::sqrt(static_cast<double>(i));
     CHECK(attn::thread_cpu_seconds() >= before);
+  }
+}
+
+TEST_SUITE("common: benchmark support") {
+  /// The counters of every run, by the run's name, as Google Benchmark reports them.
+  struct CapturedCounters : benchmark::BenchmarkReporter {
+    std::map<std::string, std::map<std::string, double>> counters;
+    bool ReportContext(const Context&) override { return true; }
+    void ReportRuns(const std::vector<Run>& runs) override {
+      for (const Run& run : runs)
+        for (const auto& [name, counter] : run.counters) counters[run.benchmark_name()][name] = counter.value;
+    }
+  };
+
+  TEST_CASE("a summary row reports the same figures whatever ran before it, and when a filter keeps it alone") {
+    // A producer records n² at n = 1, 2, 4; the summary divides the figure at 4 by the one at 1 (16), reading both
+    // through recorded_or_measured(), whose measurement (counted) gives what the producer would have recorded.
+    int measured = 0;
+    const auto producer = [](benchmark::State& state) {
+      const auto n = static_cast<std::size_t>(state.range(0));
+      for (auto _ : state) benchmark::DoNotOptimize(n);
+      attn::record("square", n, static_cast<double>(n * n));
+    };
+    const auto summary = [&measured](benchmark::State& state) {
+      for (auto _ : state) benchmark::DoNotOptimize(measured);
+      const auto square = [&measured](std::size_t n) {
+        return attn::recorded_or_measured("square", n, [&measured, n] {
+          ++measured;
+          return static_cast<double>(n * n);
+        });
+      };
+      state.counters["ratio"] = square(4) / square(1);
+    };
+    // Order a: the producer registered (and run) first; order b: the summary first.
+    benchmark::RegisterBenchmark("order_a/producer", producer)->Arg(1)->Arg(2)->Arg(4)->Iterations(1);
+    benchmark::RegisterBenchmark("order_a/summary", summary)->Iterations(1);
+    benchmark::RegisterBenchmark("order_b/summary", summary)->Iterations(1);
+    benchmark::RegisterBenchmark("order_b/producer", producer)->Arg(1)->Arg(2)->Arg(4)->Iterations(1);
+    struct Case {
+      const char* filter;
+      const char* summary;  // the start of the summary run's name
+      int measurements;     // by the summary itself
+    };
+    for (const Case& c : {Case{"order_a/", "order_a/summary", 0}, Case{"order_b/", "order_b/summary", 2},
+                          Case{"order_a/summary", "order_a/summary", 2}}) {
+      CAPTURE(c.filter);
+      attn::bench_record().clear();
+      measured = 0;
+      CapturedCounters reporter;
+      CHECK(benchmark::RunSpecifiedBenchmarks(&reporter, c.filter) > 0);
+      double ratio = 0.0;
+      for (const auto& [run, counters] : reporter.counters)
+        if (run.rfind(c.summary, 0) == 0 && counters.count("ratio")) ratio = counters.at("ratio");
+      CHECK(ratio == 16.0);
+      CHECK(measured == c.measurements);
+    }
+    benchmark::ClearRegisteredBenchmarks();
+    attn::bench_record().clear();
+  }
+
+  TEST_CASE("random_inputs draws each argument list once, head by head, and keeps it for the run") {
+    const attn::RandomInputs& a = attn::random_inputs(2, 3, 5, 4, 7);
+    CHECK(&a == &attn::random_inputs(2, 3, 5, 4, 7));  // the same object: drawn once
+    CHECK(&a != &attn::random_inputs(2, 3, 5, 4, 8));  // another seed, other inputs
+    REQUIRE(a.tensor(0).shape() == std::array<std::size_t, 3>{3, 5, 4});
+    attn::Rng rng(7);  // head 0 of tensor 0, then head 0 of tensor 1, then head 1 of tensor 0, ...
+    const attn::Matrix h0t0 = rng.normal(5, 4), h0t1 = rng.normal(5, 4), h1t0 = rng.normal(5, 4);
+    CHECK(attn::max_abs_diff(a.head(0, 0), h0t0) == 0.0);
+    CHECK(attn::max_abs_diff(a.head(1, 0), h0t1) == 0.0);
+    CHECK(attn::max_abs_diff(a.head(0, 1), h1t0) == 0.0);
+    CHECK(&a.head(0, 1) == &a.head(0, 1));  // a head's matrix is made once
+  }
+
+  TEST_CASE("time_calls reports each clock's median per call and runs the setup untimed before every call") {
+    int calls = 0, setups = 0;
+    const attn::CallSeconds s = attn::time_calls([&] { ++calls; }, {3, 2, 0.0, [&] { ++setups; }});
+    CHECK(calls == 5);  // 2 warm-up calls and 3 timed ones
+    CHECK(setups == calls);
+    CHECK(s.wall >= 0.0);
+    CHECK(s.fastest <= s.wall);
+    CHECK_THROWS_AS(attn::time_calls([] {}, {0, 1}), std::invalid_argument);
+    CHECK(attn::doublings(3, 24) == std::vector<std::size_t>{3, 6, 12, 24});
+    CHECK(attn::doublings(5, 4).empty());
+    CHECK_THROWS_AS(attn::doublings(0, 4), std::invalid_argument);
+    CHECK(attn::median({3.0, 1.0, 2.0}) == 2.0);
+    CHECK_THROWS_AS(attn::median({}), std::invalid_argument);
+  }
+
+  TEST_CASE("a BLAS-threads guard sets the count while it lives and puts the old one back, also when nested") {
+    const int before = attn::blas_threads();
+    {
+      const attn::BlasThreads one(1);
+      CHECK(attn::blas_threads() == 1);
+      {
+        const attn::BlasThreads two(2);
+        CHECK(attn::blas_threads() == 2);
+      }
+      CHECK(attn::blas_threads() == 1);
+    }
+    CHECK(attn::blas_threads() == before);
+    CHECK_THROWS_AS(attn::BlasThreads(0), std::invalid_argument);
+  }
+
+  TEST_CASE("seconds_str with significant digits prints the unit that reads best, as the default does") {
+    CHECK(attn::seconds_str(3.2, 3) == "3.2 s");
+    CHECK(attn::seconds_str(0.0152, 3) == "15.2 ms");
+    CHECK(attn::seconds_str(4e-5, 3) == "40 µs");
+    CHECK(attn::human_bytes(1536) == "1.50 KiB");
   }
 }

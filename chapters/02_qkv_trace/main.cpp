@@ -13,8 +13,6 @@
 // What it leaves out: several heads (chapter 03), what attention costs as n grows (chapter 04), training.
 // Run it: ./course run 02      Bigger: ./course run 02 -- --n 7 --d-model 12 --d-k 3 --seed 5
 // Your code: ./course run 02 --track exercise      Speed: ./course bench 02      Book page: book/02_qkv_trace.md
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -493,38 +491,6 @@ void tell_the_story(const attn::Chapter& chapter, const Example& example) {
   excerpt(chapter, "ch02_scaling.txt", [&] { print_scaling(chapter, study); });
   excerpt(chapter, "ch02_design.txt", [&] { print_design_table(study); });
 }
-
-// --- benchmarks: `ch02_qkv_trace bench` ------------------------------------------------------------------
-
-// [bench]
-// Attention at d_k = d_v = 64 against the machine's own ceiling: the sgemm of QKᵀ alone at the same shape.
-void BM_scaled_dot_product_attention(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  attn::Rng rng(1);
-  const Matrix Q = rng.normal(n, 64), K = rng.normal(n, 64), V = rng.normal(n, 64);  // (n, 64) each
-  for (auto _ : state) benchmark::DoNotOptimize(attn::scaled_dot_product_attention(Q, K, V));
-  // QKᵀ and A·V: 2·n²·d_k + 2·n²·d_v FLOPs (the softmax's n² exps are not counted).
-  state.counters["FLOP/s"] =
-      benchmark::Counter(4.0 * double(n) * double(n) * 64.0, benchmark::Counter::kIsIterationInvariantRate);
-}
-// OpenBLAS runs its own threads: the rates are per wall-clock second, not per second of this thread.
-BENCHMARK(BM_scaled_dot_product_attention)
-    ->Arg(256)
-    ->Arg(1024)
-    ->Arg(2048)
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-
-void BM_ceiling_sgemm_QKt(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  attn::Rng rng(1);
-  const Matrix Q = rng.normal(n, 64), K = rng.normal(n, 64);  // (n, 64) each
-  for (auto _ : state) benchmark::DoNotOptimize(attn::matmul(Q, K, true));
-  state.counters["FLOP/s"] =
-      benchmark::Counter(2.0 * double(n) * double(n) * 64.0, benchmark::Counter::kIsIterationInvariantRate);
-}
-BENCHMARK(BM_ceiling_sgemm_QKt)->Arg(256)->Arg(1024)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
-// [bench]
 
 }  // namespace
 

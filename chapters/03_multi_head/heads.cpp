@@ -183,4 +183,10 @@ void render_dot_svg(const std::string& dot_path, const std::string& svg_path) {
     throw std::runtime_error("could not render " + dot_path + " with Graphviz's dot (install graphviz)");
 }
 
+MultiHeadWeights random_weights(Rng& rng, std::size_t d_model) {
+  const float s = 1.0f / std::sqrt(static_cast<float>(d_model));  // keeps X·W of size ~1
+  return {rng.normal(d_model, d_model, 0.0f, s), rng.normal(d_model, d_model, 0.0f, s),
+          rng.normal(d_model, d_model, 0.0f, s), rng.normal(d_model, d_model, 0.0f, s)};
+}
+
 }  // namespace attn::ch03

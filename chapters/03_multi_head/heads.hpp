@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "03_multi_head/multi_head.hpp"
+#include "attn/rng.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn::ch03 {
@@ -38,6 +39,10 @@ const std::vector<HeadInfo>& head_infos();
 /// The hand-built layer's W_Q, W_K, W_V and W_O, each (16, 16); W_O is the identity, so the output is the
 /// concatenation of the heads and each output column can be read by head.
 MultiHeadWeights hand_built_weights();
+
+/// Random W_Q, W_K, W_V, W_O, each (d_model, d_model) of N(0, 1/d_model) entries (so X·W stays of size ~1),
+/// drawn from \p rng in that order: the step-by-step layer of the story and the benchmark's layer.
+MultiHeadWeights random_weights(Rng& rng, std::size_t d_model);
 
 /// What one multi-head layer costs, counted (a FLOP is one multiply or one add).
 struct Cost {

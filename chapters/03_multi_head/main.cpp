@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
 #include "01_intuition/lexicon.hpp"
@@ -24,7 +23,6 @@
 #include "03_multi_head/multi_head.hpp"
 #include "attn/chapter.hpp"
 #include "attn/format.hpp"
-#include "attn/measure.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
 #include "attn/stats.hpp"
@@ -43,12 +41,6 @@ using attn::joined;
 using attn::ranked;
 double frobenius(const Matrix& M) { return std::sqrt(static_cast<double>(xt::sum(M * M)())); }
 
-MultiHeadWeights random_weights(attn::Rng& rng, std::size_t d_model) {
-  const float s = 1.0f / std::sqrt(static_cast<float>(d_model));  // keeps X·W of size ~1
-  return {rng.normal(d_model, d_model, 0.0f, s), rng.normal(d_model, d_model, 0.0f, s),
-          rng.normal(d_model, d_model, 0.0f, s), rng.normal(d_model, d_model, 0.0f, s)};
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // 1. The layer, step by step
 
@@ -57,7 +49,7 @@ void show_the_steps(std::size_t n, std::size_t d_model, std::size_t h, std::uint
       fmt::format("Multi-head attention step by step: n = {}, d_model = {}, h = {} (random weights)", n, d_model, h));
   attn::Rng rng(seed);
   const Matrix X = rng.normal(n, d_model);  // (n, d_model)
-  const MultiHeadWeights W = random_weights(rng, d_model);
+  const MultiHeadWeights W = ch03::random_weights(rng, d_model);
   const MultiHeadWeights no_mix{W.W_Q, W.W_K, W.W_V, xt::eye<float>(d_model)};  // W_O = I: O is the Concat
   // [the_steps]
   const Matrix Q = attn::project(X, W.W_Q);  // (n, d_model): every head's queries side by side
@@ -371,29 +363,6 @@ void tell_the_story(const attn::Chapter& chapter, std::size_t h, std::size_t d_m
   show_geometry(r);
   show_ablation(r);
 }
-
-// ---------------------------------------------------------------------------------------------------------
-// Benchmarks (./course bench 03): one layer at n = 256, d_model = 256 with 1, 4 and 16 heads, next to
-// this machine's sgemm rate on the same product size.
-
-void BM_multi_head(benchmark::State& state) {
-  const auto h = static_cast<std::size_t>(state.range(0));
-  const std::size_t n = 256, d_model = 256;
-  attn::Rng rng(1);
-  const Matrix X = rng.normal(n, d_model);
-  const MultiHeadWeights W = random_weights(rng, d_model);
-  for (auto _ : state) benchmark::DoNotOptimize(attn::multi_head_attention(X, W, h));
-  const ch03::Cost c = ch03::multi_head_cost(n, d_model, h);
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(c.total_flops(), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
-}
-// Wall time, not CPU time: OpenBLAS works in its own threads, whose CPU time the benchmark thread does not see.
-BENCHMARK(BM_multi_head)->Arg(1)->Arg(4)->Arg(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
-
-void BM_sgemm_ceiling(benchmark::State& state) {
-  for (auto _ : state) state.counters["GFLOP/s"] = attn::sgemm_gflops(256, 256, 256, 3);
-}
-BENCHMARK(BM_sgemm_ceiling)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/tensor.hpp"
 

@@ -13,14 +13,10 @@
 // Run it: ./course run 04       longer: ./course run 04 -- --max-n 8192 --repeats 7
 // Benchmarks (Google Benchmark, with its O(n²) fit): ./course bench 04
 // Figures and CSV: ./course run 04 -- --figures out/      Book page: book/04_complexity.md
-#include <benchmark/benchmark.h>
-
-#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -28,7 +24,6 @@
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "04_complexity/complexity.hpp"
 #include "04_complexity/heap_counter.hpp"
-#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
 #include "attn/format.hpp"
 #include "attn/machine.hpp"
@@ -67,12 +62,6 @@ struct Point {
   double ceiling = 0;    // OpenBLAS sgemm GFLOP/s on (n, d)·(d, n), this run
   double gflops() const { return flops.total() / seconds / 1e9; }
 };
-
-std::vector<std::size_t> doubling(std::size_t from, std::size_t to) {
-  std::vector<std::size_t> v;
-  for (std::size_t x = from; x <= to; x *= 2) v.push_back(x);
-  return v;
-}
 
 using attn::seconds_str;
 using attn::si;  // 2.61e12 → "2.61 T": counts read better with SI prefixes
@@ -274,8 +263,8 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
                                                attn::cpu_model(), o.repeats),
                                    100, ""));
 
-  const std::vector<std::size_t> ns = doubling(o.min_n, o.max_n);
-  const std::vector<std::size_t> ds = doubling(32, o.max_d);
+  const std::vector<std::size_t> ns = attn::doublings(o.min_n, o.max_n);
+  const std::vector<std::size_t> ds = attn::doublings(32, o.max_d);
   print_counts(ns, o.d);
 
   attn::Progress progress(ns.size() + (timed ? ds.size() : 0), timed);
@@ -328,85 +317,10 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
   the_seeds_long_sequence(o.d, timed ? largest.gflops() : 0, timed ? largest.ceiling : 0, o.memory_limit, book);
 }
 
-// --- `ch04_complexity bench`: the same sweeps through Google Benchmark, with its complexity fit ---------------
-
-// [benchmarks]
-// OpenBLAS's default: one thread per hardware thread; the ceilings are measured with as many.
-int default_blas_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
-
-// Runs the benchmark loop over `body` and returns its wall-clock seconds per iteration.
-template <class Body>
-double seconds_per_iteration(benchmark::State& state, Body body) {
-  const auto start = std::chrono::steady_clock::now();
-  for (auto _ : state) body();
-  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return total / static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
-}
-
-// One benchmark body for both sweeps: full attention at (n, d), its FLOP rate as a counter, and the size
-// that varies handed to Google Benchmark's complexity fit.
-void full_attention(benchmark::State& state, std::size_t n, std::size_t d, std::size_t varying) {
-  attn::Rng rng(4);
-  const Matrix Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);  // (n, d) each
-  const double seconds =
-      seconds_per_iteration(state, [&] { benchmark::DoNotOptimize(attn::scaled_dot_product_attention(Q, K, V)); });
-  state.SetComplexityN(static_cast<std::int64_t>(varying));
-  state.counters["FLOP/s"] =
-      benchmark::Counter(attn::attention_flops(n, n, d, d).total(), benchmark::Counter::kIsIterationInvariantRate);
-  attn::report_against_ceilings(state, attn::attention_flops(n, n, d, d).total() / seconds / 1e9,
-                                default_blas_threads());
-}
-
-void BM_full_attention_n(benchmark::State& state) {  // d = 64, n varies
-  const auto n = static_cast<std::size_t>(state.range(0));
-  full_attention(state, n, 64, n);
-}
-
-void BM_full_attention_d(benchmark::State& state) {  // n = 512, d varies
-  const auto d = static_cast<std::size_t>(state.range(0));
-  full_attention(state, 512, d, d);
-}
-
-// The ceiling, on the same shapes: the product Q Kᵀ alone, (n, d)·(d, n), as one OpenBLAS sgemm.
-void BM_sgemm_scores_n(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  constexpr std::size_t d = 64;
-  attn::Rng rng(4);
-  const Matrix Q = rng.normal(n, d), K = rng.normal(n, d);  // (n, d) each
-  const double seconds =
-      seconds_per_iteration(state, [&] { benchmark::DoNotOptimize(attn::matmul(Q, K, /*transpose_b=*/true)); });
-  state.SetComplexityN(state.range(0));
-  state.counters["FLOP/s"] =
-      benchmark::Counter(2.0 * static_cast<double>(n * n * d), benchmark::Counter::kIsIterationInvariantRate);
-  attn::report_against_ceilings(state, 2.0 * static_cast<double>(n * n * d) / seconds / 1e9, default_blas_threads());
-}
-
-// Wall time (UseRealTime), not the main thread's CPU time: OpenBLAS runs the products on several threads.
-BENCHMARK(BM_full_attention_n)
-    ->RangeMultiplier(2)
-    ->Range(256, 4096)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Complexity(benchmark::oNSquared);
-BENCHMARK(BM_sgemm_scores_n)
-    ->RangeMultiplier(2)
-    ->Range(256, 4096)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Complexity(benchmark::oNSquared);
-BENCHMARK(BM_full_attention_d)
-    ->RangeMultiplier(2)
-    ->Range(32, 1024)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Complexity(benchmark::oN);
-// [benchmarks]
-
 }  // namespace
 
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch04_complexity", "Chapter 04: the O(n²·d) wall, counted and measured");
-  chapter.bench_ceilings({default_blas_threads()});
   Options o;
   auto& cli = chapter.cli();
   cli.add_option("--min-n", o.min_n, "Smallest n of the doubling sweep")->check(CLI::Range(1, 1 << 30));

@@ -82,7 +82,7 @@ double time_launches(const Events& ev, const std::function<void()>& launch, int 
 }
 
 // Warm-up launches first (the first launch of a kernel loads its code and sets its attributes), then
-// `repeats` samples, each of enough launches to last about 2 ms: a 0.1 ms kernel timed alone would carry
+// `repeats` samples, each of enough launches to last about 2 ms: a short kernel timed alone would carry
 // the events' resolution (~0.5 µs) and the gap before the launch in every sample. The median per launch.
 double median_ms_per_launch(const Events& ev, const std::function<void()>& launch, int repeats, int warmup) {
   for (int i = 0; i < warmup; ++i) launch();

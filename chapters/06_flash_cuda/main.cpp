@@ -22,7 +22,6 @@
 #include <utility>
 #include <vector>
 
-#include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -30,8 +29,10 @@
 #include "05_flash_cpu/flash_cpu.hpp"
 #include "06_flash_cuda/flash_cuda.hpp"
 #include "06_flash_cuda/ladder.hpp"
+#include "06_flash_cuda/rungs.hpp"
 #include "06_flash_cuda/tiles.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
@@ -235,12 +236,7 @@ void show_roofline() {
 }
 
 #if ATTN_HAVE_CUDA
-std::vector<ch06::Rung> ladder() {
-  return {{"1 naive", false, true, ch06::naive_forward},
-          {"2 cublas (no TF32)", false, true, ch06::cublas_forward},
-          {"3 flash fp32", false, false, attn::flash_fp32_forward},
-          {"4 flash tc bf16", true, false, ch06::flash_tc_forward}};
-}
+using ch06::ladder;
 
 std::vector<float> random_values(attn::Rng& rng, std::size_t count) {
   const Matrix m = rng.normal(1, count);  // (1, count)
@@ -439,51 +435,6 @@ void tell_the_story(const attn::Chapter& chapter, const Options& o) {
   (void)o;
 #endif
 }
-
-// `ch06_flash_cuda bench`: the rungs at n = 4096, d = 128, bh = 64 (manual time from CUDA events), and the
-// ceilings they are judged against.
-void BM_rung(benchmark::State& state) {
-#if ATTN_HAVE_CUDA
-  const ch06::DeviceInfo device = ch06::query_device();
-  if (!device.present) {
-    state.SkipWithError("no CUDA device");
-    return;
-  }
-  const auto rung = ladder()[static_cast<std::size_t>(state.range(0))];
-  const ch06::Shape shape{64, 4096, 4096, 128, state.range(1) != 0};
-  ch06::GpuWorkspace workspace(shape, rung.materialises_S);
-  workspace.fill_normal(67);
-  for (auto _ : state)
-    state.SetIterationTime(workspace.median_ms([&] { rung.launch(shape, workspace.tensors()); }, 1, 0) * 1e-3);
-  state.SetLabel(rung.name);
-  state.counters["TFLOP/s"] =
-      benchmark::Counter(ch06::attention_flops(shape), benchmark::Counter::kIsIterationInvariantRate);
-#else
-  state.SkipWithError("built without CUDA");
-#endif
-}
-BENCHMARK(BM_rung)
-    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
-    ->ArgNames({"rung", "causal"})
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-
-void BM_ceilings(benchmark::State& state) {
-#if ATTN_HAVE_CUDA
-  if (!ch06::query_device().present) {
-    state.SkipWithError("no CUDA device");
-    return;
-  }
-  ch06::Ceilings c;
-  for (auto _ : state) c = ch06::measure_ceilings();
-  state.counters["fp32_TFLOPs"] = c.fp32_tflops;
-  state.counters["bf16_TFLOPs"] = c.bf16_tflops;
-  state.counters["copy_GBs"] = c.copy_gbs;
-#else
-  state.SkipWithError("built without CUDA");
-#endif
-}
-BENCHMARK(BM_ceilings)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

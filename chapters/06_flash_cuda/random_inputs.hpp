@@ -2,7 +2,7 @@
 /// Random inputs made where they are used: the value at index i of a stream is a pure function of
 /// (seed, i), so every GPU thread draws its own element without a shared generator state, and the host
 /// computes the very same values in its tests. The timing run draws Q, K and V this way on the GPU: on
-/// one CPU core, the ladder's 1.6·10⁹ normal values took 25–55 s of a GPU machine's few minutes.
+/// one CPU core, the ladder's 1.6·10⁹ normal values would take a large share of a GPU machine's few minutes.
 /// Book page: book/06_flash_cuda.md.
 #pragma once
 

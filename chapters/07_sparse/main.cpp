@@ -12,26 +12,18 @@
 // (fitted exponents, crossover, efficiency) with the machine's sgemm ceiling measured in the same run.
 // Run it: ./course run 07      Timings: ./course bench 07 (or build/default/bin/ch07_sparse bench)
 // Your code: ./course run 07 --track exercise      Book page: book/07_sparse.md
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
-#include "04_complexity/complexity.hpp"
-#include "05_flash_cpu/flash_fast.hpp"
 #include "07_sparse/sparse.hpp"
-#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
 #include "attn/format.hpp"
-#include "attn/measure.hpp"
+#include "attn/machine.hpp"
 #include "attn/panels.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
@@ -46,8 +38,6 @@ using attn::Matrix;
 constexpr std::uint64_t kSeed = 7;
 
 using attn::fixed;
-
-std::size_t worker_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
 // --- the patterns, drawn ---------------------------------------------------------------------------------
 
@@ -222,7 +212,8 @@ void show_kernels(std::size_t n, std::size_t B) {
     const Matrix dense = attn::scaled_dot_product_attention(Q, K, V, mask);  // (n, d)
     const Matrix rows = attn::row_sparse_attention(Q, K, V, attn::sparse_rows(mask));
     const attn::BlockLayout layout = attn::block_layout(mask, B, B);
-    const Matrix blocks = attn::block_sparse_attention(Q, K, V, layout, worker_threads());
+    const Matrix blocks =
+        attn::block_sparse_attention(Q, K, V, layout, static_cast<std::size_t>(attn::hardware_threads()));
     const std::size_t T = (n + B - 1) / B;
     t.add_row({name, fmt::format("{}", attn::allowed_pairs(mask)), fmt::format("{:.1e}", max_abs_diff(rows, dense)),
                fmt::format("{:.1e}", max_abs_diff(blocks, dense)), fmt::format("{} of {}", layout.tiles(), T * T),
@@ -278,7 +269,7 @@ void show_tiles(const attn::Chapter& chapter) {
 
 void tell_the_story(const attn::Chapter& chapter, std::size_t w, const std::vector<std::size_t>& global,
                     std::size_t n) {
-  attn::set_blas_threads(1);  // the block kernel runs its own threads; OpenBLAS must not add more
+  const attn::BlasThreads blas(1);  // the block kernel runs its own threads; OpenBLAS must not add more
   fmt::print(
       "Full attention lets every token look at every other: n² pairs.\n"
       "Sparse attention keeps a pattern of pairs that grows like n·w or n√n, and computes only those.\n");
@@ -291,209 +282,10 @@ void tell_the_story(const attn::Chapter& chapter, std::size_t w, const std::vect
     fmt::print("\nTimings (window vs dense flash attention up to n = 65,536): {} bench\n", "ch07_sparse");
 }
 
-// --- benchmarks: ch07_sparse bench ----------------------------------------------------------------------
-
-constexpr std::size_t kD = 64, kW = 256, kTile = 64;
-
-// The benchmarks record their seconds per call at each n in bench_record(), for the summary that follows.
-using attn::bench_record;
-
-template <class Work>
-void timed_loop(benchmark::State& state, const std::string& name, std::size_t n, double useful_pairs, Work&& work) {
-  double total = 0;
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    const Matrix O = work();
-    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    benchmark::DoNotOptimize(O.data());
-  }
-  const double per_call = total / static_cast<double>(state.iterations());
-  bench_record()[name][n] = per_call;
-  state.counters["n"] = static_cast<double>(n);
-  state.counters["density"] = useful_pairs / (static_cast<double>(n) * static_cast<double>(n));
-  // Useful FLOPs: 2·d for q·k and 2·d for p·v, per allowed pair.
-  state.counters["GFLOP/s"] = 4.0 * useful_pairs * kD / per_call / 1e9;
-  attn::report_against_ceilings(state, 4.0 * useful_pairs * kD / per_call / 1e9, static_cast<int>(worker_threads()));
-}
-
-struct Inputs {
-  Matrix Q, K, V;  // (n, d) each
-};
-Inputs make_inputs(std::size_t n) {
-  attn::Rng rng(kSeed);
-  return {rng.normal(n, kD), rng.normal(n, kD), rng.normal(n, kD)};
-}
-
-double window_pairs(std::size_t n, std::size_t w) {
-  const double dn = static_cast<double>(n), dw = static_cast<double>(std::min(w, n - 1));
-  return dn * (2 * dw + 1) - dw * (dw + 1);
-}
-
-// [bench_window]
-void BM_WindowAttention(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  attn::set_blas_threads(1);
-  const Inputs in = make_inputs(n);
-  const attn::BlockLayout layout = attn::window_block_layout(n, kW, false, kTile, kTile);
-  timed_loop(state, "window", n, window_pairs(n, kW),
-             [&] { return attn::block_sparse_attention(in.Q, in.K, in.V, layout, worker_threads()); });
-  state.counters["useful"] = window_pairs(n, kW) / static_cast<double>(layout.computed_pairs());
-}
-
-// The dense baseline is the course's fastest dense attention, chapter 05's FlashAttention kernel, on the same
-// threads as the window: the efficiency below is then what the sparsity buys against the best dense code.
-void BM_DenseFlash(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const Inputs in = make_inputs(n);
-  attn::ch05::FastConfig config;
-  config.threads = static_cast<int>(worker_threads());
-  timed_loop(state, "dense", n, static_cast<double>(n) * static_cast<double>(n),
-             [&] { return attn::ch05::flash_attention_fast(in.Q, in.K, in.V, /*causal=*/false, config).O; });
-}
-// [bench_window]
-
-// The window's own kernel with every tile kept (a window wider than the sequence): the same loop as the window,
-// dense. Against BM_DenseFlash it shows how much slower this chapter's 64×64 tiles run than chapter 05's
-// tuned kernel, the part of the efficiency lost to the kernel rather than to the band's partial tiles.
-void BM_DenseAllTiles(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  attn::set_blas_threads(1);
-  const Inputs in = make_inputs(n);
-  const attn::BlockLayout layout = attn::window_block_layout(n, n, false, kTile, kTile);
-  timed_loop(state, "dense, all tiles", n, static_cast<double>(n) * static_cast<double>(n),
-             [&] { return attn::block_sparse_attention(in.Q, in.K, in.V, layout, worker_threads()); });
-}
-
-void BM_StridedRows(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const Inputs in = make_inputs(n);
-  const auto root = static_cast<std::size_t>(std::lround(std::sqrt(static_cast<double>(n))));
-  const Mask mask = attn::strided_mask(n, root);
-  const attn::SparseRows rows = attn::sparse_rows(mask);
-  timed_loop(state, "strided rows", n, static_cast<double>(rows.cols.size()),
-             [&] { return attn::row_sparse_attention(in.Q, in.K, in.V, rows); });
-}
-
-void BM_SgemmCeiling(benchmark::State& state) {
-  attn::set_blas_threads(static_cast<int>(worker_threads()));
-  double gflops = 0;
-  for (auto _ : state) gflops = attn::sgemm_gflops(1024, 1024, 1024, 3);
-  attn::set_blas_threads(1);
-  state.counters["GFLOP/s"] = gflops;
-  bench_record()["sgemm"][0] = gflops;
-}
-
-/// Where BM_Summary draws the measured times (`ch07_sparse bench --plot=FILE.svg`); empty = no plot.
-std::string& plot_path() {
-  static std::string path;
-  return path;
-}
-
-void plot_times(const std::string& path) {
-  attn::PlotSpec spec{"Time per forward pass (d = 64): window w = 256 vs dense, measured",
-                      "n (tokens)",
-                      "milliseconds",
-                      true,
-                      true,
-                      {}};
-  for (const auto& [name, label] : {std::pair<std::string, std::string>{"window", "window w = 256 (block-sparse)"},
-                                    {"dense", "dense flash (chapter 05's fast kernel)"},
-                                    {"dense, all tiles", "block-sparse kernel, every tile"},
-                                    {"strided rows", "strided, stride sqrt(n) (row lists)"}}) {
-    attn::Series s{label, {}, {}, true};
-    for (const auto& [n, seconds] : bench_record()[name]) {
-      s.x.push_back(static_cast<double>(n));
-      s.y.push_back(seconds * 1e3);
-    }
-    if (!s.x.empty()) spec.series.push_back(s);
-  }
-  attn::write_svg_plot(path, spec);
-  fmt::print("(plot written: {})\n", path);
-}
-
-/// The exponent e of seconds ≈ c·n^e over the points with n >= n_min: chapter 04's attn::fit_power_law
-/// (0 when fewer than two points were measured).
-double exponent_from(const std::map<std::size_t, double>& t, std::size_t n_min) {
-  std::vector<double> ns, seconds;
-  for (const auto& [n, s] : t) {
-    if (n < n_min) continue;
-    ns.push_back(static_cast<double>(n));
-    seconds.push_back(s);
-  }
-  return ns.size() < 2 ? 0.0 : attn::fit_power_law(ns, seconds).exponent;
-}
-
-void BM_Summary(benchmark::State& state) {
-  for (auto _ : state) {
-  }
-  auto& r = bench_record();
-  const auto& window = r["window"];
-  const auto& dense = r["dense"];
-  // The crossover: the smallest n from which the window is at least 10% faster at every larger n measured.
-  std::size_t crossover = 0, largest = 0;
-  for (const auto& [n, s] : window)
-    if (dense.count(n)) {
-      const bool wins = s * 1.1 < dense.at(n);
-      if (!wins) crossover = 0;
-      if (wins && crossover == 0) crossover = n;
-      largest = n;
-    }
-  if (largest == 0) {
-    state.SkipWithError("run the window and dense benchmarks first (no --benchmark_filter that drops them)");
-    return;
-  }
-  const double density = window_pairs(largest, kW) / (static_cast<double>(largest) * static_cast<double>(largest));
-  const double efficiency = dense.at(largest) / window.at(largest) * density;
-  state.counters["exp_window"] = exponent_from(window, 4096);
-  state.counters["exp_dense"] = exponent_from(dense, 4096);
-  state.counters["exp_strided"] = exponent_from(r["strided rows"], 1024);
-  state.counters["crossover_n"] = static_cast<double>(crossover);
-  state.counters["efficiency"] = efficiency;
-  const auto& all_tiles = r["dense, all tiles"];
-  const std::size_t shared_n = all_tiles.empty() ? 0 : all_tiles.rbegin()->first;
-  fmt::print(
-      "\nSummary (w = {}, d = {}, tiles {}×{}, {} threads each): time ~ n^{:.2f} for the window, n^{:.2f} for dense "
-      "flash,\n"
-      "n^{:.2f} for strided row lists; the window is at least 10% faster from n = {} on; at n = {} the window runs "
-      "{:.1f}× faster\n"
-      "than dense flash, and efficiency = (dense ÷ window) × density = {:.2f} (1 = all the sparsity turned into "
-      "speed).\n"
-      "sgemm ceiling in this run: {:.1f} GFLOP/s.\n",
-      kW, kD, kTile, kTile, worker_threads(), exponent_from(window, 4096), exponent_from(dense, 4096),
-      exponent_from(r["strided rows"], 1024), crossover ? fmt::format("{}", crossover) : "(never)", largest,
-      dense.at(largest) / window.at(largest), efficiency, r["sgemm"][0]);
-  if (shared_n != 0 && dense.count(shared_n))
-    fmt::print("At n = {}, this chapter's kernel with every tile kept takes {:.2f}× the time of dense flash.\n",
-               shared_n, all_tiles.at(shared_n) / dense.at(shared_n));
-  fmt::print("\n");
-  if (!plot_path().empty()) plot_times(plot_path());
-}
-
-BENCHMARK(BM_SgemmCeiling)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
-BENCHMARK(BM_WindowAttention)->RangeMultiplier(2)->Range(256, 65536)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_DenseFlash)->RangeMultiplier(2)->Range(256, 65536)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_DenseAllTiles)->RangeMultiplier(2)->Range(256, 16384)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_StridedRows)->RangeMultiplier(2)->Range(1024, 8192)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Summary)->Iterations(1);
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `bench --plot=FILE.svg` is this chapter's own flag: take it out before Google Benchmark sees the rest.
-  std::vector<char*> args(argv, argv + argc);
-  if (argc > 1 && std::string(argv[1]) == "bench")
-    args.erase(std::remove_if(args.begin(), args.end(),
-                              [](char* a) {
-                                const bool plot = std::string(a).rfind("--plot=", 0) == 0;
-                                if (plot) plot_path() = std::string(a).substr(7);
-                                return plot;
-                              }),
-               args.end());
-  argc = static_cast<int>(args.size());
-  args.push_back(nullptr);  // argv[argc] is nullptr, as main's own
-  argv = args.data();
   attn::Chapter chapter("ch07_sparse", "Chapter 07: sparse attention (local, global, random, dilated)");
-  chapter.bench_ceilings({static_cast<int>(worker_threads())});
   std::size_t w = 1, n = 1000;
   std::vector<std::size_t> global{0};
   chapter.cli()

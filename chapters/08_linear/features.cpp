@@ -82,4 +82,12 @@ Matrix quadratic_linear_attention(const Matrix& phiQ, const Matrix& phiK, const 
 }
 // [quadratic_form]
 
+// [flop_counts]
+/// Softmax attention: Q Kᵀ and A·V, 2·n²·d each, plus n² exponentials (counted as one FLOP each here).
+double softmax_flops(double n, double d) { return 4.0 * n * n * d + n * n; }
+/// Linear attention with m features: φ(K)ᵀV and φ(Q)·(φ(K)ᵀV), 2·n·m·d_v each, the normaliser 4·n·m, and
+/// elu+1 on 2·n·m entries. The causal recurrence does the same work, one token at a time.
+double linear_flops(double n, double m, double d_v) { return 4.0 * n * m * d_v + 4.0 * n * m + 2.0 * n * m; }
+// [flop_counts]
+
 }  // namespace attn::ch08

@@ -47,4 +47,10 @@ Matrix quadratic_linear_attention(const Matrix& phiQ, const Matrix& phiK, const 
 ///         feature that is NaN, infinite or negative (features are weights).
 Matrix linear_attention_weights(const Matrix& phiQ, const Matrix& phiK, const Mask& mask = Mask());
 
+/// FLOPs of softmax attention over n tokens of width d: Q Kᵀ and A·V, and the n² exponentials (features.cpp).
+double softmax_flops(double n, double d);
+/// FLOPs of linear attention over n tokens with m features and values of width d_v (features.cpp); the causal
+/// recurrence does the same work.
+double linear_flops(double n, double m, double d_v);
+
 }  // namespace attn::ch08

@@ -14,14 +14,9 @@
 // recurrence, the selective (input-dependent) state of Mamba.
 // Run it: ./course run 08      Benchmarks: build/default/bin/ch08_linear bench
 // Your code: ./course run 08 --track exercise      Book page: book/08_linear.md
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <ctime>
 #include <functional>
-#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -32,10 +27,9 @@
 #include "01_intuition/lexicon.hpp"
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "04_complexity/complexity.hpp"
-#include "05_flash_cpu/flash_fast.hpp"
+#include "08_linear/contenders.hpp"
 #include "08_linear/features.hpp"
 #include "08_linear/linear.hpp"
-#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
 #include "attn/format.hpp"
 #include "attn/measure.hpp"
@@ -56,6 +50,10 @@ using attn::fixed;
 using attn::max_abs_diff;
 using attn::mean_abs_diff;
 using attn::sci;
+using attn::ch08::Contenders;
+using attn::ch08::linear_flops;
+using attn::ch08::measured_crossover;
+using attn::ch08::softmax_flops;
 
 // --- 1. associativity ---------------------------------------------------------------------------------
 
@@ -287,14 +285,6 @@ void show_sharpness(std::size_t features) {
 
 // --- 5. where it pays: counting, and (outside the book) timing ------------------------------------------
 
-// [flop_counts]
-/// Softmax attention: Q Kᵀ and A·V, 2·n²·d each, plus n² exponentials (counted as one FLOP each here).
-double softmax_flops(double n, double d) { return 4.0 * n * n * d + n * n; }
-/// Linear attention with m features: φ(K)ᵀV and φ(Q)·(φ(K)ᵀV), 2·n·m·d_v each, the normaliser 4·n·m, and
-/// elu+1 on 2·n·m entries. The causal recurrence does the same work, one token at a time.
-double linear_flops(double n, double m, double d_v) { return 4.0 * n * m * d_v + 4.0 * n * m + 2.0 * n * m; }
-// [flop_counts]
-
 void show_flop_crossover(const attn::Chapter& chapter, std::size_t d) {
   attn::heading(fmt::format("Where linear attention pays: FLOPs against softmax attention (d_k = d_v = m = {})", d));
   const double dd = static_cast<double>(d);
@@ -320,59 +310,6 @@ void show_flop_crossover(const attn::Chapter& chapter, std::size_t d) {
     chapter.announce_figure(*path);
   }
 }
-
-/// The contenders on random inputs of length n (d_k = d_v = m = d), each timed as one call.
-/// Every timing runs on one core: the recurrence is sequential, so the comparison is core against core (and
-/// on a busy machine one BLAS thread is also far steadier than several). Chapter 05's flash kernel gets one
-/// thread too, which it runs on the calling thread, with OpenBLAS single-threaded inside.
-struct Contenders {
-  Matrix Q, K, V, phiQ, phiK;  // (n, d) each
-  Contenders(std::size_t n, std::size_t d) {
-    attn::set_blas_threads(1);
-    attn::Rng rng(n);
-    Q = rng.normal(n, d), K = rng.normal(n, d), V = rng.normal(n, d);
-    phiQ = attn::elu_plus_one(Q), phiK = attn::elu_plus_one(K);
-  }
-  void softmax() const { benchmark::DoNotOptimize(attn::scaled_dot_product_attention(Q, K, V)); }
-  void linear() const { benchmark::DoNotOptimize(attn::linear_attention(phiQ, phiK, V)); }
-  void causal() const { benchmark::DoNotOptimize(attn::causal_linear_attention(phiQ, phiK, V)); }
-  void flash() const { benchmark::DoNotOptimize(attn::ch05::flash_attention_fast(Q, K, V, false, one_core())); }
-  void flash_causal() const { benchmark::DoNotOptimize(attn::ch05::flash_attention_fast(Q, K, V, true, one_core())); }
-  static attn::ch05::FastConfig one_core() {
-    attn::ch05::FastConfig config;
-    config.threads = 1;
-    return config;
-  }
-};
-
-double seconds_softmax(std::size_t n, std::size_t d) {
-  const Contenders c(n, d);
-  return cpu_seconds([&] { c.softmax(); });
-}
-double seconds_linear(std::size_t n, std::size_t d) {
-  const Contenders c(n, d);
-  return cpu_seconds([&] { c.linear(); });
-}
-
-/// Seconds of one call of a contender at length n and width d.
-using Timer = std::function<double(std::size_t n, std::size_t d)>;
-
-// [bisection]
-/// The smallest n in [lo, hi] from which the linear contender is faster than the quadratic one, by bisection on
-/// the sign of t_quadratic(n) − t_linear(n) (assumed to change once). Returns lo when linear already wins
-/// at lo, and 0 when it does not win even at hi.
-std::size_t measured_crossover(std::size_t lo, std::size_t hi, std::size_t d, const Timer& quadratic = seconds_softmax,
-                               const Timer& linear = seconds_linear) {
-  const auto linear_wins = [&](std::size_t n) { return linear(n, d) < quadratic(n, d); };
-  if (linear_wins(lo)) return lo;
-  if (!linear_wins(hi)) return 0;
-  while (hi - lo > std::max<std::size_t>(1, lo / 16)) {  // stop at ~6% resolution: timings are noisier
-    const std::size_t mid = lo + (hi - lo) / 2;
-    (linear_wins(mid) ? hi : lo) = mid;
-  }
-  return hi;
-}
-// [bisection]
 
 void show_measured_crossover(std::size_t d) {
   attn::heading(
@@ -419,130 +356,10 @@ void tell_the_story(const attn::Chapter& chapter, float decay, std::size_t featu
   }
 }
 
-// --- benchmarks: `ch08_linear bench` ------------------------------------------------------------------
-constexpr std::size_t kBenchD = 64;
-
-// [benchmarks]
-void BM_sgemm_ceiling(benchmark::State& state) {
-  // The machine's own ceiling, measured in the same run: OpenBLAS sgemm on (1024, 64)·(64, 1024) — the shape
-  // of Q Kᵀ for n = 1024, d = 64 — and on a square 1024³ product.
-  attn::set_blas_threads(1);  // the same single core as the attention benchmarks
-  for (auto _ : state) {
-    state.counters["QKt_GFLOPs"] = attn::sgemm_gflops(1024, 1024, kBenchD, 3);
-    state.counters["square_GFLOPs"] = attn::sgemm_gflops(1024, 1024, 1024, 3);
-  }
-}
-BENCHMARK(BM_sgemm_ceiling)->Iterations(1)->Unit(benchmark::kMillisecond);
-
-void set_flop_rate(benchmark::State& state, double flops, double seconds_per_call) {
-  state.counters["FLOPs"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-  attn::report_against_ceilings(state, flops / seconds_per_call / 1e9, 1);  // every contender runs on one core
-}
-
-// Each contender records its wall-clock seconds per call at each n in bench_record(), for the summary
-// benchmark that follows.
-using attn::bench_record;
-
-/// What a contender's FLOP counter counts: softmax's n² pairs, causal's half of them, or linear's n·m.
-enum class Cost { kQuadratic, kCausalQuadratic, kLinear };
-
-/// One contender over n; the time is wall-clock (every contender runs on one core, so it matches the
-/// process CPU time printed next to it on a quiet machine); the counter is its FLOP rate.
-void BM_attention(benchmark::State& state, void (Contenders::*method)() const, Cost cost, const char* name) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const Contenders c(n, kBenchD);
-  const auto start = std::chrono::steady_clock::now();
-  for (auto _ : state) (c.*method)();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  bench_record()[name][n] = wall / static_cast<double>(state.iterations());
-  const double nn = static_cast<double>(n);
-  const double quadratic = softmax_flops(nn, kBenchD);
-  set_flop_rate(state,
-                cost == Cost::kQuadratic         ? quadratic
-                : cost == Cost::kCausalQuadratic ? quadratic / 2
-                                                 : linear_flops(nn, kBenchD, kBenchD),
-                bench_record()[name][n]);
-}
-/// The settings every contender shares: n doubling from 256, milliseconds, wall time with process CPU time.
-void over_n(benchmark::internal::Benchmark* b) {
-  b->RangeMultiplier(2)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
-}
-BENCHMARK_CAPTURE(BM_attention, softmax_ch02, &Contenders::softmax, Cost::kQuadratic, "softmax")
-    ->Apply(over_n)
-    ->Range(256, 8192);
-BENCHMARK_CAPTURE(BM_attention, flash_ch05, &Contenders::flash, Cost::kQuadratic, "flash")
-    ->Apply(over_n)
-    ->Range(256, 65536);
-BENCHMARK_CAPTURE(BM_attention, flash_causal_ch05, &Contenders::flash_causal, Cost::kCausalQuadratic, "flash causal")
-    ->Apply(over_n)
-    ->Range(256, 65536);
-BENCHMARK_CAPTURE(BM_attention, linear, &Contenders::linear, Cost::kLinear, "linear")->Apply(over_n)->Range(256, 65536);
-BENCHMARK_CAPTURE(BM_attention, causal_recurrence, &Contenders::causal, Cost::kLinear, "causal")
-    ->Apply(over_n)
-    ->Range(256, 65536);
-
-/// Exponent e of t ≈ c·n^e fitted to one contender's recorded times over n in [n_min, n_max].
-double recorded_exponent(const std::string& name, std::size_t n_min, std::size_t n_max) {
-  std::vector<double> ns, ts;
-  for (const auto& [n, t] : bench_record()[name])
-    if (n >= n_min && n <= n_max) ns.push_back(static_cast<double>(n)), ts.push_back(t);
-  return ns.size() < 2 ? 0.0 : attn::fit_power_law(ns, ts).exponent;
-}
-
-void BM_crossover_and_exponents(benchmark::State& state) {
-  // The crossovers by bisection (non-causal linear against non-causal flash, the causal recurrence against
-  // causal flash), the exponents fitted to the times above over n = 8192..65536, and the speed-ups at the
-  // largest n, all from this run.
-  auto& r = bench_record();
-  constexpr std::size_t kLargest = 65536;
-  for (const char* name : {"flash", "flash causal", "linear", "causal"})
-    if (!r[name].count(kLargest)) {
-      state.SkipWithError("run the flash, linear and causal benchmarks first (no --benchmark_filter that drops them)");
-      return;
-    }
-  const Timer flash = [](std::size_t n, std::size_t d) {
-    const Contenders c(n, d);
-    return cpu_seconds([&] { c.flash(); });
-  };
-  const Timer flash_causal = [](std::size_t n, std::size_t d) {
-    const Contenders c(n, d);
-    return cpu_seconds([&] { c.flash_causal(); });
-  };
-  const Timer recurrence = [](std::size_t n, std::size_t d) {
-    const Contenders c(n, d);
-    return cpu_seconds([&] { c.causal(); });
-  };
-  for (auto _ : state) {
-    const std::size_t cross = measured_crossover(16, 4096, kBenchD, flash);
-    const std::size_t cross_causal = measured_crossover(16, 4096, kBenchD, flash_causal, recurrence);
-    const double speedup = r["flash"][kLargest] / r["linear"][kLargest];
-    const double speedup_causal = r["flash causal"][kLargest] / r["causal"][kLargest];
-    state.counters["crossover_n"] = static_cast<double>(cross);
-    state.counters["crossover_causal_n"] = static_cast<double>(cross_causal);
-    state.counters["speedup_linear"] = speedup;
-    state.counters["speedup_causal"] = speedup_causal;
-    for (const char* name : {"flash", "flash causal", "linear", "causal"})
-      state.counters[fmt::format("exp_{}", name)] = recorded_exponent(name, 8192, kLargest);
-    fmt::print(
-        "\nSummary (d = m = {}, one core each): at n = {} non-causal linear attention is {:.0f}× faster than "
-        "chapter 05's flash\n(target ≥ 100×), the causal recurrence {:.0f}× faster than causal flash (target ≥ 20×). "
-        "Time ~ n^e over n = 8192..{}:\n"
-        "linear {:.2f}, causal recurrence {:.2f} (target ≤ 1.1 for both), flash {:.2f}, causal flash {:.2f}.\n"
-        "Crossover by bisection: linear beats flash from n ≈ {}, the recurrence beats causal flash from n ≈ {} "
-        "(0 = not below 4096).\n\n",
-        kBenchD, kLargest, speedup, speedup_causal, kLargest, recorded_exponent("linear", 8192, kLargest),
-        recorded_exponent("causal", 8192, kLargest), recorded_exponent("flash", 8192, kLargest),
-        recorded_exponent("flash causal", 8192, kLargest), cross, cross_causal);
-  }
-}
-BENCHMARK(BM_crossover_and_exponents)->Iterations(1)->Unit(benchmark::kSecond);
-// [benchmarks]
-
 }  // namespace
 
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch08_linear", "Chapter 08: linear attention, random features, attention as an RNN");
-  chapter.bench_ceilings({1});
   float decay = 0.8f;
   std::size_t features = 256;
   chapter.cli().add_option("--decay", decay, "λ of the decay demonstration, in (0, 1]");

@@ -10,23 +10,17 @@
 // decode_attend_fast() (one pass, each group's K and V read once for its r = h/g query heads), each against
 // its roofline bound: the cache's bytes at this machine's memory bandwidth (a STREAM triad) or the step's
 // FLOPs at the in-cache product rate (the same step with its cache in L2), whichever takes longer.
-// Recorded on the 2-core Intel Xeon (book/recorded/ch09_bench.txt, 32K tokens, share of each step's roofline
-// bound): the learner's MHA 78%, GQA-8 38%, MQA 51%, MHA : GQA-8 : MQA time 1 : 1/1.9 : 1/6.9; the fast
-// kernel 94%, 69%, 87%, 1 : 1/3.0 : 1/9.7 (the bytes allow 1/4; MQA's arithmetic at the in-cache rate 1/10.5).
+// The benchmarks are in bench.cpp; what a recorded run measured is on the measurements page
+// (book/measure_09_mqa_gqa.md, reading book/recorded/ch09_bench.txt), not quoted here, where it would go stale.
 // What it leaves out: training or uptraining (the GQA paper's quality numbers are cited in the book,
 // not measured), batching many sequences, paged caches, a GPU decode kernel (chapter 06's territory).
 // Run it: ./course run 09      Benchmarks: build/default/bin/ch09_mqa_gqa bench
 // Your code: ./course run 09 --track exercise      Book page: book/09_mqa_gqa.md
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <ctime>
 #include <map>
-#include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -35,7 +29,7 @@
 #include "03_multi_head/multi_head.hpp"
 #include "09_mqa_gqa/decode_fast.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
-#include "attn/ceilings.hpp"
+#include "09_mqa_gqa/step_cost.hpp"
 #include "attn/chapter.hpp"
 #include "attn/format.hpp"
 #include "attn/measure.hpp"
@@ -51,7 +45,8 @@ using attn::Tensor3;
 
 using attn::fixed;
 using attn::relative_error;
-using attn::thread_cpu_seconds;
+using attn::ch09::step_cost;
+using attn::ch09::StepCost;
 
 /// (heads, n, d) with N(0,1) entries.
 Tensor3 random_heads(attn::Rng& rng, std::size_t heads, std::size_t n, std::size_t d) {
@@ -172,18 +167,6 @@ void print_decode(std::uint64_t seed) {
 // [decode_loop]
 
 // --- 4. why decoding is memory-bound -------------------------------------------------------------------------
-
-/// What one decode step moves and computes, per layer: K and V of g heads read once, h queries each doing
-/// n dot products of d_k (Q·Kᵀ) and n multiply-adds of d_v rows (A·V).
-struct StepCost {
-  double bytes;  // K and V read
-  double flops;  // 2·h·n·d_k + 2·h·n·d_v
-};
-StepCost step_cost(std::size_t h, std::size_t g, std::size_t n, std::size_t d_k, std::size_t bytes_per_element) {
-  const double hn = static_cast<double>(h) * static_cast<double>(n);
-  return {static_cast<double>(attn::kv_cache_bytes(1, g, d_k, n, bytes_per_element)),
-          4.0 * hn * static_cast<double>(d_k)};
-}
 
 void print_memory_bound() {
   const std::size_t h = 32, n = 32768, d_k = 128;
@@ -340,214 +323,10 @@ void tell_the_story(const attn::Chapter& chapter, std::uint64_t seed) {
   print_mean_pooling(seed + 2);
 }
 
-// --- bench: the decode step against this machine's ceilings ---------------------------------------------------
-// One core for everything (OpenBLAS set to one thread): the decode step and the triad it is compared with
-// run on the same single core, so "% of triad" compares like with like.
-
-constexpr std::size_t kH = 32, kDk = 128;
-
-/// The two decode kernels the bench compares: the learner's decode_step() (OpenBLAS, three passes over the
-/// scores) and chapter 09's decode_attend_fast() (one pass, each group's K and V read once).
-enum class Kernel : int { learner = 0, fast = 1 };
-
-/// Results the benchmarks share: the triad's bandwidth, the products' in-cache FLOP rate per query rows r and
-/// kernel, and each decode step's time, for the roofline and the ratio rows.
-struct Measured {
-  double triad_bytes_per_s = 0;
-  std::map<std::pair<std::size_t, Kernel>, double> flops_per_s;           // (r, kernel) → FLOP/s, cache in L2
-  std::map<std::tuple<std::size_t, std::size_t, Kernel>, double> step_s;  // (g, n, kernel) → seconds per step
-  /// The in-cache product rate for r query rows per KV head: the faster kernel's (0 when none was measured).
-  double in_cache_flops_per_s(std::size_t r) const {
-    double best = 0;
-    for (Kernel k : {Kernel::learner, Kernel::fast})
-      if (flops_per_s.count({r, k})) best = std::max(best, flops_per_s.at({r, k}));
-    return best;
-  }
-};
-Measured& measured() {
-  static Measured m;
-  return m;
-}
-
-/// CPU seconds per iteration of a benchmark loop, timed around it, for the rows that compare benchmarks.
-template <class Body>
-double cpu_timed_loop(benchmark::State& state, Body body) {
-  const double start = thread_cpu_seconds();
-  for (auto _ : state) body();
-  return (thread_cpu_seconds() - start) /
-         static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
-}
-
-/// A cheap deterministic fill (a linear congruential generator): a GiB of N(0,1) numbers would take longer
-/// than the benchmark, and a decode step's speed does not depend on the values.
-void fill(float* p, std::size_t count, std::uint32_t seed) {
-  std::uint32_t x = seed;
-  for (std::size_t i = 0; i < count; ++i) {
-    x = x * 1664525u + 1013904223u;
-    p[i] = static_cast<float>(x >> 8) * (1.0f / 16777216.0f) - 0.5f;
-  }
-}
-
-// [triad]
-/// STREAM's triad, a = b + s·c: two arrays read, one written, nothing reused; the speed memory allows.
-void BM_Triad(benchmark::State& state) {
-  const std::size_t n = static_cast<std::size_t>(state.range(0));
-  std::vector<float> a(n), b(n), c(n);
-  fill(b.data(), n, 1);
-  fill(c.data(), n, 2);
-  const float s = 3.0f;
-  const double seconds = cpu_timed_loop(state, [&] {
-    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
-    benchmark::ClobberMemory();
-  });
-  const double bytes = 3.0 * static_cast<double>(n) * sizeof(float);  // STREAM counts 2 reads + 1 write
-  measured().triad_bytes_per_s = bytes / seconds;
-  state.counters["GB/s"] = bytes / seconds / 1e9;
-}
-// [triad]
-BENCHMARK(BM_Triad)->Arg(1 << 24)->ArgName("floats")->Unit(benchmark::kMillisecond)->MinTime(0.3);
-
-double triad_bytes_per_s() {
-  if (measured().triad_bytes_per_s == 0) {  // the triad benchmark was filtered out: measure it here
-    const std::size_t n = 1 << 24;
-    std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
-    double best = 1e30;
-    for (int repeat = 0; repeat < 5; ++repeat) {
-      const double start = thread_cpu_seconds();
-      for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
-      benchmark::DoNotOptimize(a.data());
-      best = std::min(best, thread_cpu_seconds() - start);
-    }
-    measured().triad_bytes_per_s = 3.0 * static_cast<double>(n) * sizeof(float) / best;
-  }
-  return measured().triad_bytes_per_s;
-}
-
-/// A cache of n - 1 tokens and the next token's q, k, v. BM_DecodeStep keeps it between Google Benchmark's
-/// repeated calls for the same (g, n): filling a GiB takes longer than timing it.
-struct DecodeSetup {
-  std::size_t g, n;
-  attn::KVCache cache;
-  Matrix q, k, v;  // (h, d_k), (g, d_k), (g, d_v)
-  DecodeSetup(std::size_t g_, std::size_t n_, std::size_t h = kH)
-      : g(g_),
-        n(n_),
-        cache(g_, n_, kDk, kDk),
-        q(xt::zeros<float>({h, kDk})),
-        k(xt::zeros<float>({g_, kDk})),
-        v(xt::zeros<float>({g_, kDk})) {
-    for (std::size_t t = 0; t + 1 < n; ++t) {
-      fill(k.data(), k.size(), static_cast<std::uint32_t>(2 * t + 1));
-      fill(v.data(), v.size(), static_cast<std::uint32_t>(2 * t + 2));
-      cache.append(k, v);
-    }
-    fill(q.data(), q.size(), 7);
-  }
-};
-
-/// One decode step over exactly n cached tokens: back to n - 1, then the n-th token appended and attended,
-/// by the learner's decode_step() or by the append and chapter 09's decode_attend_fast().
-void step_at_full_length(DecodeSetup& s, Kernel kernel) {
-  s.cache.truncate(s.n - 1);
-  Matrix O;  // (h, d_v)
-  if (kernel == Kernel::learner) {
-    O = attn::decode_step(s.cache, s.q, s.k, s.v);
-  } else {
-    s.cache.append(s.k, s.v);
-    O = attn::ch09::decode_attend_fast(s.cache, s.q);
-  }
-  benchmark::DoNotOptimize(O.data());
-}
-
-/// The ceiling of the arithmetic: the same decode step for r = q_heads_per_kv query heads sharing one K/V head
-/// (h = r, g = 1) over 512 cached tokens, whose 512 KiB of K and V stay in the core's L2 cache, so memory never
-/// limits it.
-/// r = 1 is MHA's matrix-vector products, r = 4 GQA's and r = 32 MQA's thin matrix products; fast = 0 the
-/// learner's kernel, 1 decode_attend_fast(). The faster of the two is the roofline's compute ceiling for r.
-void BM_DecodeInCache(benchmark::State& state) {
-  attn::set_blas_threads(1);
-  const std::size_t r = static_cast<std::size_t>(state.range(0)), n = 512;
-  const Kernel kernel = static_cast<Kernel>(state.range(1));
-  DecodeSetup s(1, n, r);
-  const double seconds = cpu_timed_loop(state, [&] { step_at_full_length(s, kernel); });
-  const double flops = step_cost(r, 1, n, kDk, sizeof(float)).flops;
-  measured().flops_per_s[{r, kernel}] = flops / seconds;
-  state.counters["GFLOP/s"] = flops / seconds / 1e9;
-  attn::report_against_ceilings(state, flops / seconds / 1e9, 1, 0.0, /*per_cpu_second=*/true);
-}
-BENCHMARK(BM_DecodeInCache)
-    ->ArgsProduct({{1, 4, 32}, {0, 1}})
-    ->ArgNames({"q_heads_per_kv", "fast"})
-    ->Unit(benchmark::kMicrosecond)
-    ->MinTime(0.2);
-
-// [roofline]
-/// The roofline bound of one decode step: the time its bytes take at the triad's bandwidth or its FLOPs at
-/// the in-cache product rate for r query rows per KV head, whichever is longer (0 when that rate is unknown).
-double roofline_seconds(const StepCost& c, std::size_t r) {
-  const double rate = measured().in_cache_flops_per_s(r);
-  return rate > 0 ? std::max(c.bytes / triad_bytes_per_s(), c.flops / rate) : 0.0;
-}
-// [roofline]
-
-// [bench_decode]
-void BM_DecodeStep(benchmark::State& state) {
-  attn::set_blas_threads(1);
-  const std::size_t g = static_cast<std::size_t>(state.range(0)), n = static_cast<std::size_t>(state.range(1));
-  const Kernel kernel = static_cast<Kernel>(state.range(2));
-  static std::unique_ptr<DecodeSetup> setup;
-  if (!setup || setup->g != g || setup->n != n) {
-    setup.reset();  // free the previous cache first: the largest is 1 GiB
-    setup = std::make_unique<DecodeSetup>(g, n);
-  }
-  DecodeSetup& s = *setup;
-  const double seconds = cpu_timed_loop(state, [&] { step_at_full_length(s, kernel); });
-  const StepCost c = step_cost(kH, g, n, kDk, sizeof(float));
-  measured().step_s[{g, n, kernel}] = seconds;
-  const std::size_t r = kH / g;
-  const double ceiling = measured().in_cache_flops_per_s(r);
-  // Rates from this loop's CPU time per step (Google Benchmark's "CPU" column), so they compare directly.
-  state.counters["KV_MiB"] = c.bytes / (1024.0 * 1024.0);
-  state.counters["GB/s"] = c.bytes / seconds / 1e9;
-  state.counters["%triad"] = 100.0 * c.bytes / seconds / triad_bytes_per_s();
-  state.counters["GFLOP/s"] = c.flops / seconds / 1e9;
-  attn::report_against_ceilings(state, c.flops / seconds / 1e9, 1, 0.0, /*per_cpu_second=*/true);
-  if (ceiling > 0) {
-    state.counters["%in-L2"] = 100.0 * c.flops / seconds / ceiling;
-    state.counters["%roofline"] = 100.0 * roofline_seconds(c, r) / seconds;  // the bound's time over the step's
-    state.counters["mem_bound"] = c.bytes / triad_bytes_per_s() >= c.flops / ceiling ? 1 : 0;  // which binds
-  }
-}
-// [bench_decode]
-BENCHMARK(BM_DecodeStep)
-    ->ArgsProduct({{static_cast<long>(kH), static_cast<long>(kH / 4), 1}, {1024, 4096, 16384, 32768}, {0, 1}})
-    ->ArgNames({"g", "n", "fast"})
-    ->Unit(benchmark::kMillisecond)
-    ->MinTime(0.3);
-
-/// The MHA : GQA and MHA : MQA time ratios at one cache length, from the decode steps timed above, next to
-/// the ideal h/g a purely memory-bound step would reach. (Its own time column is meaningless.)
-void BM_DecodeRatio(benchmark::State& state) {
-  const std::size_t n = static_cast<std::size_t>(state.range(0));
-  const Kernel kernel = static_cast<Kernel>(state.range(1));
-  for (auto _ : state) benchmark::DoNotOptimize(n);
-  const auto& t = measured().step_s;
-  if (!t.count({kH, n, kernel}) || !t.count({kH / 4, n, kernel}) || !t.count({1, n, kernel})) {
-    state.SkipWithError("run the DecodeStep benchmarks of this n first (no --benchmark_filter)");
-    return;
-  }
-  state.counters["MHA:GQA"] = t.at({kH, n, kernel}) / t.at({kH / 4, n, kernel});
-  state.counters["ideal_GQA"] = static_cast<double>(4);
-  state.counters["MHA:MQA"] = t.at({kH, n, kernel}) / t.at({1, n, kernel});
-  state.counters["ideal_MQA"] = static_cast<double>(kH);
-}
-BENCHMARK(BM_DecodeRatio)->ArgsProduct({{1024, 4096, 16384, 32768}, {0, 1}})->ArgNames({"n", "fast"})->Iterations(1);
-
 }  // namespace
 
 int main(int argc, char** argv) {
   attn::Chapter chapter("ch09_mqa_gqa", "Chapter 09: multi-query and grouped-query attention, and the KV cache");
-  chapter.bench_ceilings({1});  // the decode benchmarks run on one core
   std::uint64_t seed = 9;
   chapter.cli().add_option("--seed", seed, "Seed of the random examples");
   return chapter.run(argc, argv, [&] { tell_the_story(chapter, seed); });

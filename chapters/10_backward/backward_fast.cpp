@@ -14,11 +14,11 @@
 //      is the forward's P exactly (one dominant key gives P = 1, hence dV = dO, as PyTorch's backward does).
 //      An OpenBLAS product of other tile shapes rounds the sums differently (P = 1.000015 in the test, d_k = 64).
 //      dP = dO_i V_jᵀ has the shape of S (a row of dO against every key's row of V), so the same kernel computes
-//      it from V packed as K is: it took 20% of the backward's samples as an OpenBLAS call and takes as long as
-//      the S tile now (perf, n = 4096). Likewise dQ_i += dS K_j has the shape of O += P V, and chapter 05's
-//      P·V kernel computes it (OpenBLAS's call took 16% of the samples, the kernel 13%). The two products that
-//      read a tile transposed, dV += Pᵀ dO and dK += dSᵀ Q, are sgemm calls, OpenBLAS single-threaded inside
-//      each thread. The 1/√d_k of dQ and dK is folded into dS where it is made.
+//      it from V packed as K is: as an OpenBLAS call it was a large share of the backward's profile (perf, n = 4096;
+//      the measurements page, book/measure_10_backward.md, has the figures). Likewise dQ_i += dS K_j has the shape
+//      of O += P V, and chapter 05's P·V kernel computes it, in less time than OpenBLAS's call took. The two
+//      products that read a tile transposed, dV += Pᵀ dO and dK += dSᵀ Q, are sgemm calls, OpenBLAS
+//      single-threaded inside each thread. The 1/√d_k of dQ and dK is folded into dS where it is made.
 //      Without the micro-kernels (no AVX2, or a B_c that is no whole number of key panels: the fast forward then
 //      falls back to OpenBLAS too) S and dP are sgemm calls on copies of Kᵀ and Vᵀ (OpenBLAS's small kernels
 //      take a product whose operands both run along d only by packing them, on every call), and S agrees with

@@ -9,13 +9,9 @@
 // Run it: ./course run 10     Long run: build/default/bin/ch10_backward --n 65536 (peak RSS, forward + backward)
 // Benchmarks: build/default/bin/ch10_backward bench     Your code: ./course run 10 --track exercise
 // Book page: book/10_backward.md
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <functional>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,9 +24,9 @@
 #include "05_flash_cpu/flash_fast.hpp"
 #include "10_backward/backward.hpp"
 #include "10_backward/backward_fast.hpp"
-#include "attn/ceilings.hpp"
 #include "attn/chapter.hpp"
 #include "attn/checks.hpp"
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
@@ -272,10 +268,14 @@ void long_run(const attn::Chapter& chapter, std::size_t n, std::size_t d) {
   xt::view(K, 0) = rng.normal(n, d);
   xt::view(V, 0) = rng.normal(n, d);
   xt::view(dO, 0) = rng.normal(n, d);
-  const auto start = std::chrono::steady_clock::now();
-  const ch05::FlashHeadsOutput fwd = ch05::flash_attention_fast(Q, K, V, true);  // O (1, n, d), lse (1, n)
-  const ch10::HeadsGrads g = ch10::flash_backward_fast(Q, K, V, fwd.O, fwd.lse, dO, true);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ch10::HeadsGrads g;  // dQ, dK, dV (1, n, d) each
+  const double seconds = attn::time_calls(
+                             [&] {
+                               const ch05::FlashHeadsOutput fwd = ch05::flash_attention_fast(Q, K, V, true);  // O, lse
+                               g = ch10::flash_backward_fast(Q, K, V, fwd.O, fwd.lse, dO, true);
+                             },
+                             {1, 0})
+                             .wall;
   const double n_n = 4.0 * static_cast<double>(n) * static_cast<double>(n);
   fmt::print("one n×n float matrix would be {}; the full backward holds four of them ({}).\n", attn::human_bytes(n_n),
              attn::human_bytes(4 * n_n));
@@ -289,138 +289,6 @@ void long_run(const attn::Chapter& chapter, std::size_t n, std::size_t d) {
 }
 // [long_run]
 
-// ---------------------------------------------------------------------------------------------------------
-// Benchmarks: `ch10_backward bench`. 8 heads, d = 64, fp32, 2 threads; FLOPs counted as the FlashAttention
-// papers do: 4·n²·d per head forward, 10·n²·d backward (2.5×), half of each under a causal mask.
-// [bench]
-constexpr std::size_t kHeads = 8, kD = 64;
-
-struct Problem {
-  attn::Tensor3 Q, K, V, dO;      // (h, n, d)
-  ch05::FlashHeadsOutput fwd[2];  // the forward's O and lse, without and with the causal mask
-};
-
-const Problem& problem(std::size_t n) {
-  static std::map<std::size_t, Problem> cache;
-  auto it = cache.find(n);
-  if (it != cache.end()) return it->second;
-  attn::Rng rng(n);
-  Problem p;
-  p.Q = xt::zeros<float>({kHeads, n, kD});
-  p.K = p.Q;
-  p.V = p.Q;
-  p.dO = p.Q;
-  for (std::size_t h = 0; h < kHeads; ++h) {
-    xt::view(p.Q, h) = rng.normal(n, kD);
-    xt::view(p.K, h) = rng.normal(n, kD);
-    xt::view(p.V, h) = rng.normal(n, kD);
-    xt::view(p.dO, h) = rng.normal(n, kD);
-  }
-  for (const bool causal : {false, true}) p.fwd[causal] = ch05::flash_attention_fast(p.Q, p.K, p.V, causal);
-  return cache.emplace(n, std::move(p)).first->second;
-}
-
-/// Figures of this run, by name and n (attn::bench_record()): the ratios are taken between figures of the same
-/// run, so the machine's load on the day cancels out as far as it can.
-std::string key(const char* what, bool causal, const char* clock) {
-  return fmt::format("{} causal={} {}", what, causal, clock);
-}
-
-double product_flops(std::size_t n, bool causal) {
-  const double per_head = 2.0 * static_cast<double>(n) * static_cast<double>(n) * kD;
-  return static_cast<double>(kHeads) * (causal ? per_head / 2 : per_head);
-}
-
-/// Times `work`, records its wall and CPU seconds per call under \p what, and reports its rate against the
-/// machine's ceilings measured in this run (attn/ceilings.hpp) on \p threads threads.
-attn::CallSeconds time_and_record(benchmark::State& state, const char* what, std::size_t n, bool causal, double flops,
-                                  int threads, const std::function<void()>& work) {
-  const attn::CallSeconds s = attn::time_benchmark_calls(state, work);
-  attn::bench_record()[key(what, causal, "wall")][n] = s.wall;
-  attn::bench_record()[key(what, causal, "cpu")][n] = s.cpu;
-  state.counters["GFLOPS"] = flops / s.wall / 1e9;
-  state.counters["GFLOPS_per_core"] = flops / s.cpu / 1e9;  // per CPU-second (as chapter 05): the PyTorch side by side
-  attn::report_against_ceilings(state, flops / s.wall / 1e9, threads);
-  return s;
-}
-
-void forward_fast(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const bool causal = state.range(1) != 0;
-  const Problem& p = problem(n);
-  time_and_record(state, "forward", n, causal, 2 * product_flops(n, causal), 2,
-                  [&] { benchmark::DoNotOptimize(ch05::flash_attention_fast(p.Q, p.K, p.V, causal)); });
-}
-
-/// `name`'s seconds at n over `other`'s, by one clock, when both ran in this run.
-void ratio(benchmark::State& state, const char* counter, const std::string& name, const std::string& other,
-           std::size_t n) {
-  auto& record = attn::bench_record();
-  if (record.count(name) && record.count(other) && record[other].count(n))
-    state.counters[counter] = record[name][n] / record[other][n];
-}
-
-void backward_fast(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const bool causal = state.range(1) != 0;
-  const Problem& p = problem(n);
-  const ch05::FlashHeadsOutput& fwd = p.fwd[causal];
-  time_and_record(state, "backward", n, causal, 5 * product_flops(n, causal), 2, [&] {
-    benchmark::DoNotOptimize(ch10::flash_backward_fast(p.Q, p.K, p.V, fwd.O, fwd.lse, p.dO, causal));
-  });
-  // Targets at n = 4096: x_forward ≤ 2.5, causal_speedup ≥ 1.8.
-  ratio(state, "x_forward", key("backward", causal, "wall"), key("forward", causal, "wall"), n);
-  ratio(state, "x_forward_cpu", key("backward", causal, "cpu"), key("forward", causal, "cpu"), n);
-  if (causal) {
-    ratio(state, "causal_speedup", key("backward", false, "wall"), key("backward", true, "wall"), n);
-    ratio(state, "causal_speedup_cpu", key("backward", false, "cpu"), key("backward", true, "cpu"), n);
-  }
-}
-
-/// The exercise's flash_backward and the full backward, head by head on one thread, for scale.
-void backward_simple(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const bool flash = state.range(1) != 0;
-  const Problem& p = problem(n);
-  attn::set_blas_threads(1);
-  std::vector<Matrix> q, k, v, o, dO;
-  std::vector<Vector> lse;
-  for (std::size_t h = 0; h < kHeads; ++h) {
-    q.emplace_back(xt::view(p.Q, h));
-    k.emplace_back(xt::view(p.K, h));
-    v.emplace_back(xt::view(p.V, h));
-    o.emplace_back(xt::view(p.fwd[0].O, h));
-    dO.emplace_back(xt::view(p.dO, h));
-    lse.emplace_back(xt::view(p.fwd[0].lse, h));
-  }
-  time_and_record(
-      state, flash ? "flash_backward" : "attention_backward", n, false, 5 * product_flops(n, false), 1, [&] {
-        for (std::size_t h = 0; h < kHeads; ++h)
-          benchmark::DoNotOptimize(flash ? attn::flash_backward(q[h], k[h], v[h], o[h], lse[h], dO[h], false, 64, 256)
-                                         : attn::attention_backward(q[h], k[h], v[h], dO[h]));
-      });
-}
-
-// Each at least 3 s (several calls): the ratios compare averages taken in one run, not single calls.
-BENCHMARK(forward_fast)
-    ->ArgNames({"n", "causal"})
-    ->ArgsProduct({{4096}, {0, 1}})
-    ->Unit(benchmark::kMillisecond)
-    ->MinTime(3.0)
-    ->UseRealTime();
-BENCHMARK(backward_fast)
-    ->ArgNames({"n", "causal"})
-    ->ArgsProduct({{4096}, {0, 1}})
-    ->Unit(benchmark::kMillisecond)
-    ->MinTime(3.0)
-    ->UseRealTime();
-BENCHMARK(backward_simple)
-    ->ArgNames({"n", "flash"})
-    ->ArgsProduct({{1024}, {0, 1}})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
-// [bench]
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -430,7 +298,6 @@ int main(int argc, char** argv) {
       .add_option("--n", n, "Sequence length of the long run (65536 for the memory target)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   chapter.cli().add_option("--d", d, "Head dimension d_k = d_v of the long run")->check(CLI::Range(1, 1024));
-  chapter.bench_ceilings({1, 2});  // backward_simple runs on one core, the others on two
   return chapter.run(argc, argv, [&] {
     // The long run holds about twelve (n, d) float matrices (Q, K, V, dO, O, dQ, dK, dV, K and V packed, a lane's dQ
     // and the data's draw): refused with the estimate before the chapter starts, not in std::bad_alloc at its end.

@@ -9,14 +9,10 @@
 // contexts (NTK, YaRN), and the backward through the modifiers (chapter 10 has the unmodified one).
 // Run it: ./course run 11     Benchmarks: build/default/bin/ch11_positions bench
 // Your code: ./course run 11 --track exercise     Book page: book/11_positions.md
-#include <benchmark/benchmark.h>
-
-#include <chrono>
 #include <cmath>
 #include <complex>
 #include <functional>
 #include <limits>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -30,7 +26,6 @@
 #include "11_positions/modifiers.hpp"
 #include "11_positions/positions.hpp"
 #include "attn/chapter.hpp"
-#include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
@@ -281,108 +276,6 @@ void one_kernel() {
       "builds it and never loads a skipped tile.\n\n",
       n, h, d, ((n + 63) / 64) * ((n + 95) / 96));
 }
-
-// ---------------------------------------------------------------------------------------------------------
-// Benchmarks: `ch11_positions bench`. 8 heads, d = 64, fp32, 2 threads, as chapter 05's.
-// [bench]
-constexpr std::size_t kHeads = 8, kD = 64;
-
-struct Inputs {
-  Tensor3 Q, K, V;  // (h, n, d)
-};
-
-const Inputs& inputs(std::size_t n) {
-  static std::map<std::size_t, Inputs> cache;
-  auto it = cache.find(n);
-  if (it != cache.end()) return it->second;
-  attn::Rng rng(n);
-  Inputs in{xt::zeros<float>({kHeads, n, kD}), xt::zeros<float>({kHeads, n, kD}), xt::zeros<float>({kHeads, n, kD})};
-  for (std::size_t h = 0; h < kHeads; ++h) {
-    xt::view(in.Q, h) = rng.normal(n, kD);
-    xt::view(in.K, h) = rng.normal(n, kD);
-    xt::view(in.V, h) = rng.normal(n, kD);
-  }
-  return cache.emplace(n, std::move(in)).first->second;
-}
-
-/// Times `work` and records its seconds per call under \p name (attn::bench_record(), at n = 4096); reports the
-/// variant's speed as a percentage of chapter 05's flash_fast measured earlier in the run: by wall clock, and by
-/// the process's CPU time, which the other jobs on the machine disturb less.
-void time_variant(benchmark::State& state, const std::string& name, const std::function<void()>& work) {
-  const attn::CallSeconds s = attn::time_benchmark_calls(state, work);
-  auto& record = attn::bench_record();
-  record[name + " wall"][4096] = s.wall;
-  record[name + " cpu"][4096] = s.cpu;
-  const bool is_variant = name != "flash_fast" && name.rfind("window", 0) != 0;
-  if (!is_variant || !record.count("flash_fast wall")) return;
-  state.counters["pct_of_flash_fast"] = 100.0 * record["flash_fast wall"][4096] / s.wall;
-  state.counters["pct_of_flash_fast_cpu"] = 100.0 * record["flash_fast cpu"][4096] / s.cpu;
-}
-
-/// The baseline: chapter 05's fast kernel, no modifiers possible.
-void chapter05_flash_fast(benchmark::State& state) {
-  const Inputs& in = inputs(4096);
-  time_variant(state, "flash_fast",
-               [&] { benchmark::DoNotOptimize(ch05::flash_attention_fast(in.Q, in.K, in.V, false)); });
-}
-
-void flex_identity(benchmark::State& state) {
-  const Inputs& in = inputs(4096);
-  time_variant(state, "identity", [&] { benchmark::DoNotOptimize(ch11::flex_attention(in.Q, in.K, in.V)); });
-}
-
-void flex_alibi(benchmark::State& state) {
-  const Inputs& in = inputs(4096);
-  const ch11::Alibi alibi{attn::alibi_slopes(kHeads)};
-  time_variant(state, "alibi", [&] { benchmark::DoNotOptimize(ch11::flex_attention(in.Q, in.K, in.V, alibi)); });
-}
-
-/// The same ALiBi behind std::function: one indirect call per score, nothing inlined.
-void flex_alibi_std_function(benchmark::State& state) {
-  const Inputs& in = inputs(4096);
-  const std::function<float(float, std::size_t, std::size_t, std::size_t)> alibi =
-      ch11::Alibi{attn::alibi_slopes(kHeads)};
-  time_variant(state, "alibi std::function",
-               [&] { benchmark::DoNotOptimize(ch11::flex_attention(in.Q, in.K, in.V, alibi)); });
-}
-
-void flex_window(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const Inputs& in = inputs(n);
-  const ch11::SlidingWindow window{256};
-  const ch11::FlexConfig config;
-  const ch11::BlockMask bm = ch11::make_block_mask(window, 1, n, n, config.B_r, config.B_c);  // once, untimed
-  time_variant(state, fmt::format("window {}", n), [&] {
-    benchmark::DoNotOptimize(ch11::flex_attention(in.Q, in.K, in.V, ch11::NoScoreMod{}, window, &bm, config));
-  });
-  state.counters["tiles_kept"] = static_cast<double>(bm.count(ch11::Tile::full) + bm.count(ch11::Tile::partial));
-  // Least-squares slope of log(time) on log(n) over the sizes measured so far: ≤ 1.1 is linear.
-  std::vector<double> x, y;
-  for (std::size_t m = 4096; m <= n; m *= 2) {
-    x.push_back(std::log(static_cast<double>(m)));
-    y.push_back(std::log(attn::bench_record()[fmt::format("window {} wall", m)][4096]));
-  }
-  if (x.size() >= 2) {
-    double mx = 0, my = 0, sxy = 0, sxx = 0;
-    for (std::size_t i = 0; i < x.size(); ++i)
-      mx += x[i] / static_cast<double>(x.size()), my += y[i] / static_cast<double>(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) sxy += (x[i] - mx) * (y[i] - my), sxx += (x[i] - mx) * (x[i] - mx);
-    state.counters["exponent_so_far"] = sxy / sxx;
-  }
-}
-
-// Each at least 3 s (several calls): the percentages compare averages taken in one run, not single calls.
-BENCHMARK(chapter05_flash_fast)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
-BENCHMARK(flex_identity)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
-BENCHMARK(flex_alibi)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
-BENCHMARK(flex_alibi_std_function)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
-BENCHMARK(flex_window)
-    ->ArgName("n")
-    ->RangeMultiplier(2)
-    ->Range(4096, 65536)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
-// [bench]
 
 }  // namespace
 

@@ -9,10 +9,8 @@
 // the answer was copied from.
 // What it leaves out: LayerNorm and MLPs (the tasks do not need them), checkpoints on disk (both models train
 // in seconds, so the book trains them at build time).
-// Run it: ./course run 12     Benchmarks: build/default/bin/ch12_learning bench
+// Run it: ./course run 12     Benchmarks (bench.cpp): build/default/bin/ch12_learning bench
 // Your code: ./course run 12 --track exercise     Book page: book/12_learning.md
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -27,9 +25,9 @@
 #include "12_learning/model.hpp"
 #include "12_learning/model_backward.hpp"
 #include "12_learning/pronoun.hpp"
+#include "12_learning/setup.hpp"
 #include "12_learning/train.hpp"
 #include "attn/chapter.hpp"
-#include "attn/measure.hpp"
 #include "attn/panels.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
@@ -40,15 +38,9 @@ namespace {
 using attn::Matrix;
 namespace ch12 = attn::ch12;
 
-constexpr std::uint64_t kEvalSeed = 1212;  // held-out sequences: a seed training never uses
-constexpr std::size_t kEvalCount = 200;
-
-/// The chapter's model and schedule; the command line changes them.
-struct Setup {
-  ch12::Config config;
-  ch12::TrainSettings train;
-  ch12::TrainSettings pronoun{0, 16, 150, {3e-3f, 0.9f, 0.98f, 1e-8f, 0.0f}, 12};  ///< length unused
-};
+using ch12::kEvalCount;
+using ch12::kEvalSeed;
+using ch12::Setup;
 
 /// Head-averaged attention of layer \p l: (n, n).
 Matrix mean_over_heads(const ch12::Trace& tr, std::size_t l) {
@@ -431,49 +423,6 @@ void attribution(const ch12::Model& induction_model, std::size_t length, const c
       "positions 0 … i the predicting position i can see (the pronoun task's source is the antecedent).\n\n");
 }
 
-// [bench]
-/// The whole training run with the chapter's defaults (one thread): its wall time is the ≤ 90 s target, and
-/// the counters record the steps and the held-out accuracy it reached.
-void train_to_target(benchmark::State& state) {
-  attn::set_blas_threads(1);
-  Setup setup;
-  setup.config.context = setup.train.length;
-  double acc = 0.0;
-  for (auto _ : state) {
-    const ch12::TrainResult r = ch12::train_induction(setup.config, setup.train);
-    state.PauseTiming();
-    acc = ch12::induction_accuracy(r.model, setup.train.length, kEvalCount, kEvalSeed);
-    state.ResumeTiming();
-  }
-  // The ceiling in the same run: one sgemm of a projection with the batch stacked, (batch·n, d)·(d, d), one thread
-  // (the model itself runs one sequence at a time, (n, d)·(d, d), smaller still).
-  // Training runs far below it: its matrices are tiny, so overheads, not flops, set its pace.
-  state.counters["sgemm_ceiling_GFLOPS"] =
-      attn::sgemm_gflops(setup.train.batch * setup.train.length, setup.config.d_model, setup.config.d_model);
-  state.counters["steps"] = static_cast<double>(setup.train.steps);
-  state.counters["accuracy_pct"] = 100.0 * acc;
-}
-
-BENCHMARK(train_to_target)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
-
-/// The pronoun task's training run with the chapter's defaults (one thread), and the held-out accuracy it reached.
-void train_pronoun(benchmark::State& state) {
-  attn::set_blas_threads(1);
-  const Setup setup;
-  double acc = 0.0;
-  for (auto _ : state) {
-    const ch12::TrainResult r = ch12::train_pronoun(ch12::pronoun_config(), setup.pronoun);
-    state.PauseTiming();
-    acc = ch12::pronoun_accuracy(r.model, kEvalCount, kEvalSeed);
-    state.ResumeTiming();
-  }
-  state.counters["steps"] = static_cast<double>(setup.pronoun.steps);
-  state.counters["accuracy_pct"] = 100.0 * acc;
-}
-
-BENCHMARK(train_pronoun)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
-// [bench]
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -506,7 +455,7 @@ int main(int argc, char** argv) {
           },
           "", "a folder for the checkpoint");
   return chapter.run(argc, argv, [&] {
-    attn::set_blas_threads(1);  // one thread: the loss curve is the same bit for bit on every run
+    const attn::BlasThreads one_thread(1);  // one thread: the loss curve is the same bit for bit on every run
     setup.config.context = setup.train.length;
     std::vector<double> acc_steps, acc_values;
     std::vector<Snapshot> snapshots;

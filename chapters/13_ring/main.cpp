@@ -24,15 +24,16 @@
 #include "13_ring/ring.hpp"
 #include "13_ring/ulysses.hpp"
 #include "attn/chapter.hpp"
+#include "attn/format.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
 
 namespace {
 
-// Measured on a 2-core Intel Xeon, recorded in book/recorded/ch13_ring_mpi.txt: the rate is one rank's per
-// CPU-second in the non-causal zigzag ring at n = 16384, P = 2 (4·n²·d = 68.7 GFLOP in 0.681 CPU-s of both ranks:
-// the rate of a rank that has its core to itself); α the 8-byte and the bandwidth the 16 MiB ping-pong.
+// The values of the recording book/recorded/ch13_ring_mpi.txt (a 2-core Intel Xeon; read them there): the rate is
+// one rank's per CPU-second in the non-causal zigzag ring at n = 16384, P = 2 (its 4·n²·d FLOPs over both ranks' CPU
+// time: the rate of a rank that has its core to itself); α the 8-byte and the bandwidth the 16 MiB ping-pong.
 constexpr double kMeasuredGflops = 100.9, kMeasuredAlphaUs = 0.44, kMeasuredLinkGBs = 11.56;
 
 namespace ch13 = attn::ch13;
@@ -152,13 +153,6 @@ void print_equality(std::size_t n, std::size_t d, std::uint64_t seed) {
       fmt::format("the ring differs from single-process flash by {:.1e} (rounding: {:.1e})", worst, rounding));
 }
 
-/// A duration with a unit a reader takes in at a glance: 3.2 s, 15 ms, 40 µs.
-std::string duration_str(double s) {
-  if (s >= 1) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
-  return fmt::format("{:.3g} µs", s * 1e6);
-}
-
 // [alpha_beta]
 /// A machine in the α–β model: compute rate, and the link between neighbouring ranks.
 struct System {
@@ -208,8 +202,10 @@ void print_alpha_beta(const attn::Chapter& chapter, const System& cpu) {
     for (double P : {8.0, 64.0, 256.0, 1024.0}) {
       const StepTimes st = ring_step(sys, n, P, h, d);
       const double T = layer_seconds(st, P);
-      t.add_row({sys.name, fmt::format("{:.0f}", P), fmt::format("{:.0f}", n / P), duration_str(st.compute_s),
-                 duration_str(st.transfer_s), duration_str(T), st.compute_s >= st.transfer_s ? "yes" : "no"});
+      // Durations a reader takes in at a glance: three significant digits in the unit that reads best.
+      t.add_row({sys.name, fmt::format("{:.0f}", P), fmt::format("{:.0f}", n / P), attn::seconds_str(st.compute_s, 3),
+                 attn::seconds_str(st.transfer_s, 3), attn::seconds_str(T, 3),
+                 st.compute_s >= st.transfer_s ? "yes" : "no"});
     }
     for (double P = 2; P <= 4096; P *= 2) {
       line.x.push_back(P);

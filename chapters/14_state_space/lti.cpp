@@ -210,4 +210,22 @@ Vector causal_convolution_fft(const Vector&, const Vector&) {
 
 #endif
 
+// [s4d_lin]
+/// S4D-Lin's initialisation (Gu et al., 2022): A_k = −1/2 + iπk, B_k = 1; C drawn at random. The real part
+/// −1/2 makes every mode forget at the same rate, the imaginary part πk makes mode k turn k half-turns per
+/// unit of time: a bank of damped oscillators.
+attn::DiagonalSSM s4d_lin(std::size_t N, attn::Rng& rng) {
+  attn::DiagonalSSM ssm;
+  const Matrix c = rng.normal(N, 2, 0.0f, 0.5f);  // (N, 2) real and imaginary parts of C
+  for (std::size_t k = 0; k < N; ++k) {
+    ssm.A.emplace_back(-0.5f, static_cast<float>(M_PI * static_cast<double>(k)));
+    ssm.B.emplace_back(1.0f, 0.0f);
+    ssm.C.emplace_back(c(k, 0), c(k, 1));
+  }
+  return ssm;
+}
+// [s4d_lin]
+
+Vector random_vector(Rng& rng, std::size_t n) { return xt::flatten(Matrix(rng.normal(n, 1))); }
+
 }  // namespace attn::ch14

@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "14_state_space/state_space.hpp"
+#include "attn/rng.hpp"
 
 namespace attn::ch14 {
 
@@ -48,5 +49,17 @@ Vector causal_convolution_fft(const Vector& K, const Vector& u);
 
 /// Whether causal_convolution_fft() works: false when CMake found no FFTW3 (Debian's libfftw3-dev).
 bool fft_available();
+
+/// S4D-Lin's initialisation of an N-state diagonal SSM (A_k = −1/2 + iπk, B_k = 1, C drawn from \p rng): the
+/// system the story discretises and the convolution benchmarks use.
+DiagonalSSM s4d_lin(std::size_t N, Rng& rng);
+
+/// (n) N(0, 1) values drawn from \p rng: an input sequence u.
+Vector random_vector(Rng& rng, std::size_t n);
+
+/// The decode comparison's sizes, for the story's table and the benchmarks: the SSM's d channels of N state
+/// entries, and attention of the same width, h = g heads of d_k.
+constexpr std::size_t kDecodeD = 256, kDecodeN = 16;
+constexpr std::size_t kDecodeH = 4, kDecodeDk = 64;
 
 }  // namespace attn::ch14

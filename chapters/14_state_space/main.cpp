@@ -20,23 +20,15 @@
 // parameters in the selective scan, and GPU kernels.
 // Run it: ./course run 14      Benchmarks: build/default/bin/ch14_state_space bench
 // Your code: ./course run 14 --track exercise      Book page: book/14_state_space.md
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <ctime>
-#include <limits>
-#include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
-#include "04_complexity/complexity.hpp"
 #include "08_linear/linear.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
 #include "14_state_space/lti.hpp"
@@ -45,7 +37,6 @@
 #include "14_state_space/state_space.hpp"
 #include "attn/chapter.hpp"
 #include "attn/format.hpp"
-#include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
@@ -58,6 +49,12 @@ using attn::Complex;
 using attn::Matrix;
 using attn::Vector;
 namespace ch14 = attn::ch14;
+using ch14::kDecodeD;
+using ch14::kDecodeDk;
+using ch14::kDecodeH;
+using ch14::kDecodeN;
+using ch14::random_vector;
+using ch14::s4d_lin;
 using ch14::scan_inputs;  // chapters/14_state_space/scan.hpp
 using ch14::ScanInputs;
 
@@ -65,24 +62,6 @@ std::string complex_str(Complex z) { return fmt::format("{:+.4f} {:+.4f}i", z.re
 
 /// A vector as a (1, n) matrix, for the common/ helpers that compare matrices.
 Matrix as_row(const Vector& v) { return xt::reshape_view(v, {std::size_t{1}, v.size()}); }
-
-// [s4d_lin]
-/// S4D-Lin's initialisation (Gu et al., 2022): A_k = −1/2 + iπk, B_k = 1; C drawn at random. The real part
-/// −1/2 makes every mode forget at the same rate, the imaginary part πk makes mode k turn k half-turns per
-/// unit of time: a bank of damped oscillators.
-attn::DiagonalSSM s4d_lin(std::size_t N, attn::Rng& rng) {
-  attn::DiagonalSSM ssm;
-  const Matrix c = rng.normal(N, 2, 0.0f, 0.5f);  // (N, 2) real and imaginary parts of C
-  for (std::size_t k = 0; k < N; ++k) {
-    ssm.A.emplace_back(-0.5f, static_cast<float>(M_PI * static_cast<double>(k)));
-    ssm.B.emplace_back(1.0f, 0.0f);
-    ssm.C.emplace_back(c(k, 0), c(k, 1));
-  }
-  return ssm;
-}
-// [s4d_lin]
-
-Vector random_vector(attn::Rng& rng, std::size_t n) { return xt::flatten(Matrix(rng.normal(n, 1))); }
 
 // --- 1. from chapter 08's decay to a state-space model ---------------------------------------------------------
 
@@ -387,9 +366,6 @@ void print_recall(const attn::Chapter& chapter, attn::Rng& rng) {
 
 // --- 6. decode cost ------------------------------------------------------------------------------------------------
 
-constexpr std::size_t kDecodeD = 256, kDecodeN = 16;  // the SSM: d channels of N state entries
-constexpr std::size_t kDecodeH = 4, kDecodeDk = 64;   // attention of the same width: h = g = 4 heads of 64
-
 void print_decode_memory() {
   attn::heading(fmt::format("What a decode step reads: the SSM's state against a KV cache (width {})", kDecodeD));
   attn::Table t({"context n", fmt::format("SSM state (d = {}, N = {})", kDecodeD, kDecodeN),
@@ -421,320 +397,6 @@ void tell_the_story(const attn::Chapter& chapter, std::uint64_t seed, std::size_
   print_recall(chapter, rng);
   print_decode_memory();
 }
-
-// --- bench ----------------------------------------------------------------------------------------------------------
-// The ceiling (a STREAM triad on one thread) and every contender in one run. The scans and the triad are compared
-// on the wall clock (the threaded scans need it), and the one-thread scan also in CPU time; convolution and decode
-// summaries use the thread's CPU time (the machine is shared: see the load beside the figures in the book).
-
-/// Seconds per iteration of a benchmark loop: the mean on the wall clock, the best (shortest) iteration on the wall
-/// clock, and the mean in this thread's CPU time. On a shared machine the CPU time counts only the time the loop
-/// ran, the wall time also the time it waited for a core; the best iteration is the one the other jobs disturbed
-/// least, the closest a busy machine gets to an idle one.
-struct LoopTime {
-  double wall, best, cpu;
-};
-template <class Body>
-LoopTime loop_times(benchmark::State& state, Body body) {
-  using Clock = std::chrono::steady_clock;
-  const double cpu0 = attn::thread_cpu_seconds();
-  const Clock::time_point wall0 = Clock::now();
-  double best = std::numeric_limits<double>::infinity();
-  for (auto _ : state) {
-    const Clock::time_point start = Clock::now();
-    body();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  const double iterations = static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
-  return {std::chrono::duration<double>(Clock::now() - wall0).count() / iterations, best,
-          (attn::thread_cpu_seconds() - cpu0) / iterations};
-}
-
-// Keys of the triad's and the scans' entries in attn::bench_record(): which time each value is.
-constexpr std::size_t kWall = 0, kBest = 1, kCpu = 2, kPath = 3, kWork = 4;
-
-// [triad]
-/// STREAM's triad on one thread, a = b + s·c: two arrays read, one written; the speed memory allows one core.
-void BM_Triad(benchmark::State& state) {
-  const std::size_t n = static_cast<std::size_t>(state.range(0));
-  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
-  const float s = 3.0f;
-  const LoopTime time = loop_times(state, [&] {
-    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
-    benchmark::ClobberMemory();
-  });
-  const double bytes = 3.0 * static_cast<double>(n) * sizeof(float);
-  attn::bench_record()["triad bytes/s"] = {
-      {kWall, bytes / time.wall}, {kBest, bytes / time.best}, {kCpu, bytes / time.cpu}};
-  state.counters["GB/s"] = bytes / time.wall / 1e9;
-  state.counters["GB/s_best"] = bytes / time.best / 1e9;
-  state.counters["GB/s_cpu"] = bytes / time.cpu / 1e9;
-}
-// [triad]
-BENCHMARK(BM_Triad)->Arg(1 << 24)->ArgName("floats")->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
-
-constexpr std::size_t kScanN = 65536, kScanD = 64, kScanState = 16;
-
-const ScanInputs& bench_scan_inputs() {
-  static const ScanInputs in = [] {
-    attn::Rng rng(14);
-    return scan_inputs(rng, kScanN, kScanD, kScanState);
-  }();
-  return in;
-}
-
-// [bench_exp]
-/// The scan's other ceiling: its kernels' exponential alone, on one thread, over one token's d·N = 1024 decays
-/// (4 KiB each way, in the L1 cache) as the scan computes them. Every token needs that many, so n·d·N divided by
-/// this rate is the least time the scan's exponentials take on one core, whatever the memory does. One iteration
-/// is 1,000 tokens' worth, so that reading the clock around it costs nothing beside it.
-void BM_VectorExp(benchmark::State& state) {
-  constexpr std::size_t count = kScanD * kScanState, tokens = 1000;
-  std::vector<float> exponents(count), decays(count);  // (d·N) Δ·A-like values in [−1.6, 0), and their exponentials
-  for (std::size_t i = 0; i < count; ++i)
-    exponents[i] = -0.001f * static_cast<float>((1 + i % 100) * (1 + i % kScanState));
-  const LoopTime time = loop_times(state, [&] {
-    for (std::size_t t = 0; t < tokens; ++t) {
-      ch14::vector_exp(exponents.data(), decays.data(), count);
-      benchmark::DoNotOptimize(decays.data());
-      benchmark::ClobberMemory();
-    }
-  });
-  const double exps = static_cast<double>(count * tokens);
-  attn::bench_record()["exp/s"] = {{kWall, exps / time.wall}, {kBest, exps / time.best}, {kCpu, exps / time.cpu}};
-  state.counters["Gexp/s"] = exps / time.wall / 1e9;
-  state.counters["Gexp/s_cpu"] = exps / time.cpu / 1e9;
-  state.SetLabel(fmt::format("{}, {}", ch14::scan_kernel_isa(), ch14::scan_kernel_exp()));
-}
-// [bench_exp]
-BENCHMARK(BM_VectorExp)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.3);
-
-// [bench_scan]
-/// The selective scan at n = 65,536, d = 64, N = 16: sequential (1 thread), in time chunks or split by channels
-/// (2 threads). Bytes: x, Δ, B, C read and y written once; "%triad" against the one-thread triad of this run.
-void BM_SelectiveScan(benchmark::State& state) {
-  attn::set_blas_threads(1);
-  const int threads = static_cast<int>(state.range(0));
-  const auto split = state.range(1) == 0 ? ch14::ScanSplit::time : ch14::ScanSplit::channels;
-  const ScanInputs& in = bench_scan_inputs();
-  double path = 0, work = 0, fixup = 0;  // CPU seconds summed over the iterations
-  std::size_t fixup_tokens = 0;
-  const LoopTime time = loop_times(state, [&] {
-    ch14::ScanStats stats;
-    const ch14::SelectiveScanOutput out =
-        ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, threads, split, &stats);
-    benchmark::DoNotOptimize(out.y.data());
-    path += stats.critical_path;
-    work += stats.total;
-    fixup += stats.fixup;
-    fixup_tokens = stats.fixup_tokens;  // the same every iteration: it depends on Δ and A only
-  });
-  const double iterations = static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
-  path /= iterations;
-  work /= iterations;
-  fixup /= iterations;
-  const double bytes = ch14::selective_scan_bytes(kScanN, kScanD, kScanState);
-  const std::string name = threads == 1 ? "sequential" : split == ch14::ScanSplit::time ? "time" : "channels";
-  auto& record = attn::bench_record();
-  record["scan " + name] = {{kWall, time.wall}, {kBest, time.best}, {kPath, path}, {kWork, work}};
-  // Against the triad on the same clock: mean wall time, best iteration, and (one thread) CPU time.
-  const auto& triad = record["triad bytes/s"];
-  state.counters["GB/s"] = bytes / time.wall / 1e9;
-  if (!triad.empty()) {
-    state.counters["%triad"] = 100.0 * bytes / time.wall / triad.at(kWall);
-    state.counters["%triad_best"] = 100.0 * bytes / time.best / triad.at(kBest);
-    if (threads == 1) state.counters["%triad_cpu"] = 100.0 * bytes / time.cpu / triad.at(kCpu);
-  }
-  state.counters["Gupdates/s"] = static_cast<double>(kScanN * kScanD * kScanState) / time.wall / 1e9;
-  // Against the exponential's ceiling, in CPU time: the share of the scan's time (its critical path on T threads)
-  // that its n·d·N exponentials need at the rate BM_VectorExp measured, shared by the T threads.
-  const auto& exp_rate = record["exp/s"];
-  if (!exp_rate.empty())
-    state.counters["%exp_floor"] =
-        100.0 * static_cast<double>(kScanN * kScanD * kScanState) / exp_rate.at(kCpu) / threads / path;
-  const auto& sequential = record["scan sequential"];
-  if (threads > 1 && !sequential.empty()) {
-    state.counters["speedup"] = sequential.at(kWall) / time.wall;
-    state.counters["speedup_best"] = sequential.at(kBest) / time.best;
-    // In CPU time, which the other jobs on the machine do not inflate: the longest thread of every phase (what an
-    // idle core per thread would take) and the work of all threads, both against the sequential scan.
-    state.counters["speedup_cpu_path"] = sequential.at(kPath) / path;
-    state.counters["work_vs_seq"] = work / sequential.at(kWork);
-    // The extra work r = work/sequential − 1 caps T threads at T/(1 + r); the fix-up's own share of it, and how
-    // many tokens it corrected (time split only).
-    state.counters["cap_T/(1+r)"] = threads * sequential.at(kWork) / work;
-    if (split == ch14::ScanSplit::time) {
-      state.counters["r_fixup"] = fixup / sequential.at(kWork);
-      state.counters["fixup_tokens"] = static_cast<double>(fixup_tokens);
-    }
-  }
-  state.SetLabel(ch14::scan_kernel_isa());
-}
-// [bench_scan]
-BENCHMARK(BM_SelectiveScan)
-    ->Args({1, 0})
-    ->Args({2, 0})
-    ->Args({2, 1})
-    ->ArgNames({"threads", "channels"})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinTime(2.0);
-
-// [bench_kernels]
-/// The sequential scan with each kernel this CPU runs: portable (GCC's vectors and chapter 05's exponential), then
-/// AVX2+FMA and AVX-512 with SLEEF's exponential. CPU time, against the triad's.
-void BM_ScanKernel(benchmark::State& state) {
-  static const char* const isas[] = {"portable", "AVX2+FMA", "AVX-512"};
-  const char* isa = isas[state.range(0)];
-  if (!ch14::use_scan_kernels(isa)) {
-    state.SkipWithError(fmt::format("the {} kernels do not run on this CPU or build", isa).c_str());
-    return;
-  }
-  attn::set_blas_threads(1);
-  const ScanInputs& in = bench_scan_inputs();
-  const LoopTime time = loop_times(state, [&] {
-    const ch14::SelectiveScanOutput out = ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, 1);
-    benchmark::DoNotOptimize(out.y.data());
-  });
-  state.SetLabel(fmt::format("{}, {}", isa, ch14::scan_kernel_exp()));
-  ch14::use_scan_kernels("auto");
-  state.counters["ms_cpu"] = time.cpu * 1e3;
-  const auto& triad = attn::bench_record()["triad bytes/s"];
-  if (!triad.empty())
-    state.counters["%triad_cpu"] =
-        100.0 * ch14::selective_scan_bytes(kScanN, kScanD, kScanState) / time.cpu / triad.at(kCpu);
-}
-// [bench_kernels]
-BENCHMARK(BM_ScanKernel)->DenseRange(0, 2)->ArgName("isa")->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-
-/// The exponent e of t ≈ c·n^e over n in [n_min, n_max], by chapter 04's least-squares fit.
-double exponent_over(const std::map<std::size_t, double>& t, std::size_t n_min, std::size_t n_max) {
-  std::vector<double> n, seconds;
-  for (const auto& [size, s] : t)
-    if (size >= n_min && size <= n_max) {
-      n.push_back(static_cast<double>(size));
-      seconds.push_back(s);
-    }
-  return n.size() < 2 ? 0.0 : attn::fit_power_law(n, seconds).exponent;
-}
-
-// [bench_conv]
-/// Causal convolution of an S4D kernel of length n with an input of length n: direct O(n²) against FFTW's O(n log n)
-/// (plans made once per length, outside the timing; both transforms of K and u and the inverse timed).
-void BM_Convolution(benchmark::State& state) {
-  const std::size_t n = static_cast<std::size_t>(state.range(0));
-  const bool fft = state.range(1) == 1;
-  if (fft && !ch14::fft_available()) {
-    state.SkipWithError("built without FFTW3 (libfftw3-dev)");
-    return;
-  }
-  attn::Rng rng(n);
-  const Vector K = ch14::ssm_kernel(attn::zoh_discretize(s4d_lin(16, rng), 0.05f), n);  // (n)
-  const Vector u = random_vector(rng, n);                                               // (n)
-  if (fft) benchmark::DoNotOptimize(ch14::causal_convolution_fft(K, u).data());         // makes the plans
-  const double seconds = loop_times(state, [&] {
-                           const Vector y =
-                               fft ? ch14::causal_convolution_fft(K, u) : ch14::causal_convolution_direct(K, u);
-                           benchmark::DoNotOptimize(y.data());
-                         }).cpu;
-  attn::bench_record()[fft ? "fft" : "direct"][n] = seconds;
-}
-// [bench_conv]
-BENCHMARK(BM_Convolution)
-    ->ArgsProduct({{256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536}, {0, 1}})
-    ->ArgNames({"n", "fft"})
-    ->Unit(benchmark::kMicrosecond)
-    ->MinTime(0.1);
-
-void BM_ConvolutionSummary(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(state.iterations());
-  const auto& direct = attn::bench_record()["direct"];
-  const auto& fft = attn::bench_record()["fft"];
-  if (direct.size() < 2 || fft.size() < 2) {
-    state.SkipWithError("run the Convolution benchmarks first (no --benchmark_filter)");
-    return;
-  }
-  // The crossover: the smallest n from which the FFT wins at every larger n measured.
-  std::size_t crossover = 0;
-  for (auto it = direct.rbegin(); it != direct.rend(); ++it) {
-    if (!fft.count(it->first) || fft.at(it->first) >= it->second) break;
-    crossover = it->first;
-  }
-  state.counters["fft_wins_from_n"] = static_cast<double>(crossover);
-  state.counters["exp_direct"] = exponent_over(direct, 1024, 65536);
-  state.counters["exp_fft"] = exponent_over(fft, 1024, 65536);
-  state.counters["speedup_65536"] = direct.count(65536) && fft.count(65536) ? direct.at(65536) / fft.at(65536) : 0.0;
-}
-BENCHMARK(BM_ConvolutionSummary)->Iterations(1);
-
-// [bench_decode]
-/// One decode step after n tokens. SSM: the contract's selective_step on a (256, 16) state that has read n tokens.
-/// Attention: chapter 09's decode_step over a KV cache of n tokens (h = g = 4, d_k = 64), the same width.
-void BM_Decode(benchmark::State& state) {
-  attn::set_blas_threads(1);
-  const std::size_t n = static_cast<std::size_t>(state.range(0));
-  const bool ssm = state.range(1) == 0;
-  // The context is made of a block of kBlock random tokens, repeated: a step's time does not depend on the
-  // values, and drawing millions of normal numbers would take longer than the benchmark.
-  constexpr std::size_t kBlock = 1024;
-  attn::Rng rng(n);
-  double seconds = 0;
-  if (ssm) {
-    Matrix A = xt::zeros<float>({kDecodeD, kDecodeN});  // (d, N) S4D-Real
-    for (std::size_t c = 0; c < kDecodeD; ++c)
-      for (std::size_t k = 0; k < kDecodeN; ++k) A(c, k) = -static_cast<float>(k + 1);
-    const Matrix X = rng.normal(kBlock, kDecodeD), Bs = rng.normal(kBlock, kDecodeN);  // (block, d), (block, N)
-    const Vector delta = xt::ones<float>({kDecodeD}) * 0.01f;                          // (d)
-    const Vector C = xt::row(rng.normal(1, kDecodeN), 0);                              // (N)
-    Matrix h = xt::zeros<float>({kDecodeD, kDecodeN});                                 // (d, N)
-    for (std::size_t t = 0; t + 1 < n; ++t)  // read n − 1 tokens: the state of a context of n − 1
-      attn::selective_step(h, xt::row(X, t % kBlock), delta, A, xt::row(Bs, t % kBlock), C);
-    const Vector x = xt::row(X, (n - 1) % kBlock), B = xt::row(Bs, (n - 1) % kBlock);  // (d), (N) token n
-    const Matrix h_n = h;  // every timed step starts from the same state: token n, again and again
-    seconds = loop_times(state, [&] {
-                h = h_n;
-                const Vector y = attn::selective_step(h, x, delta, A, B, C);  // (d)
-                benchmark::DoNotOptimize(y.data());
-              }).cpu;
-  } else {
-    attn::KVCache cache(kDecodeH, n, kDecodeDk, kDecodeDk);
-    const Matrix Ks = rng.normal(kBlock * kDecodeH, kDecodeDk), Vs = rng.normal(kBlock * kDecodeH, kDecodeDk);
-    auto token = [&](const Matrix& M, std::size_t t) {  // (g, d) rows of token t of the block
-      const std::size_t row = (t % kBlock) * kDecodeH;
-      return Matrix(xt::view(M, xt::range(row, row + kDecodeH), xt::all()));
-    };
-    for (std::size_t t = 0; t + 1 < n; ++t) cache.append(token(Ks, t), token(Vs, t));
-    const Matrix q = rng.normal(kDecodeH, kDecodeDk), k = token(Ks, n - 1), v = token(Vs, n - 1);  // (h, d_k) ...
-    seconds = loop_times(state, [&] {
-                cache.truncate(n - 1);
-                const Matrix O = attn::decode_step(cache, q, k, v);  // (h, d_v)
-                benchmark::DoNotOptimize(O.data());
-              }).cpu;
-  }
-  attn::bench_record()[ssm ? "ssm_step" : "kv_step"][n] = seconds;
-}
-// [bench_decode]
-BENCHMARK(BM_Decode)
-    ->ArgsProduct({{1024, 2048, 4096, 8192, 16384, 32768, 65536}, {0, 1}})
-    ->ArgNames({"n", "kv_cache"})
-    ->Unit(benchmark::kMicrosecond)
-    ->MinTime(0.1);
-
-void BM_DecodeSummary(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(state.iterations());
-  const auto& ssm = attn::bench_record()["ssm_step"];
-  const auto& kv = attn::bench_record()["kv_step"];
-  if (ssm.size() < 2 || kv.size() < 2) {
-    state.SkipWithError("run the Decode benchmarks first (no --benchmark_filter)");
-    return;
-  }
-  state.counters["exp_ssm_step"] = exponent_over(ssm, 1024, 65536);
-  state.counters["exp_kv_step"] = exponent_over(kv, 1024, 65536);
-  // From 16K tokens on the cache (2 KiB per token) no longer fits a 32 MiB L3: the exponent of that range alone.
-  state.counters["exp_kv_step_16K_64K"] = exponent_over(kv, 16384, 65536);
-  if (ssm.count(65536) && kv.count(65536)) state.counters["kv/ssm_65536"] = kv.at(65536) / ssm.at(65536);
-}
-BENCHMARK(BM_DecodeSummary)->Iterations(1);
 
 }  // namespace
 

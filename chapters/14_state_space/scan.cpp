@@ -8,13 +8,14 @@
 // where e^{A·ΣΔ} underflows float32, so its size is the model's memory, not the chunk's length (the book measures
 // both).
 //
-// The kernels, with the sequential scan's CPU time at n = 65,536, d = 64, N = 16 on the course's 2-core AMD EPYC
-// (`ch14_state_space bench`, BM_ScanKernel; version 0 from the chapter's earlier recording and one rerun):
+// The kernels, in the order they were written; the sequential scan's time with each (n = 65,536, d = 64, N = 16,
+// `ch14_state_space bench`, BM_ScanKernel) is in the recording book/recorded/ch14_bench.txt, which the measurements
+// page (book/measure_14_state_space.md) reads:
 //   0. before scan_kernels.inl: 16-float GCC vectors and chapter 05's exponential, a separate pass checking the
-//      inputs, the 16 MiB output copied on return: 75–80 ms
-//   1. portable: 4-float GCC vectors and chapter 05's exponential, the checks in the kernel, the output moved: 56 ms
-//   2. AVX2+FMA with SLEEF's Sleef_expf8_u10avx2: 50 ms
-//   3. AVX-512 with SLEEF's Sleef_expf16_u10avx512f: 30 ms, about 2.5× version 0
+//      inputs, the 16 MiB output copied on return;
+//   1. portable: 4-float GCC vectors and chapter 05's exponential, the checks in the kernel, the output moved;
+//   2. AVX2+FMA with SLEEF's Sleef_expf8_u10avx2;
+//   3. AVX-512 with SLEEF's Sleef_expf16_u10avx512f.
 #include "14_state_space/scan.hpp"
 
 #include <algorithm>

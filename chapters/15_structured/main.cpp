@@ -14,7 +14,8 @@
 // The stochastic-block-model sweep (igraph's generator): accuracy of the three structures against the ratio of
 // in- to cross-community edges, plotted, with the ratio where the hard mask starts to beat no graph.
 // Its benchmarks (bench.cpp, `./course bench 15`): the CSR graph-attention kernel (csr.cpp) against dense masked
-// attention on the same random graphs, and the copy bandwidth, in one run.
+// attention on the same random graphs, and the memory bandwidth STREAM's triad reaches (one of the run's
+// ceilings), in one run.
 // Nested MAX expressions (ListOps-style, generated with their trees) trained with the tree as a subtree mask, as
 // a distance bias and not at all: accuracy on held-out expressions against training steps, plotted.
 // What it leaves out: several layers, training GATv2 (its scores are compared on the same weights), and

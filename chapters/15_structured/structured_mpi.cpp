@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "13_ring/ring.hpp"
 #include "15_structured/reduction.hpp"
 #include "15_structured/structured.hpp"
+#include "attn/chapter.hpp"
 #include "attn/machine.hpp"
 #include "attn/rng.hpp"
 #include "attn/stats.hpp"
@@ -153,16 +155,15 @@ int main(int argc, char** argv) {
   app.add_option("--d", d, "Head size")->check(CLI::Range(1, 512));
   app.add_option("--queries", n_q, "Query rows reduced at once")->check(CLI::Range(1, 64));
   app.add_option("--seed", seed, "Seed of Q, K, V");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int status = rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+  // Every rank parses alike, by the rules of every chapter's command line (attn::Chapter's); rank 0 says what was
+  // wrong.
+  if (const std::optional<int> status = attn::parse_command_line(app, "ch15_structured_mpi", argc, argv, rank == 0)) {
     MPI_Finalize();
-    return status == 0 ? 0 : 2;
+    return *status;
   }
   int status = 0;
   try {
-    attn::set_blas_threads(1);  // one core per rank
+    const attn::BlasThreads one_thread(1);  // one core per rank
     bool ok = true;
     if (check) {
       for (std::size_t keys : {std::size_t{1}, std::size_t{3}, std::size_t{37}, std::size_t{1000}})

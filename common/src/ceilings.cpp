@@ -115,7 +115,7 @@ double fma_peak_gflops(int threads, std::string* isa, int repeats) {
 }
 
 double square_sgemm_gflops(int threads, std::size_t n, int repeats) {
-  set_blas_threads(threads);
+  const BlasThreads blas(threads);
   std::vector<float> A(n * n, 1.0f), B(n * n, 0.5f), C(n * n);  // (n, n) each
   const int ni = static_cast<int>(n);
   const double seconds = median_seconds(
@@ -145,6 +145,7 @@ const Ceilings& ceilings(int threads) {
   } else {
     c.fma_peak_per_core = ceilings(1).fma_peak_per_core;  // one core's peak, whatever the thread count
   }
+  c.triad = triad_seconds(Ceilings::kTriadFloats, static_cast<std::size_t>(threads));
   return measured.emplace(threads, c).first->second;
 }
 
@@ -153,10 +154,25 @@ void add_ceilings_to_benchmark_context(const std::vector<int>& threads) {
     const Ceilings& c = ceilings(t);
     benchmark::AddCustomContext(fmt::format("ceilings_{}_thread{}", t, t == 1 ? "" : "s"),
                                 fmt::format("FMA peak ({}) {:.1f} GFLOP/s ({:.1f} per CPU-second of one core), "
-                                            "sgemm 2048^3 {:.1f} GFLOP/s",
-                                            c.fma_isa, c.fma_peak, c.fma_peak_per_core, c.square_sgemm));
+                                            "sgemm 2048^3 {:.1f} GFLOP/s, triad {:.1f} GB/s",
+                                            c.fma_isa, c.fma_peak, c.fma_peak_per_core, c.square_sgemm, c.triad_gbs()));
   }
 }
+
+namespace {
+std::vector<int>& registered_ceiling_threads() {
+  static std::vector<int> threads;
+  return threads;
+}
+}  // namespace
+
+BenchCeilings::BenchCeilings(std::initializer_list<int> threads) {
+  std::vector<int>& all = registered_ceiling_threads();
+  for (int t : threads)
+    if (std::find(all.begin(), all.end(), t) == all.end()) all.push_back(t);
+}
+
+std::vector<int> bench_ceiling_threads() { return registered_ceiling_threads(); }
 
 void report_against_ceilings(benchmark::State& state, double gflops, int threads, double attention_sgemm,
                              bool per_cpu_second) {

@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "attn/bench.hpp"
 #include "attn/ceilings.hpp"
 #include "attn/errors.hpp"
 #include "attn/machine.hpp"
@@ -69,6 +70,19 @@ void check_every_value(CLI::App& app) {
     const std::string type = option->get_type_name();
     option->check([type](const std::string& value) { return value_problem(type, value); }, "", "well-formed value");
   }
+}
+
+/// What to say about the mistake \p e: when a value breaks the course's own rules (value_problem()), that, whatever
+/// an option's own check (a range, say) said first; else CLI11's message.
+std::string course_rule_broken(const CLI::App& app, const CLI::ParseError& e) {
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->get_type_size_max() == 0) continue;  // a flag: no value
+    for (const std::string& value : option->results()) {
+      const std::string problem = value_problem(option->get_type_name(), value);
+      if (!problem.empty()) return fmt::format("{}: {}", option->get_name(), problem);
+    }
+  }
+  return e.what();
 }
 
 /// A command-line mistake: reported as "name: option: what", with exit status 2.
@@ -129,6 +143,22 @@ std::string make_dir(const std::string& dir) {
 
 }  // namespace
 
+std::optional<int> parse_command_line(CLI::App& app, const std::string& name, int argc, char** argv, bool report) {
+  check_every_value(app);
+  try {
+    app.parse(argc, argv);
+    return std::nullopt;
+  } catch (const CLI::CallForHelp& e) {
+    return report ? app.exit(e) : kExitOk;
+  } catch (const CLI::CallForAllHelp& e) {
+    return report ? app.exit(e) : kExitOk;
+  } catch (const CLI::ParseError& e) {  // one line that names the option, not the whole help after it
+    if (report)
+      fmt::print(stderr, "{}: {}\nRun '{} --help' for the options.\n", name, course_rule_broken(app, e), name);
+    return kExitUsage;
+  }
+}
+
 Chapter::Chapter(std::string name, std::string title)
     : name_(std::move(name)), title_(std::move(title)), app_(title_, name_) {
   app_.add_option("--book", book_dir_, "Write this chapter's output (plain text) and figures into DIR for the book")
@@ -169,8 +199,10 @@ void Chapter::announce_figure(const std::string& path) const {
 
 int Chapter::run_benchmarks(int argc, char** argv) {
   // argv[1] is "bench": Google Benchmark sees the program name followed by the flags after it.
+  // A chapter's own bench flags (attn::BenchFlag, such as chapter 07's --plot=FILE.svg) are taken out first.
   std::vector<char*> args{argv[0]};
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args = take_bench_flags(args);
   for (char* arg : args) {  // Google Benchmark reports a bad regex, then runs nothing and exits 0
     const std::string flag = arg, prefix = "--benchmark_filter=";
     if (flag.rfind(prefix, 0) != 0) continue;
@@ -189,7 +221,7 @@ int Chapter::run_benchmarks(int argc, char** argv) {
   args.push_back(nullptr);  // argv[argc] is nullptr, as main's own
   benchmark::Initialize(&bench_argc, args.data());
   add_machine_to_benchmark_context();
-  if (!listing) add_ceilings_to_benchmark_context(ceiling_threads_);  // a list runs nothing: no ceilings
+  if (!listing) add_ceilings_to_benchmark_context(bench_ceiling_threads());  // a list runs nothing: no ceilings
   if (benchmark::ReportUnrecognizedArguments(bench_argc, args.data())) return kExitUsage;
   const std::size_t ran = benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
@@ -200,18 +232,10 @@ int Chapter::run_benchmarks(int argc, char** argv) {
 int Chapter::run(int argc, char** argv, const std::function<void()>& story) {
   use_best_blas_kernel();  // restarts the program with the CPU's best OpenBLAS kernel when it needs one
   if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return run_benchmarks(argc, argv);
-  check_every_value(app_);
+  if (const std::optional<int> status = parse_command_line(app_, name_, argc, argv)) return *status;
   try {
-    app_.parse(argc, argv);
     if (book_dir_) prepare_output_dir("--book", *book_dir_);
     if (figures_dir_) prepare_output_dir("--figures", *figures_dir_);
-  } catch (const CLI::CallForHelp& e) {
-    return app_.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app_.exit(e);
-  } catch (const CLI::ParseError& e) {  // one line that names the option, not the whole help after it
-    fmt::print(stderr, "{}: {}\nRun '{} --help' for the options.\n", name_, e.what(), name_);
-    return kExitUsage;
   } catch (const UsageError& e) {
     fmt::print(stderr, "{}: {}\nRun '{} --help' for the options.\n", name_, e.what(), name_);
     return kExitUsage;

@@ -15,11 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "attn/format.hpp"
 #include "attn/measure.hpp"
-
-// OpenBLAS's own extensions (its cblas.h would clash with the cblas header xtensor-blas includes).
-extern "C" int openblas_get_num_threads(void);
-extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace attn {
 
@@ -185,26 +182,5 @@ void run_on_threads(std::size_t threads, const std::function<void()>& work) {
   for (auto& th : pool) th.join();
   if (failure) std::rethrow_exception(failure);
 }
-
-namespace {
-std::mutex blas_mutex;
-int blas_guards = 0;         // guarded by blas_mutex
-int blas_saved_threads = 1;  // guarded by blas_mutex: the count before the first guard
-}  // namespace
-
-SingleThreadedBlas::SingleThreadedBlas() {
-  const std::lock_guard<std::mutex> lock(blas_mutex);
-  if (blas_guards++ == 0) {
-    blas_saved_threads = openblas_get_num_threads();
-    openblas_set_num_threads(1);
-  }
-}
-
-SingleThreadedBlas::~SingleThreadedBlas() {
-  const std::lock_guard<std::mutex> lock(blas_mutex);
-  if (--blas_guards == 0) openblas_set_num_threads(blas_saved_threads);
-}
-
-int blas_threads() { return openblas_get_num_threads(); }
 
 }  // namespace attn

@@ -22,10 +22,32 @@ std::string si(double v) {
   return fmt::format(p == 0 ? "{:.0f}{}" : "{:.3g}{}", v, prefixes[p]);
 }
 
-std::string seconds_str(double seconds) {
+std::string seconds_str(double seconds, int significant_digits) {
+  const int d = significant_digits;
+  if (d > 0)
+    return seconds < 1e-3 ? fmt::format("{:.{}g} µs", seconds * 1e6, d)
+           : seconds < 1  ? fmt::format("{:.{}g} ms", seconds * 1e3, d)
+                          : fmt::format("{:.{}g} s", seconds, d);
   return seconds < 1e-3 ? fmt::format("{:.1f} µs", seconds * 1e6)
          : seconds < 1  ? fmt::format("{:.2f} ms", seconds * 1e3)
                         : fmt::format("{:.2f} s", seconds);
+}
+
+std::string human_bytes(double bytes, bool binary) {
+  const double step = binary ? 1024.0 : 1000.0;
+  static const char* binary_units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  static const char* decimal_units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (bytes >= step && u < 5) {
+    bytes /= step;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} B", bytes)
+                : fmt::format("{:.{}f} {}", bytes,
+                              bytes < 10    ? 2
+                              : bytes < 100 ? 1
+                                            : 0,
+                              binary ? binary_units[u] : decimal_units[u]);
 }
 
 std::string joined(const std::vector<std::string>& words, const char* sep) {

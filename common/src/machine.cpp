@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -217,5 +218,7 @@ void add_machine_to_benchmark_context() {
   benchmark::AddCustomContext("blas_threads",
                               fmt::format("{} (each benchmark sets its own; see its name)", blas.threads));
 }
+
+int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
 }  // namespace attn

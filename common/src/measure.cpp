@@ -7,9 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstring>
+#include <cmath>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -17,40 +18,33 @@
 
 #include "attn/checks.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn {
 
-double median_seconds(const std::function<void()>& work, int repeats, int warmup) {
-  require(repeats > 0, fmt::format("median_seconds: repeats must be positive, got {}", repeats));
-  for (int i = 0; i < warmup; ++i) work();
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-  return times[times.size() / 2];
-}
+namespace {
 
-double cpu_seconds(const std::function<void()>& work) {
-  work();  // warm-up: first-touch page faults and cold caches are not what we compare
-  std::vector<double> batches;
-  for (int b = 0; b < 3; ++b) {
-    std::size_t calls = 0;
-    const std::clock_t start = std::clock();
-    double used = 0.0;
-    do {
-      work();
-      ++calls;
-      used = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
-    } while (used < 1e-3);
-    batches.push_back(used / static_cast<double>(calls));
+/// The three clocks of CallSeconds, read at one instant.
+struct Clocks {
+  std::chrono::steady_clock::time_point wall = std::chrono::steady_clock::now();
+  double cpu = process_cpu_seconds();
+  double thread_cpu = thread_cpu_seconds();
+
+  static double process_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
   }
-  std::sort(batches.begin(), batches.end());
-  return batches[1];
-}
+  /// Seconds since this reading, by each clock, divided by \p calls.
+  CallSeconds since(double calls = 1.0) const {
+    const Clocks now;
+    const double wall_s = std::chrono::duration<double>(now.wall - wall).count() / calls;
+    return {wall_s, (now.cpu - cpu) / calls, (now.thread_cpu - thread_cpu) / calls, wall_s};
+  }
+};
+
+}  // namespace
 
 double thread_cpu_seconds() {
   timespec t{};
@@ -58,9 +52,68 @@ double thread_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
+CallSeconds time_calls(const std::function<void()>& work, const Repeats& r) {
+  require(r.repeats > 0, fmt::format("time_calls: repeats must be positive, got {}", r.repeats));
+  require(r.warmup >= 0, fmt::format("time_calls: warmup must not be negative, got {}", r.warmup));
+  for (int i = 0; i < r.warmup; ++i) {
+    if (r.setup) r.setup();
+    work();
+  }
+  std::vector<double> wall, cpu, thread_cpu;
+  for (int i = 0; i < r.repeats; ++i) {
+    CallSeconds total;  // over the calls of this repeat, setups left out
+    double calls = 0.0;
+    do {
+      if (r.setup) r.setup();
+      const Clocks start;
+      work();
+      const CallSeconds s = start.since();
+      total.wall += s.wall;
+      total.cpu += s.cpu;
+      total.thread_cpu += s.thread_cpu;
+      calls += 1.0;
+    } while (total.wall < r.min_seconds);
+    wall.push_back(total.wall / calls);
+    cpu.push_back(total.cpu / calls);
+    thread_cpu.push_back(total.thread_cpu / calls);
+  }
+  const double fastest = *std::min_element(wall.begin(), wall.end());
+  return {median(wall), median(cpu), median(thread_cpu), fastest};
+}
+
+double median_seconds(const std::function<void()>& work, int repeats, int warmup) {
+  require(repeats > 0, fmt::format("median_seconds: repeats must be positive, got {}", repeats));
+  return time_calls(work, {repeats, warmup, 0.0}).wall;
+}
+
+double cpu_seconds(const std::function<void()>& work) { return time_calls(work, {3, 1, 1e-3}).cpu; }
+
+CallSeconds time_benchmark_calls(benchmark::State& state, const std::function<void()>& work) {
+  double fastest = std::numeric_limits<double>::infinity();
+  const Clocks loop;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    fastest = std::min(fastest, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  CallSeconds s = loop.since(static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1)));
+  s.fastest = std::isfinite(fastest) ? fastest : 0.0;
+  return s;
+}
+
 std::map<std::string, std::map<std::size_t, double>>& bench_record() {
   static std::map<std::string, std::map<std::size_t, double>> record;
   return record;
+}
+
+std::vector<std::size_t> doublings(std::size_t from, std::size_t to) {
+  require(from > 0, "doublings: a sweep from 0 never grows; start at 1 or more");
+  std::vector<std::size_t> sizes;
+  for (std::size_t n = from; n <= to; n *= 2) {
+    sizes.push_back(n);
+    if (n > to / 2) break;  // the next doubling would pass `to` (or wrap)
+  }
+  return sizes;
 }
 
 std::size_t peak_rss_bytes() {
@@ -88,18 +141,13 @@ double sgemm_gflops(std::size_t m, std::size_t n, std::size_t k, int repeats) {
   return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / seconds / 1e9;
 }
 
-double copy_bandwidth_gbs(std::size_t bytes, int repeats) {
-  std::vector<char> from(bytes, 1), to(bytes, 0);
-  const double seconds = median_seconds([&] { std::memcpy(to.data(), from.data(), bytes); }, repeats);
-  return 2.0 * static_cast<double>(bytes) / seconds / 1e9;  // every byte read once and written once
-}
-
-double triad_bandwidth_gbs(std::size_t floats, std::size_t threads, int repeats) {
+// [triad]
+CallSeconds triad_seconds(std::size_t floats, std::size_t threads, const Repeats& r) {
   require(threads > 0, "triad_bandwidth_gbs: threads must be ≥ 1");
   checked_allocation("triad_bandwidth_gbs: 3 arrays × floats × 4 bytes", {3, floats, sizeof(float)});
   std::vector<float> a(floats), b(floats, 1.0f), c(floats, 2.0f);
   const std::size_t part = (floats + threads - 1) / threads;
-  const double seconds = median_seconds(
+  return time_calls(
       [&] {
         std::atomic<std::size_t> next{0};
         run_on_threads(threads, [&] {
@@ -107,26 +155,15 @@ double triad_bandwidth_gbs(std::size_t floats, std::size_t threads, int repeats)
                             end = std::min(floats, begin + part);
           for (std::size_t i = begin; i < end; ++i) a[i] = b[i] + 3.0f * c[i];
         });
+        benchmark::ClobberMemory();
       },
-      repeats);
-  return 3.0 * static_cast<double>(floats) * sizeof(float) / seconds / 1e9;
+      r);
 }
+// [triad]
 
-std::string human_bytes(double bytes, bool binary) {
-  const double step = binary ? 1024.0 : 1000.0;
-  static const char* binary_units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  static const char* decimal_units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-  int u = 0;
-  while (bytes >= step && u < 5) {
-    bytes /= step;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{:.0f} B", bytes)
-                : fmt::format("{:.{}f} {}", bytes,
-                              bytes < 10    ? 2
-                              : bytes < 100 ? 1
-                                            : 0,
-                              binary ? binary_units[u] : decimal_units[u]);
+double triad_bandwidth_gbs(std::size_t floats, std::size_t threads, int repeats) {
+  const double seconds = triad_seconds(floats, threads, {repeats, 1, 0.0}).wall;
+  return 3.0 * static_cast<double>(floats) * sizeof(float) / seconds / 1e9;
 }
 
 Progress::Progress(std::size_t total, bool enabled) : total_(total), enabled_(enabled && isatty(STDERR_FILENO)) {}
@@ -137,18 +174,6 @@ Progress::~Progress() {
 
 void Progress::update(std::size_t done, const std::string& what) {
   if (enabled_) fmt::print(stderr, "\r\033[K[{}/{}] {}", done, total_, what);
-}
-
-CallSeconds time_benchmark_calls(benchmark::State& state, const std::function<void()>& work) {
-  double wall = 0.0;
-  const std::clock_t cpu_start = std::clock();  // process CPU time: every thread's
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  const double calls = static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
-  return {wall / calls, static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / calls};
 }
 
 }  // namespace attn

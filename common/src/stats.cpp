@@ -9,6 +9,13 @@
 #include <fmt/ranges.h>
 
 namespace attn {
+
+double median(std::vector<double> values) {
+  require(!values.empty(), "median: no values (a median needs at least one)");
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
+  return values[values.size() / 2];
+}
+
 namespace {
 
 template <class T>

@@ -10,10 +10,6 @@
 
 #include <fmt/format.h>
 
-// cblas_sgemm is declared by the cblas header xtensor-blas includes (through attn/tensor.hpp); OpenBLAS's
-// own extension is declared here, as including OpenBLAS's cblas.h as well would clash with it.
-extern "C" void openblas_set_num_threads(int num_threads);
-
 namespace attn {
 
 void require(bool ok, const std::string& message) {
@@ -111,7 +107,5 @@ Matrix matmul_transpose_a(const Matrix& A, const Matrix& B, float alpha, const c
               C.data(), i(k));
   return C;
 }
-
-void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 
 }  // namespace attn

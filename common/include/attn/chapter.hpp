@@ -22,6 +22,15 @@ enum ExitStatus : int {
   kExitNotImplemented = 3,  ///< the exercise track ran a function the learner has not written yet
 };
 
+/// Parses \p argv into \p app by the rules every chapter's command line follows (attn::Chapter uses it; so do the
+/// MPI programs, which are not Chapters but parse their own command line on every rank): every value is checked
+/// before CLI11 converts it (numbers well-formed and finite, no "-1" for an unsigned option, no "" or "0x10" for a
+/// number, text at most 4096 characters). A mistake prints, when \p report, one line naming the option, then
+/// "Run '\p name --help' for the options."; --help prints the options when \p report.
+/// \return nothing when the program goes on; else its exit status: 0 after --help, 2 (kExitUsage) after a mistake.
+std::optional<int> parse_command_line(CLI::App& app, const std::string& name, int argc, char** argv,
+                                      bool report = true);
+
 /// One chapter executable. Typical use in main.cpp:
 /// \code
 /// attn::Chapter chapter("ch01_intuition", "Knowing where to look");
@@ -34,7 +43,8 @@ enum ExitStatus : int {
 /// Every value is checked before the chapter runs: numbers must be well-formed and finite (no "-1" for an
 /// unsigned option, no "nan", no ""), text at most 4096 characters. A bad command line prints one line
 /// naming the option, then "Run '… --help'", and exits with status 2.
-/// `chNN_name bench [google benchmark flags]` runs the benchmarks registered in the executable.
+/// `chNN_name bench [google benchmark flags]` runs the benchmarks registered in the executable (the chapter's
+/// bench.cpp), after the machine's ceilings at the thread counts its attn::BenchCeilings names (attn/ceilings.hpp).
 class Chapter {
  public:
   Chapter(std::string name, std::string title);
@@ -58,10 +68,6 @@ class Chapter {
   /// Tells the reader a figure was written (not in the book's captured text, where it would be noise).
   void announce_figure(const std::string& path) const;
 
-  /// `chNN_name bench` measures the machine's ceilings (attn/ceilings.hpp) at these thread counts before
-  /// the benchmarks and prints them in the run's header; the benchmarks report against the same figures.
-  void bench_ceilings(std::vector<int> threads) { ceiling_threads_ = std::move(threads); }
-
  private:
   int run_benchmarks(int argc, char** argv);
 
@@ -71,7 +77,6 @@ class Chapter {
   std::optional<std::string> book_dir_;
   std::optional<std::string> figures_dir_;
   bool no_color_ = false;
-  std::vector<int> ceiling_threads_;
 };
 
 }  // namespace attn

@@ -19,6 +19,7 @@
 #include <limits>
 #include <string>
 
+#include "attn/blas_threads.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn {
@@ -85,19 +86,5 @@ void require_mask_fits(const char* where, const Mask& mask, const TQ& Q, const T
 /// rethrown after every thread has finished (the others are dropped). Work is usually a loop that takes
 /// items from a shared atomic counter.
 void run_on_threads(std::size_t threads, const std::function<void()>& work);
-
-/// While alive, OpenBLAS runs single-threaded: for kernels that run their own threads, so the two never
-/// oversubscribe the cores. The first guard of the process saves OpenBLAS's thread count and the last one
-/// to end restores it, so concurrent calls from several threads, and calls that throw, leave it as it was.
-class SingleThreadedBlas {
- public:
-  SingleThreadedBlas();
-  ~SingleThreadedBlas();
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-};
-
-/// OpenBLAS's current thread count (what SingleThreadedBlas saves and restores).
-int blas_threads();
 
 }  // namespace attn

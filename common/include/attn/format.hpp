@@ -22,8 +22,12 @@ std::string significant(double v, int digits = 3);
 /// A count with an SI prefix and three significant digits: si(2.61e12) is "2.61 T", si(512) is "512".
 std::string si(double v);
 
-/// A duration in the unit that reads best: "12.5 µs", "3.40 ms", "2.00 s".
-std::string seconds_str(double seconds);
+/// A duration in the unit that reads best: "12.5 µs", "3.40 ms", "2.00 s"; with \p significant_digits > 0,
+/// that many significant digits instead: seconds_str(0.0152, 3) is "15.2 ms", seconds_str(3.2, 3) is "3.2 s".
+std::string seconds_str(double seconds, int significant_digits = 0);
+
+/// "1.50 KiB", "40.0 GB"...: \p bytes in binary (KiB, MiB, GiB) or decimal (kB, MB, GB) units.
+std::string human_bytes(double bytes, bool binary = true);
 
 /// The words separated by \p sep: joined({"猫", "坐在"}) is "猫 坐在".
 std::string joined(const std::vector<std::string>& words, const char* sep = " ");

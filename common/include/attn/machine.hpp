@@ -11,6 +11,10 @@
 
 namespace attn {
 
+/// The machine's hardware threads (at least 1): OpenBLAS's default thread count, and the threads the chapters'
+/// own kernels run on in their benchmarks (the ceilings are then measured with as many).
+int hardware_threads();
+
 /// What runs the course's matrix products.
 struct BlasInfo {
   std::string library;      ///< "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." (openblas_get_config())

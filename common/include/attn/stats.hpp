@@ -10,6 +10,11 @@
 
 namespace attn {
 
+/// The median of \p values (the upper one of the two middle values when their count is even): the typical
+/// figure of repeated measurements, which the odd disturbed run does not move.
+/// \throws std::invalid_argument when \p values is empty.
+double median(std::vector<double> values);
+
 /// The largest |a − b| over all entries (0 for empty matrices): how far a result is from its reference.
 /// \param a (rows, cols)  \param b (rows, cols)
 /// \throws std::invalid_argument naming both shapes when they differ.

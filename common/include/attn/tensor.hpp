@@ -19,6 +19,8 @@
 #include <xtensor/xtensor.hpp>
 #include <xtensor/xview.hpp>
 
+#include "attn/blas_threads.hpp"  // OpenBLAS runs every product below: its thread count lives there
+
 namespace attn {
 
 using Vector = xt::xtensor<float, 1>;    ///< (n)
@@ -71,9 +73,5 @@ Matrix matmul(const Matrix& A, const Matrix& B, bool transpose_b = false, float 
 /// \throws std::invalid_argument naming the product and the shapes of both factors, as multiplied (Aᵀ
 ///         transposed), when A and B differ in rows.
 Matrix matmul_transpose_a(const Matrix& A, const Matrix& B, float alpha = 1.0f, const char* product = nullptr);
-
-/// Sets OpenBLAS's thread count. Chapters that run their own threads call it so that the two never
-/// oversubscribe the cores.
-void set_blas_threads(int threads);
 
 }  // namespace attn
