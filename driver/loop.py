@@ -206,6 +206,8 @@ class Results:
                 elif r.get("event") == "case":
                     cases[r["name"]] = r
                     started = None
+                    if any(f.get("kind") == "crash" for f in r.get("failures", [])):
+                        self.died_in = r["name"]  # doctest caught the signal and reported the case
         if started is not None:  # the program died in this case: its last words, if doctest caught the signal
             self.died_in = started["name"]
             cases[started["name"]] = dict(started, status="failed", reason=None, failures=[
