@@ -3,13 +3,17 @@
 
 usage: check_isolation.py ROOT [NN ...] [--jobs N] [--keep DIR]
 
-For every exercise E of every chapter (the '## name' headings of exercises/NN_name/HINTS.md), two variants of
-the chapter's exercise test program, both linked from one pair of objects per chapter:
-  - only E left as its skeleton, every other exercise the reference solution: only E's cases may fail
-    (and E's cases must fail: a case that passes without E cannot tell E's absence);
-  - only E written (its reference solution), every other exercise a skeleton: all of E's cases pass.
-A case that needs two exercises breaks one of the two: credit it to the exercise it tests and have it call
-the reference of the other (the oracle, the chapter's own code), or split it.
+For every exercise E of every chapter (the '## name' headings of exercises/NN_name/HINTS.md, in the order the
+loop asks for them), two variants of the chapter's exercise test program, linked from one pair of objects per
+chapter:
+  - only E left as its skeleton, every other exercise its reference solution: E's cases fail (a case that
+    passes without E cannot tell E's absence), and the cases of the exercises before E pass (they must not
+    need E, which the learner writes later);
+  - E and the exercises before it written (their reference solutions), those after it skeletons, where a
+    learner working in order stands: every case of E passes.
+So a case credited to E fails only because of E: it may use the exercises before E (a learner's E calls their
+own, as the reference does), never one after. A case that needs a later exercise is credited to the last
+exercise it needs, or calls the reference of the other (the oracle, the chapter's own code).
 
 How: each chapter's two track sources are compiled once more with -fPIC, where GCC keeps every call to a
 function of default visibility a call (semantic interposition: no inlining or cloning across them), so a
@@ -73,8 +77,16 @@ class Chapter:
 
     def prepare(self):
         """The link command of the exercise test program, and each track's objects compiled with -fPIC."""
-        link = self.ninja_commands(f"bin/{self.program}")[-1]
-        self.link = shlex.split(link)
+        # Ninja's link step: ": && c++ ... -o bin/PROGRAM ... && cd ... && cmake (ctest's discovery)".
+        words = shlex.split(self.ninja_commands(f"bin/{self.program}")[-1])
+        segments, current = [], []
+        for w in words + ["&&"]:
+            if w == "&&":
+                segments.append(current)
+                current = []
+            else:
+                current.append(w)
+        self.link = next(seg for seg in segments if "-o" in seg and f"bin/{self.program}" in seg)
         archive = next(a for a in self.link if a.endswith(f"libch{self.stem}_exercise.a"))
         self.archive_at = self.link.index(archive)
         self.objects = {"exercise": self.track_objects("exercise"), "solution": self.track_objects("solution")}
@@ -119,16 +131,16 @@ class Chapter:
             out.append(a)
         return out + ["-fPIC", "-fsemantic-interposition", "-o", obj]
 
-    def variant(self, exercise, e_track):
-        """A test program where exercise's definitions come from e_track and every other one from the other
-        track; returns its path."""
-        other = "solution" if e_track == "exercise" else "exercise"
-        name = f"{exercise.replace(':', '_')}-from-{e_track}"
+    def variant(self, name, from_solution):
+        """A test program whose exercises in from_solution (and the code no exercise owns) come from the
+        solution track, and every other exercise from the exercise track (its skeleton); returns its path."""
         objs = []
-        for track in (e_track, other):
+        for track in ("solution", "exercise"):
             for obj in self.objects[track]:
-                weak = [m for m, d in self.symbols[track][obj]
-                        if (owner(d, self.exercises) == exercise) == (track != e_track)]
+                def taken_from_solution(demangled):
+                    e = owner(demangled, self.exercises)
+                    return e is None or e in from_solution
+                weak = [m for m, d in self.symbols[track][obj] if taken_from_solution(d) != (track == "solution")]
                 out = os.path.join(self.scratch, f"{name}-{track}-{os.path.basename(obj)}")
                 with open(out + ".weak", "w") as f:
                     f.write("\n".join(weak) + "\n")
@@ -166,21 +178,27 @@ class Chapter:
         return out
 
     def check(self, exercise):
-        """The problems of one exercise, as lines, and what was skipped."""
+        """The problems of one exercise, as lines, and how many of its cases were skipped here."""
         problems, skipped = [], 0
-        alone = self.run(self.variant(exercise, "exercise"))  # only it a skeleton
+        k = self.exercises.index(exercise)
+        before, safe = self.exercises[:k], exercise.replace(":", "_")
+        # Only it a skeleton: its cases fail (they tell its absence), the cases of the exercises before it pass
+        # (they do not need it).
+        alone = self.run(self.variant(f"{safe}-skeleton", set(self.exercises) - {exercise}))
         for name, (e, status) in alone.items():
-            if e != exercise and status.startswith("failed"):
-                problems.append(f"with only {exercise} a skeleton, a case of {e} fails: \"{name}\"")
+            if e in before and status.startswith("failed"):
+                problems.append(f"a case of {e} needs {exercise}, which comes after it: \"{name}\"")
             if e == exercise and status == "passed":
-                problems.append(f"with {exercise} a skeleton, its case passes (it cannot tell): \"{name}\"")
+                problems.append(f"its case passes with {exercise} a skeleton (it cannot tell): \"{name}\"")
             skipped += e == exercise and status == "skipped"
-        mine = self.run(self.variant(exercise, "solution"), only=exercise)  # only it written
+        # It and the exercises before it written, those after it skeletons (where a learner working in order
+        # stands): every case of it passes.
+        mine = self.run(self.variant(f"{safe}-written", set(before) | {exercise}), only=exercise)
         if not mine:
             problems.append(f"{exercise} has no test cases")
         for name, (e, status) in mine.items():
             if status.startswith("failed"):
-                problems.append(f"with only {exercise} written, its case fails: \"{name}\"")
+                problems.append(f"its case needs an exercise after {exercise}: \"{name}\"")
         return problems, skipped
 
 
