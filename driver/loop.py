@@ -141,6 +141,27 @@ class Course:
         return f"book/{stem}.md (the built page: ./course book)"
 
 
+def unquoted(text):
+    """An exception's text as doctest gives it, without the quotes around it."""
+    text = text or ""
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
+
+
+def text_lines(text, first="    "):
+    """A message of several lines, rewrapped: a line indented four or more deeper than the one before
+    continues it (as attn::not_implemented wraps its hint); the first paragraph after first, the others
+    indented two more."""
+    paragraphs = []  # [indent, text]
+    for line in (l for l in text.split("\n") if l.strip()):
+        indent = len(line) - len(line.lstrip())
+        if paragraphs and indent >= paragraphs[-1][0] + 4:
+            paragraphs[-1][1] += " " + line.strip()
+        else:
+            paragraphs.append([indent, line.strip()])
+    return [wrap(p, first if k == 0 else first + "  ", (first if k == 0 else first + "  ") + "    ")
+            for k, (_, p) in enumerate(paragraphs)]
+
+
 def mtime(path):
     try:
         return os.stat(path).st_mtime
@@ -382,22 +403,18 @@ class Loop:
                 head = f"{a['assertion']}( {a['expression']}, {expected} )"
             lines.append(wrap(where + head, "  ", "      "))
             if a.get("threw") and a["assertion"].endswith(("THROWS_AS", "THROWS_WITH", "THROWS_WITH_AS")):
-                lines.append(wrap("threw another exception, or another message: " + a.get("exception", ""),
-                                  "    ", "      "))
+                lines += text_lines("threw another exception, or another message: " + unquoted(a.get("exception")))
             elif a.get("threw"):
-                lines.append(wrap("threw: " + a.get("exception", ""), "    ", "      "))
+                lines += text_lines("threw: " + unquoted(a.get("exception")))
             elif "THROWS" in a["assertion"]:
                 lines.append("    did not throw")
             elif a.get("values"):
                 lines.append(wrap("values: " + a["values"], "    ", "            "))
         elif kind in ("exception", "crash", "not run"):
             label = {"exception": "the case threw: ", "crash": "CRASHED: ", "not run": ""}[kind]
-            for k, text in enumerate(failure.get("message", "").split("\n")):
-                lines.append(wrap((label if k == 0 else "") + text.strip(), "  " if k == 0 else "    ", "      "))
+            lines += text_lines(label + failure.get("message", ""), "  ")
         else:
-            message = failure.get("message", "").split("\n")
-            lines.append(wrap(where + message[0], "  ", "      "))
-            lines += [wrap(m.strip(), "    ", "      ") for m in message[1:] if m.strip()]
+            lines += text_lines(where + failure.get("message", ""), "  ")
         for subcase in failure.get("subcases", []):
             lines.append(wrap("in subcase: " + subcase, "    ", "      "))
         for context in failure.get("context", []):
@@ -454,8 +471,13 @@ class Loop:
             n = len(case["failures"])
             out += ["", wrap(f"The first failing case, \"{case['name']}\": {n} failure{'s' if n != 1 else ''}"
                              + (":" if n else "."))]
+            previous = None
             for failure in case["failures"]:
-                out += self.failure_lines(failure)
+                lines = self.failure_lines(failure)
+                if failure.get("threw") and previous and failure.get("exception") == previous.get("exception"):
+                    lines = [lines[0], "    threw the same exception"]  # a skeleton's, at every call
+                out += lines
+                previous = failure
             if r.died_in and r.died_in == case["name"]:
                 out.append(wrap(f"(the test program died here, status {r.exit}: the cases after this one did not"
                                 " run; all its output: build/default/check/" + stem + ".out)", "    ", "    "))

@@ -201,6 +201,17 @@ class LoopTest(unittest.TestCase):
         self.assertNotIn("second_case()", out)  # the second failing case's assertions are not shown
         self.assertIn("Hint (beta, 1 of 3):\n  The first hint of beta.", out)
 
+    def test_a_skeleton_s_exception_is_shown_once_with_its_lines(self):
+        threw = dict(assertion("alpha(1) == 2", None), threw=True,
+                     exception='"alpha is not implemented yet (exercises/99_fake/).\n  Hint: ' + LONG_HINT[:90] +
+                               "\n        " + LONG_HINT[90:] + '\n  Read: book/99_fake.md"')
+        self.c.scenario("99_fake", [{"name": "alpha works", "suite": "99_fake/alpha", "status": "failed",
+                                     "failures": [threw, dict(threw, line=13, expression="alpha(2) == 3")]}])
+        out = self.check("check", "99", status=1)
+        self.assertIn("    threw: alpha is not implemented yet (exercises/99_fake/).\n      Hint: Keep the running", out)
+        self.assertIn("\n      Read: book/99_fake.md\n", out)
+        self.assertIn("tests/99_fake_test.cpp:13: CHECK( alpha(2) == 3 )\n    threw the same exception", out)
+
     def test_a_case_is_credited_to_the_exercise_its_suite_names_not_its_name(self):
         self.c.scenario("99_fake", [
             {"name": "alpha works", "suite": "99_fake/alpha", "status": "passed"},
