@@ -138,10 +138,8 @@ TEST_SUITE("11_positions") {
     CHECK_THROWS_AS(attn::alibi_bias(4, 3, 0.5f), std::invalid_argument);
   }
 
-  TEST_CASE(
-      "DocumentMask keeps each token inside its own document, causally, and its block mask skips exactly the empty "
-      "tiles" *
-      doctest::test_suite("11_positions/make_block_mask")) {
+  TEST_CASE("DocumentMask keeps each token inside its own document, causally, with the file's alignment" *
+            doctest::test_suite("11_positions/DocumentMask")) {
     const attn::DocumentMask docs{{0, 0, 0, 1, 1, 2, 2, 2, 2, 2}, true};
     CHECK(docs(0, 2, 0));
     CHECK(docs(0, 2, 2));
@@ -161,6 +159,11 @@ TEST_SUITE("11_positions") {
     CHECK_FALSE(last_four(0, 0, 7));  // nor its future
     CHECK(last_four(0, 3, 9));
     CHECK_THROWS_AS(last_four(0, 4, 0), std::out_of_range);
+  }
+
+  TEST_CASE("make_block_mask of a DocumentMask skips exactly the empty tiles" *
+            doctest::test_suite("11_positions/make_block_mask")) {
+    const attn::DocumentMask docs{{0, 0, 0, 1, 1, 2, 2, 2, 2, 2}, true};
     // Tiles of 2 × 3 over 10 × 10: count by hand what the block mask must say, tile by tile.
     const ch11::BlockMask bm = ch11::make_block_mask(docs, 1, 10, 10, 2, 3);
     std::size_t empty = 0, full = 0;

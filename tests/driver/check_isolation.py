@@ -75,10 +75,9 @@ class Chapter:
                              check=True).stdout
         return out.strip().splitlines()
 
-    def prepare(self):
-        """The link command of the exercise test program, and each track's objects compiled with -fPIC."""
-        # Ninja's link step: ": && c++ ... -o bin/PROGRAM ... && cd ... && cmake (ctest's discovery)".
-        words = shlex.split(self.ninja_commands(f"bin/{self.program}")[-1])
+    def link_command(self, program):
+        """Ninja's link step of bin/program (": && c++ ... -o bin/PROGRAM ... && cd ... && cmake ...")."""
+        words = shlex.split(self.ninja_commands(f"bin/{program}")[-1])
         segments, current = [], []
         for w in words + ["&&"]:
             if w == "&&":
@@ -86,9 +85,13 @@ class Chapter:
                 current = []
             else:
                 current.append(w)
-        self.link = next(seg for seg in segments if "-o" in seg and f"bin/{self.program}" in seg)
-        archive = next(a for a in self.link if a.endswith(f"libch{self.stem}_exercise.a"))
-        self.archive_at = self.link.index(archive)
+        return next(seg for seg in segments if "-o" in seg and f"bin/{program}" in seg)
+
+    def prepare(self):
+        """The link commands of the exercise test program and of the other programs on the learner's code it
+        may start (chapter 13's MPI program), and each track's objects compiled with -fPIC."""
+        others = [os.path.basename(p) for p in glob.glob(os.path.join(self.build, "bin", f"ch{self.stem}_*exercise"))]
+        self.links = {p: self.link_command(p) for p in [self.program] + others}
         self.objects = {"exercise": self.track_objects("exercise"), "solution": self.track_objects("solution")}
         self.symbols = {t: {o: defined_globals(o) for o in objs} for t, objs in self.objects.items()}
 
@@ -146,12 +149,16 @@ class Chapter:
                     f.write("\n".join(weak) + "\n")
                 subprocess.run(["objcopy", f"--weaken-symbols={out}.weak", obj, out], check=True)
                 objs.append(out)
-        program = os.path.join(self.scratch, name)
-        link = list(self.link)
-        link[self.archive_at:self.archive_at + 1] = objs
-        link[link.index("-o") + 1] = program
-        subprocess.run(link, cwd=self.build, check=True, capture_output=True)
-        return program
+        # Each program keeps its name, in a folder of the variant's: a test finds its helpers beside itself.
+        folder = os.path.join(self.scratch, name + ".programs")
+        os.makedirs(folder, exist_ok=True)
+        for program, command in self.links.items():
+            link = list(command)
+            at = next(k for k, a in enumerate(link) if a.endswith(f"libch{self.stem}_exercise.a"))
+            link[at:at + 1] = objs
+            link[link.index("-o") + 1] = os.path.join(folder, program)
+            subprocess.run(link, cwd=self.build, check=True, capture_output=True)
+        return os.path.join(folder, self.program)
 
     def run(self, program, only=None):
         """{case name: (exercise, status)} of the program's exercise cases (only E's with only)."""
