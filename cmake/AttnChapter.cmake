@@ -12,8 +12,14 @@
 #                             reason (tests/support/gpu_skip.hpp); ctest reports them as skipped, not passed
 #     [THREADED]              the chapter runs threads of its own: its solution tests also carry the label
 #                             "threads" and build with attn_threaded_tests (the tsan preset runs them)
-#     [SANITIZER_RUN_ARGS arg...])  under ATTN_SANITIZE, the "runs with its defaults" test runs with these
+#     [SANITIZER_RUN_ARGS arg...]  under ATTN_SANITIZE, the "runs with its defaults" test runs with these
 #                             options instead (a chapter that trains for seconds would take minutes there)
+#     [TEST_LIBS target...]   further libraries of the chapter's test programs (e.g. chapter 04's counting
+#                             allocator, ch04_heap_counter, to bound a kernel's heap)
+#     [PROGRAM_LIBS target...])  further libraries of the chapter's two programs
+#
+# It is called from the chapter's own chapters/NN_name/CMakeLists.txt, which the top-level CMakeLists.txt adds
+# for each entry of chapters/manifest.json (in that file's order): SOURCES are named relative to that folder.
 #
 # For chapter 01 intuition it makes:
 #   ch01_intuition_core        the chapter's own sources (or an interface target when there are none)
@@ -25,12 +31,17 @@
 #   ch01_intuition_{solution,exercise}_test  tests/01_intuition_test.cpp compiled once, linked per track,
 #                              registered with ctest as "solution:<case>" / "exercise:<case>",
 #                              labelled with the track and "ch01".
+#   ch01_intuition_core_test   tests/01_intuition_core_test.cpp, when the chapter has one: the test of the
+#                              chapter's own code (kernels, helpers, data: not exercises), linked with the
+#                              solutions and registered on the solution track only (it cannot fail against the
+#                              skeletons, so it is not built twice)
 #   attn_book_chapters         (a list) the book runs every chapter executable with --book DIR
 # Both tracks see the same header chapters/01_intuition/intuition.hpp, the chapter's contract.
 # A chapter's exercise library builds on the solutions of the chapters before it, so a learner's
 # chapter N depends only on their own chapter N.
 function(attn_add_chapter NN name)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "GPU_TESTS;THREADED" "" "SOURCES;CUDA_SOURCES;DEPENDS;LIBS;TRACK_CUDA_SOURCES;SANITIZER_RUN_ARGS")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "GPU_TESTS;THREADED" ""
+                        "SOURCES;CUDA_SOURCES;DEPENDS;LIBS;TRACK_CUDA_SOURCES;SANITIZER_RUN_ARGS;TEST_LIBS;PROGRAM_LIBS")
   set(stem ${NN}_${name})
   set(ch ch${NN}_${name})
   set(root ${PROJECT_SOURCE_DIR})
@@ -104,6 +115,9 @@ function(attn_add_chapter NN name)
   target_link_libraries(${ch} PRIVATE ${ch}_main ${ch}_solution)
   add_executable(${ch}_exercise_run $<TARGET_OBJECTS:${ch}_main>)
   target_link_libraries(${ch}_exercise_run PRIVATE ${ch}_main ${ch}_exercise)
+  foreach(program ${ch} ${ch}_exercise_run)
+    target_link_libraries(${program} PRIVATE ${ARG_PROGRAM_LIBS})
+  endforeach()
   set_target_properties(${ch}_exercise_run PROPERTIES OUTPUT_NAME ${ch}_exercise)
 
   # --- the tests: compiled once, linked per track, compared with tests/oracle only ---
@@ -114,7 +128,7 @@ function(attn_add_chapter NN name)
   foreach(track solution exercise)
     set(test_exe ${ch}_${track}_test)
     add_executable(${test_exe} $<TARGET_OBJECTS:${ch}_test_cases>)
-    target_link_libraries(${test_exe} PRIVATE ${ch}_test_cases ${ch}_${track} attn_test_main)
+    target_link_libraries(${test_exe} PRIVATE ${ch}_test_cases ${ch}_${track} attn_test_main ${ARG_TEST_LIBS})
     set(labels "${track};ch${NN}")
     if(ARG_THREADED)
       list(APPEND labels threads)
@@ -127,7 +141,25 @@ function(attn_add_chapter NN name)
   add_dependencies(attn_exercise_tests ${ch}_exercise_test)
   add_dependencies(attn_solution_tests ${ch}_solution_test ${ch}) # the CLI tests run the executable
 
+  # --- the test of the chapter's own code, when it has one: solution track only ---
+  if(EXISTS ${root}/tests/${stem}_core_test.cpp)
+    add_executable(${ch}_core_test ${root}/tests/${stem}_core_test.cpp)
+    target_link_libraries(${ch}_core_test PRIVATE ${ch}_solution attn_test_support attn_test_main ${ARG_TEST_LIBS})
+    attn_strict_warnings(${ch}_core_test)
+    attn_use_pch(${ch}_core_test)
+    set(labels "solution;ch${NN}")
+    if(ARG_THREADED)
+      list(APPEND labels threads)
+      add_dependencies(attn_threaded_tests ${ch}_core_test)
+    endif()
+    attn_discover_tests(${ch}_core_test "solution:" "${labels}" ${ARG_GPU_TESTS})
+    add_dependencies(attn_solution_tests ${ch}_core_test)
+  endif()
+
   # --- the executable's own behaviour: runs with its defaults, refuses a bad option with status 2 ---
+  # The checks of what a program prints (its width, title and words, and every option fed bad values) carry the
+  # label "output": the sanitizer builds leave them out (they exercise printing, not memory or threads; the
+  # programs' own runs, "runs with its defaults", stay in).
   if(ATTN_SANITIZE AND ARG_SANITIZER_RUN_ARGS)
     string(JOIN " " shorter ${ARG_SANITIZER_RUN_ARGS})
     attn_cli_test(${ch} "runs with ${shorter} (its defaults, shortened for the sanitizers)" STATUS 0
@@ -144,44 +176,23 @@ function(attn_add_chapter NN name)
   endif()
   add_test(NAME ${width_test} COMMAND ${root}/cmake/check_output_width.sh $<TARGET_FILE:attn_output_width>
                                       $<TARGET_FILE:attn_machine> $<TARGET_FILE:${ch}> ${width_args})
-  set_tests_properties(${width_test} PROPERTIES LABELS "solution;ch${NN}")
-  set(title_test "solution:${ch} starts its output with its title line (Chapter ${NN}: ...)")
+  set_tests_properties(${width_test} PROPERTIES LABELS "solution;ch${NN};output")
+  set(title_test "solution:${ch} starts its output with its title line, the manifest's (Chapter ${NN}: ...)")
   set(short_run "")
   if(ATTN_SANITIZE AND ARG_SANITIZER_RUN_ARGS)  # the same shorter run as "runs with its defaults" above
     set(short_run ${ARG_SANITIZER_RUN_ARGS})
   endif()
   add_test(NAME ${title_test} COMMAND ${root}/cmake/check_course_words.py --title $<TARGET_FILE:${ch}> ${short_run})
-  set_tests_properties(${title_test} PROPERTIES LABELS "solution;ch${NN}")
+  set_tests_properties(${title_test} PROPERTIES LABELS "solution;ch${NN};output")
   set(words_test "solution:${ch} prints, for the book, only the course's own words (no workshop labels)")
   add_test(NAME ${words_test} COMMAND ${root}/cmake/check_course_words.py --chapter $<TARGET_FILE:${ch}> ${short_run})
-  set_tests_properties(${words_test} PROPERTIES LABELS "solution;ch${NN}")
+  set_tests_properties(${words_test} PROPERTIES LABELS "solution;ch${NN};output")
   # Every option its --help lists, fed a table of bad values: status 2 and the option named, every time.
   set(fuzz "solution:${ch} refuses bad values of every option with status 2, naming the option")
   add_test(NAME ${fuzz} COMMAND ${root}/cmake/cli_fuzz.sh $<TARGET_FILE:${ch}>)
-  set_tests_properties(${fuzz} PROPERTIES LABELS "solution;ch${NN}" TIMEOUT 300)
+  set_tests_properties(${fuzz} PROPERTIES LABELS "solution;ch${NN};output" TIMEOUT 300)
 
   set_property(GLOBAL APPEND PROPERTY ATTN_CHAPTERS ${ch})
-endfunction()
-
-# attn_add_core_test(NN name [THREADED])
-# The test of a chapter's own code (tests/NN_name_core_test.cpp: kernels and helpers that are not exercises),
-# linked with the solutions and registered on the solution track only, labelled "solution" and "chNN" (and
-# "threads" with THREADED, so the tsan preset runs it): it cannot fail against the skeletons, so it must not
-# be built twice.
-function(attn_add_core_test NN name)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "THREADED" "" "")
-  set(ch ch${NN}_${name})
-  add_executable(${ch}_core_test ${PROJECT_SOURCE_DIR}/tests/${NN}_${name}_core_test.cpp)
-  target_link_libraries(${ch}_core_test PRIVATE ${ch}_solution attn_test_support attn_test_main)
-  attn_strict_warnings(${ch}_core_test)
-  attn_use_pch(${ch}_core_test)
-  set(labels "solution;ch${NN}")
-  if(ARG_THREADED)
-    list(APPEND labels threads)
-    add_dependencies(attn_threaded_tests ${ch}_core_test)
-  endif()
-  attn_discover_tests(${ch}_core_test "solution:" "${labels}")
-  add_dependencies(attn_solution_tests ${ch}_core_test)
 endfunction()
 
 # attn_cli_test(chNN_name "sentence" STATUS code [MATCHES regex] ARGS args...)

@@ -11,6 +11,7 @@ usage: check_course_words.py --title EXE [ARGS...]    EXE --no-color ARGS starts
 Prints each offending line (file:line: text) and exits 1 when there is one; 2 on bad usage.
 """
 import glob
+import json
 import os
 import re
 import subprocess
@@ -60,14 +61,26 @@ def check_chapter(exe, extra):
         return found, len(texts)
 
 
+def manifest_title(number):
+    """Chapter NUMBER's title in chapters/manifest.json (the one list of chapters), or None."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chapters", "manifest.json")
+    with open(path, encoding="utf-8") as f:
+        for entry in json.load(f)["chapters"]:
+            if entry["number"] == number:
+                return entry["title"]
+    return None
+
+
 def check_title(exe, extra):
-    """A reader who runs a chapter first sees which chapter it is: "Chapter NN: ..." on the first line."""
+    """A reader who runs a chapter first sees which chapter it is: "Chapter NN: <its title in the manifest>"."""
     number = re.match(r"ch(\d\d)_", os.path.basename(exe))
     run = subprocess.run([exe, "--no-color"] + extra, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first = run.stdout.split("\n", 1)[0]
-    if run.returncode != 0 or not number or not first.startswith("Chapter %s: " % number.group(1)):
-        print("%s --no-color (status %d) starts with %r, not its title line \"Chapter %s: ...\"" %
-              (os.path.basename(exe), run.returncode, first[:100], number.group(1) if number else "NN"))
+    title = manifest_title(number.group(1)) if number else None
+    expected = "Chapter %s: %s" % (number.group(1) if number else "NN", title or "(no manifest entry)")
+    if run.returncode != 0 or title is None or first != expected:
+        print("%s --no-color (status %d) starts with %r, not its title line from chapters/manifest.json %r" %
+              (os.path.basename(exe), run.returncode, first[:100], expected))
         return 1
     print("%s starts with its title: %s" % (os.path.basename(exe), first))
     return 0
