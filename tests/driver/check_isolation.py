@@ -108,8 +108,10 @@ class Chapter:
                 args = self.pic(args, obj)
                 subprocess.run(args, cwd=entry["directory"], check=True)
             else:
-                built = args[args.index("-o") + 1]
-                shutil.copy(os.path.join(entry["directory"], built), obj)
+                built = os.path.join(entry["directory"], args[args.index("-o") + 1])
+                if not os.path.isfile(built):
+                    sys.exit(f"isolation: {built} is not built: cmake --build --preset exercises first")
+                shutil.copy(built, obj)
             out.append(obj)
         return out
 
