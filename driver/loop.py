@@ -140,6 +140,8 @@ class Course:
         """Where to read: the built page at its exercises, or the page's source and how to build it."""
         md = os.path.join(self.root, "book", f"{stem}.md")
         label, section = "index", ""
+        if not os.path.isfile(md):
+            return f"book/{stem}.md (the chapter has no page yet)"
         with open(md, encoding="utf-8") as f:
             text = f.read()
         first = re.search(r"\{#([A-Za-z0-9_]+)\}", text.split("\n", 1)[0])

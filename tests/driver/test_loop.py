@@ -264,6 +264,9 @@ class LoopTest(unittest.TestCase):
         self.c.write("build/default/book/html/ch99_fake.html", "<html></html>")
         out = self.check("check", "99", status=1)
         self.assertIn("  Read:        build/default/book/html/ch99_fake.html#ch99_exercises", out)
+        os.remove(os.path.join(self.c.root, "book", "99_fake.md"))  # a new chapter, its page not written yet
+        out = self.check("check", "99", status=1)
+        self.assertIn("  Read:        book/99_fake.md (the chapter has no page yet)", out)
 
     def test_exit_statuses(self):
         self.check("check", "99", status=0)  # every case passes
