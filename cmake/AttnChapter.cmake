@@ -8,8 +8,8 @@
 #     [LIBS     target...]    further libraries (for example CUDA::cublas)
 #     [TRACK_CUDA_SOURCES file...]  .cu files of the two tracks, named relative to exercises/NN_name/ and
 #                             solutions/NN_name/ (a kernel the learner writes); built only with CUDA
-#     [GPU_TESTS]             some test cases need a GPU: where there is none they print
-#                             "skipped: no CUDA device" and ctest reports them as skipped, not passed
+#     [GPU_TESTS]             some test cases need a GPU: where there is none they are skipped, with the
+#                             reason (tests/support/gpu_skip.hpp); ctest reports them as skipped, not passed
 #     [THREADED]              the chapter runs threads of its own: its solution tests also carry the label
 #                             "threads" and build with attn_threaded_tests (the tsan preset runs them)
 #     [SANITIZER_RUN_ARGS arg...]  under ATTN_SANITIZE, the "runs with its defaults" test runs with these
@@ -133,7 +133,7 @@ function(attn_add_chapter NN name)
     if(ARG_THREADED)
       list(APPEND labels threads)
     endif()
-    attn_discover_tests(${test_exe} "${track}:" "${labels}" ${ARG_GPU_TESTS})
+    attn_discover_tests(${test_exe} "${track}:" "${labels}")
   endforeach()
   if(ARG_THREADED)
     add_dependencies(attn_threaded_tests ${ch}_solution_test)
@@ -207,14 +207,13 @@ function(attn_cli_test ch sentence)
   set_tests_properties(${name} PROPERTIES LABELS "solution;ch${CMAKE_MATCH_1}")
 endfunction()
 
-# attn_discover_tests(exe prefix labels [gpu]): registers every doctest case of \p exe with ctest as
+# attn_discover_tests(exe prefix labels): registers every doctest case of \p exe with ctest as
 # "<prefix><case name>" and labels them (e.g. "solution;ch01"), so `ctest -L solution -L ch01` selects them.
-# With gpu true, a case that prints "skipped: no CUDA device" is reported by ctest as skipped.
+# A case that skips itself (attn::test::skip, or before the run: tests/support/results.hpp) prints a line
+# "skipped: <reason>", and ctest reports it as skipped, not passed; `./course test` lists the reasons.
 function(attn_discover_tests exe prefix labels)
-  set(skip "")
-  if(ARGV3)
-    set(skip " SKIP_REGULAR_EXPRESSION \"skipped: no CUDA device\"")
-  endif()
+  # A line that starts with "skipped: " (in ctest's regular expressions ^ is the start of the whole output).
+  set(skip " SKIP_REGULAR_EXPRESSION \"(^|\\n)skipped: \"")
   doctest_discover_tests(${exe} TEST_PREFIX "${prefix}" TEST_LIST ${exe}_CASES)
   # The labels are set in ctest after doctest's own include file has listed the cases.
   set(label_file ${CMAKE_CURRENT_BINARY_DIR}/${exe}_labels.cmake)

@@ -82,8 +82,8 @@ TEST_SUITE("01_intuition") {
   TEST_CASE("stable_softmax rejects NaN and +inf, naming the index" *
             doctest::test_suite("01_intuition/stable_softmax")) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_NAMING(attn::stable_softmax(Vector{0.0f, 1.0f, nan}), std::invalid_argument, "[2]");
-    CHECK_THROWS_NAMING(attn::stable_softmax(Vector{kInf, 1.0f}), std::invalid_argument, "[0]");
+    CHECK_THROWS_NAMING(attn::stable_softmax(Vector{0.0f, 1.0f, nan}), std::invalid_argument, "2");
+    CHECK_THROWS_NAMING(attn::stable_softmax(Vector{kInf, 1.0f}), std::invalid_argument, "0");
   }
 
   TEST_CASE("attention_weights divides the scores by sqrt(d_k)" *
@@ -130,8 +130,8 @@ TEST_SUITE("01_intuition") {
   TEST_CASE("attention_weights rejects a query whose length is not K's d_k, naming both shapes" *
             doctest::test_suite("01_intuition/attention_weights")) {
     const Matrix K = xt::zeros<float>({5, 6});  // (5, 6)
-    CHECK_THROWS_NAMING(attn::attention_weights(Vector{1.0f, 2.0f, 3.0f, 4.0f}, K), std::invalid_argument, "(5, 6)",
-                        "(4)");
+    CHECK_THROWS_NAMING(attn::attention_weights(Vector{1.0f, 2.0f, 3.0f, 4.0f}, K), std::invalid_argument, "5", "6",
+                        "4");
   }
 
   TEST_CASE("blend_values is the weighted average of V's rows" * doctest::test_suite("01_intuition/blend_values")) {
@@ -148,7 +148,7 @@ TEST_SUITE("01_intuition") {
   TEST_CASE("blend_values rejects weights that do not match V's rows, naming both shapes" *
             doctest::test_suite("01_intuition/blend_values")) {
     const Matrix V = xt::zeros<float>({3, 2});  // (3, 2)
-    CHECK_THROWS_NAMING(attn::blend_values(Vector{0.5f, 0.5f}, V), std::invalid_argument, "(3, 2)");
+    CHECK_THROWS_NAMING(attn::blend_values(Vector{0.5f, 0.5f}, V), std::invalid_argument, "3", "2");
   }
 
   TEST_CASE("design_pronoun_query has one entry per key dimension" *
@@ -179,7 +179,7 @@ TEST_SUITE("01_intuition") {
             doctest::test_suite("01_intuition/attention_weights")) {
     const Vector q = xt::zeros<float>({0});
     const Matrix K = xt::zeros<float>({3, 0});
-    CHECK_THROWS_NAMING(attn::attention_weights(q, K), std::invalid_argument, "(3, 0)");
+    CHECK_THROWS_NAMING(attn::attention_weights(q, K), std::invalid_argument, "3", "0");
   }
 
   TEST_CASE("attention_weights refuses scores that would overflow and NaN, and blend_values refuses NaN or infinity" *
@@ -190,7 +190,8 @@ TEST_SUITE("01_intuition") {
     CHECK_THROWS_NAMING(attn::attention_weights(Vector{std::nanf(""), 1.0f}, Matrix{{1.0f, 2.0f}}),
                         std::invalid_argument, "nan");
     CHECK_THROWS_NAMING(attn::blend_values(Vector{0.5f, std::nanf("")}, Matrix{{1.0f}, {2.0f}}), std::invalid_argument,
-                        "weights[1]");
-    CHECK_THROWS_NAMING(attn::blend_values(Vector{0.5f, 0.5f}, Matrix{{1.0f}, {kInf}}), std::invalid_argument, "V[1]");
+                        "weights", "1");
+    CHECK_THROWS_NAMING(attn::blend_values(Vector{0.5f, 0.5f}, Matrix{{1.0f}, {kInf}}), std::invalid_argument, "V",
+                        "1");
   }
 }

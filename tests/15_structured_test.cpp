@@ -22,6 +22,7 @@
 #include "oracle/12_learning_oracle.hpp"
 #include "oracle/15_structured_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -144,7 +145,7 @@ TEST_SUITE("15_structured/gat_scores") {
 
   TEST_CASE("gat_scores rejects an attention vector of the wrong size and a slope outside 0 ≤ slope < 1") {
     const Matrix H = xt::ones<float>({4, 3});
-    CHECK_THROWS_WITH_AS(ch15::gat_scores(H, xt::ones<float>({3})), doctest::Contains("(3)"), std::invalid_argument);
+    CHECK_THROWS_NAMING(ch15::gat_scores(H, xt::ones<float>({3})), std::invalid_argument, "3");
     CHECK_THROWS_AS(ch15::gat_scores(H, xt::ones<float>({6}), 1.0f), std::invalid_argument);
     CHECK_THROWS_AS(ch15::gat_scores(H, xt::ones<float>({6}), -0.1f), std::invalid_argument);
   }
@@ -267,7 +268,7 @@ TEST_SUITE("15_structured/subtree_mask") {
 
   TEST_CASE("subtree_mask rejects two roots, a parent past n, a token that is its own parent, and a cycle") {
     CHECK_THROWS_WITH_AS(ch15::subtree_mask({-1, 0, -1}), doctest::Contains("one root"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(ch15::subtree_mask({-1, 5}), doctest::Contains("parent[1] = 5"), std::invalid_argument);
+    CHECK_THROWS_NAMING(ch15::subtree_mask({-1, 5}), std::invalid_argument, "parent", "1", "5");
     CHECK_THROWS_AS(ch15::subtree_mask({-1, 1}), std::invalid_argument);
     CHECK_THROWS_WITH_AS(ch15::subtree_mask({-1, 2, 3, 1}), doctest::Contains("cycle"), std::invalid_argument);
   }

@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
     }
     status = ok ? 0 : 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ch15_structured_mpi rank %d of %d failed: %s\n(the whole job stops: MPI_Abort)\n", rank, P,
+    std::fprintf(stderr, "ch15_structured_mpi rank %d of %d failed:\n  %s\n(the whole job stops: MPI_Abort)\n", rank, P,
                  e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }

@@ -1,8 +1,9 @@
 /// \file
 /// GPU test cases in a doctest program: a case whose name starts with "on the GPU" needs a CUDA device.
-/// Include this header in the test file (once per test program): without a device the cases are marked
-/// skipped when the run starts, so doctest reports them as skipped, never as passed, and the program says
-/// why. Listing the cases (--list-test-cases, as ctest's discovery does) still shows them all.
+/// Include this header in the test file (once per test program): without a device the cases are skipped
+/// before the run starts, with their reason (attn::test::skip_before_run, support/results.hpp), so doctest,
+/// ctest and ./course check report them as skipped, never as passed. Listing the cases (--list-test-cases, as
+/// ctest's discovery does) still shows them all.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "06_flash_cuda/ladder.hpp"
+#include "support/results.hpp"
 
 // doctest's registry of test cases (defined in doctest's implementation, tests/support/test_main.cpp).
 namespace doctest::detail {
@@ -29,26 +31,25 @@ inline constexpr const char* kGpuPrefix = "on the GPU";
 inline bool is_gpu_case(const doctest::TestCaseData& tc) { return std::string(tc.m_name).rfind(kGpuPrefix, 0) == 0; }
 
 // A doctest listener, created when a run starts (after the command line is read, before any case runs).
-// Without a device it marks the GPU cases skipped, so doctest reports them as skipped, never as passed;
-// listing the cases (--list-test-cases, as ctest's discovery does) still shows them all. At the end it says
-// why: "skipped: no CUDA device (...)" when only GPU cases were selected (ctest runs one case at a time and
-// reports that line as skipped), and a note naming the untested kernel exercise after a full run.
+// Without a device it takes the GPU cases out of the run with their reason (attn::test::skip_before_run in
+// support/results.hpp, the course's one way to skip), so doctest, ctest and ./course check report them as
+// skipped, never as passed; listing the cases (--list-test-cases, as ctest's discovery does) still shows them
+// all. After a full run it names the untested kernel exercise.
 class GpuSkipListener : public doctest::IReporter {
  public:
   explicit GpuSkipListener(const doctest::ContextOptions& options) : out_(*options.cout) {
     // --count is not listing: it counts the cases that would run, so the GPU cases drop out of it too.
     const bool listing = options.list_test_cases || options.list_test_suites;
     if (listing || options.no_skip || device().present) return;
+    const std::string& why = device().why_not;
+    const std::string reason = why.rfind("no CUDA device", 0) == 0 ? why : "no CUDA device (" + why + ")";
     for (const doctest::detail::TestCase& tc : doctest::detail::getRegisteredTests())
-      if (is_gpu_case(tc)) const_cast<doctest::detail::TestCase&>(tc).m_skip = true;  // not part of the set's order
+      if (is_gpu_case(tc)) skip_before_run(tc, reason);
   }
   void test_case_skipped(const doctest::TestCaseData& tc) override { skipped_ += tc.m_skip && is_gpu_case(tc); }
   void test_run_end(const doctest::TestRunStats& stats) override {
-    if (skipped_ == 0) return;
-    if (stats.numTestCasesPassingFilters == 0) {  // ctest's SKIP_REGULAR_EXPRESSION matches this line
-      const std::string& why = device().why_not;
-      out_ << "skipped: " << (why.rfind("no CUDA device", 0) == 0 ? why : "no CUDA device (" + why + ")") << "\n";
-    } else if (stats.numTestCasesPassingFilters + static_cast<unsigned>(skipped_) == stats.numTestCases) {
+    if (skipped_ == 0 || stats.numTestCasesPassingFilters == 0) return;
+    if (stats.numTestCasesPassingFilters + static_cast<unsigned>(skipped_) == stats.numTestCases) {
       out_ << "note: " << skipped_ << " test cases need a GPU and were skipped here: " << device().why_not
            << ".\n      Chapter 06's kernels, the kernel exercise among them (flash_inner_step in "
               "flash_cuda_inner.cu),\n      were not tested on this machine: run ./course check 06 on a machine with "
