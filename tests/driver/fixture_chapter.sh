@@ -92,7 +92,8 @@ run "the driver lists it" 0 ./course chapters
 expect "$stem"
 run "the driver builds and runs it" 0 ./course run "$NN" -- --no-color
 expect "Chapter $NN: a fixture" "q · k / √d_k = 5.0"
-run "its test programs build" 0 cmake --build build/default --target "ch${stem}_solution_test" "ch${stem}_exercise_test"
+run "its test programs build" 0 cmake --build build/default --target "ch${stem}_solution_test" "ch${stem}_exercise_test" \
+  attn_output_width attn_machine
 run "ctest registers its solution cases, and they pass" 0 ctest --test-dir build/default -L "^ch$NN\$" -L '^solution$' \
   --output-on-failure
 expect "scaled_score divides q · k by sqrt(d_k)" "starts its output with its title line"
