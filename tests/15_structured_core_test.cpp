@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "15_structured/csr.hpp"
 #include "15_structured/graph.hpp"
 #include "15_structured/igraph_graphs.hpp"
 #include "15_structured/node_model.hpp"
@@ -140,5 +141,97 @@ TEST_SUITE("15_structured: bad input") {
     CHECK(parts == before);
     CHECK_THROWS_NAMING(ch15::tree_reduce(parts, kMax, 2), std::invalid_argument, "tree_reduce");  // wraps
     CHECK_THROWS_NAMING(ch15::tree_reduce(parts, 1, kMax), std::invalid_argument, "d_v + 1");
+  }
+}
+
+// The defects issue 47 found in the chapter's own code, each with the call that found it: a crash, a hang, an
+// absurd allocation, a silent broadcast or a NaN from finite input before; a refusal naming what was wrong, or the
+// answer the contract defines, now.
+TEST_SUITE("15_structured: hostile input") {
+  TEST_CASE("random_csr refuses a degree whose + 1 wraps and a graph past the memory, before allocating") {
+    // degree + 1 wrapped to 0: nothing was allocated and the ids were written anyway (SIGSEGV).
+    CHECK_THROWS_NAMING(ch15::random_csr(4, kMax, 1), std::invalid_argument, "random_csr", "degree + 1");
+    // 2^20 nodes of 2^20 + 1 senders: 4 TiB of ids was asked for.
+    CHECK_THROWS_NAMING(ch15::random_csr(std::size_t{1} << 20, std::size_t{1} << 20, 1), std::invalid_argument,
+                        "random_csr", "available");
+  }
+
+  TEST_CASE("check_parents, tree_graph and subtree_mask on a chain of 2^20 tokens answer in linear time") {
+    // bad input answered: check_parents, tree_graph
+    // A chain inside check_parents' own limit took n × depth = 5·10^11 steps (a hang) before.
+    const std::size_t n = std::size_t{1} << 20;
+    std::vector<long> chain(n);
+    for (std::size_t i = 0; i < n; ++i) chain[i] = static_cast<long>(i) - 1;
+    CHECK_NOTHROW(ch15::check_parents(chain));
+    CHECK(ch15::tree_graph(chain).edges.size() == n - 1);
+    // The same chain with a cycle at its far end (node n − 1 hears n − 2, which hears n − 1): still found.
+    std::vector<long> cycle = chain;
+    cycle[n - 2] = static_cast<long>(n - 1);
+    CHECK_THROWS_NAMING(ch15::check_parents(cycle), std::invalid_argument, "cycle");
+    CHECK_THROWS_NAMING(ch15::check_parents(std::vector<long>(n + 1, 0)), std::invalid_argument, "check_parents");
+  }
+
+  TEST_CASE("the dense tables of 2^20 nodes are refused with their estimate, before allocating") {
+    const ch15::Graph big{std::size_t{1} << 20, {}};
+    CHECK_NOTHROW(ch15::check_graph(big));  // the lists of 2^20 nodes fit: the check itself allocates nothing dense
+    // complete_lists filled 8 GB for 44 s before ending in bad_alloc; the others ended in bad_alloc.
+    CHECK_THROWS_NAMING(ch15::complete_lists(big.n), std::invalid_argument, "complete_lists", "available");
+    CHECK_THROWS_NAMING(ch15::adjacency_mask(big, true), std::invalid_argument, "adjacency_mask", "available");
+    CHECK_THROWS_NAMING(ch15::hop_distances(big), std::invalid_argument, "hop_distances", "available");
+    if (ch15::have_igraph())
+      CHECK_THROWS_NAMING(ch15::igraph_hop_distances(big), std::invalid_argument, "igraph_hop_distances", "available");
+  }
+
+  TEST_CASE("sbm_graph refuses too many blocks and block sizes whose sum wraps") {
+    if (!ch15::have_igraph()) return;
+    // 65,536 blocks of one node: igraph tried a 32 GB matrix of probabilities.
+    CHECK_THROWS_NAMING(ch15::sbm_graph(std::vector<std::size_t>(65536, 1), 0.5, 0.1, 1), std::invalid_argument,
+                        "65536 blocks");
+    // {SIZE_MAX, 2} summed to 1, inside the limit of nodes.
+    CHECK_THROWS_NAMING(ch15::sbm_graph({kMax, 2}, 0.5, 0.1, 1), std::invalid_argument, "nodes");
+    CHECK(ch15::sbm_graph({3, 2}, 1.0, 0.0, 1).edges.size() == 4);  // still draws: two cliques, 3 + 1 edges
+  }
+
+  TEST_CASE("csr_attention follows the course's overflow policy and answers an empty graph") {
+    // bad input answered: csr_attention, csr_attention_into
+    const ch15::Csr g = ch15::csr_of({{0, 1}, {0, 1}});
+    const Matrix big = xt::full_like(Matrix(xt::zeros<float>({2, 4})), 1e20f);  // finite, q·k = 4e40 is not
+    // All-NaN output before, where message_passing refused the same input.
+    CHECK_THROWS_NAMING(ch15::csr_attention(big, big, big, g, 1), std::invalid_argument, "csr_attention", "d_k = 4");
+    Matrix O = xt::zeros<float>({2, 4});
+    const Matrix before = O;
+    CHECK_THROWS_NAMING(ch15::csr_attention_into(big, ch15::GatherRows(big), ch15::GatherRows(big), g, 1, 1, O),
+                        std::invalid_argument, "d_k = 4");
+    CHECK(O == before);
+    // No nodes: an empty result (it was refused as "O is Q itself", two empty matrices sharing no data).
+    const Matrix none = xt::zeros<float>({0, 4});
+    const Matrix out = ch15::csr_attention(none, none, none, ch15::csr_of({}), 2);
+    CHECK(out.shape(0) == 0);
+    CHECK(out.shape(1) == 4);
+  }
+
+  TEST_CASE("node_forward and train_nodes refuse a (1, 1) mask or hop table instead of broadcasting it") {
+    // bad input answered: check_node_task, check_node_model
+    attn::Rng rng(1547);
+    ch15::NodeTask task = path_task(rng, ch15::Structure::mask);
+    const ch15::NodeModel model = ch15::init_node_model(3, 4, 3, 2, 7);
+    CHECK_NOTHROW(ch15::check_node_model(model, task));
+    ch15::NodeTask one_mask = task;
+    one_mask.allowed = attn::Mask(attn::Mask::shape_type{1, 1}, true);  // trained with no graph at all before
+    CHECK_THROWS_NAMING(ch15::node_forward(model, one_mask), std::invalid_argument, "allowed", "(1, 1)", "(5, 5)");
+    CHECK_THROWS_NAMING(ch15::train_nodes(one_mask, {0, 1, 0, 1, 1}, {0, 1}, 2, ch15::NodeTraining{4, 3, 2, {}}, 1),
+                        std::invalid_argument, "allowed", "(1, 1)");
+    ch15::NodeTask one_hop = path_task(rng, ch15::Structure::bias);
+    one_hop.hops = ch15::Hops(ch15::Hops::shape_type{1, 1}, 0);
+    CHECK_THROWS_NAMING(ch15::node_forward(model, one_hop), std::invalid_argument, "hops", "(1, 1)");
+    ch15::NodeModel short_a = model;
+    short_a.a = xt::zeros<float>({std::size_t{1}, std::size_t{4}});  // (1, d) instead of (1, 2·d)
+    CHECK_THROWS_NAMING(ch15::node_forward(short_a, task), std::invalid_argument, "a (1, 4)");
+    task.slope = 1.5f;
+    CHECK_THROWS_NAMING(ch15::check_node_task(task), std::invalid_argument, "slope");
+    // Structure::none reads neither: any mask and hops are fine there.
+    ch15::NodeTask none = one_mask;
+    none.structure = ch15::Structure::none;
+    CHECK_NOTHROW(ch15::node_forward(model, none));
   }
 }

@@ -9,9 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "16_real_model/backward.hpp"
 #include "16_real_model/layers.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/safetensors.hpp"
@@ -288,6 +293,154 @@ TEST_SUITE("16_real_model: bad input") {
     const ch16::SafetensorsFile file(path);
     CHECK(file.find("missing") == nullptr);
     CHECK(file.find("") == nullptr);
+    fs::remove_all(dir);
+  }
+}
+
+// The defects issue 47 found in the chapter's own code, each with the call that found it.
+TEST_SUITE("16_real_model: hostile input") {
+  TEST_CASE("pool_kv_heads refuses key and value weights that do not fit and h = 0, before pooling") {
+    attn::Rng rng(1647);
+    const ch16::EncoderLayerWeights W = tiny_layer(rng);  // d = 4, h = 2
+    ch16::EncoderLayerWeights tall = W, short_K = W, long_b = W, no_heads = W;
+    tall.W_K = rng.normal(5, 4);         // overwrote the heap before (glibc abort)
+    short_K.W_K = rng.normal(2, 4);      // SIGSEGV before
+    long_b.b_K = xt::zeros<float>({6});  // a silent heap overwrite before
+    no_heads.heads = 0;                  // SIGFPE before
+    CHECK_THROWS_NAMING(ch16::pool_kv_heads(tall, 1), std::invalid_argument, "pool_kv_heads", "W_K", "(5, 4)");
+    CHECK_THROWS_NAMING(ch16::pool_kv_heads(short_K, 2), std::invalid_argument, "W_K", "(2, 4)");
+    CHECK_THROWS_NAMING(ch16::pool_kv_heads(long_b, 1), std::invalid_argument, "b_K", "(6)");
+    CHECK_THROWS_NAMING(ch16::pool_kv_heads(no_heads, 1), std::invalid_argument, "h = 0");
+  }
+
+  TEST_CASE("encoder_layer_packed, encoder_layer_with and encoder_layer_traced refuse every weight that does not fit") {
+    // bad input answered: check_layer_weights
+    attn::Rng rng(1648);
+    const ch16::EncoderLayerWeights W = tiny_layer(rng);  // d = 4, h = 2, d_ff = 8
+    const Matrix X = rng.normal(3, 4);
+    CHECK_NOTHROW(ch16::check_layer_weights("here", W, 4));
+    const ch16::HeadAttention exact = [](const Matrix& Q, const Matrix& K, const Matrix& V) {
+      return attn::scaled_dot_product_attention(Q, K, V);
+    };
+    ch16::EncoderLayerWeights half_Q = W, half_K = W, row_O = W, row_W_2 = W, zero_eps = W;
+    half_Q.W_Q = rng.normal(2, 4);  // read past the heap (ASan), garbage in release, before
+    half_K.W_K = rng.normal(2, 4);
+    row_O.W_O = rng.normal(1, 4);  // broadcast over every row, before
+    row_O.b_O = xt::zeros<float>({1});
+    row_W_2.W_2 = rng.normal(1, 8);
+    zero_eps.ln_eps = 0.0f;
+    for (const auto* bad : {&half_Q, &half_K, &row_O, &row_W_2, &zero_eps}) {
+      CHECK_THROWS_AS(ch16::encoder_layer_packed(X, {0, 2, 3}, *bad, exact), std::invalid_argument);
+      CHECK_THROWS_AS(ch16::encoder_layer_with(X, *bad, exact), std::invalid_argument);
+      CHECK_THROWS_AS(ch16::encoder_layer_traced(X, *bad), std::invalid_argument);
+    }
+    CHECK_THROWS_NAMING(ch16::encoder_layer_with(X, half_Q, exact), std::invalid_argument, "W_Q", "(2, 4)", "(4, 4)");
+    CHECK_THROWS_NAMING(ch16::encoder_layer_traced(X, row_O), std::invalid_argument, "encoder_layer_traced", "W_O",
+                        "(1, 4)");
+    CHECK_THROWS_NAMING(ch16::encoder_layer_packed(X, {0, 3}, row_W_2, exact), std::invalid_argument, "W_2", "(1, 8)");
+    CHECK_THROWS_NAMING(ch16::check_layer_weights("here", W, 6), std::invalid_argument, "here", "d = 6");
+  }
+
+  TEST_CASE("gelu_backward at ±∞ takes GELU's limits instead of ∞ · 0") {
+    const Matrix U{{kInf, -kInf, 0.0f}}, dY{{2.0f, 3.0f, 4.0f}};
+    const Matrix dU = ch16::gelu_backward(U, dY);  // NaN at +∞ before
+    CHECK(dU(0, 0) == 2.0f);                       // gelu'(+∞) = 1
+    CHECK(dU(0, 1) == 0.0f);                       // gelu'(−∞) = 0
+    CHECK(dU(0, 2) == 2.0f);                       // gelu'(0) = ½
+  }
+
+  TEST_CASE("the readers refuse a FIFO and a folder before opening them, naming the path") {
+    const fs::path dir = temp_dir("fifo");
+    const fs::path fifo = dir / "pipe";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    // Each of these blocked forever in open() before: a FIFO waits for a writer.
+    CHECK_THROWS_NAMING(ch16::require_regular_file("thing", fifo.string()), std::runtime_error, "thing", "pipe",
+                        "not a regular file");
+    CHECK_THROWS_NAMING(ch16::SafetensorsFile(fifo.string()), std::runtime_error, "pipe", "not a regular file");
+    CHECK_THROWS_NAMING(ch16::load_vocab(fifo.string()), std::runtime_error, "pipe", "not a regular file");
+    CHECK_THROWS_NAMING(ch16::read_reference(fifo.string()), std::runtime_error, "pipe", "not a regular file");
+    CHECK_THROWS_NAMING(ch16::read_sentences(fifo.string()), std::runtime_error, "pipe", "not a regular file");
+    fs::create_directories(dir / "model");
+    std::filesystem::rename(fifo, dir / "model" / "config.json");
+    CHECK_THROWS_NAMING(ch16::read_config((dir / "model").string()), std::runtime_error, "config.json",
+                        "not a regular file");
+    // A folder given as config.json: the message did not name it.
+    fs::remove(dir / "model" / "config.json");
+    fs::create_directories(dir / "model" / "config.json");
+    CHECK_THROWS_NAMING(ch16::read_config((dir / "model").string()), std::runtime_error, "config.json", "a folder");
+    CHECK_THROWS_NAMING(ch16::load_vocab((dir / "model").string()), std::runtime_error, "model", "a folder");
+    CHECK_THROWS_NAMING(ch16::SafetensorsFile((dir / "model").string()), std::runtime_error, "a folder");
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("read_reference refuses a line whose numbers it cannot read whole, naming the line") {
+    const fs::path dir = temp_dir("reference");
+    const fs::path path = dir / "reference.txt";
+    const auto refused = [&](const std::string& text, const char* word) {
+      write_text(path, text);
+      CHECK_THROWS_NAMING(ch16::read_reference(path.string()), std::invalid_argument, word);
+    };
+    refused("text: a\nids: 101 10x37 102\nembedding: 0.5\n", "10x37");  // kept as [101, 10] before
+    refused("text: a\nids: 101 99999999999 102\nembedding: 0.5\n", "99999999999");
+    refused("text: a\nids: 101 102\nembedding: 0.5 nan\n", "nan");
+    refused("text: a\nids: 101 102\nembedding: 0.5 1e999\n", "1e999");
+    refused("text: a\nids: 101 102\nids: 7\nembedding: 0.5\n", "second ids");
+    write_text(path, "text: a b\nids: 101 102\nembedding: 0.5 -0.25\n");
+    const std::vector<ch16::ReferenceText> good = ch16::read_reference(path.string());
+    REQUIRE(good.size() == 1);
+    CHECK(good[0].ids == std::vector<int>{101, 102});
+    CHECK(good[0].embedding == std::vector<double>{0.5, -0.25});
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("load_minilm refuses a config of fewer layers than the file holds") {
+    attn::Rng rng(1649);
+    const fs::path dir = temp_dir("layers");
+    const ch16::MiniLM m = tiny_model(rng);
+    write_text(dir / "config.json", kGoodConfig);  // one layer
+    write_text(dir / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\na\nb\n");
+    std::map<std::string, std::pair<std::vector<std::size_t>, std::vector<float>>> tensors;
+    const auto put = [&](const std::string& name, const Matrix& M, bool vector) {
+      tensors[name] = {vector ? std::vector<std::size_t>{M.size()} : std::vector<std::size_t>{M.shape(0), M.shape(1)},
+                       std::vector<float>(M.begin(), M.end())};
+    };
+    const auto row = [](const Vector& v) { return Matrix(xt::view(v, xt::newaxis(), xt::all())); };
+    put("embeddings.word_embeddings.weight", m.word, false);
+    put("embeddings.position_embeddings.weight", m.position, false);
+    put("embeddings.token_type_embeddings.weight", m.token_type, false);
+    put("embeddings.LayerNorm.weight", row(m.ln_gamma), true);
+    put("embeddings.LayerNorm.bias", row(m.ln_beta), true);
+    for (const std::string l : {"0", "1"}) {  // two layers in the file
+      const std::string p = "encoder.layer." + l + ".";
+      const ch16::EncoderLayerWeights& W = m.layers[0];
+      put(p + "attention.self.query.weight", W.W_Q, false);
+      put(p + "attention.self.key.weight", W.W_K, false);
+      put(p + "attention.self.value.weight", W.W_V, false);
+      put(p + "attention.output.dense.weight", W.W_O, false);
+      put(p + "attention.self.query.bias", row(W.b_Q), true);
+      put(p + "attention.self.key.bias", row(W.b_K), true);
+      put(p + "attention.self.value.bias", row(W.b_V), true);
+      put(p + "attention.output.dense.bias", row(W.b_O), true);
+      put(p + "attention.output.LayerNorm.weight", row(W.ln1_gamma), true);
+      put(p + "attention.output.LayerNorm.bias", row(W.ln1_beta), true);
+      put(p + "intermediate.dense.weight", W.W_1, false);
+      put(p + "intermediate.dense.bias", row(W.b_1), true);
+      put(p + "output.dense.weight", W.W_2, false);
+      put(p + "output.dense.bias", row(W.b_2), true);
+      put(p + "output.LayerNorm.weight", row(W.ln2_gamma), true);
+      put(p + "output.LayerNorm.bias", row(W.ln2_beta), true);
+    }
+    ch16::write_safetensors((dir / "model.safetensors").string(), tensors);
+    // The second layer was ignored before: half the model ran and nothing said so.
+    CHECK_THROWS_NAMING(ch16::load_minilm(dir.string()), std::invalid_argument, "encoder.layer.1.", "1 layers");
+    std::string two = kGoodConfig;
+    two.replace(two.find("\"num_hidden_layers\": 1"), 22, "\"num_hidden_layers\": 2");
+    write_text(dir / "config.json", two);
+    CHECK(ch16::load_minilm(dir.string()).layers.size() == 2);
+    tensors["encoder.layer.x.weight"] = {{1}, {0.0f}};  // a layer that is no number
+    ch16::write_safetensors((dir / "model.safetensors").string(), tensors);
+    CHECK_THROWS_NAMING(ch16::check_layer_count(ch16::SafetensorsFile((dir / "model.safetensors").string()), 2),
+                        std::invalid_argument, "encoder.layer.x.weight");
     fs::remove_all(dir);
   }
 }

@@ -23,6 +23,29 @@ std::string structure_name(Structure s) {
   throw std::invalid_argument(fmt::format("structure_name: {} is none of Structure's values", static_cast<int>(s)));
 }
 
+void check_node_task(const NodeTask& task) {
+  structure_name(task.structure);  // refuses a value that is none of Structure's
+  require(task.slope >= 0.0f && task.slope < 1.0f,
+          fmt::format("check_node_task: slope = {} is outside [0, 1)", task.slope));
+  const std::size_t n = task.X.shape(0);
+  require(task.structure != Structure::mask || (task.allowed.shape(0) == n && task.allowed.shape(1) == n),
+          fmt::format("check_node_task: the mask allowed is {} but X {} has n = {} nodes; the hard mask needs ({}, {})",
+                      shape_str(task.allowed), shape_str(task.X), n, n, n));
+  require(task.structure != Structure::bias || (task.hops.shape(0) == n && task.hops.shape(1) == n),
+          fmt::format("check_node_task: hops is {} but X {} has n = {} nodes; the hop bias needs ({}, {})",
+                      shape_str(task.hops), shape_str(task.X), n, n, n));
+}
+
+void check_node_model(const NodeModel& m, const NodeTask& task) {
+  check_node_task(task);
+  const std::size_t d_in = task.X.shape(1), d = m.W.shape(1);
+  require(m.W.shape(0) == d_in && m.a.shape(0) == 1 && m.a.shape(1) == 2 * d && m.W_out.shape(0) == d &&
+              m.W_out.shape(1) > 0 && (task.structure != Structure::bias || (m.b.shape(0) == 1 && m.b.shape(1) > 0)),
+          fmt::format("check_node_model: X {}, W {}, a {}, b {}, W_out {} do not fit: need W (d_in, d) = ({}, ·), a "
+                      "(1, 2·d), W_out (d, classes ≥ 1) and, for the hop bias, b (1, B ≥ 1)",
+                      shape_str(task.X), shape_str(m.W), shape_str(m.a), shape_str(m.b), shape_str(m.W_out), d_in));
+}
+
 NodeModel init_node_model(std::size_t d_in, std::size_t d, std::size_t B, std::size_t classes, std::uint64_t seed) {
   require(
       d_in > 0 && d > 0 && B > 0 && classes > 0,
