@@ -58,8 +58,12 @@ Graph graph_of(const igraph_t& source, const std::string& what) {
 bool have_igraph() { return true; }
 
 Graph famous_graph(const std::string& name) {
+  // igraph's names are short words: a long one, or one with a NUL (igraph would read it only up to the NUL), is
+  // no name it knows. The message shows at most 40 bytes of it.
+  const std::string what =
+      fmt::format("famous_graph(name = \"{}{}\")", name.substr(0, 40), name.size() > 40 ? "…" : "");
+  require(name.size() <= 64 && name.find('\0') == std::string::npos, what + ": no graph igraph knows has this name");
   quiet_errors();
-  const std::string what = fmt::format("famous_graph(\"{}\")", name);
   OwnedGraph owned;
   check_igraph(igraph_famous(&owned.g, name.c_str()), what);
   owned.made = true;

@@ -44,6 +44,11 @@ void check_node_model(const NodeModel& m, const NodeTask& task) {
           fmt::format("check_node_model: X {}, W {}, a {}, b {}, W_out {} do not fit: need W (d_in, d) = ({}, ·), a "
                       "(1, 2·d), W_out (d, classes ≥ 1) and, for the hop bias, b (1, B ≥ 1)",
                       shape_str(task.X), shape_str(m.W), shape_str(m.a), shape_str(m.b), shape_str(m.W_out), d_in));
+  for (const auto& [name, w] :
+       {std::pair<const char*, const Matrix*>{"W", &m.W}, {"a", &m.a}, {"b", &m.b}, {"W_out", &m.W_out}})
+    require_finite("check_node_model", name, w->data(), w->size());
+  // The course's overflow policy on H = X·W (its entries are sums of d_in products), so that H is a finite float.
+  require_bounded_products("check_node_model", "X", task.X.data(), task.X.size(), "W", m.W.data(), m.W.size(), d_in);
 }
 
 NodeModel init_node_model(std::size_t d_in, std::size_t d, std::size_t B, std::size_t classes, std::uint64_t seed) {
@@ -104,6 +109,7 @@ double accuracy_on(const std::vector<std::size_t>& predicted, const std::vector<
 
 // [node_backward]
 NodeModel node_backward(const NodeModel& m, const NodeTask& task, const NodeTrace& t, const Matrix& dlogits) {
+  check_node_model(m, task);  // b (1, B ≥ 1) among them: its gradient is indexed by min(hops, B − 1)
   const std::size_t n = task.X.shape(0), d = m.W.shape(1), B = m.b.shape(1);
   require(
       dlogits.shape() == t.logits.shape() && t.logits.shape(0) == n && t.logits.shape(1) == m.W_out.shape(1) &&

@@ -75,8 +75,8 @@ std::vector<Matrix*> parameters(NodeModel& m);
 /// ∂loss/∂weights from ∂loss/∂logits (chapter code: it does not call the contract).
 /// dZ = dlogits·W_outᵀ; dA = dZ·Hᵀ; dS = chapter 10's softmax_backward(A, dA); the bias table gathers dS by
 /// distance; through the LeakyReLU, row sums of dE reach a_l and h_i, column sums a_r and h_j.
-/// \throws std::invalid_argument naming the shapes when the trace, the task and the model do not fit, or naming the
-///         first NaN/Inf of \p dlogits.
+/// \throws std::invalid_argument as check_node_model() does, naming the shapes when the trace, the task and the model
+///         do not fit, or naming the first NaN/Inf of \p dlogits.
 NodeModel node_backward(const NodeModel& m, const NodeTask& task, const NodeTrace& trace, const Matrix& dlogits);
 
 /// Checks a task before any work: \p task.structure one of Structure's values, the slope in [0, 1), and what
@@ -86,8 +86,9 @@ NodeModel node_backward(const NodeModel& m, const NodeTask& task, const NodeTrac
 void check_node_task(const NodeTask& task);
 
 /// Checks that \p m fits \p task (and the task itself, check_node_task()): W (d_in, d) for X's d_in columns, a
-/// (1, 2·d), W_out (d, classes ≥ 1), and b (1, B ≥ 1) for Structure::bias.
-/// \throws std::invalid_argument naming the shapes that do not fit.
+/// (1, 2·d), W_out (d, classes ≥ 1), and b (1, B ≥ 1) for Structure::bias; every weight finite; and X and W
+/// within the course's overflow policy (d_in · max|X| · max|W|, attn/checks.hpp), so that H = X·W is finite.
+/// \throws std::invalid_argument naming the shapes that do not fit, or the weight or input at fault.
 void check_node_model(const NodeModel& m, const NodeTask& task);
 
 // [node_forward]

@@ -91,7 +91,8 @@ Matrix gatv2_scores(const Matrix& L, const Matrix& R, const Vector& a, float slo
 /// \param slope LeakyReLU's slope, in [0, 1).
 /// \return (n, h·d_head): columns [k·d_head, (k+1)·d_head) are head k's.
 /// \throws std::invalid_argument naming the shapes when X, the heads and the mask do not fit, when heads
-///         is empty, or naming the slope.
+///         is empty, or naming the slope; as the course's overflow policy says (require_bounded_products()) for
+///         X and each W (d_in · max|X| · max|W|), then as gat_scores() does for each head's a and H.
 Matrix gat_layer(const Matrix& X, const std::vector<GatHead>& heads, const Mask& allowed, float slope = 0.2f);
 
 /// Graphormer's spatial bias: B_ij = b[min(hops_ij, B − 1)] for a table b of B entries, so b[0] is a node's

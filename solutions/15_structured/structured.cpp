@@ -130,6 +130,9 @@ Matrix gat_layer(const Matrix& X, const std::vector<GatHead>& heads, const Mask&
                         shape_str(heads[k].W), shape_str(heads[k].a), shape_str(X), d_in, d_head, 2 * d_head));
   require(allowed.shape(0) == n && allowed.shape(1) == n,
           fmt::format("gat_layer: the mask is {} but X has n = {} nodes", shape_str(allowed), n));
+  // H = X·W must be a finite float before gat_scores() bounds a·H: the same policy on X and each W first.
+  for (std::size_t k = 0; k < heads.size(); ++k)
+    require_bounded_products("gat_layer", "X", X.data(), X.size(), "W", heads[k].W.data(), heads[k].W.size(), d_in);
   Matrix out = Matrix::from_shape({n, heads.size() * d_head});  // (n, h·d_head)
   for (std::size_t k = 0; k < heads.size(); ++k) {
     const Matrix H = matmul(X, heads[k].W);       // (n, d_head)
