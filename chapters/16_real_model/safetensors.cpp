@@ -190,7 +190,14 @@ void write_safetensors(const std::string& path,
     data.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));  // little-endian host
     header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size()}}};
   }
-  const std::string text = header_patch.empty() ? header.dump() : header_patch;
+  std::string text = header_patch;
+  if (text.empty()) {
+    try {
+      text = header.dump();  // JSON text must be UTF-8: nlohmann's dump() throws its own type_error otherwise
+    } catch (const nlohmann::json::exception& e) {
+      throw std::invalid_argument(fmt::format("write_safetensors: a tensor name is not valid UTF-8 ({})", e.what()));
+    }
+  }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   std::uint64_t n = text.size();
   char length[8];

@@ -68,8 +68,8 @@ class SafetensorsFile {
 
 /// Writes a safetensors file of float32 tensors (name → (shape, values)), for the tests and the exercises'
 /// examples; \p header_patch, when not empty, replaces the JSON header text as written (to make lying files).
-/// \throws std::invalid_argument when a tensor's values do not match its shape or the shape's product passes 64
-///         bits; std::runtime_error when the file cannot be written.
+/// \throws std::invalid_argument when a tensor's values do not match its shape, the shape's product passes 64
+///         bits, or a name is not valid UTF-8; std::runtime_error when the file cannot be written.
 void write_safetensors(const std::string& path,
                        const std::map<std::string, std::pair<std::vector<std::size_t>, std::vector<float>>>& tensors,
                        const std::string& header_patch = "");

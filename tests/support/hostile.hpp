@@ -10,7 +10,9 @@
 ///   - sizes 0, 1, 2^32, 2^63, SIZE_MAX, and every size argument 2^32 at once (their product wraps);
 ///   - floats NaN, ±∞, ±3e38, 0, 1, −1; strings empty, invalid UTF-8, 1 MB long, with a NUL inside;
 ///   - lists empty, one longer, one shorter, with SIZE_MAX, −1 or 2^63 in them; an enum value none of its own;
-///   - paths (hostile::Path) missing, a folder, a FIFO, empty, truncated, and lying (a byte of the header changed).
+///   - paths (hostile::Path) missing, a folder, a FIFO (always refused), and empty, truncated to half, and lying (its
+///     first 8 bytes changed: a safetensors header's length, a text's first line), judged by fits(). An unreadable
+///     file is not made: the tests run as root in CI, where permissions do not stop a read.
 ///
 /// Each call has one of three outcomes, and anything else fails the case, naming the variant:
 ///   - a refusal: std::invalid_argument (std::runtime_error too for a path) whose message names what was wrong (the
@@ -404,10 +406,11 @@ std::vector<Variant<T>> variants(const T& good, const std::string& name) {
     out.push_back({name + " missing", Path{(dir / "missing").string()}, Kind::path, {"missing"}});
     out.push_back({name + " a folder", Path{(dir / "folder").string()}, Kind::path, {"folder"}});
     out.push_back({name + " a FIFO", Path{fifo.string()}, Kind::path, {"fifo"}});
-    out.push_back({name + " empty", Path{write("empty", "")}, Kind::path, {"empty"}});
+    // Empty, truncated and lying files may still be valid files of a line-based format: fits() decides.
+    out.push_back({name + " empty", Path{write("empty", "")}, Kind::shape, {"empty"}});
     out.push_back(
-        {name + " truncated", Path{write("truncated", bytes.substr(0, bytes.size() / 2))}, Kind::path, {"truncated"}});
-    out.push_back({name + " lying", Path{write("lying", lying)}, Kind::path, {"lying"}});
+        {name + " truncated", Path{write("truncated", bytes.substr(0, bytes.size() / 2))}, Kind::shape, {"truncated"}});
+    out.push_back({name + " lying", Path{write("lying", lying)}, Kind::shape, {"lying"}});
   } else if constexpr (std::is_same_v<U, std::vector<std::size_t>> || std::is_same_v<U, std::vector<long>> ||
                        std::is_same_v<U, std::vector<int>>) {
     using E = typename U::value_type;
@@ -491,7 +494,8 @@ class Battery {
   using Result = std::decay_t<decltype(std::apply(std::declval<Call&>(), std::declval<std::tuple<Args...>&>()))>;
 
  public:
-  /// \p function names it in failures; \p names names each argument, in order (a refusal names one of them).
+  /// \p function names it in failures; \p names names each argument, in order (a refusal names one of them); a name
+  /// may give the other words a message may use for it after '|': "eps|ε", "ids|tokens".
   Battery(std::string function, std::vector<std::string> names, Call call, Args... good)
       : function_(std::move(function)), names_(std::move(names)), call_(std::move(call)), good_(std::move(good)...) {
     REQUIRE_MESSAGE(names_.size() == sizeof...(Args), "hostile battery: one name per argument");
@@ -546,7 +550,7 @@ class Battery {
   template <std::size_t I>
   void run_argument() {
     using T = std::tuple_element_t<I, std::tuple<Args...>>;
-    for (auto& v : variants<T>(std::get<I>(good_), names_[I])) {
+    for (auto& v : variants<T>(std::get<I>(good_), names_[I].substr(0, names_[I].find('|')))) {
       std::tuple<Args...> args = good_;
       std::get<I>(args) = std::move(v.value);
       judge(v.label, v.kind, v.names, args);
@@ -614,9 +618,16 @@ class Battery {
     }
     ++refused_;
     if (valid && kind == Kind::shape && fits_) return fail(where, "refused a valid input: \"" + message + "\"");
-    bool named = false;
+    // A value near float's limit is refused where it overflows, naming that intermediate (Q, K, the scores): any
+    // refusal of it counts. Every other refusal names the argument (a word of its name), its shape or its value.
+    bool named = kind == Kind::huge;
     for (const std::string& w : words) named = named || detail::names_word(message, w);
-    for (const std::string& n : names_) named = named || detail::names_word(message, n);
+    for (const std::string& n : names_)
+      for (std::size_t at = 0; at <= n.size();) {
+        const std::size_t bar = std::min(n.find('|', at), n.size());
+        named = named || detail::names_word(message, n.substr(at, bar - at));
+        at = bar + 1;
+      }
     if (!named) fail(where, "refused without naming what was wrong: \"" + message + "\"");
     if (!same_args(before, args, std::index_sequence_for<Args...>{})) fail(where, "refused but changed an argument");
   }
