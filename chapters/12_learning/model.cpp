@@ -215,11 +215,20 @@ void require_npy(const std::filesystem::path& path, const std::vector<std::size_
 template <class T>
 xt::xarray<T> read_npy(const std::filesystem::path& path, const std::vector<std::size_t>& shape) {
   require_npy<T>(path, shape);
+  xt::xarray<T> a;
   try {
-    return xt::load_npy<T>(path.string());
+    a = xt::load_npy<T>(path.string());
   } catch (const std::exception& e) {
     refuse_file(path, fmt::format("is not a readable .npy file ({})", e.what()));
   }
+  // xtensor's reader parses the header again, by its own rules: a header that says its keys twice can read as another
+  // shape there (found by fuzzing: a (2, 4) header read as more dimensions, which the assignment to a Matrix then
+  // wrote past its two-entry shape, corrupting the model). The shape read must be the one checked.
+  const std::vector<std::size_t> read(a.shape().begin(), a.shape().end());
+  if (read != shape)
+    refuse_file(path, fmt::format("reads as {} where its header was checked as {} (a header that repeats a key)",
+                                  tuple_str(read), tuple_str(shape)));
+  return a;
 }
 
 }  // namespace
