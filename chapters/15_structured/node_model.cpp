@@ -55,6 +55,11 @@ NodeModel init_node_model(std::size_t d_in, std::size_t d, std::size_t B, std::s
   require(
       d_in > 0 && d > 0 && B > 0 && classes > 0,
       fmt::format("init_node_model: d_in = {}, d = {}, B = {}, classes = {}: all must be ≥ 1", d_in, d, B, classes));
+  // One bias per hop distance: a graph of the chapter has at most 2^20 nodes, so no distance is longer than that.
+  require(B <= (std::size_t{1} << 20) + 1,
+          fmt::format("init_node_model: B = {} hop-bias entries; distances on a graph of at most 2^20 nodes need at "
+                      "most 2^20 + 1",
+                      B));
   checked_allocation("init_node_model: the hop-bias table b, B floats", {B, sizeof(float)});  // Rng checks the rest
   Rng rng(seed);
   const auto std_of = [](std::size_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };

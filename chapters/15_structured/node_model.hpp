@@ -64,8 +64,8 @@ struct NodeTrace {
 };
 
 /// A fresh model: W, a and W_out normal with variance 1/fan-in, b zero (the bias starts neutral).
-/// \throws std::invalid_argument when a size is 0, or when a matrix would not fit in memory (naming the estimate,
-///         before allocating it).
+/// \throws std::invalid_argument when a size is 0, when B is more than 2^20 + 1 (the hop distances of the chapter's
+///         largest graph), or when a matrix would not fit in memory (naming the estimate, before allocating it).
 NodeModel init_node_model(std::size_t d_in, std::size_t d, std::size_t B, std::size_t classes, std::uint64_t seed);
 /// Zeros of the model's shapes (gradients, AdamW moments).
 NodeModel zeros_like(const NodeModel& m);
