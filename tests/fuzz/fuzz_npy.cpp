@@ -4,7 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "12_learning/model.hpp"
 #include "fuzz_file.hpp"
@@ -32,12 +35,23 @@ const std::filesystem::path& good_checkpoint() {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  const std::filesystem::path dir = attn::fuzz::folder() / "checkpoint";
-  std::filesystem::remove_all(dir);
-  std::filesystem::copy(good_checkpoint(), dir);
   static const char* const files[] = {"config.npy", "embed.npy", "layer1_W_Q.npy", "unembed.npy"};
-  const std::string target = files[data[0] % 4];
-  attn::fuzz::write_input("checkpoint/" + target, data + 1, size - 1);
+  // The checkpoint of the previous input with its one changed file written back from the good one, kept in memory:
+  // no copy of the folder per input (std::filesystem::copy failed with EINTR under libFuzzer's timer signals).
+  static const std::filesystem::path dir = attn::fuzz::folder() / "checkpoint";
+  static std::vector<std::string> good;
+  if (good.empty()) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(good_checkpoint(), dir);
+    for (const char* f : files) {
+      std::ifstream in(dir / f, std::ios::binary);
+      good.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  }
+  const std::size_t pick = data[0] % 4;
+  attn::fuzz::write_input(std::string("checkpoint/") + files[pick], data + 1, size - 1);
   attn::fuzz::judge([&] { attn::ch12::load_checkpoint(dir.string()); });
+  attn::fuzz::write_input(std::string("checkpoint/") + files[pick],
+                          reinterpret_cast<const std::uint8_t*>(good[pick].data()), good[pick].size());
   return 0;
 }
