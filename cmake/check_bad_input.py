@@ -15,6 +15,10 @@ A function of chapter NN counts as tested with bad input when one of the chapter
     answer the contract defines (zero rows give an empty result), checked by the case's assertions.
 A call is the name followed by "(" or "{" (a constructor: `KVCache(` or `KVCache{`, or `KVCache cache(`).
 
+In the chapters of BATTERY_CHAPTERS a test that exists is not enough: each function must run the hostile-input
+battery (tests/support/hostile.hpp), in a TEST_CASE that carries the line `// hostile battery: name, name`
+naming it, calls `hostile::battery(` and calls the function. The chapters not yet listed keep the rule above.
+
 A function with no parameters has no input that can be bad (its object's constructor is what is checked);
 it is listed in the count, never required. The rest that take nothing that can be bad are in EXEMPT below,
 each with its reason.
@@ -55,11 +59,16 @@ EXEMPT = {
 }
 
 
+# The chapters whose every public function must run the hostile-input battery (the rest: a bad-input test).
+# 99_battery_demo is the self-test's made-up chapter.
+BATTERY_CHAPTERS = {"15_structured", "16_real_model", "99_battery_demo"}
+
+
 def strip_comments(text, keep_markers=False):
     """The text with comments and string/char literals blanked, newlines kept (so line numbers hold)."""
     def blank(m):
         s = m.group(0)
-        if keep_markers and s.startswith("//") and MARKER.search(s):
+        if keep_markers and s.startswith("//") and (MARKER.search(s) or BATTERY_MARKER.search(s)):
             return s
         if s.startswith('"') and not keep_markers:
             return '"' + re.sub(r"[^\n]", " ", s[1:-1]) + '"'
@@ -68,6 +77,7 @@ def strip_comments(text, keep_markers=False):
 
 
 MARKER = re.compile(r"//\s*bad input answered:\s*(.*)")
+BATTERY_MARKER = re.compile(r"//\s*hostile battery:\s*(.*)")
 
 
 def matching(text, i, open_ch, close_ch):
@@ -238,8 +248,8 @@ def throw_checks(text):
     return out
 
 
-def answered_cases(raw):
-    """[(names, body)] of each TEST_CASE that carries a `// bad input answered:` line."""
+def answered_cases(raw, marker_re=MARKER):
+    """[(names, body)] of each TEST_CASE that carries a `// bad input answered:` line (or \p marker_re's)."""
     text = strip_comments(raw, keep_markers=True)
     out = []
     for m in re.finditer(r"\bTEST_CASE\s*\(", text):
@@ -247,11 +257,17 @@ def answered_cases(raw):
         brace = text.find("{", head_end)
         body = text[brace:matching(text, brace, "{", "}")]
         names = []
-        for marker in MARKER.finditer(body):
+        for marker in marker_re.finditer(body):
             names += [n.strip() for n in marker.group(1).split(",") if n.strip()]
         if names:
             out.append((names, body))
     return out
+
+
+def battery_cases(raw):
+    """[(names, body)] of each TEST_CASE that carries `// hostile battery:` lines and runs hostile::battery(."""
+    return [(names, body) for names, body in answered_cases(raw, BATTERY_MARKER)
+            if re.search(r"\bhostile::battery\s*\(", strip_comments(body))]
 
 
 def calls(text, name):
@@ -286,6 +302,15 @@ int internal(int x);
 }  // namespace attn
 """
 
+SELF_TEST_BATTERY = [
+    # (test file of chapter 99_battery_demo, names reported missing): a throw check is not enough there.
+    ("TEST_CASE(\"a\") { CHECK_THROWS_AS(attn::tested(-1), std::invalid_argument); }\n"
+     "TEST_CASE(\"b\") {\n  // hostile battery: answered, member\n  hostile::battery(\"answered\", {}, [] { "
+     "return attn::answered(0); }).run();\n}\n"
+     "TEST_CASE(\"c\") {\n  // hostile battery: forgotten, Thing\n  attn::forgotten(1);\n}\n",
+     ["Thing::Thing", "Thing::member", "forgotten", "tested"]),
+]
+
 SELF_TEST_CASES = [
     # (test file, names reported missing)
     ("", ["Thing::Thing", "Thing::member", "answered", "forgotten", "tested"]),
@@ -302,17 +327,18 @@ def self_test():
     """Runs the check on a small made-up chapter: "" when it reports what it should, else what went wrong."""
     import subprocess
     import tempfile
-    for tests, missing in SELF_TEST_CASES:
+    for stem, tests, missing in ([("01_demo", t, m) for t, m in SELF_TEST_CASES] +
+                                 [("99_battery_demo", t, m) for t, m in SELF_TEST_BATTERY]):
         with tempfile.TemporaryDirectory() as root:
-            os.makedirs(os.path.join(root, "chapters", "01_demo"))
+            os.makedirs(os.path.join(root, "chapters", stem))
             os.makedirs(os.path.join(root, "tests"))
-            with open(os.path.join(root, "chapters", "01_demo", "demo.hpp"), "w", encoding="utf-8") as f:
+            with open(os.path.join(root, "chapters", stem, "demo.hpp"), "w", encoding="utf-8") as f:
                 f.write(SELF_TEST_HEADER)
-            with open(os.path.join(root, "tests", "01_demo_test.cpp"), "w", encoding="utf-8") as f:
+            with open(os.path.join(root, "tests", stem + "_test.cpp"), "w", encoding="utf-8") as f:
                 f.write(tests)
             run = subprocess.run([sys.executable, os.path.abspath(__file__), root, "--no-self-test", "--no-exempt"],
                                  capture_output=True, text=True)
-            reported = sorted(re.findall(r"demo\.hpp:\d+: (\S+) has no bad-input test", run.stdout))
+            reported = sorted(re.findall(r"demo\.hpp:\d+: (\S+) has no (?:bad-input test|hostile battery)", run.stdout))
             if reported != sorted(missing) or run.returncode != (1 if missing else 0):
                 return ("self-test: for the test file %r the check reported %s (status %d), expected %s" %
                         (tests[:60], reported, run.returncode, sorted(missing)))
@@ -334,7 +360,7 @@ def main():
     if "--no-exempt" in sys.argv:
         EXEMPT.clear()
     chapters_dir = os.path.join(root, "chapters")
-    problems, counts = [], {"tested": 0, "answered": 0, "no parameters": 0, "exempt": 0}
+    problems, counts = [], {"tested": 0, "answered": 0, "battery": 0, "no parameters": 0, "exempt": 0}
     seen_exempt = set()
     for stem in sorted(d for d in os.listdir(chapters_dir) if re.match(r"\d\d_", d)):
         tests = []
@@ -345,6 +371,8 @@ def main():
                     tests.append(f.read())
         checks = [e for raw in tests for e in throw_checks(strip_comments(raw))]
         answered = [c for raw in tests for c in answered_cases(raw)]
+        batteries = [c for raw in tests for c in battery_cases(raw)]
+        needs_battery = stem in BATTERY_CHAPTERS
         for header in sorted(os.listdir(os.path.join(chapters_dir, stem))):
             if not header.endswith(".hpp"):
                 continue
@@ -367,6 +395,14 @@ def main():
                 elif not has_params:
                     how = "no parameters"
                     counts["no parameters"] += 1
+                elif needs_battery:
+                    if any(name.split("::")[-1] in names and calls(body, name) for names, body in batteries):
+                        how = "tested: runs the hostile battery"
+                        counts["battery"] += 1
+                    else:
+                        problems.append("%s:%d: %s has no hostile battery (a TEST_CASE in tests/%s_*test.cpp marked "
+                                        "`// hostile battery: %s` that calls hostile::battery( and the function)" %
+                                        (rel, line, name, stem, name.split("::")[-1]))
                 elif any(calls(e, name) for e in checks):
                     how = "tested: refused in a throw check"
                     counts["tested"] += 1
@@ -383,11 +419,12 @@ def main():
         problems.append("EXEMPT lists %s, which no chapter header declares: remove it" % key)
     for p in problems:
         print(p)
-    total = sum(counts.values()) + len([p for p in problems if "has no bad-input" in p])
-    print("bad input: %d public functions of chapters/*/*.hpp; %d refused in a throw check, %d with a defined answer "
-          "checked, %d without parameters, %d exempt; %d without a bad-input test" %
-          (total, counts["tested"], counts["answered"], counts["no parameters"], counts["exempt"],
-           len([p for p in problems if "has no bad-input" in p])))
+    missing = len([p for p in problems if "has no bad-input" in p or "has no hostile battery" in p])
+    total = sum(counts.values()) + missing
+    print("bad input: %d public functions of chapters/*/*.hpp; %d run the hostile battery (chapters %s), %d refused in "
+          "a throw check, %d with a defined answer checked, %d without parameters, %d exempt; %d without their test" %
+          (total, counts["battery"], ", ".join(sorted(c[:2] for c in BATTERY_CHAPTERS if not c.startswith("99"))),
+           counts["tested"], counts["answered"], counts["no parameters"], counts["exempt"], missing))
     return 1 if problems else 0
 
 

@@ -9,6 +9,7 @@
 
 #include "07_sparse/patterns.hpp"
 #include "07_sparse/sparse.hpp"
+#include "support/allclose.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -62,5 +63,22 @@ TEST_SUITE("07_sparse: bad input") {
     CHECK(rows.cols.empty());
     CHECK(attn::allowed_pairs(attn::random_mask(5, 99, 1)) == 25);  // r > n: every key, once
     CHECK(attn::random_mask(0, 3, 1).size() == 0);
+  }
+}
+
+// The defect a hostile call found in chapter 07's own code.
+TEST_SUITE("07_sparse: hostile input") {
+  TEST_CASE("window_block_layout with a tile wider than the sequence builds the one tile the sequence has") {
+    // bad input answered: window_block_layout
+    const attn::BlockLayout L = attn::window_block_layout(4, 1, false, 1, std::size_t{1} << 33);
+    CHECK(L.tiles() == 4);  // one column of tiles, one tile per row of 1
+    CHECK(L.computed_pairs() == 16);
+    // Attending with it asked for a score tile of B_r × B_c = 2^33 floats (32 GiB) before: now the keys there are.
+    const attn::Matrix Q{{1.0f, 0.0f}, {0.0f, 1.0f}, {1.0f, 1.0f}, {0.5f, 0.0f}};
+    const attn::Matrix O = attn::block_sparse_attention(Q, Q, Q, L, 1);
+    const attn::Matrix expected =
+        attn::block_sparse_attention(Q, Q, Q, attn::window_block_layout(4, 1, false, 1, 4), 1);
+    const auto cmp = attn::test::allclose(O, attn::test::to_oracle(expected), 1e-6, 1e-6);  // kernels differ: rounding
+    CHECK_MESSAGE(cmp.ok, cmp.report);
   }
 }

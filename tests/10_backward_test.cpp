@@ -613,3 +613,17 @@ TEST_SUITE("10_backward: chapter code") {
     attn::ch05::use_tile_kernels("auto");
   }
 }
+
+// The defects hostile calls found in chapter 10's reference answers.
+TEST_SUITE("10_backward: hostile input") {
+  TEST_CASE("attention_backward refuses a mask with one dimension 0 instead of taking it for no mask" *
+            doctest::test_suite("10_backward/attention_backward")) {
+    attn::Rng rng(147);
+    const Inputs in = random_inputs(rng, 2, 3, 4, 4);
+    CHECK_THROWS_NAMING(attn::attention_backward(in.Q, in.K, in.V, in.dO, attn::Mask::from_shape({0, 3})),
+                        std::invalid_argument, "attention_backward", "(0, 3)");
+    CHECK_THROWS_NAMING(attn::attention_backward(in.Q, in.K, in.V, in.dO, attn::Mask::from_shape({2, 0})),
+                        std::invalid_argument, "(2, 0)");
+    CHECK_NOTHROW(attn::attention_backward(in.Q, in.K, in.V, in.dO, attn::Mask::from_shape({0, 0})));  // no mask
+  }
+}

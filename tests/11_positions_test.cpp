@@ -467,3 +467,26 @@ TEST_SUITE("11_positions") {
         std::invalid_argument);  // a block mask made for 11 keys
   }
 }
+
+// The defects hostile calls found in chapter 11's reference answers.
+TEST_SUITE("11_positions: hostile input") {
+  TEST_CASE("apply_rope refuses a first position whose rows would wrap past 2^64 − 1, leaving X unchanged" *
+            doctest::test_suite("11_positions/apply_rope")) {
+    Matrix X = {{1.0f, 2.0f}, {3.0f, 4.0f}};  // (2, 2): row 1 sat at position SIZE_MAX + 1 = 0 before
+    const Matrix before = X;
+    const std::size_t last = std::numeric_limits<std::size_t>::max();
+    CHECK_THROWS_NAMING(attn::apply_rope(X, last), std::invalid_argument, "apply_rope", "first_position");
+    CHECK(X == before);
+    Matrix one = {{1.0f, 0.0f}};
+    CHECK_NOTHROW(attn::apply_rope(one, last));  // one row at the last position: no wrap
+  }
+
+  TEST_CASE("alibi_slopes refuses a head count past the memory instead of looping or allocating it" *
+            doctest::test_suite("11_positions/alibi_slopes")) {
+    // h ≥ 2^63 never returned (2·c wrapped to 0); 2^40 heads asked for 4 TiB.
+    for (const std::size_t h : {std::size_t{1} << 63, std::numeric_limits<std::size_t>::max(), std::size_t{1} << 40}) {
+      CAPTURE(h);
+      CHECK_THROWS_NAMING(attn::alibi_slopes(h), std::invalid_argument, "alibi_slopes");
+    }
+  }
+}

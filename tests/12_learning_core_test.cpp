@@ -501,3 +501,53 @@ TEST_SUITE("12_learning: bad input") {
     CHECK_THROWS_AS(ch12::pronoun_accuracy(model, 1, 1), std::invalid_argument);
   }
 }
+
+// What fuzzing found in chapter 12's checkpoint reader (tests/fuzz/fuzz_npy.cpp; the input is kept in
+// tests/fuzz/regressions/npy/ and replayed by tests/fuzz/run.sh).
+TEST_SUITE("12_learning: fuzzing regressions") {
+  TEST_CASE("load_checkpoint refuses a .npy header that ends in spaces after 'descr':, naming the file") {
+    // The value's position was npos, and std::string::compare threw std::out_of_range (an uncaught type).
+    attn::ch12::Config c;
+    c.vocab = 4;
+    c.d_model = 2;
+    c.heads = 1;
+    c.layers = 1;
+    c.context = 4;
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("attn_ch12_fuzzed_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    attn::ch12::save_checkpoint(attn::ch12::init_model(c, 12), dir.string());
+    std::string header = "{'descr':";
+    header += std::string(64 - 10 - header.size(), ' ');  // 64 bytes with the prefix's 10; only spaces after the key
+    std::ofstream(dir / "embed.npy", std::ios::binary)
+        << std::string("\x93NUMPY\x01\x00", 8) << static_cast<char>(header.size()) << '\0' << header
+        << std::string(32, '\0');
+    CHECK_THROWS_WITH_AS(attn::ch12::load_checkpoint(dir.string()), doctest::Contains("embed.npy"),
+                         std::invalid_argument);
+    std::filesystem::remove_all(dir);
+  }
+
+  TEST_CASE("load_checkpoint refuses a .npy header that says 'shape' twice, which xtensor's reader reads otherwise") {
+    // The header checked as (2, 4) read through xt::load_npy as more dimensions; assigned to a Matrix, they were
+    // written past its two-entry shape and the model's destructor crashed (UBSan: a misaligned shared_ptr).
+    attn::ch12::Config c;
+    c.vocab = 4;
+    c.d_model = 2;
+    c.heads = 1;
+    c.layers = 1;
+    c.context = 4;
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("attn_ch12_fuzzed_twice_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    attn::ch12::save_checkpoint(attn::ch12::init_model(c, 12), dir.string());
+    const std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4), }" + std::string(19, ' ') +
+                               "alse, 'shape': (2, 4), }" + std::string(15, ' ') + "\n";  // 118 bytes, version 2.0
+    REQUIRE(header.size() == 118);
+    std::ofstream(dir / "unembed.npy", std::ios::binary)
+        << std::string("\x93NUMPY\x02\x00", 8) << static_cast<char>(header.size()) << std::string(3, '\0') << header
+        << std::string(32, '\0');
+    CHECK_THROWS_WITH_AS(attn::ch12::load_checkpoint(dir.string()), doctest::Contains("unembed.npy"),
+                         std::invalid_argument);
+    std::filesystem::remove_all(dir);
+  }
+}

@@ -163,3 +163,14 @@ TEST_SUITE("14_state_space: the benchmarks' systems") {
     CHECK_THROWS_AS(ch14::random_vector(rng, std::size_t{1} << 62), std::invalid_argument);
   }
 }
+
+// The defect a hostile call found in chapter 14's own code.
+TEST_SUITE("14_state_space: hostile input") {
+  TEST_CASE("relative_error against V = 0 is infinite for a recall that is not 0, and 0 for one that is") {
+    // bad input answered: relative_error
+    const Matrix zeros = xt::zeros<float>({2, 3}), ones = xt::ones<float>({2, 3});
+    CHECK(std::isinf(ch14::relative_error(ones, zeros)));  // 0 before: any recall of nothing looked perfect
+    CHECK(ch14::relative_error(zeros, zeros) == 0.0);
+    CHECK(ch14::relative_error(Matrix(xt::zeros<float>({0, 3})), Matrix(xt::zeros<float>({0, 3}))) == 0.0);
+  }
+}

@@ -619,3 +619,64 @@ TEST_SUITE("15_structured: chapter code") {
     }
   }
 }
+
+// The defects hostile calls found in the contract's reference answers, one case per exercise they belong to.
+TEST_SUITE("15_structured/message_passing") {
+  TEST_CASE("with d_k = 0 every score is 0, so each node gets the plain mean of its senders' values") {
+    // All NaN before: the empty dot product 0 times 1/√0 = ∞.
+    const Matrix none = xt::zeros<float>({3, 0});
+    const Matrix V{{1.0f, 2.0f}, {3.0f, 4.0f}, {5.0f, 9.0f}};
+    const Matrix out = ch15::message_passing(none, none, V, {{0, 1}, {0, 1, 2}, {}});
+    const Matrix expected{{2.0f, 3.0f}, {3.0f, 5.0f}, {0.0f, 0.0f}};  // weights e^0 = 1: sums of small integers, exact
+    CHECK(out == expected);
+  }
+}
+
+TEST_SUITE("15_structured/gat_scores") {
+  TEST_CASE("finite features past float's range are refused by the course's overflow policy, not turned into NaN") {
+    // a_l·h = +∞ and a_r·h = −∞ for every pair: NaN before.
+    const Matrix H = xt::full_like(Matrix(xt::zeros<float>({3, 2})), 2e38f);
+    const Vector a{1.0f, 1.0f, -1.0f, -1.0f};
+    CHECK_THROWS_NAMING(ch15::gat_scores(H, a), std::invalid_argument, "gat_scores", "max|a|", "max|H|");
+    CHECK_THROWS_NAMING(ch15::gat_scores(H, Vector{1.0f, std::nanf(""), 0.0f, 0.0f}), std::invalid_argument, "a[1]");
+  }
+}
+
+TEST_SUITE("15_structured/gatv2_scores") {
+  TEST_CASE("finite projections past float's range are refused, or answered when a makes them weigh nothing") {
+    const Matrix L = xt::full_like(Matrix(xt::zeros<float>({2, 2})), 3e38f), R = L;
+    // l + r overflowed to ∞ and a zero a_c times ∞ gave NaN.
+    const Matrix E = ch15::gatv2_scores(L, R, Vector(xt::zeros<float>({2})));
+    CHECK(E == Matrix(xt::zeros<float>({2, 2})));
+    CHECK_THROWS_NAMING(ch15::gatv2_scores(L, R, Vector(xt::ones<float>({2}))), std::invalid_argument, "gatv2_scores",
+                        "max|L|");
+  }
+
+  TEST_CASE("2^32 nodes of width 0 are refused with the (n, n) estimate instead of wrapping to 0 bytes") {
+    const Matrix wide = Matrix::from_shape({std::size_t{1} << 32, 0});  // no values, 2^32 rows
+    CHECK_THROWS_NAMING(ch15::gatv2_scores(wide, wide, Vector(xt::zeros<float>({0}))), std::invalid_argument,
+                        "gatv2_scores", "n × n");
+    CHECK_THROWS_NAMING(ch15::gat_scores(wide, Vector(xt::zeros<float>({0}))), std::invalid_argument, "gat_scores",
+                        "n × n");
+  }
+}
+
+TEST_SUITE("15_structured/subtree_mask") {
+  TEST_CASE("a chain of 2^20 tokens is refused with the mask's estimate, after a linear check of the tree") {
+    const std::size_t n = std::size_t{1} << 20;
+    std::vector<long> chain(n);
+    for (std::size_t i = 0; i < n; ++i) chain[i] = static_cast<long>(i) - 1;
+    CHECK_THROWS_NAMING(ch15::subtree_mask(chain), std::invalid_argument, "subtree_mask", "available");
+  }
+}
+
+TEST_SUITE("15_structured/merge_packed") {
+  TEST_CASE("a d_v whose operands cannot exist is refused before anything is read or written") {
+    float in[3] = {0.0f, 1.0f, 2.0f}, inout[3] = {0.0f, 3.0f, 4.0f};
+    CHECK_THROWS_NAMING(ch15::merge_packed(in, inout, 1, std::size_t{1} << 63), std::invalid_argument, "merge_packed");
+    CHECK_THROWS_NAMING(ch15::merge_packed(in, inout, 2, std::numeric_limits<std::size_t>::max()),
+                        std::invalid_argument, "d_v + 1");
+    CHECK_THROWS_NAMING(ch15::merge_packed(in, inout, std::size_t{1} << 62, 3), std::invalid_argument, "merge_packed");
+    CHECK(inout[1] == 3.0f);
+  }
+}

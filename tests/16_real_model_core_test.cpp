@@ -5,18 +5,26 @@
 // a NaN passed on, a read past a buffer or a silently broadcast answer.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
+#include "02_qkv_trace/qkv_trace.hpp"
+#include "16_real_model/backward.hpp"
 #include "16_real_model/layers.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/safetensors.hpp"
 #include "16_real_model/tokenizer.hpp"
 #include "attn/rng.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -289,5 +297,645 @@ TEST_SUITE("16_real_model: bad input") {
     CHECK(file.find("missing") == nullptr);
     CHECK(file.find("") == nullptr);
     fs::remove_all(dir);
+  }
+}
+
+// The defects hostile calls found in the chapter's own code, each with the call that found it.
+TEST_SUITE("16_real_model: hostile input") {
+  TEST_CASE("pool_kv_heads refuses key and value weights that do not fit and h = 0, before pooling") {
+    attn::Rng rng(1647);
+    const ch16::EncoderLayerWeights W = tiny_layer(rng);  // d = 4, h = 2
+    ch16::EncoderLayerWeights tall = W, short_K = W, long_b = W, no_heads = W;
+    tall.W_K = rng.normal(5, 4);         // overwrote the heap before (glibc abort)
+    short_K.W_K = rng.normal(2, 4);      // SIGSEGV before
+    long_b.b_K = xt::zeros<float>({6});  // a silent heap overwrite before
+    no_heads.heads = 0;                  // SIGFPE before
+    CHECK_THROWS_NAMING(ch16::pool_kv_heads(tall, 1), std::invalid_argument, "pool_kv_heads", "W_K", "(5, 4)");
+    CHECK_THROWS_NAMING(ch16::pool_kv_heads(short_K, 2), std::invalid_argument, "W_K", "(2, 4)");
+    CHECK_THROWS_NAMING(ch16::pool_kv_heads(long_b, 1), std::invalid_argument, "b_K", "(6)");
+    CHECK_THROWS_NAMING(ch16::pool_kv_heads(no_heads, 1), std::invalid_argument, "h = 0");
+  }
+
+  TEST_CASE("encoder_layer_packed, encoder_layer_with and encoder_layer_traced refuse every weight that does not fit") {
+    // bad input answered: check_layer_weights
+    attn::Rng rng(1648);
+    const ch16::EncoderLayerWeights W = tiny_layer(rng);  // d = 4, h = 2, d_ff = 8
+    const Matrix X = rng.normal(3, 4);
+    CHECK_NOTHROW(ch16::check_layer_weights("here", W, 4));
+    const ch16::HeadAttention exact = [](const Matrix& Q, const Matrix& K, const Matrix& V) {
+      return attn::scaled_dot_product_attention(Q, K, V);
+    };
+    ch16::EncoderLayerWeights half_Q = W, half_K = W, row_O = W, row_W_2 = W, zero_eps = W;
+    half_Q.W_Q = rng.normal(2, 4);  // read past the heap (ASan), garbage in release, before
+    half_K.W_K = rng.normal(2, 4);
+    row_O.W_O = rng.normal(1, 4);  // broadcast over every row, before
+    row_O.b_O = xt::zeros<float>({1});
+    row_W_2.W_2 = rng.normal(1, 8);
+    zero_eps.ln_eps = 0.0f;
+    for (const auto* bad : {&half_Q, &half_K, &row_O, &row_W_2, &zero_eps}) {
+      CHECK_THROWS_AS(ch16::encoder_layer_packed(X, {0, 2, 3}, *bad, exact), std::invalid_argument);
+      CHECK_THROWS_AS(ch16::encoder_layer_with(X, *bad, exact), std::invalid_argument);
+      CHECK_THROWS_AS(ch16::encoder_layer_traced(X, *bad), std::invalid_argument);
+    }
+    CHECK_THROWS_NAMING(ch16::encoder_layer_with(X, half_Q, exact), std::invalid_argument, "W_Q", "(2, 4)", "(4, 4)");
+    CHECK_THROWS_NAMING(ch16::encoder_layer_traced(X, row_O), std::invalid_argument, "encoder_layer_traced", "W_O",
+                        "(1, 4)");
+    CHECK_THROWS_NAMING(ch16::encoder_layer_packed(X, {0, 3}, row_W_2, exact), std::invalid_argument, "W_2", "(1, 8)");
+    CHECK_THROWS_NAMING(ch16::check_layer_weights("here", W, 6), std::invalid_argument, "here", "d = 6");
+  }
+
+  TEST_CASE("gelu_backward at ±∞ takes GELU's limits instead of ∞ · 0") {
+    const Matrix U{{kInf, -kInf, 0.0f}}, dY{{2.0f, 3.0f, 4.0f}};
+    const Matrix dU = ch16::gelu_backward(U, dY);  // NaN at +∞ before
+    CHECK(dU(0, 0) == 2.0f);                       // gelu'(+∞) = 1
+    CHECK(dU(0, 1) == 0.0f);                       // gelu'(−∞) = 0
+    CHECK(dU(0, 2) == 2.0f);                       // gelu'(0) = ½
+  }
+
+  TEST_CASE("the readers refuse a FIFO and a folder before opening them, naming the path") {
+    const fs::path dir = temp_dir("fifo");
+    const fs::path fifo = dir / "pipe";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    // Each of these blocked forever in open() before: a FIFO waits for a writer.
+    CHECK_THROWS_NAMING(ch16::require_regular_file("thing", fifo.string()), std::runtime_error, "thing", "pipe",
+                        "not a regular file");
+    CHECK_THROWS_NAMING(ch16::SafetensorsFile(fifo.string()), std::runtime_error, "pipe", "not a regular file");
+    CHECK_THROWS_NAMING(ch16::load_vocab(fifo.string()), std::runtime_error, "pipe", "not a regular file");
+    CHECK_THROWS_NAMING(ch16::read_reference(fifo.string()), std::runtime_error, "pipe", "not a regular file");
+    CHECK_THROWS_NAMING(ch16::read_sentences(fifo.string()), std::runtime_error, "pipe", "not a regular file");
+    fs::create_directories(dir / "model");
+    std::filesystem::rename(fifo, dir / "model" / "config.json");
+    CHECK_THROWS_NAMING(ch16::read_config((dir / "model").string()), std::runtime_error, "config.json",
+                        "not a regular file");
+    // A folder given as config.json: the message did not name it.
+    fs::remove(dir / "model" / "config.json");
+    fs::create_directories(dir / "model" / "config.json");
+    CHECK_THROWS_NAMING(ch16::read_config((dir / "model").string()), std::runtime_error, "config.json", "a folder");
+    CHECK_THROWS_NAMING(ch16::load_vocab((dir / "model").string()), std::runtime_error, "model", "a folder");
+    CHECK_THROWS_NAMING(ch16::SafetensorsFile((dir / "model").string()), std::runtime_error, "a folder");
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("read_reference refuses a line whose numbers it cannot read whole, naming the line") {
+    const fs::path dir = temp_dir("reference");
+    const fs::path path = dir / "reference.txt";
+    const auto refused = [&](const std::string& text, const char* word) {
+      write_text(path, text);
+      CHECK_THROWS_NAMING(ch16::read_reference(path.string()), std::invalid_argument, word);
+    };
+    refused("text: a\nids: 101 10x37 102\nembedding: 0.5\n", "10x37");  // kept as [101, 10] before
+    refused("text: a\nids: 101 99999999999 102\nembedding: 0.5\n", "99999999999");
+    refused("text: a\nids: 101 102\nembedding: 0.5 nan\n", "nan");
+    refused("text: a\nids: 101 102\nembedding: 0.5 1e999\n", "1e999");
+    refused("text: a\nids: 101 102\nids: 7\nembedding: 0.5\n", "second ids");
+    write_text(path, "text: a b\nids: 101 102\nembedding: 0.5 -0.25\n");
+    const std::vector<ch16::ReferenceText> good = ch16::read_reference(path.string());
+    REQUIRE(good.size() == 1);
+    CHECK(good[0].ids == std::vector<int>{101, 102});
+    CHECK(good[0].embedding == std::vector<double>{0.5, -0.25});
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("load_minilm refuses a config of fewer layers than the file holds") {
+    attn::Rng rng(1649);
+    const fs::path dir = temp_dir("layers");
+    const ch16::MiniLM m = tiny_model(rng);
+    write_text(dir / "config.json", kGoodConfig);  // one layer
+    write_text(dir / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\na\nb\n");
+    std::map<std::string, std::pair<std::vector<std::size_t>, std::vector<float>>> tensors;
+    const auto put = [&](const std::string& name, const Matrix& M, bool vector) {
+      tensors[name] = {vector ? std::vector<std::size_t>{M.size()} : std::vector<std::size_t>{M.shape(0), M.shape(1)},
+                       std::vector<float>(M.begin(), M.end())};
+    };
+    const auto row = [](const Vector& v) { return Matrix(xt::view(v, xt::newaxis(), xt::all())); };
+    put("embeddings.word_embeddings.weight", m.word, false);
+    put("embeddings.position_embeddings.weight", m.position, false);
+    put("embeddings.token_type_embeddings.weight", m.token_type, false);
+    put("embeddings.LayerNorm.weight", row(m.ln_gamma), true);
+    put("embeddings.LayerNorm.bias", row(m.ln_beta), true);
+    for (const std::string l : {"0", "1"}) {  // two layers in the file
+      const std::string p = "encoder.layer." + l + ".";
+      const ch16::EncoderLayerWeights& W = m.layers[0];
+      put(p + "attention.self.query.weight", W.W_Q, false);
+      put(p + "attention.self.key.weight", W.W_K, false);
+      put(p + "attention.self.value.weight", W.W_V, false);
+      put(p + "attention.output.dense.weight", W.W_O, false);
+      put(p + "attention.self.query.bias", row(W.b_Q), true);
+      put(p + "attention.self.key.bias", row(W.b_K), true);
+      put(p + "attention.self.value.bias", row(W.b_V), true);
+      put(p + "attention.output.dense.bias", row(W.b_O), true);
+      put(p + "attention.output.LayerNorm.weight", row(W.ln1_gamma), true);
+      put(p + "attention.output.LayerNorm.bias", row(W.ln1_beta), true);
+      put(p + "intermediate.dense.weight", W.W_1, false);
+      put(p + "intermediate.dense.bias", row(W.b_1), true);
+      put(p + "output.dense.weight", W.W_2, false);
+      put(p + "output.dense.bias", row(W.b_2), true);
+      put(p + "output.LayerNorm.weight", row(W.ln2_gamma), true);
+      put(p + "output.LayerNorm.bias", row(W.ln2_beta), true);
+    }
+    ch16::write_safetensors((dir / "model.safetensors").string(), tensors);
+    // The second layer was ignored before: half the model ran and nothing said so.
+    CHECK_THROWS_NAMING(ch16::load_minilm(dir.string()), std::invalid_argument, "encoder.layer.1.", "1 layers");
+    std::string two = kGoodConfig;
+    two.replace(two.find("\"num_hidden_layers\": 1"), 22, "\"num_hidden_layers\": 2");
+    write_text(dir / "config.json", two);
+    CHECK(ch16::load_minilm(dir.string()).layers.size() == 2);
+    tensors["encoder.layer.x.weight"] = {{1}, {0.0f}};  // a layer that is no number
+    ch16::write_safetensors((dir / "model.safetensors").string(), tensors);
+    CHECK_THROWS_NAMING(ch16::check_layer_count(ch16::SafetensorsFile((dir / "model.safetensors").string()), 2),
+                        std::invalid_argument, "encoder.layer.x.weight");
+    fs::remove_all(dir);
+  }
+}
+
+namespace hostile = attn::test::hostile;
+
+template <>
+struct attn::test::hostile::Weights<attn::ch16::EncoderLayerWeights> {
+  static constexpr bool defined = true;
+  template <class F>
+  static void visit(attn::ch16::EncoderLayerWeights& W, F&& f) {
+    f("W_Q", W.W_Q);
+    f("W_K", W.W_K);
+    f("W_V", W.W_V);
+    f("W_O", W.W_O);
+    f("b_Q", W.b_Q);
+    f("b_K", W.b_K);
+    f("b_V", W.b_V);
+    f("b_O", W.b_O);
+    f("ln1_gamma", W.ln1_gamma);
+    f("ln1_beta", W.ln1_beta);
+    f("W_1", W.W_1);
+    f("b_1", W.b_1);
+    f("W_2", W.W_2);
+    f("b_2", W.b_2);
+    f("ln2_gamma", W.ln2_gamma);
+    f("ln2_beta", W.ln2_beta);
+  }
+};
+
+namespace {
+
+// Does W fit a layer of width d (what check_layer_weights() promises to refuse otherwise)?
+bool layer_fits(const ch16::EncoderLayerWeights& W, std::size_t d) {
+  const std::size_t d_ff = W.W_1.shape(0);
+  const auto m = [](const Matrix& M, std::size_t r, std::size_t c) { return M.shape(0) == r && M.shape(1) == c; };
+  return W.heads > 0 && d % W.heads == 0 && d_ff > 0 && m(W.W_Q, d, d) && m(W.W_K, d, d) && m(W.W_V, d, d) &&
+         m(W.W_O, d, d) && m(W.W_1, d_ff, d) && m(W.W_2, d, d_ff) && W.b_Q.size() == d && W.b_K.size() == d &&
+         W.b_V.size() == d && W.b_O.size() == d && W.b_1.size() == d_ff && W.b_2.size() == d &&
+         W.ln1_gamma.size() == d && W.ln1_beta.size() == d && W.ln2_gamma.size() == d && W.ln2_beta.size() == d;
+}
+
+const ch16::HeadAttention kExact = [](const Matrix& Q, const Matrix& K, const Matrix& V) {
+  return attn::scaled_dot_product_attention(Q, K, V);
+};
+
+// A model folder of tiny_model()'s files (config, vocabulary, weights), written once.
+const fs::path& tiny_model_dir() {
+  static const fs::path dir = [] {
+    attn::Rng rng(1650);
+    const ch16::MiniLM m = tiny_model(rng);
+    const fs::path d = temp_dir("tiny_model");
+    write_text(d / "config.json", kGoodConfig);
+    write_text(d / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\na\nb\n");
+    std::map<std::string, std::pair<std::vector<std::size_t>, std::vector<float>>> t;
+    const auto put = [&](const std::string& name, const auto& M, std::vector<std::size_t> shape) {
+      t[name] = {shape, std::vector<float>(M.begin(), M.end())};
+    };
+    put("embeddings.word_embeddings.weight", m.word, {6, 4});
+    put("embeddings.position_embeddings.weight", m.position, {8, 4});
+    put("embeddings.token_type_embeddings.weight", m.token_type, {2, 4});
+    put("embeddings.LayerNorm.weight", m.ln_gamma, {4});
+    put("embeddings.LayerNorm.bias", m.ln_beta, {4});
+    const ch16::EncoderLayerWeights& W = m.layers[0];
+    const std::string p = "encoder.layer.0.";
+    put(p + "attention.self.query.weight", W.W_Q, {4, 4});
+    put(p + "attention.self.key.weight", W.W_K, {4, 4});
+    put(p + "attention.self.value.weight", W.W_V, {4, 4});
+    put(p + "attention.output.dense.weight", W.W_O, {4, 4});
+    put(p + "attention.self.query.bias", W.b_Q, {4});
+    put(p + "attention.self.key.bias", W.b_K, {4});
+    put(p + "attention.self.value.bias", W.b_V, {4});
+    put(p + "attention.output.dense.bias", W.b_O, {4});
+    put(p + "attention.output.LayerNorm.weight", W.ln1_gamma, {4});
+    put(p + "attention.output.LayerNorm.bias", W.ln1_beta, {4});
+    put(p + "intermediate.dense.weight", W.W_1, {8, 4});
+    put(p + "intermediate.dense.bias", W.b_1, {8});
+    put(p + "output.dense.weight", W.W_2, {4, 8});
+    put(p + "output.dense.bias", W.b_2, {4});
+    put(p + "output.LayerNorm.weight", W.ln2_gamma, {4});
+    put(p + "output.LayerNorm.bias", W.ln2_beta, {4});
+    ch16::write_safetensors((d / "model.safetensors").string(), t);
+    return d;
+  }();
+  return dir;
+}
+
+// A copy of the tiny model's folder with \p file replaced by the file at \p path (a hostile one).
+std::string model_dir_with(const std::string& file, const std::string& path) {
+  const fs::path dir = fs::temp_directory_path() / "attn_ch16_core_test" / "hostile_model";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "vocab.txt", "model.safetensors"})
+    if (f != file) fs::copy_file(tiny_model_dir() / f, dir / f);
+  std::error_code ec;
+  if (fs::is_directory(path))
+    fs::create_directories(dir / file);
+  else if (fs::exists(path))
+    fs::copy_file(path, dir / file, ec);
+  return dir.string();
+}
+
+}  // namespace
+
+// Every public function of the chapter under the hostile-input battery (tests/support/hostile.hpp).
+TEST_SUITE("16_real_model: hostile battery") {
+  TEST_CASE("the layers, the contract's layer and its backward under the battery") {
+    // hostile battery: linear, layer_norm, gelu, row_vector, check_layer_weights, encoder_layer, prune_heads
+    // hostile battery: layer_norm_backward, gelu_backward, encoder_layer_traced, encoder_layer_backward
+    // hostile battery: attention_maps, head_contributions, pool_kv_heads, encoder_layer_with, encoder_layer_packed
+    // hostile battery: head_shares, mean_pool_normalized
+    attn::Rng rng(1651);
+    const ch16::EncoderLayerWeights W = tiny_layer(rng);
+    const Matrix X = rng.normal(3, 4);
+    hostile::battery(
+        "linear", {"X", "W", "b"},
+        [](const Matrix& x, const Matrix& w, const Vector& b) { return ch16::linear(x, w, b); }, X,
+        Matrix(rng.normal(2, 4)), Vector{0.5f, -0.5f})
+        .fits([](const Matrix& x, const Matrix& w, const Vector& b) {
+          return x.shape(1) == w.shape(1) && b.size() == w.shape(0);
+        })
+        .run();
+    hostile::battery(
+        "layer_norm", {"X", "gamma|γ", "beta|β", "eps|ε"},
+        [](const Matrix& x, const Vector& g, const Vector& b, float eps) { return ch16::layer_norm(x, g, b, eps); }, X,
+        Vector(xt::ones<float>({4})), Vector(xt::zeros<float>({4})), 1e-12f)
+        .fits([](const Matrix& x, const Vector& g, const Vector& b, float eps) {
+          return g.size() == x.shape(1) && b.size() == x.shape(1) && eps > 0 && std::isfinite(eps);
+        })
+        .exempt("X with 3e38", "LayerNorm of finite values is finite: (x − mean)² is summed in double")
+        .exempt("X all", "as X with 3e38")
+        .run();
+    hostile::battery(
+        "gelu", {"X"}, [](const Matrix& x) { return ch16::gelu(x); }, X)
+        .run();
+    hostile::battery(
+        "row_vector", {"M"}, [](const Matrix& m) { return ch16::row_vector(m); }, Matrix(rng.normal(1, 4)))
+        .fits([](const Matrix& m) { return m.shape(0) == 1; })
+        .non_finite_passes("a copy of the row: values are not its concern")
+        .run();
+    hostile::battery(
+        "check_layer_weights", {"W", "d"},
+        [](const ch16::EncoderLayerWeights& w, std::size_t d) { ch16::check_layer_weights("here", w, d); }, W,
+        std::size_t{4})
+        .fits(layer_fits)
+        .non_finite_passes("a check of shapes: the values are checked where they are used (linear, layer_norm)")
+        .run();
+    hostile::battery(
+        "encoder_layer", {"X", "W", "keep_head"},
+        [](const Matrix& x, const ch16::EncoderLayerWeights& w, const std::vector<bool>& keep) {
+          return ch16::encoder_layer(x, w, keep);
+        },
+        X, W, std::vector<bool>{true, false})
+        .fits([](const Matrix& x, const ch16::EncoderLayerWeights& w, const std::vector<bool>& keep) {
+          return layer_fits(w, x.shape(1)) && (keep.empty() || keep.size() == w.heads);
+        })
+        .exempt("X (0, 4)", "no tokens: chapter 05's flash kernel answers an empty (0, d) output")
+        .run();
+    hostile::battery(
+        "prune_heads", {"heads", "keep_head"},
+        [](const attn::Tensor3& h, const std::vector<bool>& keep) { return ch16::prune_heads(h, keep); },
+        attn::Tensor3(xt::ones<float>({2, 3, 2})), std::vector<bool>{true, false})
+        .fits([](const attn::Tensor3& h, const std::vector<bool>& keep) { return keep.size() == h.shape(0); })
+        .non_finite_passes("a pruned head is zeros and a kept one is copied: values are not its concern")
+        .run();
+    hostile::battery(
+        "layer_norm_backward", {"Z", "gamma|γ", "eps|ε", "dY"},
+        [](const Matrix& z, const Vector& g, float eps, const Matrix& dy) {
+          return ch16::layer_norm_backward(z, g, eps, dy);
+        },
+        X, Vector(xt::ones<float>({4})), 1e-12f, Matrix(rng.normal(3, 4)))
+        .fits([](const Matrix& z, const Vector& g, float eps, const Matrix& dy) {
+          return g.size() == z.shape(1) && dy.shape() == z.shape() && eps > 0 && std::isfinite(eps);
+        })
+        .non_finite_passes("the backward of values the forward (layer_norm) already refused when not finite")
+        .exempt("with 3e38", "a gradient past float's range: the backward promises no overflow check")
+        .exempt("all ±1e20", "as with 3e38")
+        .run();
+    hostile::battery(
+        "gelu_backward", {"U", "dY"}, [](const Matrix& u, const Matrix& dy) { return ch16::gelu_backward(u, dy); }, X,
+        Matrix(rng.normal(3, 4)))
+        .fits([](const Matrix& u, const Matrix& dy) { return u.shape() == dy.shape(); })
+        .non_finite_passes("±∞ in U takes GELU's limits (tested above); a NaN passes through, unchecked by contract")
+        .exempt("with 3e38", "dY · gelu'(U) past float's range: no overflow check promised")
+        .exempt("all ±1e20", "as with 3e38")
+        .run();
+    hostile::battery(
+        "encoder_layer_traced", {"X", "W"},
+        [](const Matrix& x, const ch16::EncoderLayerWeights& w) { return ch16::encoder_layer_traced(x, w).out; }, X, W)
+        .fits([](const Matrix& x, const ch16::EncoderLayerWeights& w) {
+          return x.shape(0) > 0 && layer_fits(w, x.shape(1));
+        })
+        .run();
+    const ch16::LayerTrace trace = ch16::encoder_layer_traced(X, W);
+    hostile::battery(
+        "encoder_layer_backward", {"W", "dOut"},
+        [&](const ch16::EncoderLayerWeights& w, const Matrix& d) { return ch16::encoder_layer_backward(trace, w, d); },
+        W, Matrix(rng.normal(3, 4)))
+        .fits([](const ch16::EncoderLayerWeights& w, const Matrix& d) {
+          return layer_fits(w, 4) && d.shape(0) == 3 && d.shape(1) == 4 && w.W_1.shape(0) == 8;
+        })
+        .non_finite_passes("the weights are the forward's, already checked by encoder_layer_traced")
+        .exempt("dOut with", "a gradient's values: the backward promises no check of them")
+        .exempt("dOut all", "as dOut with")
+        .run();
+    hostile::battery(
+        "attention_maps", {"X", "W"},
+        [](const Matrix& x, const ch16::EncoderLayerWeights& w) { return ch16::attention_maps(x, w); }, X, W)
+        .fits([](const Matrix& x, const ch16::EncoderLayerWeights& w) { return layer_fits(w, x.shape(1)); })
+        .exempt("W.W_V", "attention_maps reads W_Q, W_K and the heads only (and checks the whole layer's shapes)")
+        .exempt("W.W_O with", "as W.W_V")
+        .exempt("W.W_1 with", "as W.W_V")
+        .exempt("W.W_2 with", "as W.W_V")
+        .exempt("W.b_V with", "as W.W_V")
+        .exempt("W.b_O with", "as W.W_V")
+        .exempt("W.b_1 with", "as W.W_V")
+        .exempt("W.b_2 with", "as W.W_V")
+        .exempt("W.ln", "as W.W_V")
+        .run();
+    hostile::battery(
+        "head_contributions", {"X", "W"},
+        [](const Matrix& x, const ch16::EncoderLayerWeights& w) { return ch16::head_contributions(x, w); }, X, W)
+        .fits([](const Matrix& x, const ch16::EncoderLayerWeights& w) { return layer_fits(w, x.shape(1)); })
+        .exempt("W.W_1 with", "head_contributions reads the attention's weights only")
+        .exempt("W.W_2 with", "as W.W_1")
+        .exempt("W.b_1 with", "as W.W_1")
+        .exempt("W.b_2 with", "as W.W_1")
+        .exempt("W.b_O with", "as W.W_1")
+        .exempt("W.ln", "as W.W_1")
+        .exempt("W.W_O with", "its columns are multiplied, not checked: a NaN there is a NaN contribution")
+        .run();
+    hostile::battery(
+        "pool_kv_heads", {"W", "g"},
+        [](const ch16::EncoderLayerWeights& w, std::size_t g) { return ch16::pool_kv_heads(w, g).W_K; }, W,
+        std::size_t{1})
+        .fits([](const ch16::EncoderLayerWeights& w, std::size_t g) {
+          return layer_fits(w, w.W_Q.shape(1)) && g > 0 && w.heads % g == 0;
+        })
+        .non_finite_passes("a mean of weights: a NaN in them is a NaN in the pooled ones, checked where they are used")
+        .run();
+    hostile::battery(
+        "encoder_layer_with", {"X", "W"},
+        [](const Matrix& x, const ch16::EncoderLayerWeights& w) { return ch16::encoder_layer_with(x, w, kExact); }, X,
+        W)
+        .fits([](const Matrix& x, const ch16::EncoderLayerWeights& w) { return layer_fits(w, x.shape(1)); })
+        .run();
+    hostile::battery(
+        "encoder_layer_packed", {"X", "starts", "W"},
+        [](const Matrix& x, const std::vector<std::size_t>& s, const ch16::EncoderLayerWeights& w) {
+          return ch16::encoder_layer_packed(x, s, w, kExact);
+        },
+        X, std::vector<std::size_t>{0, 2, 3}, W)
+        .fits([](const Matrix& x, const std::vector<std::size_t>& s, const ch16::EncoderLayerWeights& w) {
+          return layer_fits(w, x.shape(1)) && s.size() >= 2 && s.front() == 0 && s.back() == x.shape(0) &&
+                 std::is_sorted(s.begin(), s.end());
+        })
+        .run();
+    hostile::battery(
+        "head_shares", {"A"}, [](const Matrix& a) { return ch16::head_shares(a).cls; },
+        Matrix(xt::full_like(Matrix(xt::zeros<float>({3, 3})), 1.0f / 3.0f)))
+        .fits([](const Matrix& a) { return a.shape(0) == a.shape(1) && a.shape(0) >= 2; })
+        .exempt("A all", "half the entries are −1e20: negative weights, refused (fits cannot see values)")
+        .run();
+    hostile::battery(
+        "mean_pool_normalized", {"H"}, [](const Matrix& h) { return ch16::mean_pool_normalized(h); }, X)
+        .fits([](const Matrix& h) { return h.shape(0) >= 1; })
+        .run();
+  }
+
+  TEST_CASE("the model's files, tokenizer and forward under the battery") {
+    // hostile battery: SafetensorsFile, read_tensor, require_regular_file, dtype_bytes, find, write_safetensors
+    // hostile battery: load_vocab, utf8_length, basic_tokenize, wordpiece, tokenize, read_config, load_minilm
+    // hostile battery: check_layer_count, read_reference, read_sentences, model_missing_reason, embed, encode
+    // hostile battery: sentence_embedding, sentence_embedding_with, sentence_embeddings, embedding_projection_gradient
+    // hostile battery: gradient_times_input, integrated_gradients
+    const fs::path dir = tiny_model_dir();
+    const hostile::Path weights{(dir / "model.safetensors").string()}, vocab_file{(dir / "vocab.txt").string()},
+        config{(dir / "config.json").string()};
+    const auto good_file = [&](const hostile::Path& p) { return p.path == weights.path; };
+    hostile::battery(
+        "SafetensorsFile", {"path"},
+        [](const hostile::Path& p) { return ch16::SafetensorsFile(p.path).entries().size(); }, weights)
+        .fits(good_file)
+        .run();
+    hostile::battery(
+        "read_tensor", {"path", "name|tensor", "expected_shape|implies"},
+        [](const hostile::Path& p, const std::string& name, const std::vector<std::size_t>& shape) {
+          return ch16::read_tensor(ch16::SafetensorsFile(p.path), name, shape);
+        },
+        weights, std::string("encoder.layer.0.intermediate.dense.weight"), std::vector<std::size_t>{8, 4})
+        .fits([&](const hostile::Path& p, const std::string& name, const std::vector<std::size_t>& shape) {
+          return good_file(p) && name == "encoder.layer.0.intermediate.dense.weight" &&
+                 shape == std::vector<std::size_t>{8, 4};
+        })
+        .run();
+    hostile::battery(
+        "require_regular_file", {"what", "path"},
+        [](const std::string& what, const hostile::Path& p) { ch16::require_regular_file(what.c_str(), p.path); },
+        std::string("weights"), weights)
+        .fits([](const std::string&, const hostile::Path&) { return true; })  // any file is a regular file here
+        .run();
+    hostile::battery(
+        "dtype_bytes", {"dtype"}, [](const std::string& t) { return ch16::dtype_bytes(t); }, std::string("F32"))
+        .run();
+    hostile::battery(
+        "find", {"name"}, [&](const std::string& n) { return ch16::SafetensorsFile(weights.path).find(n) != nullptr; },
+        std::string("embeddings.LayerNorm.bias"))
+        .run();
+    hostile::battery(
+        "write_safetensors", {"name", "shape", "header_patch"},
+        [](const std::string& name, const std::vector<std::size_t>& shape, const std::string& patch) {
+          const std::string path = (temp_dir("write") / "t.safetensors").string();
+          ch16::write_safetensors(path, {{name, {shape, std::vector<float>(6, 1.0f)}}}, patch);
+        },
+        std::string("w"), std::vector<std::size_t>{2, 3}, std::string())
+        .fits([](const std::string& name, const std::vector<std::size_t>& shape, const std::string&) {
+          if (name.find('\xff') != std::string::npos) return false;  // a JSON header's text is UTF-8
+          std::size_t count = 1;
+          for (std::size_t s : shape) count = s != 0 && count > 6 ? 7 : count * s;
+          return count == 6;
+        })
+        .run();
+    hostile::battery(
+        "load_vocab", {"path"}, [](const hostile::Path& p) { return ch16::load_vocab(p.path).token_of.size(); },
+        vocab_file)
+        .fits([&](const hostile::Path& p) { return p.path == vocab_file.path; })
+        .exempt("path lying",
+                "its first line turned into 0x7f bytes: a vocabulary without [PAD], refused, or a valid "
+                "one when the line was longer")
+        .run();
+    hostile::battery(
+        "utf8_length", {"text"}, [](const std::string& t) { return ch16::utf8_length(t); }, std::string("猫 cat"))
+        .fits([](const std::string& t) { return t.find('\xff') == std::string::npos; })
+        .run();
+    hostile::battery(
+        "basic_tokenize", {"text"}, [](const std::string& t) { return ch16::basic_tokenize(t).size(); },
+        std::string("The cat, 猫!"))
+        .fits([](const std::string& t) { return t.find('\xff') == std::string::npos; })
+        .run();
+    attn::Rng rng(1652);
+    const ch16::MiniLM m = tiny_model(rng);
+    hostile::battery(
+        "wordpiece", {"word"}, [&](const std::string& w) { return ch16::wordpiece(w, m.vocab); }, std::string("ab"))
+        .fits([](const std::string& w) { return !w.empty() && w.find('\xff') == std::string::npos; })
+        .run();
+    hostile::battery(
+        "tokenize", {"text", "max_tokens"},
+        [&](const std::string& t, std::size_t max) { return ch16::tokenize(t, m.vocab, max); }, std::string("a b"),
+        std::size_t{8})
+        .fits([](const std::string& t, std::size_t max) { return max >= 2 && t.find('\xff') == std::string::npos; })
+        .run();
+    hostile::battery(
+        "read_config", {"config"},
+        [](const hostile::Path& p) { return ch16::read_config(model_dir_with("config.json", p.path)).d; }, config)
+        .fits([&](const hostile::Path& p) { return p.path == config.path; })
+        .exempt("config missing", "the copy of a missing file is no file: refused as missing, naming config.json")
+        .exempt("config a FIFO", "the folder's copy of a FIFO is not made: refused as missing, naming config.json")
+        .run();
+    hostile::battery(
+        "load_minilm", {"vocab|vocab.txt", "weights|model.safetensors"},
+        [](const hostile::Path& v, const hostile::Path& w) {
+          const std::string d = model_dir_with("vocab.txt", v.path);
+          if (w.path != (tiny_model_dir() / "model.safetensors").string()) {
+            fs::remove(fs::path(d) / "model.safetensors");
+            if (fs::is_directory(w.path))
+              fs::create_directories(fs::path(d) / "model.safetensors");
+            else if (fs::exists(w.path))
+              fs::copy_file(w.path, fs::path(d) / "model.safetensors");
+          }
+          return ch16::load_minilm(d).layers.size();
+        },
+        vocab_file, weights)
+        .fits([&](const hostile::Path& v, const hostile::Path& w) {
+          return v.path == vocab_file.path && w.path == weights.path;
+        })
+        .exempt("missing", "the folder's copy of a missing file is no file: refused as missing, naming it")
+        .exempt("a FIFO", "the folder's copy of a FIFO is not made: refused as missing")
+        .run();
+    hostile::battery(
+        "check_layer_count", {"path", "layers"},
+        [](const hostile::Path& p, std::size_t layers) {
+          ch16::check_layer_count(ch16::SafetensorsFile(p.path), layers);
+        },
+        weights, std::size_t{1})
+        .fits([&](const hostile::Path& p, std::size_t layers) { return good_file(p) && layers >= 1; })
+        .run();
+    const fs::path text_dir = temp_dir("texts");
+    write_text(text_dir / "reference.txt", "text: a b\nids: 2 4 5 3\nembedding: 0.5 -0.25 0.5 0.25\n");
+    write_text(text_dir / "sentences.txt", "# a comment\na b\n\nb a\n");
+    const hostile::Path reference{(text_dir / "reference.txt").string()},
+        sentences{(text_dir / "sentences.txt").string()};
+    hostile::battery(
+        "read_reference", {"path"}, [](const hostile::Path& p) { return ch16::read_reference(p.path).size(); },
+        reference)
+        .exempt("path empty", "no texts: an empty list (answered)")
+        .exempt("path truncated", "cut inside the ids line: a text without embedding, refused; or a shorter valid file")
+        .exempt("path lying", "its first line broken: refused as a line before any text, or answered")
+        .run();
+    hostile::battery(
+        "read_sentences", {"path"}, [](const hostile::Path& p) { return ch16::read_sentences(p.path).size(); },
+        sentences)
+        .fits([](const hostile::Path& p) {
+          return p.path.find("missing") == std::string::npos && p.path.find("folder") == std::string::npos &&
+                 p.path.find("fifo") == std::string::npos;
+        })
+        .run();
+    hostile::battery(
+        "model_missing_reason", {"dir"}, [](const std::string& d) { return ch16::model_missing_reason(d); },
+        dir.string())
+        .fits([](const std::string&) { return true; })  // any text: a reason, or none
+        .run();
+    hostile::battery(
+        "embed", {"ids|tokens", "word", "position", "eps|ε"},
+        [&](const std::vector<int>& ids, const Matrix& word, const Matrix& position, float eps) {
+          return ch16::embed(ids, word, position, m.token_type, m.ln_gamma, m.ln_beta, eps);
+        },
+        std::vector<int>{2, 4, 3}, m.word, m.position, 1e-12f)
+        .fits([](const std::vector<int>& ids, const Matrix& word, const Matrix& position, float eps) {
+          bool ok = !ids.empty() && ids.size() <= position.shape(0) && position.shape(1) == word.shape(1) &&
+                    word.shape(1) == 4 && eps > 0 && std::isfinite(eps);
+          for (int id : ids) ok = ok && id >= 0 && static_cast<std::size_t>(id) < word.shape(0);
+          return ok;
+        })
+        .exempt("position with", "its middle entry lies in a row past the 3 tokens, which embed() never reads")
+        .exempt("with 3e38", "a token's embedding past float's range: LayerNorm's sums in double stay finite")
+        .exempt("all ±1e20", "as with 3e38")
+        .run();
+    hostile::battery(
+        "encode", {"ids|tokens", "keep|keep_head"},
+        [&](const std::vector<int>& ids, const std::vector<bool>& keep) {
+          return ch16::encode(m, ids, keep.empty() ? ch16::HeadMask{} : ch16::HeadMask{keep});
+        },
+        std::vector<int>{2, 4, 3}, std::vector<bool>{true, false})
+        .fits([](const std::vector<int>& ids, const std::vector<bool>& keep) {
+          bool ok = !ids.empty() && ids.size() <= 8 && (keep.empty() || keep.size() == 2);
+          for (int id : ids) ok = ok && id >= 0 && id < 6;
+          return ok;
+        })
+        .run();
+    hostile::battery(
+        "sentence_embedding", {"text"}, [&](const std::string& t) { return ch16::sentence_embedding(m, t); },
+        std::string("a b"))
+        .fits([](const std::string& t) { return t.find('\xff') == std::string::npos; })
+        .run();
+    hostile::battery(
+        "sentence_embedding_with", {"text"},
+        [&](const std::string& t) { return ch16::sentence_embedding_with(m, t, kExact); }, std::string("a b"))
+        .fits([](const std::string& t) { return t.find('\xff') == std::string::npos; })
+        .run();
+    hostile::battery(
+        "sentence_embeddings", {"text"},
+        [&](const std::string& t) {
+          return ch16::sentence_embeddings(m, {"b a", t});
+        },
+        std::string("a b"))
+        .fits([](const std::string& t) { return t.find('\xff') == std::string::npos; })
+        .run();
+    const Matrix X0 = rng.normal(3, 4);
+    const Vector u{0.5f, -0.5f, 0.5f, 0.5f};
+    const auto fits_gradient = [](const std::vector<ch16::EncoderLayerWeights>& layers, const Matrix& x,
+                                  const Vector& v) {
+      bool ok = x.shape(0) >= 1 && v.size() == x.shape(1);
+      for (const auto& w : layers) ok = ok && layer_fits(w, x.shape(1));
+      return ok;
+    };
+    hostile::battery(
+        "embedding_projection_gradient", {"layers", "X0", "u"},
+        [](const std::vector<ch16::EncoderLayerWeights>& l, const Matrix& x, const Vector& v) {
+          return ch16::embedding_projection_gradient(l, x, v).dX0;
+        },
+        m.layers, X0, u)
+        .fits(fits_gradient)
+        .run();
+    hostile::battery(
+        "gradient_times_input", {"layers", "X0", "u"},
+        [](const std::vector<ch16::EncoderLayerWeights>& l, const Matrix& x, const Vector& v) {
+          return ch16::gradient_times_input(l, x, v);
+        },
+        m.layers, X0, u)
+        .fits(fits_gradient)
+        .run();
+    hostile::battery(
+        "integrated_gradients", {"X0", "baseline", "steps"},
+        [&](const Matrix& x, const Matrix& b, std::size_t steps) {
+          return ch16::integrated_gradients(m.layers, x, b, u, steps);
+        },
+        X0, Matrix(xt::zeros<float>({3, 4})), std::size_t{2})
+        .fits([](const Matrix& x, const Matrix& b, std::size_t steps) {
+          return x.shape(0) >= 1 && x.shape(1) == 4 && b.shape() == x.shape() && steps >= 1 && steps <= 10000;
+        })
+        .non_finite_passes("the baseline is not checked by contract: a NaN there is a NaN path (X0 is checked)")
+        .exempt("X0 with", "X0 − baseline along the path: checked at each point by embedding_projection_gradient")
+        .run();
   }
 }

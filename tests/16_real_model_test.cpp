@@ -520,3 +520,39 @@ TEST_SUITE("16_real_model: chapter code") {
                          doctest::Contains("baseline (2, 8)"), std::invalid_argument);
   }
 }
+
+// The defects hostile calls found in the contract's reference answers, one case per exercise they belong to.
+TEST_SUITE("16_real_model/read_tensor") {
+  TEST_CASE("read_tensor of a tensor with no elements returns its empty shape") {
+    // It memcpy'd zero bytes into the null pointer an empty matrix holds (the ASan preset aborted).
+    const std::string path = temp_path("empty.safetensors");
+    ch16::write_safetensors(path, {{"none", {{0, 3}, {}}}, {"w", {{2}, {1, 2}}}});
+    const ch16::SafetensorsFile file(path);
+    const Matrix none = ch16::read_tensor(file, "none", {0, 3});
+    CHECK(none.shape(0) == 0);
+    CHECK(none.shape(1) == 3);
+  }
+}
+
+TEST_SUITE("16_real_model/encoder_layer") {
+  TEST_CASE("encoder_layer refuses each weight of a shape that does not fit d, naming it, instead of broadcasting") {
+    // Half-width W_Q and W_K were read past their end per head; a (1, d) W_O with a (1) b_O and a (1, d_ff) W_2
+    // were broadcast over every row.
+    attn::Rng rng(20);
+    const SmallLayer L = small_layer(rng);
+    const Matrix X = rng.normal(3, 8);  // (n, d)
+    ch16::EncoderLayerWeights W = L.W;
+    W.W_Q = rng.normal(4, 8);
+    CHECK_THROWS_NAMING(ch16::encoder_layer(X, W), std::invalid_argument, "W_Q", "(4, 8)", "(8, 8)");
+    W = L.W;
+    W.W_K = rng.normal(2, 8);
+    CHECK_THROWS_NAMING(ch16::encoder_layer(X, W), std::invalid_argument, "W_K", "(2, 8)");
+    W = L.W;
+    W.W_O = rng.normal(1, 8);
+    W.b_O = xt::zeros<float>({1});
+    CHECK_THROWS_NAMING(ch16::encoder_layer(X, W), std::invalid_argument, "W_O", "(1, 8)");
+    W = L.W;
+    W.W_2 = rng.normal(1, 16);
+    CHECK_THROWS_NAMING(ch16::encoder_layer(X, W), std::invalid_argument, "W_2", "(1, 16)", "(8, 16)");
+  }
+}

@@ -227,10 +227,16 @@ Matrix block_sparse_attention(const Matrix& Q, const Matrix& K, const Matrix& V,
   const std::unique_ptr<float[]> K_panels =
       width > 0 && B_c % width == 0 && d_k > 0 ? pack_keys_on_threads(K, threads) : nullptr;
   std::atomic<std::size_t> next_tile{0};  // query tiles are handed out one at a time: rows cost unequal work
+  // The score tile's leading dimension: room for the longest run, but never wider than the keys there are (rounded
+  // up to whole panels, which the micro-kernels write): a tile of B_c = 2^33 over 4 keys asked for 32 GiB. Its
+  // rows likewise no more than the queries. Checked against the memory before any thread starts.
+  const std::size_t key_cover = width > 0 ? std::max(ch05::key_panels(layout.n_kv) * width, layout.n_kv) : layout.n_kv;
+  const std::size_t ld = std::min(run_max * B_c, key_cover), tile_rows = std::min(B_r, layout.n_q);
+  checked_allocation("block_sparse_attention: each thread's score tile, rows × (tiles per run × B_c) floats",
+                     {std::min(threads, T_r), tile_rows, ld, sizeof(float)});
   const auto worker = [&] {
-    const std::size_t ld = run_max * B_c;  // the score tile's leading dimension: room for the longest run
-    TileState st{std::vector<float>(B_r), std::vector<float>(B_r), std::vector<float>(B_r * ld),
-                 std::vector<float>(B_r * d_v)};
+    TileState st{std::vector<float>(tile_rows), std::vector<float>(tile_rows), std::vector<float>(tile_rows * ld),
+                 std::vector<float>(tile_rows * d_v)};
     for (std::size_t r = next_tile++; r < T_r; r = next_tile++) {
       const std::size_t i0 = r * B_r, rows = std::min(B_r, layout.n_q - i0);
       std::fill(st.m.begin(), st.m.end(), kMinusInf);

@@ -49,8 +49,9 @@ Matrix softmax_backward(const Matrix& P, const Matrix& dP);
 /// \param K (n_kv, d_k) keys.
 /// \param V (n_kv, d_v) values.
 /// \param dO (n_q, d_v) ∂L/∂O, the gradient arriving from above.
-/// \param mask (n_q, n_kv), true = may attend; empty (the default) = every pair allowed. A query with no
-///        allowed key (its output is zero whatever Q, K, V are) gets a zero gradient and gives none.
+/// \param mask (n_q, n_kv), true = may attend; (0, 0) (the default) = every pair allowed; any other shape is
+///        refused. A query with no allowed key (its output is zero whatever Q, K, V are) gets a zero gradient
+///        and gives none.
 /// \return dQ (n_q, d_k), dK (n_kv, d_k), dV (n_kv, d_v).
 /// \throws std::invalid_argument naming the shapes when Q, K, V, dO or the mask do not fit together, naming the
 ///         first NaN/Inf of Q, K, V or dO, when a score could overflow (attn/checks.hpp), or when its four

@@ -83,7 +83,8 @@ Matrix sinusoidal_encoding(std::size_t n, std::size_t d);
 /// \param first_position the position of row 0 (a decoder's cache length).
 /// \param base 10000 in the RoFormer paper and most models.
 /// \throws std::invalid_argument naming X's shape when d is odd; when base ≤ 1 or an entry of X is NaN or
-///         infinite (X is then unchanged).
+///         infinite; naming first_position when the last row's position first_position + n − 1 passes 2^64 − 1
+///         (X is unchanged in every case).
 void apply_rope(Matrix& X, std::size_t first_position = 0, float base = 10000.0f);
 
 /// ALiBi's per-head slopes, the paper's (Press et al. 2022, and every model trained with ALiBi): for h a power of
@@ -92,7 +93,8 @@ void apply_rope(Matrix& X, std::size_t first_position = 0, float base = 10000.0f
 /// between), the first h − c of them. h = 6: 1/4, 1/16, 1/64, 1/256, then 1/2, 1/8.
 /// \param h number of heads (≥ 1).
 /// \return (h): for h a power of two, decreasing from 2^(−8/h) to 2^(−8).
-/// \throws std::invalid_argument when h is 0.
+/// \throws std::invalid_argument when h is 0, or naming the estimate when h floats would not fit in memory
+///         (before allocating).
 Vector alibi_slopes(std::size_t h);
 
 /// ALiBi's bias for one head: bias(i, j) = −slope·|i + n_kv − n_q − j|, added to the scaled scores (queries

@@ -151,10 +151,16 @@ std::vector<std::size_t> npy_shape(const std::filesystem::path& path, const char
     if (at == std::string::npos) refuse_file(path, fmt::format("has no {} in its header", key));
     return at + std::strlen(key);
   };
-  const std::size_t d = header.find_first_not_of(" ", field("'descr':"));
-  if (header.compare(d, std::strlen(descr) + 2, fmt::format("'{}'", descr)) != 0)
+  // Where the value of \p key starts: a header that ends in spaces after the key has none (found by fuzzing: the
+  // comparison below was given npos and threw std::out_of_range).
+  const auto value = [&](const char* key) {
+    const std::size_t at = header.find_first_not_of(" ", field(key));
+    if (at == std::string::npos) refuse_file(path, fmt::format("has no value after {} in its header", key));
+    return at;
+  };
+  if (header.compare(value("'descr':"), std::strlen(descr) + 2, fmt::format("'{}'", descr)) != 0)
     refuse_file(path, fmt::format("does not hold {} values (its header: {})", descr, header));
-  if (header.compare(header.find_first_not_of(" ", field("'fortran_order':")), 5, "False") != 0)
+  if (header.compare(value("'fortran_order':"), 5, "False") != 0)
     refuse_file(path, "is in Fortran order; a checkpoint is in C (row-major) order");
   const std::size_t open = header.find('(', field("'shape':")), close = header.find(')', open);
   if (open == std::string::npos || close == std::string::npos) refuse_file(path, "has no shape tuple in its header");
@@ -209,11 +215,20 @@ void require_npy(const std::filesystem::path& path, const std::vector<std::size_
 template <class T>
 xt::xarray<T> read_npy(const std::filesystem::path& path, const std::vector<std::size_t>& shape) {
   require_npy<T>(path, shape);
+  xt::xarray<T> a;
   try {
-    return xt::load_npy<T>(path.string());
+    a = xt::load_npy<T>(path.string());
   } catch (const std::exception& e) {
     refuse_file(path, fmt::format("is not a readable .npy file ({})", e.what()));
   }
+  // xtensor's reader parses the header again, by its own rules: a header that says its keys twice can read as another
+  // shape there (found by fuzzing: a (2, 4) header read as more dimensions, which the assignment to a Matrix then
+  // wrote past its two-entry shape, corrupting the model). The shape read must be the one checked.
+  const std::vector<std::size_t> read(a.shape().begin(), a.shape().end());
+  if (read != shape)
+    refuse_file(path, fmt::format("reads as {} where its header was checked as {} (a header that repeats a key)",
+                                  tuple_str(read), tuple_str(shape)));
+  return a;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "14_state_space/memory.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -55,7 +56,10 @@ double relative_error(const Matrix& recalled, const Matrix& V) {
     num += e * e;
     den += static_cast<double>(V.data()[i]) * V.data()[i];
   }
-  return den > 0.0 ? std::sqrt(num / den) : 0.0;
+  // Against V = 0 the relative error is 0 when the recall is 0 too, and infinite otherwise (never 0: that would
+  // call any recall of nothing perfect).
+  if (den == 0.0) return num == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(num / den);
 }
 
 }  // namespace attn::ch14

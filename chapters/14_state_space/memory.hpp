@@ -31,7 +31,8 @@ struct RecallTask {
 ///         or when the task's 2m × (2·d_k + d_v) floats do not fit in memory (naming the estimate, before allocating).
 RecallTask recall_task(const Matrix& K, const Matrix& V);
 
-/// ‖V̂ − V‖_F / ‖V‖_F: the relative error of recalled values \p recalled (m, d_v) against \p V (m, d_v).
+/// ‖V̂ − V‖_F / ‖V‖_F: the relative error of recalled values \p recalled (m, d_v) against \p V (m, d_v). Against
+/// V = 0 (or no values) it is 0 when \p recalled is 0 as well, and +∞ otherwise.
 /// \throws std::invalid_argument naming both shapes when they differ, or the first NaN/Inf of either.
 double relative_error(const Matrix& recalled, const Matrix& V);
 

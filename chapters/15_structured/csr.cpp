@@ -66,7 +66,11 @@ Csr csr_of(const Neighbours& in) {
 
 Csr random_csr(std::size_t n, std::size_t degree, std::uint64_t seed) {
   require(n < kMaxNodes, fmt::format("random_csr: n = {} does not fit 32-bit sender ids", n));
-  const std::size_t edges = checked_product("random_csr: n·(degree + 1)", {n, degree + 1});
+  // degree + 1 could wrap to 0 (degree = SIZE_MAX), and then nothing would be allocated for the ids written below.
+  const std::size_t per_node = checked_sum("random_csr: degree + 1", {degree, 1});
+  const std::size_t edges = checked_product("random_csr: n·(degree + 1)", {n, per_node});
+  checked_allocation("random_csr: the sender ids, n·(degree + 1) × 4 bytes", {edges, sizeof(std::uint32_t)});
+  checked_allocation("random_csr: row_start, (n + 1) × 8 bytes", {n + 1, sizeof(std::size_t)});
   Csr g{n, std::vector<std::size_t>(n + 1), std::vector<std::uint32_t>(edges)};
   Rng rng(seed);
   std::uniform_int_distribution<std::uint32_t> sender(0, n ? static_cast<std::uint32_t>(n - 1) : 0);
@@ -94,7 +98,12 @@ GatherRows::GatherRows(const Matrix& M, const char* name) : rows_(M.shape(0)), w
 #ifdef MADV_HUGEPAGE
   madvise(data_.get(), rounded, MADV_HUGEPAGE);  // a hint: where huge pages are off, the table works as well
 #endif
-  for (std::size_t j = 0; j < rows_; ++j) std::copy_n(M.data() + j * width_, width_, data_.get() + j * stride_);
+  // Each row's padding is zeroed: the table is then one array of rows_ × stride_ defined floats, which
+  // csr_attention() scans whole for the course's overflow policy (zeros change no maximum).
+  for (std::size_t j = 0; j < rows_; ++j) {
+    std::copy_n(M.data() + j * width_, width_, data_.get() + j * stride_);
+    std::fill(data_.get() + j * stride_ + width_, data_.get() + (j + 1) * stride_, 0.0f);
+  }
 }
 
 namespace {
@@ -136,7 +145,7 @@ float dot(const float* q, const float* k, std::size_t d_k) {
 void attend_node(const float* q, const GatherRows& K, const GatherRows& V, const std::uint32_t* senders,
                  std::size_t degree, std::size_t stream, std::size_t heads, float* scores, float* o) {
   const std::size_t width = K.width(), d_k = width / heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d_k));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1)));  // d_k = 0: scores 0
   for (std::size_t e = 0; e < degree; ++e) {
     if (e + kAhead < stream) prefetch(K.row(senders[e + kAhead]), width);
     const float* k = K.row(senders[e]);
@@ -266,9 +275,14 @@ void csr_attention_into(const Matrix& Q, const GatherRows& K, const GatherRows& 
                       K.rows(), K.width(), V.rows(), V.width(), g.n));
   require(O.shape(0) == n && O.shape(1) == width,
           fmt::format("csr_attention_into: O is {}, Q is {}; O needs Q's shape", shape_str(O), shape_str(Q)));
-  require(O.data() != Q.data(), "csr_attention_into: O is Q itself; the kernel reads every query after writing rows");
+  // Only a non-empty O can be Q itself: two empty matrices may share a null data pointer.
+  require(O.size() == 0 || O.data() != Q.data(),
+          "csr_attention_into: O is Q itself; the kernel reads every query after writing rows");
   const std::size_t max_degree = check_csr("csr_attention", g);
-  require_finite("csr_attention", "Q", Q.data(), Q.size());
+  // The course's overflow policy, as every kernel that takes Q, K, V: finite, and d_k · max|q| · max|k| within
+  // float's range / 4 (each score is one head's d_k products). K and V are scanned whole, padding included (zeros).
+  require_attention_inputs("csr_attention", Q.data(), Q.size(), width / heads, K.data(), K.padded_size(), width / heads,
+                           V.data(), V.padded_size(), threads);
   constexpr std::size_t kChunk = 512;  // nodes per work item: enough to amortise the atomic
   // No more threads than work items: a thread without one would only cost its start (and a huge count, its
   // failure to start after the others had written rows).

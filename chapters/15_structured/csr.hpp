@@ -30,7 +30,8 @@ Csr csr_of(const Neighbours& in);
 
 /// A random graph for the benchmark: every node hears itself and \p degree senders drawn uniformly (repeats
 /// possible), sorted so that the gathers walk memory forwards.
-/// \throws std::invalid_argument when n·(degree + 1) overflows or n ≥ 2³².
+/// \throws std::invalid_argument when degree + 1 or n·(degree + 1) overflows, n ≥ 2³², or naming the estimate
+///         when the graph would not fit in memory, before allocating.
 Csr random_csr(std::size_t n, std::size_t degree, std::uint64_t seed);
 
 /// A matrix laid out for random gathers of its rows: each row starts on a cache line (64 bytes; a plain
@@ -47,6 +48,10 @@ class GatherRows {
   std::size_t width() const { return width_; }
   /// Row \p j: width() floats, 64-byte aligned.
   const float* row(std::size_t j) const { return data_.get() + j * stride_; }
+  /// The whole table, rows() × the padded width, the padding zero: padded_size() floats.
+  const float* data() const { return data_.get(); }
+  /// The floats data() holds, padding included.
+  std::size_t padded_size() const { return rows_ * stride_; }
 
  private:
   std::size_t rows_ = 0, width_ = 0, stride_ = 0;                     // stride_: width rounded up to whole cache lines
@@ -66,7 +71,9 @@ class GatherRows {
 /// \return (n, heads·d_k).
 /// \throws std::invalid_argument naming the shapes when Q, K, V and g do not fit, heads does not divide the
 ///         columns, the CSR is malformed (row_start not (n + 1) non-decreasing from 0 to E, a sender ≥ n),
-///         or threads is 0, or when Q holds a NaN or an infinity.
+///         or threads is 0; and as the course's overflow policy says (attn/checks.hpp's
+///         require_attention_inputs(), with d_k = the columns / heads): naming the first NaN/Inf of Q, or when
+///         d_k · max|q| · max|k| is past float's range / 4 (a score could overflow).
 Matrix csr_attention(const Matrix& Q, const GatherRows& K, const GatherRows& V, const Csr& g, std::size_t heads,
                      std::size_t threads = 1);
 

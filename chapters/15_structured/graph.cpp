@@ -10,17 +10,20 @@
 #include <fmt/format.h>
 
 #include "12_learning/model.hpp"
+#include "attn/checks.hpp"
 
 namespace attn::ch15 {
 
 namespace {
-// A dense (n, n) mask or score matrix of 2²⁰ nodes is already 1 TiB of bools: refuse before allocating.
+// The chapter's graphs and trees have at most 2²⁰ nodes: their lists then fit in a few hundred MB. The dense
+// (n, n) tables are checked on their own, against the memory available (checked_allocation()): at 2²⁰ nodes a
+// mask alone is 1 TiB.
 constexpr std::size_t kMaxNodes = std::size_t{1} << 20;
 }  // namespace
 
 void check_graph(const Graph& g) {
   require(g.n <= kMaxNodes,
-          fmt::format("check_graph: n = {} nodes is more than the {} a dense (n, n) mask allows", g.n, kMaxNodes));
+          fmt::format("check_graph: n = {} nodes is more than the chapter's limit of {}", g.n, kMaxNodes));
   std::set<std::pair<std::size_t, std::size_t>> seen;
   for (const auto& [u, v] : g.edges) {
     require(u < g.n && v < g.n, fmt::format("check_graph: edge ({}, {}) names a node id ≥ n = {}", u, v, g.n));
@@ -47,6 +50,7 @@ Neighbours neighbour_lists(const Graph& g, bool self_loops) {
 
 Neighbours complete_lists(std::size_t n) {
   require(n <= kMaxNodes, fmt::format("complete_lists: n = {} is more than {}", n, kMaxNodes));
+  checked_allocation("complete_lists: n lists of n node ids", {n, n, sizeof(std::size_t)});  // before filling any
   Neighbours in(n);
   for (auto& list : in)
     for (std::size_t j = 0; j < n; ++j) list.push_back(j);
@@ -54,6 +58,8 @@ Neighbours complete_lists(std::size_t n) {
 }
 
 Mask adjacency_mask(const Graph& g, bool self_loops) {
+  check_graph(g);
+  checked_allocation("adjacency_mask: the mask of n × n nodes, 1 byte each", {g.n, g.n, sizeof(bool)});
   const Neighbours in = neighbour_lists(g, self_loops);
   Mask mask(Mask::shape_type{g.n, g.n}, false);  // (n, n)
   for (std::size_t i = 0; i < g.n; ++i)
@@ -62,6 +68,8 @@ Mask adjacency_mask(const Graph& g, bool self_loops) {
 }
 
 Hops hop_distances(const Graph& g) {
+  check_graph(g);
+  checked_allocation("hop_distances: the table of n × n nodes' distances", {g.n, g.n, sizeof(std::size_t)});
   const Neighbours in = neighbour_lists(g, false);
   Hops hops(Hops::shape_type{g.n, g.n}, kUnreachable);  // (n, n)
   for (std::size_t source = 0; source < g.n; ++source) {
@@ -96,16 +104,23 @@ void check_parents(const std::vector<long>& parent) {
   }
   require(n == 0 || roots == 1,
           fmt::format("check_parents: a tree has one root (parent −1), this array has {}", roots));
-  // Every node must reach the root within n steps, or its chain of parents is a cycle.
+  // Every node must reach the root, or its chain of parents is a cycle. Walking up from every node would take
+  // n × depth steps (a chain of 2²⁰ tokens: 5·10¹¹); each node is walked once instead: a walk stops at a node
+  // already known to reach the root, and a walk that meets its own path has found a cycle. O(n) in all.
+  enum : unsigned char { kUnseen, kOnPath, kReaches };
+  std::vector<unsigned char> state(n, kUnseen);
+  std::vector<std::size_t> path;
   for (std::size_t i = 0; i < n; ++i) {
+    path.clear();
     long at = static_cast<long>(i);
-    std::size_t steps = 0;
-    while (at != -1 && steps <= n) {
+    while (at != -1 && state[static_cast<std::size_t>(at)] == kUnseen) {
+      state[static_cast<std::size_t>(at)] = kOnPath;
+      path.push_back(static_cast<std::size_t>(at));
       at = parent[static_cast<std::size_t>(at)];
-      ++steps;
     }
-    require(at == -1,
+    require(at == -1 || state[static_cast<std::size_t>(at)] == kReaches,
             fmt::format("check_parents: the parents of node {} go round a cycle and never reach the root", i));
+    for (std::size_t p : path) state[p] = kReaches;
   }
 }
 

@@ -25,7 +25,9 @@ struct Graph {
 
 /// Checks that \p g is a simple graph.
 /// \throws std::invalid_argument naming the edge when a node id is ≥ n, an edge is a self-loop or an edge
-///         appears twice; and when n is absurd (more than 2²⁰ nodes: a dense (n, n) mask would not fit).
+///         appears twice; and when n is more than the chapter's limit of 2²⁰ nodes (the dense (n, n) tables
+///         below are refused on their own when they would not fit in memory).
+/// O(n + E log E) time.
 void check_graph(const Graph& g);
 
 /// Who hears whom on \p g: node i hears its neighbours, and itself when \p self_loops (GAT's convention:
@@ -33,17 +35,23 @@ void check_graph(const Graph& g);
 Neighbours neighbour_lists(const Graph& g, bool self_loops);
 
 /// The complete graph's lists: every node hears every node, itself included (chapter 02's attention).
+/// \throws std::invalid_argument when n is more than 2²⁰, or naming the estimate when the n² ids would not fit in
+///         memory, before allocating.
 Neighbours complete_lists(std::size_t n);
 
 /// The (n, n) mask of \p g: true where i hears j (the diagonal too when \p self_loops).
+/// \throws std::invalid_argument as check_graph() does, or naming the estimate when the mask would not fit in
+///         memory, before allocating.
 Mask adjacency_mask(const Graph& g, bool self_loops);
 
 /// Breadth-first hop distances on \p g: (n, n), 0 on the diagonal, kUnreachable between components.
+/// O(n·(n + E)) time. \throws std::invalid_argument as check_graph() does, or naming the estimate when the
+/// table would not fit in memory, before allocating.
 Hops hop_distances(const Graph& g);
 
 /// Checks a parent array: exactly one root (−1), every other entry a node id < n other than i itself, and
-/// no cycle (every node reaches the root).
-/// \throws std::invalid_argument naming the first offending node.
+/// no cycle (every node reaches the root). O(n) time and memory: each node's chain is walked once.
+/// \throws std::invalid_argument naming the first offending node, or when n is more than 2²⁰.
 void check_parents(const std::vector<long>& parent);
 
 /// The tree of \p parent as an undirected graph (one edge per child), for tree distances.

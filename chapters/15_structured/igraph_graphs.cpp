@@ -2,9 +2,12 @@
 // with one that only returns the error code, and turns every code into an exception naming the call.
 #include "15_structured/igraph_graphs.hpp"
 
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "attn/checks.hpp"
 
 #if ATTN_HAVE_IGRAPH
 #include <igraph.h>
@@ -15,6 +18,8 @@ namespace attn::ch15 {
 #if ATTN_HAVE_IGRAPH
 
 namespace {
+
+constexpr std::size_t kMaxBlocks = 1024, kMaxSbmNodes = std::size_t{1} << 16;
 
 void check_igraph(igraph_error_t code, const std::string& what) {
   if (code != IGRAPH_SUCCESS) throw std::invalid_argument(fmt::format("{}: igraph: {}", what, igraph_strerror(code)));
@@ -53,8 +58,12 @@ Graph graph_of(const igraph_t& source, const std::string& what) {
 bool have_igraph() { return true; }
 
 Graph famous_graph(const std::string& name) {
+  // igraph's names are short words: a long one, or one with a NUL (igraph would read it only up to the NUL), is
+  // no name it knows. The message shows at most 40 bytes of it.
+  const std::string what =
+      fmt::format("famous_graph(name = \"{}{}\")", name.substr(0, 40), name.size() > 40 ? "…" : "");
+  require(name.size() <= 64 && name.find('\0') == std::string::npos, what + ": no graph igraph knows has this name");
   quiet_errors();
-  const std::string what = fmt::format("famous_graph(\"{}\")", name);
   OwnedGraph owned;
   check_igraph(igraph_famous(&owned.g, name.c_str()), what);
   owned.made = true;
@@ -64,10 +73,17 @@ Graph famous_graph(const std::string& name) {
 Graph sbm_graph(const std::vector<std::size_t>& block_sizes, double p_in, double p_out, std::uint64_t seed) {
   const std::string what = fmt::format("sbm_graph(p_in = {}, p_out = {})", p_in, p_out);
   require(p_in >= 0.0 && p_in <= 1.0 && p_out >= 0.0 && p_out <= 1.0, what + ": both probabilities must lie in [0, 1]");
+  // igraph takes a (k, k) matrix of probabilities and walks its k² pairs of blocks: the blocks are limited as well
+  // as the nodes (65,536 blocks would be a 32 GB matrix). The sum saturates, so that sizes like {SIZE_MAX, 2}
+  // cannot wrap past the limit.
+  require(!block_sizes.empty() && block_sizes.size() <= kMaxBlocks,
+          fmt::format("{}: {} blocks (need 1 … {})", what, block_sizes.size(), kMaxBlocks));
   std::size_t n = 0;
-  for (std::size_t b : block_sizes) n += b;
-  require(!block_sizes.empty() && n <= (std::size_t{1} << 16),
-          fmt::format("{}: {} blocks of {} nodes in all (need 1 … 65536 nodes)", what, block_sizes.size(), n));
+  for (std::size_t b : block_sizes) n = saturating_add(n, b);
+  require(n <= kMaxSbmNodes,
+          fmt::format("{}: blocks of {} nodes in all (need at most {})", what,
+                      n == std::numeric_limits<std::size_t>::max() ? std::string("more than 2^64") : std::to_string(n),
+                      kMaxSbmNodes));
   quiet_errors();
   const auto k = static_cast<igraph_integer_t>(block_sizes.size());
   igraph_matrix_t pref;
@@ -93,6 +109,9 @@ Graph sbm_graph(const std::vector<std::size_t>& block_sizes, double p_in, double
 
 Hops igraph_hop_distances(const Graph& g) {
   check_graph(g);
+  // igraph's (n, n) matrix of doubles and the chapter's (n, n) table of sizes, both held at once.
+  checked_allocation("igraph_hop_distances: igraph's distances and the table, 2 × n × n nodes × 8 bytes",
+                     {2, g.n, g.n, 8});
   quiet_errors();
   igraph_vector_int_t edges;
   check_igraph(igraph_vector_int_init(&edges, static_cast<igraph_integer_t>(2 * g.edges.size())),

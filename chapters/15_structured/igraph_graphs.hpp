@@ -26,11 +26,12 @@ Graph famous_graph(const std::string& name);
 /// numbered block after block; each pair inside a block is an edge with probability \p p_in, each pair
 /// across blocks with \p p_out. No self-loops, undirected.
 /// \throws std::invalid_argument naming the probabilities when one lies outside [0, 1], or when there are
-///         no blocks or more than 65536 nodes; std::runtime_error without igraph.
+///         no blocks, more than 1024 blocks or more than 65536 nodes; std::runtime_error without igraph.
 Graph sbm_graph(const std::vector<std::size_t>& block_sizes, double p_in, double p_out, std::uint64_t seed);
 
 /// Hop distances computed by igraph (igraph_distances(), unweighted), kUnreachable between components.
-/// \throws std::invalid_argument from check_graph(); std::runtime_error without igraph.
+/// \throws std::invalid_argument from check_graph(), or naming the estimate when igraph's (n, n) distances and
+///         the table would not fit in memory, before allocating; std::runtime_error without igraph.
 Hops igraph_hop_distances(const Graph& g);
 
 /// @}

@@ -23,10 +23,43 @@ std::string structure_name(Structure s) {
   throw std::invalid_argument(fmt::format("structure_name: {} is none of Structure's values", static_cast<int>(s)));
 }
 
+void check_node_task(const NodeTask& task) {
+  structure_name(task.structure);  // refuses a value that is none of Structure's
+  require(task.slope >= 0.0f && task.slope < 1.0f,
+          fmt::format("check_node_task: slope = {} is outside [0, 1)", task.slope));
+  const std::size_t n = task.X.shape(0);
+  require(task.structure != Structure::mask || (task.allowed.shape(0) == n && task.allowed.shape(1) == n),
+          fmt::format("check_node_task: the mask allowed is {} but X {} has n = {} nodes; the hard mask needs ({}, {})",
+                      shape_str(task.allowed), shape_str(task.X), n, n, n));
+  require(task.structure != Structure::bias || (task.hops.shape(0) == n && task.hops.shape(1) == n),
+          fmt::format("check_node_task: hops is {} but X {} has n = {} nodes; the hop bias needs ({}, {})",
+                      shape_str(task.hops), shape_str(task.X), n, n, n));
+}
+
+void check_node_model(const NodeModel& m, const NodeTask& task) {
+  check_node_task(task);
+  const std::size_t d_in = task.X.shape(1), d = m.W.shape(1);
+  require(m.W.shape(0) == d_in && m.a.shape(0) == 1 && m.a.shape(1) == 2 * d && m.W_out.shape(0) == d &&
+              m.W_out.shape(1) > 0 && (task.structure != Structure::bias || (m.b.shape(0) == 1 && m.b.shape(1) > 0)),
+          fmt::format("check_node_model: X {}, W {}, a {}, b {}, W_out {} do not fit: need W (d_in, d) = ({}, ·), a "
+                      "(1, 2·d), W_out (d, classes ≥ 1) and, for the hop bias, b (1, B ≥ 1)",
+                      shape_str(task.X), shape_str(m.W), shape_str(m.a), shape_str(m.b), shape_str(m.W_out), d_in));
+  for (const auto& [name, w] :
+       {std::pair<const char*, const Matrix*>{"W", &m.W}, {"a", &m.a}, {"b", &m.b}, {"W_out", &m.W_out}})
+    require_finite("check_node_model", name, w->data(), w->size());
+  // The course's overflow policy on H = X·W (its entries are sums of d_in products), so that H is a finite float.
+  require_bounded_products("check_node_model", "X", task.X.data(), task.X.size(), "W", m.W.data(), m.W.size(), d_in);
+}
+
 NodeModel init_node_model(std::size_t d_in, std::size_t d, std::size_t B, std::size_t classes, std::uint64_t seed) {
   require(
       d_in > 0 && d > 0 && B > 0 && classes > 0,
       fmt::format("init_node_model: d_in = {}, d = {}, B = {}, classes = {}: all must be ≥ 1", d_in, d, B, classes));
+  // One bias per hop distance: a graph of the chapter has at most 2^20 nodes, so no distance is longer than that.
+  require(B <= (std::size_t{1} << 20) + 1,
+          fmt::format("init_node_model: B = {} hop-bias entries; distances on a graph of at most 2^20 nodes need at "
+                      "most 2^20 + 1",
+                      B));
   checked_allocation("init_node_model: the hop-bias table b, B floats", {B, sizeof(float)});  // Rng checks the rest
   Rng rng(seed);
   const auto std_of = [](std::size_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };
@@ -81,6 +114,7 @@ double accuracy_on(const std::vector<std::size_t>& predicted, const std::vector<
 
 // [node_backward]
 NodeModel node_backward(const NodeModel& m, const NodeTask& task, const NodeTrace& t, const Matrix& dlogits) {
+  check_node_model(m, task);  // b (1, B ≥ 1) among them: its gradient is indexed by min(hops, B − 1)
   const std::size_t n = task.X.shape(0), d = m.W.shape(1), B = m.b.shape(1);
   require(
       dlogits.shape() == t.logits.shape() && t.logits.shape(0) == n && t.logits.shape(1) == m.W_out.shape(1) &&

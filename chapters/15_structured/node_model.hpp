@@ -64,8 +64,8 @@ struct NodeTrace {
 };
 
 /// A fresh model: W, a and W_out normal with variance 1/fan-in, b zero (the bias starts neutral).
-/// \throws std::invalid_argument when a size is 0, or when a matrix would not fit in memory (naming the estimate,
-///         before allocating it).
+/// \throws std::invalid_argument when a size is 0, when B is more than 2^20 + 1 (the hop distances of the chapter's
+///         largest graph), or when a matrix would not fit in memory (naming the estimate, before allocating it).
 NodeModel init_node_model(std::size_t d_in, std::size_t d, std::size_t B, std::size_t classes, std::uint64_t seed);
 /// Zeros of the model's shapes (gradients, AdamW moments).
 NodeModel zeros_like(const NodeModel& m);
@@ -75,14 +75,28 @@ std::vector<Matrix*> parameters(NodeModel& m);
 /// ∂loss/∂weights from ∂loss/∂logits (chapter code: it does not call the contract).
 /// dZ = dlogits·W_outᵀ; dA = dZ·Hᵀ; dS = chapter 10's softmax_backward(A, dA); the bias table gathers dS by
 /// distance; through the LeakyReLU, row sums of dE reach a_l and h_i, column sums a_r and h_j.
-/// \throws std::invalid_argument naming the shapes when the trace, the task and the model do not fit, or naming the
-///         first NaN/Inf of \p dlogits.
+/// \throws std::invalid_argument as check_node_model() does, naming the shapes when the trace, the task and the model
+///         do not fit, or naming the first NaN/Inf of \p dlogits.
 NodeModel node_backward(const NodeModel& m, const NodeTask& task, const NodeTrace& trace, const Matrix& dlogits);
+
+/// Checks a task before any work: \p task.structure one of Structure's values, the slope in [0, 1), and what
+/// that structure reads of the graph exactly (n, n) for the n rows of X: the mask for Structure::mask, the hops
+/// for Structure::bias. A (1, 1) mask would otherwise broadcast over every pair: training with no graph at all.
+/// \throws std::invalid_argument naming the shapes (or the value) that do not fit.
+void check_node_task(const NodeTask& task);
+
+/// Checks that \p m fits \p task (and the task itself, check_node_task()): W (d_in, d) for X's d_in columns, a
+/// (1, 2·d), W_out (d, classes ≥ 1), and b (1, B ≥ 1) for Structure::bias; every weight finite; and X and W
+/// within the course's overflow policy (d_in · max|X| · max|W|, attn/checks.hpp), so that H = X·W is finite.
+/// \throws std::invalid_argument naming the shapes that do not fit, or the weight or input at fault.
+void check_node_model(const NodeModel& m, const NodeTask& task);
 
 // [node_forward]
 /// The forward: H = X·W, E = gat_scores(H, a), scores S = E (none), E masked to the graph (mask) or
 /// E + hop_bias(hops, b) (bias); A = softmax_rows(S); Z = A·H (+ H); logits = Z·W_out.
+/// \throws std::invalid_argument as check_node_model() does, before any work, and as gat_scores() does.
 inline NodeTrace node_forward(const NodeModel& m, const NodeTask& task) {
+  check_node_model(m, task);
   NodeTrace t;
   t.H = matmul(task.X, m.W);                            // (n, d)
   t.E = gat_scores(t.H, xt::flatten(m.a), task.slope);  // (n, n)
@@ -149,10 +163,12 @@ void check_node_labels(const std::vector<std::size_t>& labels, const std::vector
 /// \param classes number of classes.
 /// \param s sizes, steps and AdamW settings.
 /// \param seed the model's initialisation.
-/// \throws std::invalid_argument as check_node_labels() and init_node_model() do, before training.
+/// \throws std::invalid_argument as check_node_task(), check_node_labels() and init_node_model() do, before
+///         training.
 inline NodeResult train_nodes(const NodeTask& task, const std::vector<std::size_t>& labels,
                               const std::vector<std::size_t>& labelled, std::size_t classes, const NodeTraining& s,
                               std::uint64_t seed) {
+  check_node_task(task);
   check_node_labels(labels, labelled, task.X.shape(0), classes);
   std::vector<std::size_t> targets(task.X.shape(0), ch12::kIgnore), unseen = labels;  // (n) each
   for (std::size_t i : labelled) {

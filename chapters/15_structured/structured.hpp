@@ -43,14 +43,17 @@ struct GatHead {
 /// s_ij = q_i·k_j / √d_k; node i aggregates its messages with a softmax over the nodes it hears from and
 /// updates to the weighted mean: out_i = Σ_{j ∈ in[i]} softmax_j(s_ij) v_j. A node that hears from nobody
 /// (an isolated node) gets out_i = 0, never NaN. With in[i] = every node this is chapter 02's attention;
-/// with a graph's edges it is attention masked to the graph.
+/// with a graph's edges it is attention masked to the graph. With d_k = 0 every score is 0 (an empty dot
+/// product) and a node's output is the plain mean of its senders' values.
 /// \param Q (n, d_k) one query per node.
 /// \param K (n, d_k) one key per node.
 /// \param V (n, d_v) one value per node.
 /// \param in (n) node i hears from the nodes in in[i].
 /// \return (n, d_v).
-/// \throws std::invalid_argument naming the shapes when Q, K, V and in differ in n or Q and K in d_k, and
-///         naming the node when a neighbour id is ≥ n.
+/// \throws std::invalid_argument naming the shapes when Q, K, V and in differ in n or Q and K in d_k,
+///         naming the node when a neighbour id is ≥ n, and as the course's overflow policy says
+///         (attn/checks.hpp's require_attention_inputs()): naming a NaN/Inf, or Q and K so large a score
+///         could overflow.
 Matrix message_passing(const Matrix& Q, const Matrix& K, const Matrix& V, const Neighbours& in);
 
 /// GAT's scores (Veličković et al. 2018): e_ij = LeakyReLU(aᵀ[h_i ‖ h_j]) = LeakyReLU(a_l·h_i + a_r·h_j),
@@ -59,7 +62,10 @@ Matrix message_passing(const Matrix& Q, const Matrix& K, const Matrix& V, const 
 /// \param a (2·d) the attention vector.
 /// \param slope LeakyReLU's slope for negative inputs, in [0, 1) (GAT uses 0.2).
 /// \return (n, n) e_ij for listener i and sender j.
-/// \throws std::invalid_argument naming the shapes when a is not (2·d), or naming the slope.
+/// \throws std::invalid_argument naming the shapes when a is not (2·d), or naming the slope; as the course's
+///         overflow policy says (attn/checks.hpp's require_bounded_products()): naming the first NaN/Inf of a or
+///         H, or when 2d · max|a| · max|H| is past float's range / 4 (a score could overflow); and naming the
+///         estimate when the (n, n) scores would not fit in memory, before allocating.
 Matrix gat_scores(const Matrix& H, const Vector& a, float slope = 0.2f);
 
 /// GATv2's scores (Brody et al. 2022): the nonlinearity moves inside, e_ij = Σ_c a_c·LeakyReLU(L_ic + R_jc),
@@ -70,7 +76,10 @@ Matrix gat_scores(const Matrix& H, const Vector& a, float slope = 0.2f);
 /// \param a (d) the attention vector.
 /// \param slope LeakyReLU's slope for negative inputs, in [0, 1).
 /// \return (n, n) e_ij.
-/// \throws std::invalid_argument naming the shapes when L, R and a do not fit, or naming the slope.
+/// \throws std::invalid_argument naming the shapes when L, R and a do not fit, or naming the slope; as the
+///         course's overflow policy says (require_bounded_products()): naming the first NaN/Inf of a, L or R, or
+///         when 2d · max|a| · max|L| or 2d · max|a| · max|R| is past float's range / 4; and naming the estimate
+///         when the (n, n) scores would not fit in memory, before allocating.
 Matrix gatv2_scores(const Matrix& L, const Matrix& R, const Vector& a, float slope = 0.2f);
 
 /// A multi-head GAT layer: per head k, H = X·W_k, scores gat_scores(H, a_k, slope), disallowed pairs
@@ -82,7 +91,8 @@ Matrix gatv2_scores(const Matrix& L, const Matrix& R, const Vector& a, float slo
 /// \param slope LeakyReLU's slope, in [0, 1).
 /// \return (n, h·d_head): columns [k·d_head, (k+1)·d_head) are head k's.
 /// \throws std::invalid_argument naming the shapes when X, the heads and the mask do not fit, when heads
-///         is empty, or naming the slope.
+///         is empty, or naming the slope; as the course's overflow policy says (require_bounded_products()) for
+///         X and each W (d_in · max|X| · max|W|), then as gat_scores() does for each head's a and H.
 Matrix gat_layer(const Matrix& X, const std::vector<GatHead>& heads, const Mask& allowed, float slope = 0.2f);
 
 /// Graphormer's spatial bias: B_ij = b[min(hops_ij, B − 1)] for a table b of B entries, so b[0] is a node's
@@ -99,7 +109,8 @@ Matrix hop_bias(const Hops& hops, const Vector& b);
 /// only itself.
 /// \param parent (n) parent[i] is i's parent, −1 for the one root.
 /// \return (n, n), true = i may attend to j.
-/// \throws std::invalid_argument (see check_parents()) when parent is not one tree.
+/// \throws std::invalid_argument (see check_parents()) when parent is not one tree, or naming the estimate when
+///         the (n, n) mask would not fit in memory, before allocating.
 Mask subtree_mask(const std::vector<long>& parent);
 
 /// The merge of two partial attention results, packed for an MPI reduction: \p rows rows of d_v + 1 floats,
@@ -112,7 +123,9 @@ Mask subtree_mask(const std::vector<long>& parent);
 /// \param inout (rows, d_v + 1) the other packed operand, overwritten with the merge.
 /// \param rows number of query rows.
 /// \param d_v the value size.
-/// \throws std::invalid_argument when a pointer is null (with rows > 0) or an lse is NaN.
+/// \throws std::invalid_argument when a pointer is null (with rows > 0) or an lse is NaN, when rows·(d_v + 1)
+///         does not fit in 64 bits (no such operand exists), or naming the estimate when the two operands'
+///         unpacked copies would not fit in memory, before allocating.
 void merge_packed(const float* in, float* inout, std::size_t rows, std::size_t d_v);
 
 /// @}

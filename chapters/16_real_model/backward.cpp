@@ -50,7 +50,9 @@ Matrix gelu_backward(const Matrix& U, const Matrix& dY) {
   for (std::size_t k = 0; k < dU.size(); ++k) {
     const double u = U.data()[k];
     const double Phi = 0.5 * (1.0 + std::erf(u * inv_sqrt2)), phi = inv_sqrt_2pi * std::exp(-0.5 * u * u);
-    dU.data()[k] = static_cast<float>(dU.data()[k] * (Phi + u * phi));
+    // u·φ(u) → 0 as |u| → ∞ (φ falls faster than u grows); at u = ±∞ it would be ∞ · 0 = NaN, so it is 0 there.
+    const double u_phi = phi == 0.0 ? 0.0 : u * phi;
+    dU.data()[k] = static_cast<float>(dU.data()[k] * (Phi + u_phi));
   }
   return dU;
 }
@@ -74,6 +76,7 @@ LayerTrace encoder_layer_traced(const Matrix& X, const EncoderLayerWeights& W) {
   require(X.shape(0) > 0 && X.shape(1) == W.W_Q.shape(1),
           fmt::format("encoder_layer_traced: X {} does not fit W_Q {} (out, in), or has no rows", shape_str(X),
                       shape_str(W.W_Q)));
+  check_layer_weights("encoder_layer_traced", W, X.shape(1));  // no weight broadcast or read past its end
   const std::size_t n = X.shape(0), d = X.shape(1), d_k = head_size(d, W, "encoder_layer_traced");
   LayerTrace t;
   t.X = X;
@@ -95,6 +98,7 @@ LayerTrace encoder_layer_traced(const Matrix& X, const EncoderLayerWeights& W) {
 Matrix encoder_layer_backward(const LayerTrace& t, const EncoderLayerWeights& W, const Matrix& dOut) {
   require(dOut.shape() == t.out.shape(), fmt::format("encoder_layer_backward: dOut {} is not the layer's output {}",
                                                      shape_str(dOut), shape_str(t.out)));
+  check_layer_weights("encoder_layer_backward", W, t.X.shape(1));
   const std::size_t n = t.X.shape(0), d = t.X.shape(1), d_k = head_size(d, W, "encoder_layer_backward");
   require(t.Q.shape() == t.X.shape() && t.K.shape() == t.X.shape() && t.V.shape() == t.X.shape() &&
               t.Z1.shape() == t.X.shape() && t.Z2.shape() == t.X.shape() && t.out.shape() == t.X.shape() &&

@@ -30,7 +30,7 @@ Matrix layer_norm_backward(const Matrix& Z, const Vector& gamma, float eps, cons
 /// distribution function ½(1 + erf(u/√2)) and φ its density e^(−u²/2)/√(2π).
 /// \param U (n, d_ff) GELU's input.
 /// \param dY (n, d_ff) ∂L/∂gelu(U).
-/// \return dU (n, d_ff) = dY ∘ gelu'(U).
+/// \return dU (n, d_ff) = dY ∘ gelu'(U); at u = ±∞ the limits gelu'(+∞) = 1 and gelu'(−∞) = 0.
 /// \throws std::invalid_argument naming both shapes when they differ.
 Matrix gelu_backward(const Matrix& U, const Matrix& dY);
 
@@ -50,8 +50,8 @@ struct LayerTrace {
 /// \param X (n, d) the layer's input, n ≥ 1.
 /// \param W the layer's weights.
 /// \return the trace; its out is (n, d).
-/// \throws std::invalid_argument naming the shapes when X is empty or X and the weights do not fit, or when d
-///         is not divisible by W.heads.
+/// \throws std::invalid_argument naming the shapes when X is empty or X and the weights do not fit
+///         (check_layer_weights(): no weight broadcast), or when d is not divisible by W.heads.
 LayerTrace encoder_layer_traced(const Matrix& X, const EncoderLayerWeights& W);
 
 /// One layer's backward to its input, given dOut = ∂L/∂out:
@@ -64,7 +64,7 @@ LayerTrace encoder_layer_traced(const Matrix& X, const EncoderLayerWeights& W);
 /// \param dOut (n, d) ∂L/∂out.
 /// \return dX (n, d) ∂L/∂X.
 /// \throws std::invalid_argument naming the shapes when dOut is not the trace's out shape, or when the trace
-///         does not fit the weights.
+///         does not fit the weights (check_layer_weights() included).
 Matrix encoder_layer_backward(const LayerTrace& trace, const EncoderLayerWeights& W, const Matrix& dOut);
 
 /// The number whose gradient the explanations read, and that gradient.

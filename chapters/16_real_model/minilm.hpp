@@ -29,9 +29,15 @@ std::string default_model_dir();
 /// Empty when \p dir holds config.json, vocab.txt and model.safetensors; else why not and how to get them.
 std::string model_missing_reason(const std::string& dir);
 
-/// Reads \p dir/config.json. \throws std::invalid_argument naming the field when it is missing, not BERT with
+/// Reads \p dir/config.json. \throws std::runtime_error naming the path when it is missing or not a regular
+/// file (a folder, a FIFO); std::invalid_argument naming the field when it is missing, not BERT with
 /// "gelu" and absolute positions, or a size is 0 or not divisible (hidden_size by num_attention_heads).
 MiniLMConfig read_config(const std::string& dir);
+
+/// Checks that \p file holds no layer past the \p layers config.json gives: every tensor named
+/// "encoder.layer.N.…" has N < layers. A config of 3 layers for a file of 6 would otherwise run half the model.
+/// \throws std::invalid_argument naming the file and the first tensor past them.
+void check_layer_count(const SafetensorsFile& file, std::size_t layers);
 
 /// Token + position + token-type (0) embeddings, then LayerNorm: BERT's input to its first layer.
 /// \param ids (n) token ids, n ≤ max_positions.
@@ -53,8 +59,8 @@ Vector mean_pool_normalized(const Matrix& H);
 /// chapter 03's split), recomputed from the layer's input for inspection.
 /// \param X (n, d) the layer's input.
 /// \param W the layer's weights (W_Q, b_Q, W_K, b_K and the head count are used).
-/// \return (h, n, n). \throws std::invalid_argument as linear() and split_heads() do: naming the shapes when the
-///         weights do not fit X or d is not divisible by the head count, naming a NaN/Inf.
+/// \return (h, n, n). \throws std::invalid_argument as check_layer_weights() does: naming the shapes when the
+///         weights do not fit X or d is not divisible by the head count; naming a NaN/Inf as linear() does.
 Tensor3 attention_maps(const Matrix& X, const EncoderLayerWeights& W);
 
 /// What one head's attention looks at, averaged over the query rows of one sentence.
@@ -76,12 +82,14 @@ struct ReferenceText {
 };
 
 /// Reads tests/data/16_real_model_reference.txt ("text: …", "ids: …", "embedding: …" per text).
-/// \throws std::runtime_error naming the file when it cannot be read or is a folder; std::invalid_argument when
-///         a text lacks its ids or its embedding.
+/// \throws std::runtime_error naming the file when it cannot be read or is not a regular file (a folder, a
+///         FIFO); std::invalid_argument naming the line when a value is not a whole number (an id) or a finite
+///         number (the embedding), or a text has two ids or embedding lines, and when a text lacks its ids or its
+///         embedding.
 std::vector<ReferenceText> read_reference(const std::string& path);
 
 /// The sentences of a text file, one per line, skipping empty lines and comment lines (starting with a hash sign).
-/// \throws std::runtime_error naming the file when it cannot be read or is a folder.
+/// \throws std::runtime_error naming the file when it cannot be read or is not a regular file (a folder, a FIFO).
 std::vector<std::string> read_sentences(const std::string& path);
 
 /// How much each head adds to its layer's attention output: the mean over tokens of ‖O_i·W_O[:, cols_i]ᵀ‖,
@@ -98,7 +106,8 @@ std::vector<double> head_contributions(const Matrix& X, const EncoderLayerWeight
 /// group then reading the same keys and values.
 /// \param W the layer's weights.
 /// \param g the number of key/value heads; it divides h.
-/// \return the weights with W_K, b_K, W_V, b_V pooled. \throws std::invalid_argument when g does not divide h.
+/// \return the weights with W_K, b_K, W_V, b_V pooled. \throws std::invalid_argument as check_layer_weights() does
+/// (against d = W_Q's columns; h = 0 included), or when g does not divide h.
 EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g);
 
 /// How one head attends in encoder_layer_with(): its queries (n, d_k), keys (n, d_k), values (n, d_k) to its
@@ -112,8 +121,9 @@ using HeadAttention = std::function<Matrix(const Matrix& Q, const Matrix& K, con
 /// \param X (n, d) the layer's input.
 /// \param W the layer's weights.
 /// \param attend the per-head attention.
-/// \return (n, d). \throws std::invalid_argument when d is not divisible by the head count, \p attend is empty or
-///         returns a head an output that is not (n, d_k), or as linear() and layer_norm() do.
+/// \return (n, d). \throws std::invalid_argument as check_layer_weights() does (a weight's shape not fitting d, d
+///         not divisible by the head count), when \p attend is empty or returns a head an output that is not
+///         (n, d_k), or as linear() and layer_norm() do.
 Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const HeadAttention& attend);
 
 /// encoder_layer_with() on a batch of sentences packed one after another in the rows of one matrix, with no
@@ -127,7 +137,8 @@ Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const H
 /// \param W the layer's weights.
 /// \param attend the per-head attention, called on (n_s, d_k) views of one sentence.
 /// \return (T, d).
-/// \throws std::invalid_argument when h does not divide d or \p starts does not rise from 0 to T.
+/// \throws std::invalid_argument as check_layer_weights() does (before any product), or when \p starts does not
+///         rise from 0 to T.
 Matrix encoder_layer_packed(const Matrix& X, const std::vector<std::size_t>& starts, const EncoderLayerWeights& W,
                             const HeadAttention& attend);
 
@@ -145,7 +156,8 @@ using HeadMask = std::vector<std::vector<bool>>;
 
 // [load_minilm]
 /// Loads the model in \p dir: config, vocabulary and all 101 weight tensors, each read with read_tensor()
-/// against the shape the config implies. \throws std::invalid_argument / std::runtime_error naming the file.
+/// against the shape the config implies, the file holding no layer the config lacks (check_layer_count()).
+/// \throws std::invalid_argument / std::runtime_error naming the file.
 inline MiniLM load_minilm(const std::string& dir) {
   MiniLM m;
   m.config = read_config(dir);
@@ -154,6 +166,7 @@ inline MiniLM load_minilm(const std::string& dir) {
   require(m.vocab.token_of.size() == c.vocab, "vocab.txt has " + std::to_string(m.vocab.token_of.size()) +
                                                   " tokens, config.json says " + std::to_string(c.vocab));
   const SafetensorsFile file(dir + "/model.safetensors");
+  check_layer_count(file, c.layers);
   const auto vec = [&](const std::string& name, std::size_t n) { return row_vector(read_tensor(file, name, {n})); };
   m.word = read_tensor(file, "embeddings.word_embeddings.weight", {c.vocab, c.d});
   m.position = read_tensor(file, "embeddings.position_embeddings.weight", {c.max_positions, c.d});

@@ -73,8 +73,8 @@ Tensor3 prune_heads(const Tensor3& heads, const std::vector<bool>& keep_head);
 /// \param W the layer's weights.
 /// \param keep_head (h) which heads take part; empty = all of them.
 /// \return (n, d).
-/// \throws std::invalid_argument naming the shapes when X or the weights do not fit, or when d is not
-///         divisible by W.heads.
+/// \throws std::invalid_argument naming the shapes when X or the weights do not fit (check_layer_weights(): no
+///         weight is broadcast, none read past its end), or when d is not divisible by W.heads.
 Matrix encoder_layer(const Matrix& X, const EncoderLayerWeights& W, const std::vector<bool>& keep_head = {});
 
 /// @}

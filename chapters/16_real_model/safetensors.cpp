@@ -66,6 +66,15 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
 
 }  // namespace
 
+void require_regular_file(const char* what, const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw std::runtime_error(fmt::format("{} {}: cannot open it ({})", what, path, std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) throw std::runtime_error(fmt::format("{} {}: a folder, not a file", what, path));
+  if (!S_ISREG(st.st_mode))
+    throw std::runtime_error(fmt::format("{} {}: not a regular file (a FIFO, a socket or a device)", what, path));
+}
+
 std::size_t dtype_bytes(const std::string& dtype) {
   if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
   if (dtype == "F32" || dtype == "I32" || dtype == "U32") return 4;
@@ -75,7 +84,9 @@ std::size_t dtype_bytes(const std::string& dtype) {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
+  require_regular_file("safetensors file", path);  // before opening: a FIFO would block the open itself
+  // O_NONBLOCK as well: a FIFO put at the path between the check and the open must not block either.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
   if (fd < 0)
     throw std::runtime_error(fmt::format("safetensors file {}: cannot open it ({})", path, std::strerror(errno)));
   struct stat st {};
@@ -179,7 +190,14 @@ void write_safetensors(const std::string& path,
     data.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));  // little-endian host
     header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size()}}};
   }
-  const std::string text = header_patch.empty() ? header.dump() : header_patch;
+  std::string text = header_patch;
+  if (text.empty()) {
+    try {
+      text = header.dump();  // JSON text must be UTF-8: nlohmann's dump() throws its own type_error otherwise
+    } catch (const nlohmann::json::exception& e) {
+      throw std::invalid_argument(fmt::format("write_safetensors: a tensor name is not valid UTF-8 ({})", e.what()));
+    }
+  }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   std::uint64_t n = text.size();
   char length[8];

@@ -22,6 +22,11 @@ struct TensorEntry {
   std::size_t end = 0;             ///< one past the last byte
 };
 
+/// Refuses, before opening it, a \p path that is not a regular file: missing, a folder, a FIFO (opening one
+/// would wait forever for a writer) or a device. Every reader of the chapter's files calls it first.
+/// \throws std::runtime_error naming \p what, the path and what it is instead.
+void require_regular_file(const char* what, const std::string& path);
+
 /// Bytes per element of a safetensors dtype ("F32" → 4); 0 for a dtype the reader does not know.
 std::size_t dtype_bytes(const std::string& dtype);
 
@@ -32,7 +37,8 @@ class SafetensorsFile {
   /// JSON object, every entry has a known dtype, a shape of non-negative integers, and data_offsets
   /// [begin, end] with begin ≤ end ≤ the data's size and end − begin = (product of the shape) × the dtype's
   /// size, and no two tensors overlap.
-  /// \throws std::runtime_error naming the file when it is missing or cannot be mapped, and
+  /// \throws std::runtime_error naming the file when it is missing, not a regular file (require_regular_file():
+  ///         a folder, a FIFO) or cannot be mapped, and
   ///         std::invalid_argument naming the file and what is wrong (truncated, lying header, bad entry).
   explicit SafetensorsFile(const std::string& path);
   ~SafetensorsFile();
@@ -62,8 +68,8 @@ class SafetensorsFile {
 
 /// Writes a safetensors file of float32 tensors (name → (shape, values)), for the tests and the exercises'
 /// examples; \p header_patch, when not empty, replaces the JSON header text as written (to make lying files).
-/// \throws std::invalid_argument when a tensor's values do not match its shape or the shape's product passes 64
-///         bits; std::runtime_error when the file cannot be written.
+/// \throws std::invalid_argument when a tensor's values do not match its shape, the shape's product passes 64
+///         bits, or a name is not valid UTF-8; std::runtime_error when the file cannot be written.
 void write_safetensors(const std::string& path,
                        const std::map<std::string, std::pair<std::vector<std::size_t>, std::vector<float>>>& tensors,
                        const std::string& header_patch = "");

@@ -3,6 +3,8 @@
 // categories, full lower-casing and the NFD decomposition that separates accents from their letters.
 #include "16_real_model/tokenizer.hpp"
 
+#include "16_real_model/safetensors.hpp"
+
 #include <unicode/locid.h>
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
@@ -116,6 +118,7 @@ int Vocab::find(const std::string& token) const {
 }
 
 Vocab load_vocab(const std::string& path) {
+  require_regular_file("vocabulary", path);  // a folder would read as empty, a FIFO would block
   std::ifstream in(path);
   if (!in) throw std::runtime_error(fmt::format("vocabulary {}: cannot read it", path));
   Vocab v;

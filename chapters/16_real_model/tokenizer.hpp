@@ -22,7 +22,8 @@ struct Vocab {
   int find(const std::string& token) const;
 };
 
-/// Reads vocab.txt. \throws std::runtime_error naming the file when it cannot be read; std::invalid_argument
+/// Reads vocab.txt. \throws std::runtime_error naming the file when it cannot be read or is not a regular file
+/// (a folder, a FIFO: require_regular_file()); std::invalid_argument
 /// when it is empty, repeats a token, or lacks [UNK], [CLS], [SEP] or [PAD].
 Vocab load_vocab(const std::string& path);
 

@@ -152,6 +152,19 @@ void require_attention_inputs(const char* where, const float* Q, std::size_t q_s
                       where, std::max(q_row, k_row), q.max_abs, k.max_abs, bound, kMaxScoreBound));
 }
 
+void require_bounded_products(const char* where, const char* x_name, const float* x, std::size_t x_size,
+                              const char* y_name, const float* y, std::size_t y_size, std::size_t terms) {
+  const Scan sx = scan_values(x, x_size), sy = scan_values(y, y_size);
+  require_finite_at(where, x_name, x, sx, x_size);
+  require_finite_at(where, y_name, y, sy, y_size);
+  const double bound = static_cast<double>(terms) * static_cast<double>(sx.max_abs) * static_cast<double>(sy.max_abs);
+  require(
+      bound <= kMaxScoreBound,
+      fmt::format("{}: {} terms times max|{}| = {:.3g} times max|{}| = {:.3g} is {:.3g}, beyond {:.3g}: a score could "
+                  "overflow float. Scale {} or {} down (see attn/checks.hpp)",
+                  where, terms, x_name, sx.max_abs, y_name, sy.max_abs, bound, kMaxScoreBound, x_name, y_name));
+}
+
 void require_mask_shape(const char* where, const Mask& mask, std::size_t n_q, std::size_t n_kv,
                         const std::string& operands) {
   const bool no_mask = mask.shape(0) == 0 && mask.shape(1) == 0;

@@ -48,7 +48,8 @@ Matrix encoder_layer(const Matrix& X, const EncoderLayerWeights& W, const std::v
   //   flash_attention(Q_i, K_i, V_i, false, 64, 64).O; prune_heads when keep_head is not empty; merge_heads;
   //   A = linear(merged, W.W_O, W.b_O); H = layer_norm(X + A, W.ln1_gamma, W.ln1_beta, W.ln_eps);
   //   F = linear(gelu(linear(H, W.W_1, W.b_1)), W.W_2, W.b_2); return layer_norm(H + F, W.ln2_gamma, …).
-  //   d not divisible by W.heads, or keep_head of the wrong size: std::invalid_argument.
+  //   First check_layer_weights("encoder_layer", W, d) (layers.hpp): it refuses every weight whose shape does not
+  //   fit d, and d not divisible by W.heads; keep_head of the wrong size: std::invalid_argument.
   throw not_implemented("encoder_layer", kChapter,
                         "attention sublayer, then feed-forward sublayer, each as LayerNorm(x + sublayer(x)).");
 }

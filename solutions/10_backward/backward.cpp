@@ -64,8 +64,8 @@ AttentionGrads attention_backward(const Matrix& Q, const Matrix& K, const Matrix
           fmt::format("attention_backward: Q is {}, K is {}, V is {} and dO is {}; Q and K need the same d_k, V one "
                       "row per key, dO one row per query and V's width",
                       shape_str(Q), shape_str(K), shape_str(V), shape_str(dO)));
-  require(mask.size() == 0 || (mask.shape(0) == n_q && mask.shape(1) == n_kv),
-          fmt::format("attention_backward: the mask is {} but the scores are ({}, {})", shape_str(mask), n_q, n_kv));
+  // (0, 0) is "no mask"; a mask with one dimension 0 and the other not is a mistake, not "no mask".
+  require_mask_fits("attention_backward", mask, Q, K);
   require_attention_inputs("attention_backward", Q, K, V);  // finite, and no score can overflow
   require_finite("attention_backward", "dO", dO.data(), dO.size());
   // S, P, dP and dS are (n_q, n_kv) each: refused with the estimate before any is allocated.

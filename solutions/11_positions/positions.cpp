@@ -42,6 +42,8 @@ void apply_rope(Matrix& X, std::size_t first_position, float base) {
   require(std::isfinite(base) && base > 1.0f,
           fmt::format("apply_rope: base = {} must be a finite number above 1", base));
   require_finite("apply_rope", "X", X.data(), X.size());  // a NaN would rotate into its pair's other column
+  // The last row's position first_position + n − 1 must not wrap past 2^64 back to 0.
+  if (n > 0) checked_sum("apply_rope: the last position, first_position + n - 1", {first_position, n - 1});
   for (std::size_t p = 0; p < n; ++p) {
     const double position = static_cast<double>(first_position + p);
     for (std::size_t i = 0; i < d / 2; ++i) {
@@ -60,10 +62,11 @@ void apply_rope(Matrix& X, std::size_t first_position, float base) {
 // [alibi]
 Vector alibi_slopes(std::size_t h) {
   require(h > 0, "alibi_slopes: h = 0; there must be at least one head");
+  checked_allocation("alibi_slopes: the slopes, h floats", {h, sizeof(float)});  // before allocating
   // The paper's rule: c = the largest power of two ≤ h; c heads get 2^(−8k/c), k = 1 … c, and the h − c others
   // the slopes halfway between them in the exponent, 2^(−8(2k − 1)/2c): every other slope of 2c heads.
   std::size_t c = 1;
-  while (2 * c <= h) c *= 2;
+  while (c <= h / 2) c *= 2;  // not 2·c ≤ h: for h ≥ 2^63, 2·c wraps to 0 and the loop never ends
   const double step = 8.0 / static_cast<double>(c);
   Vector slopes = xt::zeros<float>({h});  // (h)
   for (std::size_t k = 0; k < c; ++k) slopes(k) = static_cast<float>(std::exp2(-step * static_cast<double>(k + 1)));

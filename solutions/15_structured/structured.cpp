@@ -5,6 +5,7 @@
 // exercise is chapter 13's merge packed so that MPI can reduce with it.
 #include "15_structured/structured.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -21,7 +22,10 @@ namespace {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-float leaky_relu(float x, float slope) { return x > 0.0f ? x : slope * x; }
+template <class T>
+T leaky_relu(T x, float slope) {
+  return x > T(0) ? x : static_cast<T>(slope) * x;
+}
 
 void require_slope(const char* where, float slope) {
   require(slope >= 0.0f && slope < 1.0f, fmt::format("{}: slope = {} is outside [0, 1)", where, slope));
@@ -39,7 +43,8 @@ Matrix message_passing(const Matrix& Q, const Matrix& K, const Matrix& V, const 
     for (std::size_t j : in[i])
       require(j < n, fmt::format("message_passing: node {} hears from node {}, but there are n = {} nodes", i, j, n));
   require_attention_inputs("message_passing", Q, K, V);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d_k));
+  // d_k = 0 makes every score 0 (an empty dot product), not 0·∞: the weights are then uniform.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1)));
   Matrix out = xt::zeros<float>({n, d_v});  // (n, d_v)
   for (std::size_t i = 0; i < n; ++i) {
     if (in[i].empty()) continue;  // an isolated node hears nothing: its update is zero, not 0/0
@@ -72,6 +77,9 @@ Matrix gat_scores(const Matrix& H, const Vector& a, float slope) {
   const std::size_t n = H.shape(0), d = H.shape(1);
   require(a.size() == 2 * d,
           fmt::format("gat_scores: a is {} but H is {}: a must be (2·d)", shape_str(a), shape_str(H)));
+  // The course's overflow policy: a score is 2d products a_c·h_c, so 2d · max|a| · max|h| must stay in float.
+  require_bounded_products("gat_scores", "a", a.data(), a.size(), "H", H.data(), H.size(), 2 * d);
+  checked_allocation("gat_scores: the scores, n × n floats", {n, n, sizeof(float)});  // before allocating
   // aᵀ[h_i ‖ h_j] splits into a listener part a_l·h_i and a sender part a_r·h_j, computed once per node.
   std::vector<float> listener(n, 0.0f), sender(n, 0.0f);  // (n) each
   for (std::size_t i = 0; i < n; ++i)
@@ -93,13 +101,20 @@ Matrix gatv2_scores(const Matrix& L, const Matrix& R, const Vector& a, float slo
   require(R.shape(0) == n && R.shape(1) == d && a.size() == d,
           fmt::format("gatv2_scores: L {}, R {} and a {} must be (n, d), (n, d) and (d)", shape_str(L), shape_str(R),
                       shape_str(a)));
-  Matrix E = Matrix::from_shape({n, n});  // (n, n)
+  // The course's overflow policy: |e_ij| ≤ d · max|a| · (max|l| + max|r|), so 2d · max|a| times each of max|l| and
+  // max|r| must stay in float. l + r itself is added in double, where two floats never overflow (a zero a_c
+  // would otherwise meet an infinite l + r and give NaN).
+  require_bounded_products("gatv2_scores", "a", a.data(), a.size(), "L", L.data(), L.size(), 2 * d);
+  require_bounded_products("gatv2_scores", "a", a.data(), a.size(), "R", R.data(), R.size(), 2 * d);
+  checked_allocation("gatv2_scores: the scores, n × n floats", {n, n, sizeof(float)});  // before allocating
+  Matrix E = Matrix::from_shape({n, n});                                                // (n, n)
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j) {
       // The nonlinearity acts on each coordinate of l_i + r_j before a mixes them: i and j interact.
-      float e = 0.0f;
-      for (std::size_t c = 0; c < d; ++c) e += a(c) * leaky_relu(L(i, c) + R(j, c), slope);
-      E(i, j) = e;
+      double e = 0.0;
+      for (std::size_t c = 0; c < d; ++c)
+        e += static_cast<double>(a(c)) * leaky_relu(static_cast<double>(L(i, c)) + R(j, c), slope);
+      E(i, j) = static_cast<float>(e);
     }
   return E;
 }
@@ -115,6 +130,9 @@ Matrix gat_layer(const Matrix& X, const std::vector<GatHead>& heads, const Mask&
                         shape_str(heads[k].W), shape_str(heads[k].a), shape_str(X), d_in, d_head, 2 * d_head));
   require(allowed.shape(0) == n && allowed.shape(1) == n,
           fmt::format("gat_layer: the mask is {} but X has n = {} nodes", shape_str(allowed), n));
+  // H = X·W must be a finite float before gat_scores() bounds a·H: the same policy on X and each W first.
+  for (std::size_t k = 0; k < heads.size(); ++k)
+    require_bounded_products("gat_layer", "X", X.data(), X.size(), "W", heads[k].W.data(), heads[k].W.size(), d_in);
   Matrix out = Matrix::from_shape({n, heads.size() * d_head});  // (n, h·d_head)
   for (std::size_t k = 0; k < heads.size(); ++k) {
     const Matrix H = matmul(X, heads[k].W);       // (n, d_head)
@@ -143,7 +161,8 @@ Matrix hop_bias(const Hops& hops, const Vector& b) {
 Mask subtree_mask(const std::vector<long>& parent) {
   check_parents(parent);
   const std::size_t n = parent.size();
-  Mask mask(Mask::shape_type{n, n}, false);  // (n, n)
+  checked_allocation("subtree_mask: the mask, n × n bytes", {n, n, sizeof(bool)});  // before allocating
+  Mask mask(Mask::shape_type{n, n}, false);                                         // (n, n)
   // j lies in i's subtree when i is on j's path to the root (j itself included): walk up from every j.
   for (std::size_t j = 0; j < n; ++j)
     for (long at = static_cast<long>(j); at != -1; at = parent[static_cast<std::size_t>(at)])
@@ -155,7 +174,10 @@ Mask subtree_mask(const std::vector<long>& parent) {
 // [merge_packed]
 void merge_packed(const float* in, float* inout, std::size_t rows, std::size_t d_v) {
   require(rows == 0 || (in != nullptr && inout != nullptr), "merge_packed: a null pointer with rows > 0");
-  const std::size_t width = d_v + 1;  // lse, then O
+  // Operands of rows·(d_v + 1) floats that cannot exist, and unpacked copies past the memory, are refused first.
+  const std::size_t width = checked_sum("merge_packed: d_v + 1", {d_v, 1});  // lse, then O
+  checked_product("merge_packed: rows × (d_v + 1) floats per operand", {rows, width});
+  checked_allocation("merge_packed: the two unpacked operands, 2 × rows × d_v floats", {2, rows, d_v, sizeof(float)});
   // Unpack both operands into chapter 13's (O, lse) and let its merge_partial() do the merge.
   FlashOutput part{Matrix::from_shape({rows, d_v}), Vector::from_shape({rows})};
   FlashOutput running{Matrix::from_shape({rows, d_v}), Vector::from_shape({rows})};

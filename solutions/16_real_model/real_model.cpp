@@ -56,8 +56,9 @@ Matrix read_tensor(const SafetensorsFile& file, const std::string& name,
   const std::size_t rows = expected_shape.size() == 2 ? expected_shape[0] : 1;
   const std::size_t cols = expected_shape.back();
   Matrix M = xt::empty<float>({rows, cols});  // (rows, cols), or (1, n)
-  // The file checked at opening that [begin, end) lies inside it and holds rows·cols floats.
-  std::memcpy(M.data(), file.data() + entry->begin, rows * cols * sizeof(float));
+  // The file checked at opening that [begin, end) lies inside it and holds rows·cols floats. A tensor of no
+  // elements has nothing to copy (and memcpy may not be given the null pointer an empty matrix holds).
+  if (M.size() > 0) std::memcpy(M.data(), file.data() + entry->begin, M.size() * sizeof(float));
   return M;
 }
 // [read_tensor]
@@ -76,7 +77,7 @@ Tensor3 prune_heads(const Tensor3& heads, const std::vector<bool>& keep_head) {
 // [encoder_layer]
 Matrix encoder_layer(const Matrix& X, const EncoderLayerWeights& W, const std::vector<bool>& keep_head) {
   const std::size_t n = X.shape(0), d = X.shape(1), h = W.heads;
-  require(h > 0 && d % h == 0, fmt::format("encoder_layer: d = {} is not divisible by h = {}", d, h));
+  check_layer_weights("encoder_layer", W, d);  // every weight's shape, and h dividing d, before any product
   require(keep_head.empty() || keep_head.size() == h,
           fmt::format("encoder_layer: keep_head has {} entries for h = {} heads", keep_head.size(), h));
   // Self-attention: project (PyTorch's (out, in) weights), split into heads (chapter 03), attend per head

@@ -10,7 +10,9 @@
 /// then a finite float: no kernel ever meets an overflowed score. Inputs beyond the bound are refused
 /// with std::invalid_argument naming the numbers. At d_k = 64 the bound is about 1e18 per entry: no
 /// trained model comes near it, and a real input that does is a bug upstream. (One pass over the inputs,
-/// the same pass that checks them for NaN: it costs about what the plain NaN check did.)
+/// the same pass that checks them for NaN: it costs about what the plain NaN check did.) Scores that are
+/// not q·k (GAT's a·[h_i ‖ h_j], GATv2's Σ a_c·LeakyReLU(l_c + r_c)) follow the same rule through
+/// require_bounded_products(): terms · max|x| · max|y| ≤ kMaxScoreBound for the two factors of their products.
 #pragma once
 
 #include <cstddef>
@@ -68,6 +70,14 @@ void require_attention_inputs(const char* where, const TQ& Q, const TK& K, const
   const auto last = [](const auto& T) { return T.dimension() ? T.shape(T.dimension() - 1) : std::size_t{0}; };
   require_attention_inputs(where, Q.data(), Q.size(), last(Q), K.data(), K.size(), last(K), V.data(), V.size());
 }
+
+/// The same policy for any score that is a sum of \p terms products x_c·y_c of an entry of \p x and one of \p y
+/// (chapter 15's GAT scores: x the attention vector a, y the projected features): every entry of both finite
+/// (naming the first that is not, as "x_name[i]"), and terms · max|x| · max|y| ≤ kMaxScoreBound, so every such
+/// score and every difference of two is a finite float.
+/// \throws std::invalid_argument "where: a[3] is nan …" or "where: 16 terms times max|a| = … times max|H| = …".
+void require_bounded_products(const char* where, const char* x_name, const float* x, std::size_t x_size,
+                              const char* y_name, const float* y, std::size_t y_size, std::size_t terms);
 
 /// A mask is either empty in both dimensions, (0, 0) for "no mask", or exactly (n_q, n_kv). A mask
 /// with one dimension 0 and the other not is a mistake, refused naming its shape and \p operands (say,
