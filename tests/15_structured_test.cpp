@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "04_complexity/heap_counter.hpp"
 #include "15_structured/csr.hpp"
 #include "15_structured/graph.hpp"
 #include "15_structured/igraph_graphs.hpp"
@@ -38,6 +39,19 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 /// A small graph with an isolated node: 0 – 1 – 2 – 3, 1 – 4, 2 – 5, and node 6 alone.
 ch15::Graph small_graph() { return {7, {{0, 1}, {1, 2}, {2, 3}, {1, 4}, {2, 5}}}; }
+
+/// A directed graph: in[i] lists whom node i hears. No edge is returned (j ∈ in[i] never puts i in in[j], except
+/// 3 ↔ 4), node 2 hears nobody, and node 0 hears only nodes that do not hear it: a mask applied transposed (node
+/// i hearing the nodes that hear it) changes every row.
+ch15::Neighbours directed_lists() { return {{1, 2}, {2}, {}, {0, 4}, {3, 0, 1}}; }
+
+/// The (n, n) mask of neighbour lists, row i = listener i, as the oracle reads it.
+std::vector<bool> mask_of(const ch15::Neighbours& in) {
+  std::vector<bool> allowed(in.size() * in.size(), false);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    for (std::size_t j : in[i]) allowed[i * in.size() + j] = true;
+  return allowed;
+}
 
 std::vector<double> to_vector(const Vector& v) { return std::vector<double>(v.begin(), v.end()); }
 
@@ -94,6 +108,37 @@ TEST_SUITE("15_structured/message_passing") {
       CHECK_CLOSE(out, oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed));
       if (!self_loops)
         for (std::size_t c = 0; c < 3; ++c) CHECK_MESSAGE(out(6, c) == 0.0f, "node 6 hears nobody: its output is 0");
+    }
+  }
+
+  TEST_CASE("message_passing on a directed graph: node i hears in[i], not the nodes that hear it") {
+    attn::Rng rng(1519);
+    const Matrix Q = rng.normal(5, 3), K = rng.normal(5, 3), V = rng.normal(5, 2);
+    const std::vector<bool> allowed = mask_of(directed_lists());
+    const Matrix out = ch15::message_passing(Q, K, V, directed_lists());
+    CHECK_CLOSE(out, oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V), &allowed));
+  }
+
+  TEST_CASE("message_passing's heap grows with the edges: 2048 nodes of 3 senders never hold an (n, n) matrix") {
+    // A ring with self-loops: 3 senders per node. The output is 2048 × 4 floats (32 KiB); an (n, n) float matrix
+    // would be 16 MiB and an (n, n) mask 4 MiB. Scratch per node and the output stay far below 1 MiB.
+    const std::size_t n = 2048;
+    ch15::Neighbours in(n);
+    for (std::size_t i = 0; i < n; ++i) in[i] = {(i + n - 1) % n, i, (i + 1) % n};
+    attn::Rng rng(1520);
+    const Matrix Q = rng.normal(n, 4), K = rng.normal(n, 4), V = rng.normal(n, 4);
+    Matrix out;
+    const std::size_t peak = attn::ch04::measure_heap_peak([&] { out = ch15::message_passing(Q, K, V, in); });
+    CHECK_MESSAGE(peak <= (std::size_t{1} << 20), "message_passing held ", peak,
+                  " bytes of heap at its peak for 3 senders per node; an (n, n) float matrix is ", n * n * 4);
+    REQUIRE(out.shape(0) == n);
+    for (std::size_t i : {std::size_t{0}, std::size_t{1}, n - 1}) {  // spot rows against the oracle
+      const std::vector<std::size_t> senders = in[i];
+      const Matrix q = xt::view(Q, xt::range(i, i + 1), xt::all()), o = xt::view(out, xt::range(i, i + 1), xt::all());
+      std::vector<bool> allowed(n, false);
+      for (std::size_t j : senders) allowed[j] = true;
+      CAPTURE(i);
+      CHECK_CLOSE(o, oracle::attention(to_oracle(q), to_oracle(K), to_oracle(V), &allowed));
     }
   }
 
@@ -170,6 +215,8 @@ TEST_SUITE("15_structured/gatv2_scores") {
 
   TEST_CASE("gatv2_scores rejects shapes that do not fit and a slope outside 0 ≤ slope < 1") {
     const Matrix L = xt::ones<float>({3, 2});
+    CHECK_THROWS_NAMING(ch15::gatv2_scores(L, xt::ones<float>({4, 2}), Vector{1.0f, 1.0f}), std::invalid_argument, "3",
+                        "4");  // L and R: one row per node each
     CHECK_THROWS_AS(ch15::gatv2_scores(L, xt::ones<float>({3, 3}), Vector{1.0f, 1.0f}), std::invalid_argument);
     CHECK_THROWS_AS(ch15::gatv2_scores(L, L, Vector{1.0f}), std::invalid_argument);
     CHECK_THROWS_AS(ch15::gatv2_scores(L, L, Vector{1.0f, 1.0f}, 1.5f), std::invalid_argument);
@@ -191,6 +238,17 @@ TEST_SUITE("15_structured/gat_layer") {
       CHECK_CLOSE(head_k, oracle::gat_head(to_oracle(X), to_oracle(heads[k].W), to_vector(heads[k].a),
                                            attn::test::to_oracle(mask), 0.2));
     }
+  }
+
+  TEST_CASE("gat_layer on a directed graph: row i of the mask is whom node i may hear") {
+    attn::Rng rng(1521);
+    const Matrix X = rng.normal(5, 4);
+    const std::vector<ch15::GatHead> heads{{rng.normal(4, 3), xt::flatten(rng.normal(1, 6))}};
+    const std::vector<bool> allowed = mask_of(directed_lists());
+    Mask mask(Mask::shape_type{5, 5}, false);
+    for (std::size_t k = 0; k < allowed.size(); ++k) mask.data()[k] = allowed[k];
+    CHECK_CLOSE(ch15::gat_layer(X, heads, mask),
+                oracle::gat_head(to_oracle(X), to_oracle(heads[0].W), to_vector(heads[0].a), allowed, 0.2));
   }
 
   TEST_CASE("gat_layer gives a node with no allowed sender zeros, not NaN") {
@@ -300,6 +358,36 @@ TEST_SUITE("15_structured/merge_packed") {
     const oracle::Mat expected = oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V));
     CHECK_CLOSE(unpack_O(ab, 2, 3), expected);
     CHECK_CLOSE(unpack_O(a_bc, 2, 3), expected);
+  }
+
+  TEST_CASE("merge_packed is exact for parts whose lse is near +100 or −100 (e^100 overflows float, e^−104 is 0)") {
+    attn::Rng rng(1522);
+    const Matrix Q = rng.normal(2, 3), K = rng.normal(9, 3), V = rng.normal(9, 3);
+    const oracle::Mat expected = oracle::attention(to_oracle(Q), to_oracle(K), to_oracle(V));
+    const std::vector<double> lse = oracle::log_sum_exp_rows(to_oracle(Q), to_oracle(K));
+    // Adding c to both parts' lse leaves the merged O alone and adds c to the merged lse; +100 and −120 make
+    // e^lse overflow and underflow; (+60, −60) puts the parts 120 apart, so the smaller weighs e^−120 ≈ 0.
+    for (const auto& [shift_a, shift_b] : {std::pair{100.0f, 100.0f}, std::pair{-120.0f, -120.0f}}) {
+      std::vector<float> a = packed_part(Q, K, V, 0, 4), b = packed_part(Q, K, V, 4, 9);
+      for (std::size_t r = 0; r < 2; ++r) {
+        a[r * 4] += shift_a;
+        b[r * 4] += shift_b;
+      }
+      ch15::merge_packed(a.data(), b.data(), 2, 3);
+      CAPTURE(shift_a);
+      CHECK_CLOSE(unpack_O(b, 2, 3), expected);
+      for (std::size_t r = 0; r < 2; ++r)
+        CHECK(b[r * 4] == doctest::Approx(lse[r] + static_cast<double>(shift_a)).epsilon(1e-6));
+    }
+    std::vector<float> high = packed_part(Q, K, V, 0, 4), low = packed_part(Q, K, V, 4, 9);
+    for (std::size_t r = 0; r < 2; ++r) {
+      high[r * 4] += 60.0f;
+      low[r * 4] -= 60.0f;
+    }
+    const std::vector<float> high_alone = high;
+    ch15::merge_packed(low.data(), high.data(), 2, 3);
+    for (std::size_t k = 0; k < high.size(); ++k)  // e^−120 relative: the low part leaves no trace in float32
+      CHECK(high[k] == doctest::Approx(high_alone[k]).epsilon(1e-6));
   }
 
   TEST_CASE("merge_packed gives a part that saw no key (lse = −inf) no weight, and two such stay empty, never NaN") {
@@ -638,7 +726,7 @@ TEST_SUITE("15_structured/gat_scores") {
     const Matrix H = xt::full_like(Matrix(xt::zeros<float>({3, 2})), 2e38f);
     const Vector a{1.0f, 1.0f, -1.0f, -1.0f};
     CHECK_THROWS_NAMING(ch15::gat_scores(H, a), std::invalid_argument, "gat_scores", "max|a|", "max|H|");
-    CHECK_THROWS_NAMING(ch15::gat_scores(H, Vector{1.0f, std::nanf(""), 0.0f, 0.0f}), std::invalid_argument, "a[1]");
+    CHECK_THROWS_NAMING(ch15::gat_scores(H, Vector{1.0f, std::nanf(""), 0.0f, 0.0f}), std::invalid_argument, "a", "1");
   }
 }
 
@@ -655,9 +743,9 @@ TEST_SUITE("15_structured/gatv2_scores") {
   TEST_CASE("2^32 nodes of width 0 are refused with the (n, n) estimate instead of wrapping to 0 bytes") {
     const Matrix wide = Matrix::from_shape({std::size_t{1} << 32, 0});  // no values, 2^32 rows
     CHECK_THROWS_NAMING(ch15::gatv2_scores(wide, wide, Vector(xt::zeros<float>({0}))), std::invalid_argument,
-                        "gatv2_scores", "n × n");
+                        "gatv2_scores", "scores");
     CHECK_THROWS_NAMING(ch15::gat_scores(wide, Vector(xt::zeros<float>({0}))), std::invalid_argument, "gat_scores",
-                        "n × n");
+                        "scores");
   }
 }
 

@@ -263,7 +263,6 @@ NodeKernel node_kernel(std::size_t d_k, std::size_t heads) {
 
 }  // namespace
 
-// [csr_attention]
 void csr_attention_into(const Matrix& Q, const GatherRows& K, const GatherRows& V, const Csr& g, std::size_t heads,
                         std::size_t threads, Matrix& O) {
   const std::size_t n = Q.shape(0), width = Q.shape(1);
@@ -302,7 +301,9 @@ void csr_attention_into(const Matrix& Q, const GatherRows& K, const GatherRows& 
         prefetch(K.row(g.cols[e]), width);
         prefetch(V.row(g.cols[e]), width);
       }
+      // [csr_walk]
       for (std::size_t i = begin; i < end; ++i) {
+        // Node i's senders are cols[row_start[i]] … cols[row_start[i + 1] − 1]: no search, no (n, n) mask.
         const std::size_t degree = g.row_start[i + 1] - g.row_start[i];
         float* o = O.data() + i * width;  // (heads·d_k)
         if (degree == 0) {
@@ -312,10 +313,10 @@ void csr_attention_into(const Matrix& Q, const GatherRows& K, const GatherRows& 
         kernel(Q.data() + i * width, K, V, g.cols.data() + g.row_start[i], degree, g.row_start[end] - g.row_start[i],
                heads, scores, o);
       }
+      // [csr_walk]
     }
   });
 }
-// [csr_attention]
 
 Matrix csr_attention(const Matrix& Q, const GatherRows& K, const GatherRows& V, const Csr& g, std::size_t heads,
                      std::size_t threads) {

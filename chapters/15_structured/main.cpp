@@ -313,14 +313,17 @@ void print_sbm_sweep(const attn::Chapter& chapter, const Options& o) {
     return;
   }
   const std::size_t block = 20;
-  const double degree = 5.0;  // expected friends per node, whatever the ratio
+  // p_in + p_out = degree / block: a node's expected degree, (block − 1)·p_in + block·p_out = degree − p_in, stays
+  // just under 5 whatever the ratio (p_in ≤ 0.25).
+  const double degree = 5.0;
   const std::vector<double> ratios{0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0};
   const std::array<Structure, 3> structures{Structure::none, Structure::mask, Structure::bias};
   fmt::print(
       "Features carry the class weakly (4 coordinates, ±0.25 plus unit noise); 4 labelled nodes per\n"
       "community; the layer has a residual (a node keeps its own features). The ratio p_in / p_out sweeps\n"
-      "from more edges across the communities than inside (0.25) to almost none across (16); the mean\n"
-      "degree stays {}. Accuracy on the 32 unlabelled nodes, mean of {} graphs per point.\n",
+      "from more edges across the communities than inside (0.25) to almost none across (16); the\n"
+      "expected degree, {} − p_in, stays just under it. Accuracy on the 32 unlabelled nodes, mean of\n"
+      "{} graphs per point.\n",
       degree, o.sbm_runs);
   ch15::NodeTraining training;
   training.steps = o.steps;
@@ -358,7 +361,7 @@ void print_sbm_sweep(const attn::Chapter& chapter, const Options& o) {
   else
     fmt::print("No crossover: at the sweep's largest ratio the hard mask does not beat no graph.\n");
   if (const auto svg = chapter.figure_path("ch15_sbm.svg")) {
-    attn::write_svg_plot(*svg, {"Accuracy against the ratio of in- to cross-community edges (mean degree 5)",
+    attn::write_svg_plot(*svg, {"Accuracy against the ratio of in- to cross-community edges (mean degree just under 5)",
                                 "p_in / p_out", "accuracy on unlabelled nodes (%)", true, false, series});
     chapter.announce_figure(*svg);
   }
@@ -384,12 +387,13 @@ void print_trees() {
 
   fmt::print("\nTree distance from the pronoun, with a hop bias b = (0, −1, −2, −3, −4) (what a prior would add):\n");
   const Vector b = {0.0f, -1.0f, -2.0f, -3.0f, -4.0f};
-  attn::Table d({"sentence", "pronoun", "antecedent: hops", "other noun: hops", "prior prefers"});
+  attn::Table d({"sentence", "pronoun", "antecedent: hops", "other candidate: hops", "prior prefers"});
   d.set_left(1);
   for (const ch15::ParsedSentence& s : sentences) {
     const ch15::Hops hops = ch15::hop_distances(ch15::tree_graph(s.parent));
     const Matrix bias = ch15::hop_bias(hops, b);
-    // The other noun: the first noun-like dependent (subject/object/oblique) that is not the antecedent.
+    // The other candidate: the last subject, object or oblique that is neither the antecedent nor the pronoun
+    // (a noun, or in the book sentences the pronoun I / 我, which the tree cannot rule out either).
     std::size_t other = s.tokens.size();
     for (std::size_t j = 0; j < s.tokens.size(); ++j)
       if (j != s.antecedent && j != s.pronoun &&
@@ -400,14 +404,14 @@ void print_trees() {
         other < s.tokens.size() ? fmt::format("{} {}", s.tokens[other], hops(s.pronoun, other)) : "—";
     const std::string prefers = other == s.tokens.size()                 ? "—"
                                 : to_antecedent > bias(s.pronoun, other) ? "antecedent"
-                                : to_antecedent < bias(s.pronoun, other) ? "other noun"
+                                : to_antecedent < bias(s.pronoun, other) ? "the other"
                                                                          : "neither (tie)";
     d.add_row({s.name, s.tokens[s.pronoun], fmt::format("{} {}", s.tokens[s.antecedent], hops(s.pronoun, s.antecedent)),
                other_cell, prefers});
   }
   d.print();
   fmt::print(
-      "The pronoun sits in the second clause; its antecedent and the other noun both hang from the first\n"
+      "The pronoun sits in the second clause; its antecedent and the other candidate both hang from the first\n"
       "clause's predicate, so a syntactic tree puts them at the same distance: coreference across clauses\n"
       "is not in the tree, it has to be learned from the content (chapter 12's pronoun task).\n");
 }

@@ -43,7 +43,9 @@ struct GatHead {
 /// s_ij = q_i·k_j / √d_k; node i aggregates its messages with a softmax over the nodes it hears from and
 /// updates to the weighted mean: out_i = Σ_{j ∈ in[i]} softmax_j(s_ij) v_j. A node that hears from nobody
 /// (an isolated node) gets out_i = 0, never NaN. With in[i] = every node this is chapter 02's attention;
-/// with a graph's edges it is attention masked to the graph. With d_k = 0 every score is 0 (an empty dot
+/// with a graph's edges it is attention masked to the graph. The graph may be directed: in[i] lists whom i hears,
+/// and j ∈ in[i] says nothing of in[j]. Work and memory grow with the edges (Σ|in[i]|), not with n²: no (n, n)
+/// matrix is formed (the tests bound the heap). With d_k = 0 every score is 0 (an empty dot
 /// product) and a node's output is the plain mean of its senders' values.
 /// \param Q (n, d_k) one query per node.
 /// \param K (n, d_k) one key per node.
@@ -72,7 +74,7 @@ Matrix gat_scores(const Matrix& H, const Vector& a, float slope = 0.2f);
 /// where L = X·W_l and R = X·W_r are the listener's and the sender's projections (W = [W_l; W_r] applied
 /// to [x_i ‖ x_j]).
 /// \param L (n, d) listener projections.
-/// \param R (n, d) sender projections.
+/// \param R (n, d) sender projections: the same n as L (one of each per node; a different row count is refused).
 /// \param a (d) the attention vector.
 /// \param slope LeakyReLU's slope for negative inputs, in [0, 1).
 /// \return (n, n) e_ij.
@@ -87,7 +89,8 @@ Matrix gatv2_scores(const Matrix& L, const Matrix& R, const Vector& a, float slo
 /// A node with no allowed sender gets zeros.
 /// \param X (n, d_in) node features.
 /// \param heads (h) the heads; every W is (d_in, d_head) with the same d_head, every a (2·d_head).
-/// \param allowed (n, n), true = node i may hear node j (GAT adds the self-loops: see adjacency_mask()).
+/// \param allowed (n, n), true = node i may hear node j: row i is listener i (a directed graph's mask is not
+///        symmetric, and allowed(j, i) says nothing of i hearing j). GAT adds the self-loops: see adjacency_mask().
 /// \param slope LeakyReLU's slope, in [0, 1).
 /// \return (n, h·d_head): columns [k·d_head, (k+1)·d_head) are head k's.
 /// \throws std::invalid_argument naming the shapes when X, the heads and the mask do not fit, when heads
@@ -116,16 +119,18 @@ Mask subtree_mask(const std::vector<long>& parent);
 /// The merge of two partial attention results, packed for an MPI reduction: \p rows rows of d_v + 1 floats,
 /// [lse, O_0, …, O_{d_v−1}], each the result of the same queries over a different set of keys. On return
 /// \p inout holds the result over both sets: lse = log(e^{lse_in} + e^{lse_inout}), O = the two O weighted
-/// by e^{lse − lse_total} (chapter 13's merge_partial()). A row with lse = −inf saw no key and weighs
-/// nothing; both −inf stays lse = −inf, O = 0. The operation is associative and commutative, so
-/// MPI_Allreduce may apply it in any tree.
+/// by e^{lse_part − lse} (chapter 13's merge, on packed rows). The result is exact for lse values far from 0
+/// (±100 in the tests: e^100 overflows float, e^−104 is 0). A row with lse = −inf saw no key and weighs
+/// nothing; both −inf stays lse = −inf, O = 0. The merge is commutative, and associative up to float
+/// rounding (two orders of merging agree to the last bits, not bit for bit), so MPI_Allreduce may apply it in
+/// any tree and gets the same result to rounding.
 /// \param in (rows, d_v + 1) one packed operand, read only.
 /// \param inout (rows, d_v + 1) the other packed operand, overwritten with the merge.
 /// \param rows number of query rows.
 /// \param d_v the value size.
-/// \throws std::invalid_argument when a pointer is null (with rows > 0) or an lse is NaN, when rows·(d_v + 1)
-///         does not fit in 64 bits (no such operand exists), or naming the estimate when the two operands'
-///         unpacked copies would not fit in memory, before allocating.
+/// \throws std::invalid_argument, before anything is written, when a pointer is null (with rows > 0), an lse is
+///         NaN or +inf, an O holds a NaN or infinity, or rows·(d_v + 1) does not fit in 64 bits (no such operand
+///         exists).
 void merge_packed(const float* in, float* inout, std::size_t rows, std::size_t d_v);
 
 /// @}

@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
-#include "13_ring/ring.hpp"
 #include "15_structured/graph.hpp"
 #include "attn/checks.hpp"
 #include "attn/errors.hpp"
@@ -23,7 +22,9 @@ constexpr const char* kChapter = "15_structured";
 Matrix message_passing(const Matrix& Q, const Matrix& K, const Matrix& V, const Neighbours& in) {
   // TODO(learner): for every node i: message = the score q_i·k_j / √d_k of each j in in[i]; aggregate = a
   //   softmax over those senders (subtract their max first) weighting v_j; update = the weighted mean.
-  //   A node with an empty list gets a zero row. Check the shapes and the neighbour ids (< n) first.
+  //   in[i] lists whom i hears: the graph may be directed (j in in[i] does not put i in in[j]). A node with an
+  //   empty list gets a zero row. Work and memory grow with the edges: no (n, n) matrix. Check the shapes and
+  //   the neighbour ids (< n) first.
   throw not_implemented("message_passing", kChapter,
                         "chapter 02's attention, but the softmax of node i runs over in[i] only, not over all n.");
 }
@@ -65,11 +66,14 @@ Mask subtree_mask(const std::vector<long>& parent) {
 }
 
 void merge_packed(const float* in, float* inout, std::size_t rows, std::size_t d_v) {
-  // TODO(learner): each row is [lse, O_0 … O_{d_v-1}]. Unpack both operands into FlashOutputs, merge with
-  //   chapter 13's merge_partial(running, 0, part), and pack the result back into inout.
-  //   Null pointers (with rows > 0) and a NaN lse are std::invalid_argument.
+  // TODO(learner): merge the two partial results row by row into inout (each row is [lse, O_0 … O_{d_v-1}]):
+  //   the merged lse is log(e^{lse_in} + e^{lse_inout}) and the merged O is the two O weighted by
+  //   e^{lse − merged lse}. Rows whose lse is near ±100 must come out exact (neither overflow nor vanish), and
+  //   a row whose two lse are −inf stays lse = −inf with O = 0. Null pointers (with rows > 0) and an lse that
+  //   is NaN are std::invalid_argument, refused before anything is written.
   throw not_implemented("merge_packed", kChapter,
-                        "row r starts at r·(d_v + 1); its first float is lse, the next d_v are O.");
+                        "the merged O is a weighted mean of the two O; e^{100} overflows float, so compare the two "
+                        "lse before exponentiating.");
 }
 
 }  // namespace attn::ch15

@@ -2,17 +2,17 @@
 // Structure enters attention in three places, and each exercise is one of them: in who may send to whom (the
 // neighbour lists of message passing, the mask of the GAT layer, the subtree mask of a tree), in how a pair is
 // scored (GAT's and GATv2's additive scores), and in what is added to a score (the hop bias). The last
-// exercise is chapter 13's merge packed so that MPI can reduce with it.
+// exercise is the merge of two partial results, written on the packed rows an MPI reduction receives.
 #include "15_structured/structured.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
-#include "13_ring/ring.hpp"
 #include "15_structured/graph.hpp"
 #include "attn/checks.hpp"
 
@@ -21,6 +21,7 @@ namespace attn::ch15 {
 namespace {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+constexpr float kPlusInf = std::numeric_limits<float>::infinity();
 
 template <class T>
 T leaky_relu(T x, float slope) {
@@ -174,27 +175,32 @@ Mask subtree_mask(const std::vector<long>& parent) {
 // [merge_packed]
 void merge_packed(const float* in, float* inout, std::size_t rows, std::size_t d_v) {
   require(rows == 0 || (in != nullptr && inout != nullptr), "merge_packed: a null pointer with rows > 0");
-  // Operands of rows·(d_v + 1) floats that cannot exist, and unpacked copies past the memory, are refused first.
+  // Operands of rows·(d_v + 1) floats that cannot exist are refused before anything is read.
   const std::size_t width = checked_sum("merge_packed: d_v + 1", {d_v, 1});  // lse, then O
-  checked_product("merge_packed: rows × (d_v + 1) floats per operand", {rows, width});
-  checked_allocation("merge_packed: the two unpacked operands, 2 × rows × d_v floats", {2, rows, d_v, sizeof(float)});
-  // Unpack both operands into chapter 13's (O, lse) and let its merge_partial() do the merge.
-  FlashOutput part{Matrix::from_shape({rows, d_v}), Vector::from_shape({rows})};
-  FlashOutput running{Matrix::from_shape({rows, d_v}), Vector::from_shape({rows})};
+  checked_product("merge_packed: the bytes of an operand, rows × (d_v + 1) floats", {rows, width, sizeof(float)});
+  // Every row is checked before any is written, so that a refusal leaves inout as it was: an lse is a number
+  // or −inf (a part that saw no key), an O is finite.
   for (std::size_t r = 0; r < rows; ++r) {
-    part.lse(r) = in[r * width];
-    running.lse(r) = inout[r * width];
-    require(!std::isnan(part.lse(r)) && !std::isnan(running.lse(r)),
-            fmt::format("merge_packed: row {} has lse = nan", r));
-    for (std::size_t c = 0; c < d_v; ++c) {
-      part.O(r, c) = in[r * width + 1 + c];
-      running.O(r, c) = inout[r * width + 1 + c];
-    }
+    for (const auto& [name, lse] : {std::pair{"in", in[r * width]}, std::pair{"inout", inout[r * width]}})
+      require(!std::isnan(lse) && lse != kPlusInf,
+              fmt::format("merge_packed: row {} of {} has lse = {}; an lse is finite or -inf", r, name, lse));
+    require_finite("merge_packed", "in's O", in + r * width + 1, d_v);
+    require_finite("merge_packed", "inout's O", inout + r * width + 1, d_v);
   }
-  ch13::merge_partial(running, 0, part);
   for (std::size_t r = 0; r < rows; ++r) {
-    inout[r * width] = running.lse(r);
-    for (std::size_t c = 0; c < d_v; ++c) inout[r * width + 1 + c] = running.O(r, c);
+    const float* part = in + r * width;  // [lse, O]
+    float* running = inout + r * width;  // [lse, O], overwritten with the merge
+    // Shift both exponents by the larger lse, so each weight is e^(≤ 0): lse = ±100 neither overflows (e^100 is
+    // past float's range) nor vanishes (e^-100 is below its normal numbers, e^-104 is 0).
+    const float m = std::max(part[0], running[0]);
+    if (m == kMinusInf) {  // neither part saw a key: lse stays −inf and O = 0 (not (−inf) − (−inf) = NaN)
+      std::fill(running + 1, running + width, 0.0f);
+      continue;
+    }
+    const float w_part = std::exp(part[0] - m), w_running = std::exp(running[0] - m);  // one of them is 1
+    const float l = w_part + w_running;                                                // in [1, 2]
+    running[0] = m + std::log(l);  // log(e^lse_part + e^lse_running)
+    for (std::size_t c = 1; c < width; ++c) running[c] = (w_part * part[c] + w_running * running[c]) / l;
   }
 }
 // [merge_packed]
