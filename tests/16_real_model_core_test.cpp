@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <string>
@@ -715,6 +716,7 @@ TEST_SUITE("16_real_model: hostile battery") {
 
   TEST_CASE("the model's files, tokenizer and forward under the battery") {
     // hostile battery: SafetensorsFile, read_tensor, require_regular_file, dtype_bytes, find, write_safetensors
+    // hostile battery: read_safetensors_header, MappedFile
     // hostile battery: load_vocab, utf8_length, basic_tokenize, wordpiece, tokenize, read_config, load_minilm
     // hostile battery: check_layer_count, read_reference, read_sentences, model_missing_reason, embed, encode
     // hostile battery: sentence_embedding, sentence_embedding_with, sentence_embeddings, embedding_projection_gradient
@@ -727,6 +729,26 @@ TEST_SUITE("16_real_model: hostile battery") {
         "SafetensorsFile", {"path"},
         [](const hostile::Path& p) { return ch16::SafetensorsFile(p.path).entries().size(); }, weights)
         .fits(good_file)
+        .run();
+    std::string file_bytes;  // the tiny model's file, as read_safetensors_header() reads it
+    {
+      std::ifstream in(weights.path, std::ios::binary);
+      file_bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    hostile::battery(
+        "read_safetensors_header", {"bytes|header|file|length|tensor|data_offsets|shape", "path"},
+        [](const std::string& bytes, const std::string& path) {
+          return ch16::read_safetensors_header(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), path)
+              .entries.size();
+        },
+        file_bytes, std::string("tiny.safetensors"))
+        .fits([&](const std::string& bytes, const std::string&) { return bytes == file_bytes; })
+        .run();
+    hostile::battery(
+        "MappedFile", {"what", "path"},
+        [](const std::string& what, const hostile::Path& p) { return ch16::MappedFile(what.c_str(), p.path).size(); },
+        std::string("weights"), weights)
+        .fits([](const std::string&, const hostile::Path& p) { return fs::is_regular_file(p.path); })
         .run();
     hostile::battery(
         "read_tensor", {"path", "name|tensor", "expected_shape|implies"},

@@ -57,49 +57,12 @@ Matrix gelu_backward(const Matrix& U, const Matrix& dY) {
   return dU;
 }
 
-namespace {
-
-/// Head i's columns of a (n, d) matrix, as a (n, d_k) copy.
-Matrix head_columns(const Matrix& M, std::size_t i, std::size_t d_k) {
-  return xt::view(M, xt::all(), xt::range(i * d_k, (i + 1) * d_k));
-}
-
-std::size_t head_size(std::size_t d, const EncoderLayerWeights& W, const char* where) {
-  require(W.heads > 0 && d % W.heads == 0, fmt::format("{}: d = {} is not divisible by h = {}", where, d, W.heads));
-  return d / W.heads;
-}
-
-}  // namespace
-
 // [layer_backward]
-LayerTrace encoder_layer_traced(const Matrix& X, const EncoderLayerWeights& W) {
-  require(X.shape(0) > 0 && X.shape(1) == W.W_Q.shape(1),
-          fmt::format("encoder_layer_traced: X {} does not fit W_Q {} (out, in), or has no rows", shape_str(X),
-                      shape_str(W.W_Q)));
-  check_layer_weights("encoder_layer_traced", W, X.shape(1));  // no weight broadcast or read past its end
-  const std::size_t n = X.shape(0), d = X.shape(1), d_k = head_size(d, W, "encoder_layer_traced");
-  LayerTrace t;
-  t.X = X;
-  t.Q = linear(X, W.W_Q, W.b_Q);             // (n, d)
-  t.K = linear(X, W.W_K, W.b_K);             // (n, d)
-  t.V = linear(X, W.W_V, W.b_V);             // (n, d)
-  Matrix merged = xt::empty<float>({n, d});  // (n, d): head i's output in its d_k columns
-  for (std::size_t i = 0; i < W.heads; ++i)
-    xt::view(merged, xt::all(), xt::range(i * d_k, (i + 1) * d_k)) = scaled_dot_product_attention(
-        head_columns(t.Q, i, d_k), head_columns(t.K, i, d_k), head_columns(t.V, i, d_k));  // (n, d_k)
-  t.Z1 = X + linear(merged, W.W_O, W.b_O);
-  t.H = layer_norm(t.Z1, W.ln1_gamma, W.ln1_beta, W.ln_eps);
-  t.U = linear(t.H, W.W_1, W.b_1);  // (n, d_ff)
-  t.Z2 = t.H + linear(gelu(t.U), W.W_2, W.b_2);
-  t.out = layer_norm(t.Z2, W.ln2_gamma, W.ln2_beta, W.ln_eps);
-  return t;
-}
-
 Matrix encoder_layer_backward(const LayerTrace& t, const EncoderLayerWeights& W, const Matrix& dOut) {
   require(dOut.shape() == t.out.shape(), fmt::format("encoder_layer_backward: dOut {} is not the layer's output {}",
                                                      shape_str(dOut), shape_str(t.out)));
   check_layer_weights("encoder_layer_backward", W, t.X.shape(1));
-  const std::size_t n = t.X.shape(0), d = t.X.shape(1), d_k = head_size(d, W, "encoder_layer_backward");
+  const std::size_t n = t.X.shape(0), d = t.X.shape(1), d_k = detail::head_size(d, W, "encoder_layer_backward");
   require(t.Q.shape() == t.X.shape() && t.K.shape() == t.X.shape() && t.V.shape() == t.X.shape() &&
               t.Z1.shape() == t.X.shape() && t.Z2.shape() == t.X.shape() && t.out.shape() == t.X.shape() &&
               t.U.shape(0) == n && t.U.shape(1) == W.W_1.shape(0) && W.W_Q.shape(1) == d,
@@ -115,8 +78,9 @@ Matrix encoder_layer_backward(const LayerTrace& t, const EncoderLayerWeights& W,
   const Matrix dMerged = matmul(dZ1, W.W_O, false, 1.0f, "dMerged = dZ1·W_O");  // (n, d)
   Matrix dQ = xt::empty<float>({n, d}), dK = xt::empty<float>({n, d}), dV = xt::empty<float>({n, d});
   for (std::size_t i = 0; i < W.heads; ++i) {
-    const AttentionGrads g = attention_backward(head_columns(t.Q, i, d_k), head_columns(t.K, i, d_k),
-                                                head_columns(t.V, i, d_k), head_columns(dMerged, i, d_k));
+    const AttentionGrads g =
+        attention_backward(detail::head_columns(t.Q, i, d_k), detail::head_columns(t.K, i, d_k),
+                           detail::head_columns(t.V, i, d_k), detail::head_columns(dMerged, i, d_k));
     auto cols = xt::range(i * d_k, (i + 1) * d_k);
     xt::view(dQ, xt::all(), cols) = g.dQ;  // (n, d_k) each
     xt::view(dK, xt::all(), cols) = g.dK;
@@ -126,55 +90,5 @@ Matrix encoder_layer_backward(const LayerTrace& t, const EncoderLayerWeights& W,
          matmul(dV, W.W_V, false, 1.0f, "dX = dV·W_V");  // (n, d): the residual and the three projections
 }
 // [layer_backward]
-
-ProjectionGradient embedding_projection_gradient(const std::vector<EncoderLayerWeights>& layers, const Matrix& X0,
-                                                 const Vector& u) {
-  require(X0.shape(0) > 0 && u.shape(0) == X0.shape(1),
-          fmt::format("embedding_projection_gradient: X0 {} needs a row and u {} its d", shape_str(X0), shape_str(u)));
-  require_finite("embedding_projection_gradient", "X0", X0.data(), X0.size());
-  require_finite("embedding_projection_gradient", "u", u.data(), u.size());
-  const std::size_t n = X0.shape(0), d = X0.shape(1);
-  std::vector<LayerTrace> traces;
-  traces.reserve(layers.size());  // X points into the last trace: no reallocation may move it
-  const Matrix* X = &X0;
-  for (const EncoderLayerWeights& W : layers) {
-    traces.push_back(encoder_layer_traced(*X, W));
-    X = &traces.back().out;
-  }
-  ProjectionGradient r;
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t c = 0; c < d; ++c) r.value += static_cast<double>((*X)(i, c)) * u(c);
-  r.value /= static_cast<double>(n);
-  // f = (1/n) Σ_i out_i · u: every row of the output receives u / n.
-  r.dX0 = xt::empty<float>({n, d});
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t c = 0; c < d; ++c) r.dX0(i, c) = u(c) / static_cast<float>(n);
-  for (std::size_t l = layers.size(); l-- > 0;) r.dX0 = encoder_layer_backward(traces[l], layers[l], r.dX0);
-  return r;
-}
-
-// [attribution]
-Vector gradient_times_input(const std::vector<EncoderLayerWeights>& layers, const Matrix& X0, const Vector& u) {
-  return xt::sum(X0 * embedding_projection_gradient(layers, X0, u).dX0, {1});  // (n)
-}
-
-Vector integrated_gradients(const std::vector<EncoderLayerWeights>& layers, const Matrix& X0, const Matrix& baseline,
-                            const Vector& u, std::size_t steps) {
-  // Past 10^4 midpoints the rule's error (∝ 1/steps²) is far below float32's rounding of each gradient, and each
-  // step is a forward and a backward of the whole model: more steps only take longer.
-  constexpr std::size_t kMaxSteps = 10000;
-  require(steps > 0 && steps <= kMaxSteps,
-          fmt::format("integrated_gradients: steps = {}; the path integral needs 1 to {} points", steps, kMaxSteps));
-  require(baseline.shape() == X0.shape(), fmt::format("integrated_gradients: the baseline {} is not X0's shape {}",
-                                                      shape_str(baseline), shape_str(X0)));
-  const Matrix step = X0 - baseline;                // (n, d) the path's direction
-  Matrix mean_grad = xt::zeros<float>(X0.shape());  // (n, d)
-  for (std::size_t k = 0; k < steps; ++k) {
-    const float alpha = (static_cast<float>(k) + 0.5f) / static_cast<float>(steps);  // midpoint rule
-    mean_grad += embedding_projection_gradient(layers, baseline + alpha * step, u).dX0 / static_cast<float>(steps);
-  }
-  return xt::sum(step * mean_grad, {1});  // (n)
-}
-// [attribution]
 
 }  // namespace attn::ch16

@@ -1,4 +1,5 @@
-// Chapter 16's building blocks: Linear in PyTorch's layout, LayerNorm and erf-GELU, as BERT computes them.
+// Chapter 16's building blocks: Linear in PyTorch's layout and erf-GELU, as BERT computes them, the weights'
+// checks and head pruning.
 #include "16_real_model/layers.hpp"
 
 #include <algorithm>
@@ -75,27 +76,13 @@ Matrix linear(const Matrix& X, const Matrix& W, const Vector& b) {
   return Y;
 }
 
-Matrix layer_norm(const Matrix& X, const Vector& gamma, const Vector& beta, float eps) {
-  require(
-      gamma.shape(0) == X.shape(1) && beta.shape(0) == X.shape(1),
-      fmt::format("layer_norm: X {} with γ {} and β {} do not fit", shape_str(X), shape_str(gamma), shape_str(beta)));
-  require(eps > 0.0f && std::isfinite(eps), fmt::format("layer_norm: ε = {} must be positive", eps));
-  require_finite("layer_norm", "X", X.data(), X.size());
-  require_finite("layer_norm", "γ", gamma.data(), gamma.size());
-  require_finite("layer_norm", "β", beta.data(), beta.size());
-  const std::size_t n = X.shape(0), d = X.shape(1);
-  Matrix Y = xt::empty<float>({n, d});  // (n, d)
-  for (std::size_t i = 0; i < n; ++i) {
-    // Mean and variance in double: 384 float sums would lose the last digits the reference keeps.
-    double mean = 0.0, var = 0.0;
-    for (std::size_t j = 0; j < d; ++j) mean += X(i, j);
-    mean /= static_cast<double>(d);
-    for (std::size_t j = 0; j < d; ++j) var += (X(i, j) - mean) * (X(i, j) - mean);
-    var /= static_cast<double>(d);  // biased, as PyTorch's LayerNorm
-    const double inv = 1.0 / std::sqrt(var + static_cast<double>(eps));
-    for (std::size_t j = 0; j < d; ++j) Y(i, j) = static_cast<float>((X(i, j) - mean) * inv) * gamma(j) + beta(j);
-  }
-  return Y;
+Tensor3 prune_heads(const Tensor3& heads, const std::vector<bool>& keep_head) {
+  require(keep_head.size() == heads.shape(0), fmt::format("prune_heads: keep_head has {} entries for {} heads {}",
+                                                          keep_head.size(), heads.shape(0), shape_str(heads)));
+  Tensor3 out = heads;  // (h, n, d_k)
+  for (std::size_t i = 0; i < keep_head.size(); ++i)
+    if (!keep_head[i]) xt::view(out, i, xt::all(), xt::all()) = 0.0f;
+  return out;
 }
 
 Matrix gelu(const Matrix& X) {

@@ -1,9 +1,11 @@
 /// \file
 /// Chapter 16's building blocks that the course has not needed before (chapter code): a PyTorch-layout
-/// Linear, LayerNorm and GELU, each as the reference model computes it.
+/// Linear and GELU, as the reference model computes them, the weights' checks and head pruning. (LayerNorm is an
+/// exercise: real_model.hpp.)
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "16_real_model/real_model.hpp"
 #include "attn/tensor.hpp"
@@ -26,15 +28,17 @@ void check_layer_weights(const char* where, const EncoderLayerWeights& W, std::s
 ///         of X or b, or naming the first entry of the output that is not finite (a NaN/Inf in W, or an overflow).
 Matrix linear(const Matrix& X, const Matrix& W, const Vector& b);
 
-/// LayerNorm over each row: (x − mean) / √(var + ε) · γ + β, var the biased variance (as PyTorch).
-/// \param X (n, d). \param gamma (d). \param beta (d). \param eps ε > 0.
-/// \return (n, d). \throws std::invalid_argument naming the shapes when they do not fit, when ε ≤ 0 or is not
-///         finite, or naming the first NaN/Inf of X, γ or β.
-Matrix layer_norm(const Matrix& X, const Vector& gamma, const Vector& beta, float eps);
-
 /// GELU with the error function, BERT's "gelu": x·½·(1 + erf(x/√2)) elementwise (not the tanh approximation).
 /// \param X (n, d). \return (n, d). \throws std::invalid_argument naming the first NaN/Inf of X.
 Matrix gelu(const Matrix& X);
+
+/// Head pruning by masking: every head whose \p keep_head entry is false gets an output of zeros, so its columns
+/// of W_O add nothing to the layer; the kept heads are unchanged. encoder_layer() calls it when given a head mask.
+/// \param heads (h, n, d_k) every head's attention output, before the merge.
+/// \param keep_head (h) true = keep the head.
+/// \return (h, n, d_k).
+/// \throws std::invalid_argument naming both sizes when keep_head's size is not h.
+Tensor3 prune_heads(const Tensor3& heads, const std::vector<bool>& keep_head);
 
 /// A one-row matrix (1, n), as read_tensor() returns a one-dimensional tensor, as the vector (n).
 /// \throws std::invalid_argument naming the shape when \p M has more than one row.

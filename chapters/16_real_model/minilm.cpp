@@ -1,5 +1,5 @@
-// all-MiniLM-L6-v2's chapter code: where its files are, its config, its embeddings, pooling, and the
-// statistics of its heads. The forward's layers are the learner's (real_model.hpp); minilm.hpp joins them.
+// all-MiniLM-L6-v2's chapter code: where its files are, its config and the statistics of its heads. The
+// forward's parts are the learner's (real_model.hpp); minilm.hpp joins them, inline.
 #include "16_real_model/minilm.hpp"
 
 #include <algorithm>
@@ -91,42 +91,6 @@ void check_layer_count(const SafetensorsFile& file, std::size_t layers) {
     require(error == std::errc() && end != first && *end == '.' && layer < layers,
             fmt::format("{}: tensor '{}' is not in one of the {} layers config.json gives", file.path(), name, layers));
   }
-}
-
-Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& position, const Matrix& token_type,
-             const Vector& gamma, const Vector& beta, float eps) {
-  const std::size_t n = ids.size(), d = word.shape(1);
-  require(n >= 1 && n <= position.shape(0), fmt::format("embed: {} tokens, the model takes 1 to {} (position {})", n,
-                                                        position.shape(0), shape_str(position)));
-  require(position.shape(1) == d && token_type.shape(1) == d && token_type.shape(0) >= 1,
-          fmt::format("embed: word {}, position {}, token type {} do not fit", shape_str(word), shape_str(position),
-                      shape_str(token_type)));
-  Matrix X = xt::empty<float>({n, d});  // (n, d)
-  for (std::size_t t = 0; t < n; ++t) {
-    require(ids[t] >= 0 && static_cast<std::size_t>(ids[t]) < word.shape(0),
-            fmt::format("embed: token id {} at position {} is outside the vocabulary of {}", ids[t], t, word.shape(0)));
-    const auto id = static_cast<std::size_t>(ids[t]);
-    for (std::size_t j = 0; j < d; ++j) X(t, j) = word(id, j) + position(t, j) + token_type(0, j);
-  }
-  return layer_norm(X, gamma, beta, eps);
-}
-
-Vector mean_pool_normalized(const Matrix& H) {
-  require(H.shape(0) >= 1, fmt::format("mean_pool_normalized: no tokens in {}", shape_str(H)));
-  require_finite("mean_pool_normalized", "H", H.data(), H.size());
-  const std::size_t n = H.shape(0), d = H.shape(1);
-  Vector e = xt::zeros<float>({d});  // (d)
-  for (std::size_t j = 0; j < d; ++j) {
-    double sum = 0.0;
-    for (std::size_t t = 0; t < n; ++t) sum += H(t, j);
-    e(j) = static_cast<float>(sum / static_cast<double>(n));
-  }
-  double norm2 = 0.0;
-  for (float v : e) norm2 += static_cast<double>(v) * v;
-  // sentence-transformers' Normalize divides by max(‖e‖, 1e-12).
-  const double norm = std::max(std::sqrt(norm2), 1e-12);
-  for (float& v : e) v = static_cast<float>(v / norm);
-  return e;
 }
 
 Tensor3 attention_maps(const Matrix& X, const EncoderLayerWeights& W) {
@@ -284,76 +248,6 @@ EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g) {
   out.W_V = pool_head_rows(W.W_V, W.heads, g);
   out.b_K = pool_head_entries(W.b_K, W.heads, g);
   out.b_V = pool_head_entries(W.b_V, W.heads, g);
-  return out;
-}
-
-namespace {
-
-/// Rows [r0, r0 + rows) and columns [c0, c0 + cols) of \p M, copied row by row: one sentence's slice of one head,
-/// contiguous for the attention kernel (an xtensor view would be copied element by element). \return (rows, cols).
-Matrix block(const Matrix& M, std::size_t r0, std::size_t rows, std::size_t c0, std::size_t cols) {
-  Matrix B = Matrix::from_shape({rows, cols});
-  for (std::size_t r = 0; r < rows; ++r) std::copy_n(M.data() + (r0 + r) * M.shape(1) + c0, cols, B.data() + r * cols);
-  return B;
-}
-
-}  // namespace
-
-// [encoder_layer_packed]
-Matrix encoder_layer_packed(const Matrix& X, const std::vector<std::size_t>& starts, const EncoderLayerWeights& W,
-                            const HeadAttention& attend) {
-  const std::size_t T = X.shape(0), d = X.shape(1), h = W.heads;
-  // Every weight's shape against d, before any product: a half-width W_Q would be read past its end per head.
-  check_layer_weights("encoder_layer_packed", W, d);
-  require(
-      starts.size() >= 2 && starts.front() == 0 && starts.back() == T && std::is_sorted(starts.begin(), starts.end()),
-      fmt::format("encoder_layer_packed: starts must rise from 0 to the {} rows of X; got [{}]", T,
-                  fmt::join(starts, ", ")));
-  require(static_cast<bool>(attend), "encoder_layer_packed: attend is empty; give the attention of one head");
-  const std::size_t d_k = d / h;
-  const Matrix Q = linear(X, W.W_Q, W.b_Q), K = linear(X, W.W_K, W.b_K), V = linear(X, W.W_V, W.b_V);  // (T, d)
-  Matrix merged = xt::zeros<float>({T, d});  // (T, d): every head's output in its d_k columns
-  for (std::size_t s = 0; s + 1 < starts.size(); ++s) {
-    const std::size_t first = starts[s], n_s = starts[s + 1] - starts[s];
-    if (n_s == 0) continue;  // an empty sentence has no tokens to attend
-    for (std::size_t i = 0; i < h; ++i) {
-      const Matrix O_i = attend(block(Q, first, n_s, i * d_k, d_k), block(K, first, n_s, i * d_k, d_k),
-                                block(V, first, n_s, i * d_k, d_k));  // (n_s, d_k)
-      require(O_i.shape(0) == n_s && O_i.shape(1) == d_k,
-              fmt::format("encoder_layer_packed: attend gave head {} an output {}; it needs ({}, {})", i,
-                          shape_str(O_i), n_s, d_k));
-      for (std::size_t r = 0; r < n_s; ++r)
-        std::copy_n(O_i.data() + r * d_k, d_k, merged.data() + (first + r) * d + i * d_k);
-    }
-  }
-  const Matrix H = layer_norm(X + linear(merged, W.W_O, W.b_O), W.ln1_gamma, W.ln1_beta, W.ln_eps);  // (T, d)
-  return layer_norm(H + linear(gelu(linear(H, W.W_1, W.b_1)), W.W_2, W.b_2), W.ln2_gamma, W.ln2_beta, W.ln_eps);
-}
-// [encoder_layer_packed]
-
-Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const HeadAttention& attend) {
-  return encoder_layer_packed(X, {0, X.shape(0)}, W, attend);
-}
-
-std::vector<Vector> sentence_embeddings(const MiniLM& m, const std::vector<std::string>& texts) {
-  if (texts.empty()) return {};
-  std::vector<Matrix> embedded;  // (n_s, d) per sentence
-  std::vector<std::size_t> starts{0};
-  for (const std::string& text : texts) {
-    embedded.push_back(embed(tokenize(text, m.vocab, m.config.max_tokens), m.word, m.position, m.token_type, m.ln_gamma,
-                             m.ln_beta, m.config.ln_eps));
-    starts.push_back(starts.back() + embedded.back().shape(0));
-  }
-  Matrix X = xt::empty<float>({starts.back(), m.config.d});  // (T, d): the sentences' rows one after another
-  for (std::size_t s = 0; s < texts.size(); ++s)
-    xt::view(X, xt::range(starts[s], starts[s + 1]), xt::all()) = embedded[s];
-  const HeadAttention exact = [](const Matrix& Q, const Matrix& K, const Matrix& V) {
-    return flash_attention(Q, K, V, /*causal=*/false, 64, 64).O;  // as encoder_layer() attends
-  };
-  for (const EncoderLayerWeights& W : m.layers) X = encoder_layer_packed(X, starts, W, exact);
-  std::vector<Vector> out;
-  for (std::size_t s = 0; s < texts.size(); ++s)
-    out.push_back(mean_pool_normalized(xt::view(X, xt::range(starts[s], starts[s + 1]), xt::all())));
   return out;
 }
 

@@ -1,14 +1,20 @@
 /// \file
 /// all-MiniLM-L6-v2 as a whole: its files, its config, the full forward (embeddings, six encoder layers,
 /// mean pooling, L2 normalisation) and the statistics of its heads. The functions declared here are chapter
-/// code (minilm.cpp); the inline ones at the end join them with the exercises of real_model.hpp.
+/// code (minilm.cpp); the inline ones after load_minilm() join them with the exercises of real_model.hpp (inline,
+/// so that each track's program and tests run its own exercises).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "05_flash_cpu/flash_cpu.hpp"
 #include "16_real_model/layers.hpp"
 #include "16_real_model/real_model.hpp"
 #include "attn/tensor.hpp"
@@ -38,22 +44,6 @@ MiniLMConfig read_config(const std::string& dir);
 /// "encoder.layer.N.…" has N < layers. A config of 3 layers for a file of 6 would otherwise run half the model.
 /// \throws std::invalid_argument naming the file and the first tensor past them.
 void check_layer_count(const SafetensorsFile& file, std::size_t layers);
-
-/// Token + position + token-type (0) embeddings, then LayerNorm: BERT's input to its first layer.
-/// \param ids (n) token ids, n ≤ max_positions.
-/// \param word (vocab, d) the token embeddings.
-/// \param position (max_positions, d) the position embeddings.
-/// \param token_type (token_types, d) the token-type embeddings (type 0 is used).
-/// \param gamma (d) the embeddings' LayerNorm scale.
-/// \param beta (d) its shift.
-/// \param eps its ε.
-/// \return (n, d). \throws std::invalid_argument naming the id or n when one is out of range.
-Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& position, const Matrix& token_type,
-             const Vector& gamma, const Vector& beta, float eps);
-
-/// Mean of the rows of \p H (n, d), scaled to unit length: sentence-transformers' Pooling (mean) and
-/// Normalize. \return (d). \throws std::invalid_argument when n = 0, or naming the first NaN/Inf of H.
-Vector mean_pool_normalized(const Matrix& H);
 
 /// Every head's attention matrix in one layer, softmax(Q_i K_iᵀ / √d_k) (chapter 02's functions on
 /// chapter 03's split), recomputed from the layer's input for inspection.
@@ -113,34 +103,6 @@ EncoderLayerWeights pool_kv_heads(const EncoderLayerWeights& W, std::size_t g);
 /// How one head attends in encoder_layer_with(): its queries (n, d_k), keys (n, d_k), values (n, d_k) to its
 /// output (n, d_k).
 using HeadAttention = std::function<Matrix(const Matrix& Q, const Matrix& K, const Matrix& V)>;
-
-/// encoder_layer() with another attention per head in place of the exact one: an earlier chapter's shortcut
-/// (a sliding window, Performer features) swapped into the real model. The chapter's own copy of the layer,
-/// since the learner's encoder_layer() is the exact attention by contract; the tests check the two agree
-/// when \p attend is exact.
-/// \param X (n, d) the layer's input.
-/// \param W the layer's weights.
-/// \param attend the per-head attention.
-/// \return (n, d). \throws std::invalid_argument as check_layer_weights() does (a weight's shape not fitting d, d
-///         not divisible by the head count), when \p attend is empty or returns a head an output that is not
-///         (n, d_k), or as linear() and layer_norm() do.
-Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const HeadAttention& attend);
-
-/// encoder_layer_with() on a batch of sentences packed one after another in the rows of one matrix, with no
-/// padding: sentence s holds rows [starts[s], starts[s + 1]). The row-wise steps of the layer (the
-/// projections, LayerNorm, the feed-forward block) run on all rows at once: one large matrix product instead
-/// of one small one per sentence, which is what makes a batch fast. Attention runs per sentence and head, so
-/// no sentence sees another's tokens and no padding mask is needed — the "varlen" packing of FlashAttention's
-/// API and of PyTorch's nested tensors.
-/// \param X (T, d) the packed input, T = starts.back().
-/// \param starts (S + 1) sentence boundaries: 0 = starts[0] ≤ starts[1] ≤ … ≤ starts[S] = T.
-/// \param W the layer's weights.
-/// \param attend the per-head attention, called on (n_s, d_k) views of one sentence.
-/// \return (T, d).
-/// \throws std::invalid_argument as check_layer_weights() does (before any product), or when \p starts does not
-///         rise from 0 to T.
-Matrix encoder_layer_packed(const Matrix& X, const std::vector<std::size_t>& starts, const EncoderLayerWeights& W,
-                            const HeadAttention& attend);
 
 /// The model: config and every weight, copied out of the memory-mapped file through read_tensor().
 struct MiniLM {
@@ -212,6 +174,100 @@ inline std::vector<int> tokenize(const std::string& text, const Vocab& vocab, st
   return ids;
 }
 
+namespace detail {
+/// Rows [r0, r0 + rows) and columns [c0, c0 + cols) of \p M, copied row by row: one sentence's slice of one head,
+/// contiguous for the attention kernel (an xtensor view would be copied element by element). \return (rows, cols).
+inline Matrix block(const Matrix& M, std::size_t r0, std::size_t rows, std::size_t c0, std::size_t cols) {
+  Matrix B = Matrix::from_shape({rows, cols});
+  for (std::size_t r = 0; r < rows; ++r) std::copy_n(M.data() + (r0 + r) * M.shape(1) + c0, cols, B.data() + r * cols);
+  return B;
+}
+}  // namespace detail
+
+/// encoder_layer_with() on a batch of sentences packed one after another in the rows of one matrix, with no
+/// padding: sentence s holds rows [starts[s], starts[s + 1]). The row-wise steps of the layer (the
+/// projections, LayerNorm, the feed-forward block) run on all rows at once: one large matrix product instead
+/// of one small one per sentence, which is what makes a batch fast. Attention runs per sentence and head, so
+/// no sentence sees another's tokens and no padding mask is needed — the "varlen" packing of FlashAttention's
+/// API and of PyTorch's nested tensors.
+/// \param X (T, d) the packed input, T = starts.back().
+/// \param starts (S + 1) sentence boundaries: 0 = starts[0] ≤ starts[1] ≤ … ≤ starts[S] = T.
+/// \param W the layer's weights.
+/// \param attend the per-head attention, called on (n_s, d_k) views of one sentence.
+/// \return (T, d).
+/// \throws std::invalid_argument as check_layer_weights() does (before any product), or when \p starts does not
+///         rise from 0 to T.
+// [encoder_layer_packed]
+inline Matrix encoder_layer_packed(const Matrix& X, const std::vector<std::size_t>& starts,
+                                   const EncoderLayerWeights& W, const HeadAttention& attend) {
+  const std::size_t T = X.shape(0), d = X.shape(1), h = W.heads;
+  // Every weight's shape against d, before any product: a half-width W_Q would be read past its end per head.
+  check_layer_weights("encoder_layer_packed", W, d);
+  require(
+      starts.size() >= 2 && starts.front() == 0 && starts.back() == T && std::is_sorted(starts.begin(), starts.end()),
+      fmt::format("encoder_layer_packed: starts must rise from 0 to the {} rows of X; got [{}]", T,
+                  fmt::join(starts, ", ")));
+  require(static_cast<bool>(attend), "encoder_layer_packed: attend is empty; give the attention of one head");
+  const std::size_t d_k = d / h;
+  const Matrix Q = linear(X, W.W_Q, W.b_Q), K = linear(X, W.W_K, W.b_K), V = linear(X, W.W_V, W.b_V);  // (T, d)
+  Matrix merged = xt::zeros<float>({T, d});  // (T, d): every head's output in its d_k columns
+  for (std::size_t s = 0; s + 1 < starts.size(); ++s) {
+    const std::size_t first = starts[s], n_s = starts[s + 1] - starts[s];
+    if (n_s == 0) continue;  // an empty sentence has no tokens to attend
+    for (std::size_t i = 0; i < h; ++i) {
+      const Matrix O_i = attend(detail::block(Q, first, n_s, i * d_k, d_k), detail::block(K, first, n_s, i * d_k, d_k),
+                                detail::block(V, first, n_s, i * d_k, d_k));  // (n_s, d_k)
+      require(O_i.shape(0) == n_s && O_i.shape(1) == d_k,
+              fmt::format("encoder_layer_packed: attend gave head {} an output {}; it needs ({}, {})", i,
+                          shape_str(O_i), n_s, d_k));
+      for (std::size_t r = 0; r < n_s; ++r)
+        std::copy_n(O_i.data() + r * d_k, d_k, merged.data() + (first + r) * d + i * d_k);
+    }
+  }
+  const Matrix H = layer_norm(X + linear(merged, W.W_O, W.b_O), W.ln1_gamma, W.ln1_beta, W.ln_eps);  // (T, d)
+  return layer_norm(H + linear(gelu(linear(H, W.W_1, W.b_1)), W.W_2, W.b_2), W.ln2_gamma, W.ln2_beta, W.ln_eps);
+}
+// [encoder_layer_packed]
+
+/// encoder_layer() with another attention per head in place of the exact one: an earlier chapter's shortcut
+/// (a sliding window, Performer features) swapped into the real model. The chapter's own copy of the layer,
+/// since the learner's encoder_layer() is the exact attention by contract; the tests check the two agree
+/// when \p attend is exact.
+/// \param X (n, d) the layer's input.
+/// \param W the layer's weights.
+/// \param attend the per-head attention.
+/// \return (n, d). \throws std::invalid_argument as check_layer_weights() does (a weight's shape not fitting d, d
+///         not divisible by the head count), when \p attend is empty or returns a head an output that is not
+///         (n, d_k), or as linear() and layer_norm() do.
+inline Matrix encoder_layer_with(const Matrix& X, const EncoderLayerWeights& W, const HeadAttention& attend) {
+  return encoder_layer_packed(X, {0, X.shape(0)}, W, attend);
+}
+
+/// The sentence embeddings of a batch, all heads kept: the sentences packed into one matrix and every layer run
+/// once on the batch (encoder_layer_packed()), then pooled sentence by sentence. Equal to sentence_embedding()
+/// of each text to float32 rounding; faster by the size of the products. \return (d) per text.
+inline std::vector<Vector> sentence_embeddings(const MiniLM& m, const std::vector<std::string>& texts) {
+  if (texts.empty()) return {};
+  std::vector<Matrix> embedded;  // (n_s, d) per sentence
+  std::vector<std::size_t> starts{0};
+  for (const std::string& text : texts) {
+    embedded.push_back(embed(tokenize(text, m.vocab, m.config.max_tokens), m.word, m.position, m.token_type, m.ln_gamma,
+                             m.ln_beta, m.config.ln_eps));
+    starts.push_back(starts.back() + embedded.back().shape(0));
+  }
+  Matrix X = xt::empty<float>({starts.back(), m.config.d});  // (T, d): the sentences' rows one after another
+  for (std::size_t s = 0; s < texts.size(); ++s)
+    xt::view(X, xt::range(starts[s], starts[s + 1]), xt::all()) = embedded[s];
+  const HeadAttention exact = [](const Matrix& Q, const Matrix& K, const Matrix& V) {
+    return flash_attention(Q, K, V, /*causal=*/false, 64, 64).O;  // as encoder_layer() attends
+  };
+  for (const EncoderLayerWeights& W : m.layers) X = encoder_layer_packed(X, starts, W, exact);
+  std::vector<Vector> out;
+  for (std::size_t s = 0; s < texts.size(); ++s)
+    out.push_back(mean_pool_normalized(xt::view(X, xt::range(starts[s], starts[s + 1]), xt::all())));
+  return out;
+}
+
 // [forward]
 /// The encoder's output for one sentence: embed(), then every layer's encoder_layer() with the heads \p keep
 /// leaves. \p layer_inputs, when given, receives each layer's input (for attention_maps()).
@@ -242,10 +298,6 @@ inline Vector sentence_embedding(const MiniLM& m, const std::string& text, const
   return mean_pool_normalized(encode(m, tokenize(text, m.vocab, m.config.max_tokens), keep));
 }
 
-/// The sentence embeddings of a batch, all heads kept: the sentences packed into one matrix and every layer run
-/// once on the batch (encoder_layer_packed()), then pooled sentence by sentence. Equal to sentence_embedding()
-/// of each text to float32 rounding; faster by the size of the products. \return (d) per text.
-std::vector<Vector> sentence_embeddings(const MiniLM& m, const std::vector<std::string>& texts);
 // [forward]
 
 }  // namespace attn::ch16

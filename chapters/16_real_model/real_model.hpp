@@ -4,8 +4,9 @@
 ///
 /// all-MiniLM-L6-v2 (6 encoder layers × 12 heads, d = 384) is read from its safetensors file, its text cut
 /// into WordPiece tokens, and run through the course's own attention (chapter 03's heads, chapter 05's
-/// tiled flash kernel). The four exercises are the parts a reader writes: one WordPiece step, one tensor
-/// read with its checks, pruning heads by masking them, and one encoder layer's forward.
+/// tiled flash kernel). The six exercises are the model's own parts, in the order the forward meets them: one
+/// WordPiece step, the safetensors header, LayerNorm, the embedding layer, one encoder layer, and mean pooling
+/// with L2 normalisation.
 #pragma once
 
 #include <cstddef>
@@ -46,36 +47,71 @@ struct EncoderLayerWeights {
 /// \throws std::invalid_argument when \p word is empty or is not valid UTF-8.
 std::vector<int> wordpiece(const std::string& word, const Vocab& vocab);
 
-/// Reads one float32 tensor out of a safetensors file, checking it is what the model expects.
-/// \param file an open safetensors file (its header already checked against its own size).
-/// \param name the tensor's name, e.g. "encoder.layer.0.attention.self.query.weight".
-/// \param expected_shape the shape the model's config implies: {rows, cols} or {n}.
-/// \return a copy of its values as (rows, cols), or (1, n) for a one-dimensional tensor.
-/// \throws std::invalid_argument naming the tensor when it is missing, its dtype is not "F32", or its shape
-///         differs from \p expected_shape (both shapes in the message).
-Matrix read_tensor(const SafetensorsFile& file, const std::string& name,
-                   const std::vector<std::size_t>& expected_shape);
+/// Reads and checks the header of a safetensors file: 8 bytes holding N, the header's length, as an unsigned
+/// little-endian 64-bit integer; N bytes of JSON, an object whose every key but "__metadata__" names a tensor
+/// {"dtype": "F32", "shape": [r, c], "data_offsets": [begin, end]}; then the data, which the offsets count from.
+/// Nothing in the file is trusted: every number is checked against the file before anything is read through it.
+/// \param file the file's bytes (memory-mapped: SafetensorsFile calls this), may be null when \p bytes is 0.
+/// \param bytes the file's size.
+/// \param path the file's name, for the messages.
+/// \return every tensor's entry by name, and data_begin = 8 + N.
+/// \throws std::invalid_argument naming \p path: when the file has fewer than 8 bytes; when N is more than the
+///         bytes after the first 8, or more than 100 MB (safetensors' own limit); when the header is not a JSON
+///         object. Naming the tensor as well: an entry that is not an object with "dtype", "shape" and
+///         "data_offsets"; a dtype that is not a string or that dtype_bytes() does not know; a shape that is not a
+///         list of non-negative integers, or whose bytes (product × the dtype's size) pass 64 bits; offsets that
+///         are not two non-negative integers [begin, end] with begin ≤ end ≤ the data's size; end − begin other
+///         than the shape's bytes. Naming both tensors: two tensors whose byte ranges overlap (a tensor of no bytes
+///         overlaps nothing).
+SafetensorsHeader read_safetensors_header(const unsigned char* file, std::size_t bytes, const std::string& path);
 
-/// Head pruning by masking: every head whose \p keep_head entry is false gets an output of zeros, so its rows
-/// of W_O add nothing to the layer; the kept heads are unchanged.
-/// \param heads (h, n, d_k) every head's attention output, before the merge.
-/// \param keep_head (h) true = keep the head.
-/// \return (h, n, d_k).
-/// \throws std::invalid_argument naming both sizes when keep_head's size is not h.
-Tensor3 prune_heads(const Tensor3& heads, const std::vector<bool>& keep_head);
+/// LayerNorm over each row x of \p X: (x − μ) / √(σ² + ε) · γ + β, with μ the row's mean and σ² its biased variance
+/// (the mean of (x − μ)², divided by d, as PyTorch's LayerNorm). ε is the model's (1e-12 for this one, where
+/// PyTorch's default is 1e-5): on a row of tiny variance the two give different rows, and the tests have one.
+/// \param X (n, d). \param gamma (d) the scale γ. \param beta (d) the shift β. \param eps ε > 0, finite.
+/// \return (n, d); n = 0 gives (0, d).
+/// \throws std::invalid_argument naming the shapes when γ or β is not (d), when ε ≤ 0 or is not finite (naming
+///         ε), or naming the first NaN/Inf of X, γ or β.
+Matrix layer_norm(const Matrix& X, const Vector& gamma, const Vector& beta, float eps);
+
+/// BERT's embedding layer: token t at position i (counted from 0, [CLS] included) becomes
+/// LayerNorm(word[id_t] + position[i] + token_type[0]): its word's learned row, its position's learned row
+/// (absolute positions, learned, where chapter 11's sinusoids are computed) and the first token type's (a single
+/// sentence is all type 0), then layer_norm() with γ, β and ε.
+/// \param ids (n) token ids, 1 ≤ n ≤ the position table's rows.
+/// \param word (vocab, d) the token embeddings.
+/// \param position (max_positions, d) the position embeddings.
+/// \param token_type (token_types, d) the token-type embeddings, at least one row.
+/// \param gamma (d) the embeddings' LayerNorm scale. \param beta (d) its shift. \param eps its ε.
+/// \return (n, d).
+/// \throws std::invalid_argument naming n when there are no ids or more than the positions; naming the shapes
+///         when the tables do not share d or token_type has no row; naming the id and its position when an id is
+///         negative or not below the vocabulary's size; as layer_norm() does.
+Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& position, const Matrix& token_type,
+             const Vector& gamma, const Vector& beta, float eps);
 
 /// One post-LayerNorm BERT encoder layer, computed with the course's attention:
 ///   Q, K, V = X·W_Qᵀ + b_Q, … (chapter 03's split_heads() into h heads of d_k = d / h),
-///   per head chapter 05's flash_attention() (no mask: one sentence, no padding), prune_heads(),
-///   merge_heads(), A = merged·W_Oᵀ + b_O, H = LayerNorm(X + A),
-///   F = GELU(H·W_1ᵀ + b_1)·W_2ᵀ + b_2 (GELU with erf, as BERT's "gelu"), out = LayerNorm(H + F).
+///   per head chapter 05's flash_attention() (no mask: one sentence, no padding), the heads keep_head removes
+///   zeroed (prune_heads()), merge_heads(), A = merged·W_Oᵀ + b_O, H = LayerNorm(X + A),
+///   F = GELU(H·W_1ᵀ + b_1)·W_2ᵀ + b_2 (GELU with erf, as BERT's "gelu"), out = LayerNorm(H + F), both LayerNorms
+///   with W.ln_eps.
 /// \param X (n, d) the layer's input, one row per token.
 /// \param W the layer's weights.
 /// \param keep_head (h) which heads take part; empty = all of them.
 /// \return (n, d).
 /// \throws std::invalid_argument naming the shapes when X or the weights do not fit (check_layer_weights(): no
-///         weight is broadcast, none read past its end), or when d is not divisible by W.heads.
+///         weight is broadcast, none read past its end), or when d is not divisible by W.heads; naming both sizes
+///         when keep_head is neither empty nor (h).
 Matrix encoder_layer(const Matrix& X, const EncoderLayerWeights& W, const std::vector<bool>& keep_head = {});
+
+/// The sentence embedding from the last layer's rows: their mean, divided by its Euclidean length (sentence-
+/// transformers' Pooling in "mean" mode, then Normalize): e = h̄ / max(‖h̄‖₂, 1e-12), h̄ = (1/n) Σ_i h_i. Every row
+/// counts, [CLS] and [SEP] included; a mean of length 0 stays 0 (Normalize's 1e-12).
+/// \param H (n, d) the encoder's output, n ≥ 1.
+/// \return (d), of length 1 (or 0).
+/// \throws std::invalid_argument naming the shape when n = 0, or naming the first NaN/Inf of H.
+Vector mean_pool_normalized(const Matrix& H);
 
 /// @}
 

@@ -3,9 +3,15 @@
 // Watch your code run the chapter: `./course run 16 --track exercise`.
 #include "16_real_model/real_model.hpp"
 
-#include <cstring>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "03_multi_head/multi_head.hpp"
 #include "05_flash_cpu/flash_cpu.hpp"
@@ -19,39 +25,55 @@ constexpr const char* kChapter = "16_real_model";
 }
 
 std::vector<int> wordpiece(const std::string& word, const Vocab& vocab) {
-  // TODO(learner): greedy longest match from the left. From position `start`, try the longest piece first and
-  //   shorten it one code point at a time until vocab.find(piece) >= 0; pieces after the first are looked up as
-  //   "##" + piece. No piece at some position, or more than vocab.max_word_chars code points: return {vocab.unk}.
-  //   An empty word is std::invalid_argument; utf8_length(word) counts code points (and refuses bad UTF-8).
+  // TODO(learner): cut the word into the vocabulary's pieces, greedily from the left, the longest piece first;
+  //   every piece after the first is looked up with "##" in front. A word with a part no piece matches, or longer
+  //   than vocab.max_word_chars code points, is {vocab.unk} as a whole. Pieces are cut between code points, never
+  //   inside one. An empty word, or one that is not UTF-8, is std::invalid_argument.
   throw not_implemented("wordpiece", kChapter,
-                        "longest piece first: for end = chars down to start + 1, look up the piece (with \"##\" "
-                        "unless start = 0).");
+                        "longest piece first: from each start, try the piece that runs to the end of the word, then "
+                        "one code point shorter.");
 }
 
-Matrix read_tensor(const SafetensorsFile& file, const std::string& name,
-                   const std::vector<std::size_t>& expected_shape) {
-  // TODO(learner): file.find(name) gives the TensorEntry (nullptr when missing). Check, naming the tensor in
-  //   each std::invalid_argument: it exists, its dtype is "F32", its shape equals expected_shape (1 or 2 dims).
-  //   Then copy its bytes, file.data() + entry->begin, into a (rows, cols) Matrix ((1, n) for a vector).
-  throw not_implemented("read_tensor", kChapter,
-                        "three checks (present, F32, shape), then one std::memcpy from file.data() + entry->begin.");
+SafetensorsHeader read_safetensors_header(const unsigned char* file, std::size_t bytes, const std::string& path) {
+  // TODO(learner): read the 8-byte little-endian length N, parse the N bytes after it as JSON (nlohmann::json),
+  //   and return every tensor's entry (dtype, shape, [begin, end)) with data_begin = 8 + N. Check everything the
+  //   contract lists against the file before returning: the file's size, N, the JSON object, each entry's fields,
+  //   its bytes (shape × dtype size) against its offsets and the data's size, and that no two tensors overlap.
+  //   Every refusal is std::invalid_argument naming the file (and the tensor, or both tensors).
+  throw not_implemented("read_safetensors_header", kChapter,
+                        "the length is bytes 0 … 7, least significant first; the data start right after the JSON.");
 }
 
-Tensor3 prune_heads(const Tensor3& heads, const std::vector<bool>& keep_head) {
-  // TODO(learner): a copy of `heads` (h, n, d_k) in which every head i with keep_head[i] == false is all zeros.
-  //   keep_head.size() != h is std::invalid_argument naming both sizes.
-  throw not_implemented("prune_heads", kChapter, "copy, then xt::view(out, i, xt::all(), xt::all()) = 0.0f.");
+Matrix layer_norm(const Matrix& X, const Vector& gamma, const Vector& beta, float eps) {
+  // TODO(learner): normalise every row to mean 0 and variance 1, with ε under the square root, then scale by γ and
+  //   shift by β, coordinate by coordinate. The variance is the biased one (÷ d). Refuse γ or β of the wrong size,
+  //   an ε that is not positive and finite, and NaN/Inf in X, γ or β.
+  throw not_implemented("layer_norm", kChapter,
+                        "per row: μ = mean, σ² = mean of (x − μ)², then (x − μ) / √(σ² + ε) · γ + β.");
+}
+
+Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& position, const Matrix& token_type,
+             const Vector& gamma, const Vector& beta, float eps) {
+  // TODO(learner): row t of the result is the LayerNorm of three learned rows added: the word's (row ids[t] of
+  //   word), the position's (row t of position) and token type 0's. Refuse no ids, more ids than positions, tables
+  //   that do not share d, and an id outside the vocabulary (naming it and its position).
+  throw not_implemented("embed", kChapter, "sum the three rows for every token, then one call of your layer_norm().");
 }
 
 Matrix encoder_layer(const Matrix& X, const EncoderLayerWeights& W, const std::vector<bool>& keep_head) {
-  // TODO(learner): Q, K, V = linear(X, W.W_Q, W.b_Q), … split into W.heads heads (split_heads); per head
-  //   flash_attention(Q_i, K_i, V_i, false, 64, 64).O; prune_heads when keep_head is not empty; merge_heads;
-  //   A = linear(merged, W.W_O, W.b_O); H = layer_norm(X + A, W.ln1_gamma, W.ln1_beta, W.ln_eps);
-  //   F = linear(gelu(linear(H, W.W_1, W.b_1)), W.W_2, W.b_2); return layer_norm(H + F, W.ln2_gamma, …).
-  //   First check_layer_weights("encoder_layer", W, d) (layers.hpp): it refuses every weight whose shape does not
-  //   fit d, and d not divisible by W.heads; keep_head of the wrong size: std::invalid_argument.
+  // TODO(learner): one post-LayerNorm BERT layer (real_model.hpp gives the formula): multi-head self-attention with
+  //   the course's heads and flash kernel, the heads keep_head removes taken out, the output projection, residual
+  //   and LayerNorm; then the feed-forward block with erf-GELU, residual and LayerNorm, both with the model's ε.
+  //   Refuse weights that do not fit X (check_layer_weights in layers.hpp) and a keep_head of the wrong size.
   throw not_implemented("encoder_layer", kChapter,
                         "attention sublayer, then feed-forward sublayer, each as LayerNorm(x + sublayer(x)).");
+}
+
+Vector mean_pool_normalized(const Matrix& H) {
+  // TODO(learner): the sentence embedding: the mean of all rows of H, scaled to Euclidean length 1 (a mean of
+  //   length 0 stays 0). No rows, or a NaN/Inf in H, is std::invalid_argument.
+  throw not_implemented("mean_pool_normalized", kChapter,
+                        "average each column over the tokens, then divide the vector by its length.");
 }
 
 }  // namespace attn::ch16

@@ -1,6 +1,7 @@
 // Chapter 16's oracle: a BERT encoder layer as plain float64 loops.
 #include "oracle/16_real_model_oracle.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace attn::oracle {
@@ -19,6 +20,16 @@ Mat linear(const Mat& X, const Mat& W, const std::vector<double>& b) {
   return Y;
 }
 
+// Columns [c0, c0 + w) of M.
+Mat columns(const Mat& M, std::size_t c0, std::size_t w) {
+  Mat out(M.rows, w);
+  for (std::size_t i = 0; i < M.rows; ++i)
+    for (std::size_t j = 0; j < w; ++j) out(i, j) = M(i, c0 + j);
+  return out;
+}
+
+}  // namespace
+
 Mat layer_norm(const Mat& X, const std::vector<double>& g, const std::vector<double>& b, double eps) {
   Mat Y(X.rows, X.cols);
   for (std::size_t i = 0; i < X.rows; ++i) {
@@ -32,15 +43,25 @@ Mat layer_norm(const Mat& X, const std::vector<double>& g, const std::vector<dou
   return Y;
 }
 
-// Columns [c0, c0 + w) of M.
-Mat columns(const Mat& M, std::size_t c0, std::size_t w) {
-  Mat out(M.rows, w);
-  for (std::size_t i = 0; i < M.rows; ++i)
-    for (std::size_t j = 0; j < w; ++j) out(i, j) = M(i, c0 + j);
-  return out;
+Mat embed(const std::vector<int>& ids, const Mat& word, const Mat& position, const Mat& token_type,
+          const std::vector<double>& g, const std::vector<double>& b, double eps) {
+  Mat X(ids.size(), word.cols);
+  for (std::size_t t = 0; t < ids.size(); ++t)
+    for (std::size_t j = 0; j < word.cols; ++j)
+      X(t, j) = word(static_cast<std::size_t>(ids[t]), j) + position(t, j) + token_type(0, j);
+  return layer_norm(X, g, b, eps);
 }
 
-}  // namespace
+std::vector<double> mean_pool_normalized(const Mat& H) {
+  std::vector<double> e(H.cols, 0.0);
+  for (std::size_t i = 0; i < H.rows; ++i)
+    for (std::size_t j = 0; j < H.cols; ++j) e[j] += H(i, j) / static_cast<double>(H.rows);
+  double norm = 0.0;
+  for (double v : e) norm += v * v;
+  norm = std::max(std::sqrt(norm), 1e-12);
+  for (double& v : e) v /= norm;
+  return e;
+}
 
 Mat bert_layer(const Mat& X, const BertLayer& W, const std::vector<bool>& keep) {
   const std::size_t n = X.rows, d = X.cols, d_k = d / W.heads;

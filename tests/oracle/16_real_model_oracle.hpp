@@ -24,6 +24,16 @@ struct BertLayer {
   double eps = 1e-12;
 };
 
+/// LayerNorm of every row: (x − mean) / √(biased variance + eps) · g + b. X: (n, d) → (n, d).
+Mat layer_norm(const Mat& X, const std::vector<double>& g, const std::vector<double>& b, double eps);
+
+/// BERT's embedding: LayerNorm(word[ids[t]] + position[t] + token_type[0]) per token t. → (n, d).
+Mat embed(const std::vector<int>& ids, const Mat& word, const Mat& position, const Mat& token_type,
+          const std::vector<double>& g, const std::vector<double>& b, double eps);
+
+/// The mean of H's rows divided by its Euclidean length (by 1e-12 when that is smaller). H: (n, d) → (d).
+std::vector<double> mean_pool_normalized(const Mat& H);
+
 /// LayerNorm(H + FFN(H)), H = LayerNorm(X + Attention(X)·W_Oᵀ + b_O), heads with keep[i] = false left out.
 /// X: (n, d) → (n, d). keep: (heads), empty = all.
 Mat bert_layer(const Mat& X, const BertLayer& W, const std::vector<bool>& keep);
