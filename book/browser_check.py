@@ -486,7 +486,7 @@ def fonts_report(fonts):
     return lines
 
 
-def check_page(browser, session, book, name, args, fonts):
+def check_page(browser, session, book, name, args, fonts, heights):
     """Opens one page and returns (problems, what MathJax did); adds the fonts it was rendered in to \p fonts."""
     browser.events.clear()
     deadline = time.monotonic() + args.timeout
@@ -522,6 +522,8 @@ def check_page(browser, session, book, name, args, fonts):
     if not SOURCE_LISTINGS.search(name):
         problems += found["layout"]["overflow"]
     problems += found["layout"]["tall"]
+    if LESSON_PAGES.match(name):
+        heights[name] = found["layout"]["height"]
     if LESSON_PAGES.match(name) and found["layout"]["height"] > LESSON_MAX_HEIGHT:
         problems.append("lesson page is %d px tall at %d px wide, more than %d (the limit %d on any machine, less "
                         "the margin other fonts take up): move measurements and long output to its measurements "
@@ -584,7 +586,7 @@ def main():
     pages = book.pages(args.only)
     started = time.monotonic()
     browser = Chromium(executable, args.timeout)
-    failures, typeset, fonts = {}, 0, {}
+    failures, typeset, fonts, heights = {}, 0, {}, {}
     try:
         version = browser.send("Browser.getVersion")["product"]
         target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
@@ -599,7 +601,7 @@ def main():
                                           (args.budget, len(pages) - i, name)]
                 print("FAIL (the rest): %s" % failures["(the rest)"][0], flush=True)
                 break
-            problems, mathjax = check_page(browser, session, book, name, args, fonts)
+            problems, mathjax = check_page(browser, session, book, name, args, fonts, heights)
             typeset += mathjax["jax"] if mathjax else 0
             if problems:
                 failures[name] = problems
@@ -622,6 +624,8 @@ def main():
           "for %d px on any machine):" % (LESSON_MAX_HEIGHT, LESSON_LIMIT_ANY_MACHINE))
     for line in fonts_report(fonts) or ["  (none reported)"]:
         print(line)
+    if heights:  # the numbers to compare with another machine's run
+        print("lesson heights (px): " + ", ".join("%s %d" % (n[:-5], h) for n, h in sorted(heights.items())))
     if args.screenshots:
         shots = sorted(n for n in os.listdir(args.screenshots) if n.endswith(".png"))
         print("screenshots (first screenful of %d pages): %s" % (len(shots), os.path.realpath(args.screenshots)))
