@@ -17,6 +17,8 @@ namespace attn::ch16 {
 /// (d_ff), W_2 (d, d_ff), b_2 (d); heads ≥ 1 dividing d; ln_eps positive and finite. What linear() alone would
 /// let through — a half-width W_Q read past its end per head, a (1, d) W_O broadcast over the rows — is refused.
 /// \param where the caller's name, first in the message.
+/// \param W the layer's weights.
+/// \param d the width of the layer's input, which every weight must fit.
 /// \param d_from where \p d comes from, for the message ("X's columns").
 /// \throws std::invalid_argument naming the weight, its shape and the shape it needs (and where d and d_ff come from).
 void check_layer_weights(const char* where, const EncoderLayerWeights& W, std::size_t d,
