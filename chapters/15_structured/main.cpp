@@ -411,9 +411,9 @@ void print_trees() {
   }
   d.print();
   fmt::print(
-      "The pronoun sits in the second clause; its antecedent and the other candidate both hang from the first\n"
-      "clause's predicate, so a syntactic tree puts them at the same distance: coreference across clauses\n"
-      "is not in the tree, it has to be learned from the content (chapter 12's pronoun task).\n");
+      "The pronoun sits in the second clause; its antecedent and the other candidate both hang from the\n"
+      "first clause's predicate, so a syntactic tree puts them at the same distance: coreference across\n"
+      "clauses is not in the tree, it has to be learned from the content (chapter 12's pronoun task).\n");
 }
 
 // [tree_batch]
