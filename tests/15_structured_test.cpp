@@ -520,7 +520,7 @@ TEST_SUITE("15_structured: chapter code") {
 
   TEST_CASE(
       "CSR attention with 8 heads of 16 (two groups of four), 0, 1, 4 and 40 senders and peaked scores equals "
-      "the oracle; csr_attention_into overwrites every row of a reused output") {
+      "the oracle, and csr_attention_into overwrites every row of a reused output") {
     // On a CPU with AVX-512 these shapes run the four-heads-at-a-time node kernel: a group past the first, edges
     // filling exact and partial registers of exponentials (4 senders = 16 scores; 1 and 40 = partial), and
     // scores far apart (Q × 20), so that the max shift matters and many weights fall below e^-87.

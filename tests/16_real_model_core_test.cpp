@@ -233,7 +233,7 @@ TEST_SUITE("16_real_model: bad input") {
     fs::remove_all(dir);
   }
 
-  TEST_CASE("model_missing_reason names the missing file; the readers refuse a missing file and a folder") {
+  TEST_CASE("model_missing_reason names the missing file, and the readers refuse a missing file and a folder") {
     // bad input answered: model_missing_reason
     const fs::path dir = temp_dir("files");
     CHECK(ch16::model_missing_reason((dir / "nowhere").string()).find("config.json is missing") != std::string::npos);
@@ -267,7 +267,7 @@ TEST_SUITE("16_real_model: bad input") {
     fs::remove_all(dir);
   }
 
-  TEST_CASE("utf8_length refuses text that is not UTF-8; Vocab::find and dtype_bytes answer unknown names") {
+  TEST_CASE("utf8_length refuses text that is not UTF-8, and Vocab::find and dtype_bytes answer unknown names") {
     // bad input answered: find, dtype_bytes
     CHECK_THROWS_AS(ch16::utf8_length("a\xff"), std::invalid_argument);
     CHECK_THROWS_AS(ch16::utf8_length("\xe7\x8c"), std::invalid_argument);  // 猫 cut after two of its bytes
