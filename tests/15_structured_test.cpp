@@ -638,7 +638,7 @@ TEST_SUITE("15_structured/gat_scores") {
     const Matrix H = xt::full_like(Matrix(xt::zeros<float>({3, 2})), 2e38f);
     const Vector a{1.0f, 1.0f, -1.0f, -1.0f};
     CHECK_THROWS_NAMING(ch15::gat_scores(H, a), std::invalid_argument, "gat_scores", "max|a|", "max|H|");
-    CHECK_THROWS_NAMING(ch15::gat_scores(H, Vector{1.0f, std::nanf(""), 0.0f, 0.0f}), std::invalid_argument, "a[1]");
+    CHECK_THROWS_NAMING(ch15::gat_scores(H, Vector{1.0f, std::nanf(""), 0.0f, 0.0f}), std::invalid_argument, "a", "1");
   }
 }
 
@@ -655,9 +655,9 @@ TEST_SUITE("15_structured/gatv2_scores") {
   TEST_CASE("2^32 nodes of width 0 are refused with the (n, n) estimate instead of wrapping to 0 bytes") {
     const Matrix wide = Matrix::from_shape({std::size_t{1} << 32, 0});  // no values, 2^32 rows
     CHECK_THROWS_NAMING(ch15::gatv2_scores(wide, wide, Vector(xt::zeros<float>({0}))), std::invalid_argument,
-                        "gatv2_scores", "n × n");
+                        "gatv2_scores", "4294967296");
     CHECK_THROWS_NAMING(ch15::gat_scores(wide, Vector(xt::zeros<float>({0}))), std::invalid_argument, "gat_scores",
-                        "n × n");
+                        "4294967296");
   }
 }
 
