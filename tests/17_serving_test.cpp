@@ -155,7 +155,7 @@ TEST_SUITE("17_serving") {
     BlockAllocator roomy(3, 3);
     BlockTable a;
     for (std::size_t t = 0; t < 5; ++t) REQUIRE(attn::append_slot(a, roomy).has_value());  // 2 blocks, 1 free
-    const std::optional<attn::Slot> last = attn::append_slot(a, roomy);                     // token 5: offset 2
+    const std::optional<attn::Slot> last = attn::append_slot(a, roomy);                    // token 5: offset 2
     REQUIRE(last.has_value());
     CHECK(last->offset == 2);
     CHECK(roomy.free_blocks() == 1);
@@ -345,7 +345,7 @@ TEST_SUITE("17_serving") {
     CHECK(b.blocks[0] == a.blocks[0]);  // the other blocks stay shared
     CHECK(b.blocks[1] != shared);
     CHECK(a.blocks[1] == shared);
-    CHECK(cache.pool().ref_count(shared) == 1);      // released once: A holds it alone now
+    CHECK(cache.pool().ref_count(shared) == 1);       // released once: A holds it alone now
     CHECK(cache.pool().ref_count(b.blocks[1]) == 1);  // the copy is B's alone
     CHECK(cache.pool().ref_count(a.blocks[0]) == 2);
     CHECK(cache.pool().free_blocks() == free_before - 1);
@@ -377,7 +377,7 @@ TEST_SUITE("17_serving") {
     CHECK(cache.pool().free_blocks() == 1);
     BlockTable b = attn::share_table(cache.pool(), a);
     BlockTable c = attn::share_table(cache.pool(), a);
-    REQUIRE(attn::copy_on_write(cache, c, 1));  // takes the last free block
+    REQUIRE(attn::copy_on_write(cache, c, 1));        // takes the last free block
     CHECK(cache.pool().ref_count(a.blocks[1]) == 2);  // A and B still hold it: released once, not twice
     CHECK(cache.pool().free_blocks() == 0);
     const BlockTable b_before = b;
@@ -438,8 +438,8 @@ TEST_SUITE("17_serving") {
     REQUIRE(pool.free_blocks() == 8);
     const attn::StepPlan plan = attn::schedule_step(pool, waiting, running, 8);
     CHECK(plan.decoded == std::vector<std::size_t>{0, 1});
-    CHECK(running[0].table.length == 4);           // offset 3 of its first block
-    CHECK(running[1].table.length == 5);           // the fifth token opens a second block
+    CHECK(running[0].table.length == 4);  // offset 3 of its first block
+    CHECK(running[1].table.length == 5);  // the fifth token opens a second block
     CHECK(pool.free_blocks() == 7);
     CHECK(running[0].remaining == 4);
     check_pool_accounts(pool, running, waiting);

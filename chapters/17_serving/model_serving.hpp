@@ -45,13 +45,27 @@ inline std::size_t greedy_token(const float* logits, std::size_t vocab) {
   return static_cast<std::size_t>(std::max_element(logits, logits + vocab) - logits);
 }
 
+/// Throws, naming \p where and the prompt, unless every prompt has a token, asks for one or more and fits the context.
+inline void require_prompts(const char* where, const ch12::Model& model, const std::vector<Prompt>& prompts) {
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const Prompt& p = prompts[i];
+    require(!p.tokens.empty() && p.generate > 0 && p.tokens.size() + p.generate - 1 <= model.config.context,
+            fmt::format("{}: prompt {} has {} tokens and asks for {}; it needs at least one of each, and at most {} in "
+                        "all less one (the model's context)",
+                        where, i, p.tokens.size(), p.generate, model.config.context + 1));
+  }
+}
+
 }  // namespace detail
 
 /// Greedy generation one request at a time, with chapter 12's forward() over the whole sequence at every token (no
 /// cache: keys and values recomputed, contiguous): the reference the paged, batched run must equal.
 /// \return (prompts) the generated tokens of each prompt.
+/// \throws std::invalid_argument when a prompt is empty, asks for 0 tokens, or would outgrow the model's context, and
+///         as chapter 12's forward() does (a token outside the vocabulary).
 inline std::vector<std::vector<std::size_t>> generate_one_at_a_time(const ch12::Model& model,
                                                                     const std::vector<Prompt>& prompts) {
+  detail::require_prompts("generate_one_at_a_time", model, prompts);
   std::vector<std::vector<std::size_t>> out;
   for (const Prompt& p : prompts) {
     std::vector<std::size_t> tokens = p.tokens, generated;
@@ -73,8 +87,8 @@ namespace detail {
 /// token's q, k, v (RoPE at its position), k and v written into the paged cache (copy_on_write() first, in case the
 /// block is shared), the attention over tokens 0 … position through the table (paged_attention()), W_O added into
 /// the residual stream. \return (vocab) the logits for the next token.
-inline Vector model_token_step(const ch12::Model& model, PagedKVCache& cache, BlockTable& table,
-                               std::size_t position, std::size_t token) {
+inline Vector model_token_step(const ch12::Model& model, PagedKVCache& cache, BlockTable& table, std::size_t position,
+                               std::size_t token) {
   const ch12::Config& c = model.config;
   const std::size_t d_k = c.d_model / c.heads, B = cache.shape().block_size;
   require(copy_on_write(cache, table, position / B),
@@ -84,7 +98,7 @@ inline Vector model_token_step(const ch12::Model& model, PagedKVCache& cache, Bl
   for (std::size_t l = 0; l < c.layers; ++l) {
     const ch12::Layer& L = model.layers[l];
     const Matrix Q = matmul(x, L.W_Q), K = matmul(x, L.W_K), V = matmul(x, L.W_V);  // (1, d_model) each
-    Matrix q = xt::zeros<float>({c.heads, d_k}), k = q, v = q;                     // (heads, d_k): one row per head
+    Matrix q = xt::zeros<float>({c.heads, d_k}), k = q, v = q;                      // (heads, d_k): one row per head
     for (std::size_t h = 0; h < c.heads; ++h) {
       Matrix qh = xt::view(Q, xt::all(), xt::range(h * d_k, (h + 1) * d_k));  // (1, d_k)
       Matrix kh = xt::view(K, xt::all(), xt::range(h * d_k, (h + 1) * d_k));
@@ -96,7 +110,7 @@ inline Vector model_token_step(const ch12::Model& model, PagedKVCache& cache, Bl
     }
     cache.write(l, table.blocks[position / B], position % B, k, v);
     const Matrix heads = paged_attention(cache, l, seen, q);  // (heads, d_k): every head its own KV head
-    Matrix concat = Matrix::from_shape({1, c.d_model});  // (1, d_model): the heads side by side
+    Matrix concat = Matrix::from_shape({1, c.d_model});       // (1, d_model): the heads side by side
     std::copy(heads.begin(), heads.end(), concat.begin());
     x = x + matmul(concat, L.W_O);
   }
@@ -121,10 +135,7 @@ inline std::vector<std::vector<std::size_t>> generate_batched(const ch12::Model&
                                                               std::size_t max_running, ModelServeLog& log) {
   const ch12::Config& c = model.config;
   const std::size_t d_k = c.d_model / c.heads;
-  for (const Prompt& p : prompts)
-    require(!p.tokens.empty() && p.generate > 0 && p.tokens.size() + p.generate - 1 <= c.context,
-            fmt::format("generate_batched: a prompt of {} tokens generating {} does not fit the model's context of {}",
-                        p.tokens.size(), p.generate, c.context));
+  detail::require_prompts("generate_batched", model, prompts);
   const KvShape shape{c.layers, c.heads, d_k, d_k, block_size};
   PagedKVCache cache(shape, blocks * kv_block_bytes(shape, sizeof(float)));
   log = ModelServeLog{};
@@ -132,11 +143,11 @@ inline std::vector<std::vector<std::size_t>> generate_batched(const ch12::Model&
   std::size_t common = prompts.empty() ? 0 : prompts[0].tokens.size();
   for (const Prompt& p : prompts)
     common = std::min<std::size_t>(
-        common, static_cast<std::size_t>(
-                    std::mismatch(p.tokens.begin(), p.tokens.begin() + std::min(common, p.tokens.size()),
-                                  prompts[0].tokens.begin())
-                        .first -
-                    p.tokens.begin()));
+        common,
+        static_cast<std::size_t>(std::mismatch(p.tokens.begin(), p.tokens.begin() + std::min(common, p.tokens.size()),
+                                               prompts[0].tokens.begin())
+                                     .first -
+                                 p.tokens.begin()));
   if (prompts.size() < 2) common = 0;
   const std::size_t shared_len = std::min(common, prompts.empty() ? 0 : prompts[0].tokens.size() - 1) / block_size *
                                  block_size;  // whole blocks, and at least one token of each prompt left to prefill
@@ -151,8 +162,8 @@ inline std::vector<std::vector<std::size_t>> generate_batched(const ch12::Model&
   std::deque<Sequence> waiting;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     tokens[i] = prompts[i].tokens;
-    waiting.push_back(Sequence{i, prompts[i].tokens.size() - shared_len, prompts[i].generate,
-                               share_table(cache.pool(), prefix)});
+    waiting.push_back(
+        Sequence{i, prompts[i].tokens.size() - shared_len, prompts[i].generate, share_table(cache.pool(), prefix)});
   }
   release_table(cache.pool(), prefix);  // the requests hold the prefix now; it is freed with the last of them
   std::vector<Sequence> running;

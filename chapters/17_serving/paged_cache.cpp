@@ -68,9 +68,9 @@ std::size_t kv_block_bytes(const KvShape& s, std::size_t bytes_per_number) {
           fmt::format("kv_block_bytes: layers = {}, kv_heads = {}, d_k = {}, d_v = {}, block_size = {}, "
                       "bytes_per_number = {}; each must be at least 1",
                       s.layers, s.kv_heads, s.d_k, s.d_v, s.block_size, bytes_per_number));
-  return checked_product("kv_block_bytes: B × layers × g × (d_k + d_v) × bytes",
-                         {s.block_size, s.layers, s.kv_heads, checked_sum("kv_block_bytes: d_k + d_v", {s.d_k, s.d_v}),
-                          bytes_per_number});
+  return checked_product(
+      "kv_block_bytes: B × layers × g × (d_k + d_v) × bytes",
+      {s.block_size, s.layers, s.kv_heads, checked_sum("kv_block_bytes: d_k + d_v", {s.d_k, s.d_v}), bytes_per_number});
 }
 
 namespace {
@@ -78,10 +78,10 @@ namespace {
 /// The number of blocks of \p shape that \p budget_bytes holds, refused when it is none.
 std::size_t blocks_in_budget(const KvShape& shape, std::size_t budget_bytes) {
   const std::size_t per_block = kv_block_bytes(shape, sizeof(float));
-  require(budget_bytes >= per_block, fmt::format("PagedKVCache: a budget of {} bytes holds no block of {} bytes "
-                                                 "(B = {}, layers = {}, g = {}, d_k = {}, d_v = {}, float32)",
-                                                 budget_bytes, per_block, shape.block_size, shape.layers,
-                                                 shape.kv_heads, shape.d_k, shape.d_v));
+  require(budget_bytes >= per_block,
+          fmt::format("PagedKVCache: a budget of {} bytes holds no block of {} bytes "
+                      "(B = {}, layers = {}, g = {}, d_k = {}, d_v = {}, float32)",
+                      budget_bytes, per_block, shape.block_size, shape.layers, shape.kv_heads, shape.d_k, shape.d_v));
   const std::size_t blocks = budget_bytes / per_block;
   checked_allocation("PagedKVCache: the blocks' keys and values, blocks × block bytes", {blocks, per_block});
   return blocks;
@@ -140,9 +140,9 @@ void PagedKVCache::copy_block(BlockId from, BlockId to, std::size_t rows) {
   require(from < n && to < n && from != to,
           fmt::format("PagedKVCache::copy_block: from block {} to block {}: both must be different blocks of 0 … {}",
                       from, to, n - 1));
-  require(pool_.ref_count(from) > 0 && pool_.ref_count(to) > 0,
-          fmt::format("PagedKVCache::copy_block: block {} or block {} is free; copy between blocks tables hold", from,
-                      to));
+  require(
+      pool_.ref_count(from) > 0 && pool_.ref_count(to) > 0,
+      fmt::format("PagedKVCache::copy_block: block {} or block {} is free; copy between blocks tables hold", from, to));
   require(rows <= shape_.block_size,
           fmt::format("PagedKVCache::copy_block: rows = {} is more than a block's B = {}", rows, shape_.block_size));
   for (std::size_t l = 0; l < shape_.layers; ++l)

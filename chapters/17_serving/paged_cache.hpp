@@ -41,9 +41,9 @@ class BlockAllocator {
   /// \throws std::invalid_argument naming blocks and block_size when either is 0.
   BlockAllocator(std::size_t blocks, std::size_t block_size);
 
-  std::size_t block_size() const { return block_size_; }          ///< B, tokens per block
-  std::size_t total_blocks() const { return refs_.size(); }        ///< blocks in the pool
-  std::size_t free_blocks() const { return free_.size(); }         ///< blocks with reference count 0
+  std::size_t block_size() const { return block_size_; }                   ///< B, tokens per block
+  std::size_t total_blocks() const { return refs_.size(); }                ///< blocks in the pool
+  std::size_t free_blocks() const { return free_.size(); }                 ///< blocks with reference count 0
   std::size_t used_blocks() const { return refs_.size() - free_.size(); }  ///< blocks some table holds
 
   /// A free block, now with reference count 1; nothing when every block is in use (the pool unchanged).
@@ -80,11 +80,11 @@ BlockTable share_table(BlockAllocator& pool, const BlockTable& table);
 
 /// The sizes of a paged cache: per block, for every layer and every KV head, B keys of d_k and B values of d_v.
 struct KvShape {
-  std::size_t layers = 1;      ///< transformer layers, each with its own keys and values in every block
-  std::size_t kv_heads = 1;    ///< g, key/value heads per layer
-  std::size_t d_k = 1;         ///< width of a key
-  std::size_t d_v = 1;         ///< width of a value
-  std::size_t block_size = 16; ///< B, tokens per block
+  std::size_t layers = 1;       ///< transformer layers, each with its own keys and values in every block
+  std::size_t kv_heads = 1;     ///< g, key/value heads per layer
+  std::size_t d_k = 1;          ///< width of a key
+  std::size_t d_v = 1;          ///< width of a value
+  std::size_t block_size = 16;  ///< B, tokens per block
 };
 
 /// Bytes of one block: B · layers · g · (d_k + d_v) · \p bytes_per_number.
@@ -100,9 +100,9 @@ class PagedKVCache {
   ///         when not even one block fits, or when the storage does not fit in memory (before allocating).
   PagedKVCache(const KvShape& shape, std::size_t budget_bytes);
 
-  const KvShape& shape() const { return shape_; }    ///< the sizes
-  BlockAllocator& pool() { return pool_; }           ///< the blocks' bookkeeping
-  const BlockAllocator& pool() const { return pool_; }  ///< the same, read-only
+  const KvShape& shape() const { return shape_; }                                ///< the sizes
+  BlockAllocator& pool() { return pool_; }                                       ///< the blocks' bookkeeping
+  const BlockAllocator& pool() const { return pool_; }                           ///< the same, read-only
   std::size_t bytes() const { return (K_.size() + V_.size()) * sizeof(float); }  ///< storage held
 
   /// Keys of \p block for \p layer and KV head \p head: (B, d_k), row o is offset o.

@@ -140,8 +140,8 @@ FlashOutput paged_decode_range(const PagedKVCache& cache, std::size_t layer, con
   require_finite("paged_decode", "q", q.data(), q.size());
   const std::size_t r = h / g;
   const Matrix q_scaled = q * (1.0f / std::sqrt(static_cast<float>(s.d_k)));  // (h, d_k): the 1/√d_k once
-  Vector m(Vector::shape_type{h}, kNoKey), l(Vector::shape_type{h}, 0.0f);     // (h) running max and sum
-  Matrix acc = xt::zeros<float>({h, s.d_v});                                   // (h, d_v)
+  Vector m(Vector::shape_type{h}, kNoKey), l(Vector::shape_type{h}, 0.0f);    // (h) running max and sum
+  Matrix acc = xt::zeros<float>({h, s.d_v});                                  // (h, d_v)
   for (std::size_t j = 0; j < g; ++j)  // group j: query rows j·r … j·r + r − 1 share KV head j
     attend_group_paged(cache, layer, table, j, q_scaled.data() + j * r * s.d_k, r, first, end, m.data() + j * r,
                        l.data() + j * r, acc.data() + j * r * s.d_v);
@@ -152,8 +152,9 @@ FlashOutput paged_decode_range(const PagedKVCache& cache, std::size_t layer, con
     out.lse(i) = m(i) + std::log(l(i));
   }
   // The overflow policy needs the largest cached key, which only this pass reads: an overflowed score shows as a NaN.
-  require(std::all_of(out.O.begin(), out.O.end(), [](float x) { return std::isfinite(x); }),
-          fmt::format("paged_decode: a score q·k overflowed float (d_k = {}): scale the query or the keys down", s.d_k));
+  require(
+      std::all_of(out.O.begin(), out.O.end(), [](float x) { return std::isfinite(x); }),
+      fmt::format("paged_decode: a score q·k overflowed float (d_k = {}): scale the query or the keys down", s.d_k));
   return out;
 }
 
@@ -162,7 +163,6 @@ Matrix paged_decode(const PagedKVCache& cache, std::size_t layer, const BlockTab
   return paged_decode_range(cache, layer, table, q, 0, table.length).O;
 }
 
-// [split_kv]
 FlashOutput split_kv_decode(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q,
                             std::size_t splits, std::size_t threads) {
   require(splits > 0 && threads > 0,
@@ -171,7 +171,8 @@ FlashOutput split_kv_decode(const PagedKVCache& cache, std::size_t layer, const 
   require_blocks("split_kv_decode", table, cache.shape().block_size);
   const std::size_t B = cache.shape().block_size, blocks = table.blocks.size();
   const std::size_t parts = std::min(splits, blocks);  // each range holds whole blocks, at least one
-  std::vector<FlashOutput> part(parts);
+  // [split_kv]
+  std::vector<FlashOutput> part(parts);  // (parts) each range's O (h, d_v) and lse (h)
   std::atomic<std::size_t> next{0};
   run_on_threads(std::min(threads, parts), [&] {
     for (std::size_t p = next++; p < parts; p = next++) {
@@ -179,6 +180,7 @@ FlashOutput split_kv_decode(const PagedKVCache& cache, std::size_t layer, const 
       part[p] = paged_decode_range(cache, layer, table, q, first, end);  // (h, d_v) and lse (h)
     }
   });
+  // [split_kv]
   // Chapter 05's merge: a part's result (O, lse) is the online state m = lse, ℓ = 1, acc = O.
   const std::size_t h = q.shape(0), d_v = cache.shape().d_v;
   OnlineState merged = empty_state(h, d_v);
@@ -200,6 +202,5 @@ FlashOutput split_kv_decode(const PagedKVCache& cache, std::size_t layer, const 
   }
   return out;
 }
-// [split_kv]
 
 }  // namespace attn::ch17

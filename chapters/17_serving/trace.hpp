@@ -37,15 +37,15 @@ std::vector<Request> request_trace(const TraceSpec& spec);
 
 /// What one scheduler did over a whole trace.
 struct ServeStats {
-  std::size_t steps = 0;               ///< steps until the last request finished
-  std::size_t generated = 0;           ///< tokens generated
-  double mean_running = 0.0;           ///< sequences running, averaged over the steps
-  std::size_t most_running = 0;        ///< the most at once
-  double cached_token_steps = 0.0;     ///< Σ over steps of the tokens whose keys and values are cached
-  double reserved_token_steps = 0.0;   ///< Σ over steps of the token slots held (reserved or allocated)
-  std::vector<std::size_t> latency;    ///< (requests) steps from arrival to the last token, by request id
-  std::size_t preemptions = 0;         ///< sequences sent back to the queue
-  std::size_t recomputed = 0;          ///< prompt tokens prefilled again after preemptions
+  std::size_t steps = 0;              ///< steps until the last request finished
+  std::size_t generated = 0;          ///< tokens generated
+  double mean_running = 0.0;          ///< sequences running, averaged over the steps
+  std::size_t most_running = 0;       ///< the most at once
+  double cached_token_steps = 0.0;    ///< Σ over steps of the tokens whose keys and values are cached
+  double reserved_token_steps = 0.0;  ///< Σ over steps of the token slots held (reserved or allocated)
+  std::vector<std::size_t> latency;   ///< (requests) steps from arrival to the last token, by request id
+  std::size_t preemptions = 0;        ///< sequences sent back to the queue
+  std::size_t recomputed = 0;         ///< prompt tokens prefilled again after preemptions
   /// Slots held but not used, averaged over time: 1 − cached / reserved.
   double waste() const { return reserved_token_steps > 0 ? 1.0 - cached_token_steps / reserved_token_steps : 0.0; }
   /// Tokens generated per step.

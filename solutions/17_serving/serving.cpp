@@ -119,8 +119,8 @@ FlashOutput merge_splits(const std::vector<FlashOutput>& parts) {
 
 // [copy_on_write]
 bool copy_on_write(PagedKVCache& cache, BlockTable& table, std::size_t index) {
-  require(index < table.blocks.size(), fmt::format("copy_on_write: index {} is past the table's {} blocks", index,
-                                                   table.blocks.size()));
+  require(index < table.blocks.size(),
+          fmt::format("copy_on_write: index {} is past the table's {} blocks", index, table.blocks.size()));
   BlockAllocator& pool = cache.pool();
   const BlockId shared = table.blocks[index];
   if (pool.ref_count(shared) == 1) return true;  // already ours alone: write in place
@@ -200,7 +200,8 @@ StepPlan schedule_step(BlockAllocator& pool, std::deque<Sequence>& waiting, std:
   // 3. Waiting requests join, first come first served, while their prompts fit.
   while (!waiting.empty() && running.size() < max_running) {
     Sequence& next = waiting.front();
-    const std::size_t needed = blocks_for(next.table.length + next.prompt, pool.block_size()) - next.table.blocks.size();
+    const std::size_t needed =
+        blocks_for(next.table.length + next.prompt, pool.block_size()) - next.table.blocks.size();
     if (needed > pool.free_blocks()) break;
     for (std::size_t t = 0; t < next.prompt; ++t) append_slot(next.table, pool);  // fits: checked above
     --next.remaining;
