@@ -296,8 +296,9 @@ TEST_SUITE("17_serving") {
     CHECK(low.lse(0) == doctest::Approx(-10000.0 + std::log(2.0)).epsilon(1e-6));
   }
 
-  TEST_CASE("merge_splits: a part that saw no key weighs nothing; a row with no key anywhere is zero with lse -inf" *
-            doctest::test_suite("17_serving/merge_splits")) {
+  TEST_CASE(
+      "merge_splits: a part that saw no key weighs nothing, and a row with no key anywhere is zero with lse -inf" *
+      doctest::test_suite("17_serving/merge_splits")) {
     const FlashOutput seen{Matrix{{2.0f, 3.0f}, {5.0f, 7.0f}}, attn::Vector{0.5f, -kInf}, 0};
     const FlashOutput empty{Matrix{{0.0f, 0.0f}, {0.0f, 0.0f}}, attn::Vector{-kInf, -kInf}, 0};
     const FlashOutput m = attn::merge_splits({empty, seen, empty});

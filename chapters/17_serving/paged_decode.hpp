@@ -36,6 +36,10 @@ Matrix paged_decode(const PagedKVCache& cache, std::size_t layer, const BlockTab
 /// Split-KV decoding (Flash-Decoding): the table's tokens cut into \p splits ranges of whole blocks, each attended by
 /// paged_decode_range() on one of \p threads threads, the parts merged with chapter 05's merge_states() (a part
 /// (O, lse) is the state m = lse, ℓ = 1, acc = O). Equal to paged_decode() up to float rounding.
+/// \param cache the paged cache, as for paged_decode_range().
+/// \param layer the layer attended.
+/// \param table the sequence's table (at least one token).
+/// \param q (h, d_k) the new token's query.
 /// \param splits ranges (≥ 1; more than the table's blocks are not made: each range holds at least one block).
 /// \param threads threads (≥ 1).
 /// \return O (h, d_v) and lse (h).

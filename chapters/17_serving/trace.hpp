@@ -52,10 +52,11 @@ struct ServeStats {
   double tokens_per_step() const { return steps > 0 ? static_cast<double>(generated) / static_cast<double>(steps) : 0; }
 };
 
-/// The mean and the \p q quantile (0 … 1, nearest rank) of \p latency.
-/// \throws std::invalid_argument when latency is empty or q is outside [0, 1].
+/// The mean of \p latency (steps per request).
+/// \throws std::invalid_argument when latency is empty.
 double latency_mean(const std::vector<std::size_t>& latency);
-/// \copydoc latency_mean
+/// The \p q quantile of \p latency (0 … 1, nearest rank: the smallest value at least a share q of them reach).
+/// \throws std::invalid_argument when latency is empty or q is outside [0, 1].
 std::size_t latency_quantile(const std::vector<std::size_t>& latency, double q);
 
 /// How a scheduler that reserves each sequence's maximum batches.
