@@ -621,9 +621,9 @@ TEST_SUITE("10_backward: hostile input") {
     attn::Rng rng(147);
     const Inputs in = random_inputs(rng, 2, 3, 4, 4);
     CHECK_THROWS_NAMING(attn::attention_backward(in.Q, in.K, in.V, in.dO, attn::Mask::from_shape({0, 3})),
-                        std::invalid_argument, "attention_backward", "(0, 3)");
+                        std::invalid_argument, "attention_backward", "0", "3");
     CHECK_THROWS_NAMING(attn::attention_backward(in.Q, in.K, in.V, in.dO, attn::Mask::from_shape({2, 0})),
-                        std::invalid_argument, "(2, 0)");
+                        std::invalid_argument, "2", "0");
     CHECK_NOTHROW(attn::attention_backward(in.Q, in.K, in.V, in.dO, attn::Mask::from_shape({0, 0})));  // no mask
   }
 }

@@ -1,0 +1,182 @@
+// Chapter 17's benchmarks (`./course bench 17`, or `ch17_serving bench`), on one attention layer of Llama-3-8B's
+// shape (32 query heads, 8 KV heads of d_k = d_v = 128, float32, random keys and values):
+//   - the paged decode step (paged_decode.cpp) at block sizes 8 … 128 against the same kernel over one block that
+//     holds the whole sequence (contiguous) and chapter 09's one-pass kernel over its contiguous cache, at 32K tokens,
+//     on one core: what reading through a block table costs;
+//   - split-KV decoding at batch 1 over 1K … 128K tokens on every hardware thread, against the unsplit paged kernel
+//     and chapter 09's kernel on one core, and against the bound of the bytes at the triad's bandwidth on as many
+//     threads (one of the run's ceilings).
+// Every decode step reads the cache once: its bytes, 2 · g · n · d · 4, over its time give its GB/s, set against the
+// triad's. Figures from a run are on the measurements page (book/measure_17_serving.md), never in these comments.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "09_mqa_gqa/decode_fast.hpp"
+#include "09_mqa_gqa/mqa_gqa.hpp"
+#include "17_serving/paged_decode.hpp"
+#include "attn/bench.hpp"
+#include "attn/blas_threads.hpp"
+#include "attn/ceilings.hpp"
+#include "attn/machine.hpp"
+#include "attn/measure.hpp"
+
+namespace {
+
+using attn::Matrix;
+namespace ch17 = attn::ch17;
+
+const attn::BenchCeilings ceilings_at{1, attn::hardware_threads()};  // one core, and every hardware thread
+
+constexpr std::size_t kH = 32, kG = 8, kD = 128;  // Llama-3-8B's attention: 32 query heads share 8 KV heads of 128
+constexpr std::size_t kContiguous = 0;            // the block-size argument that means "one block, the whole cache"
+
+/// Bytes a decode step over n tokens must read: every key and value of the 8 KV heads.
+double step_bytes(std::size_t n) { return 2.0 * kG * static_cast<double>(n) * kD * sizeof(float); }
+
+/// A paged cache of one sequence of n tokens in blocks of B (B = kContiguous: one block of n), filled with random
+/// keys and values (attn::random_inputs, drawn once per run), and its query. One lives at a time: the largest is 1 GiB.
+struct PagedSetup {
+  std::size_t n, B;
+  attn::PagedKVCache cache;
+  attn::BlockTable table;
+  Matrix q;  // (h, d_k)
+  PagedSetup(std::size_t n_, std::size_t B_)
+      : n(n_), B(B_ == kContiguous ? n_ : B_), cache({1, kG, kD, kD, B}, (n_ + B - 1) / B * block_bytes(B)) {
+    const attn::RandomInputs& kv = attn::random_inputs(2, kG, n, kD, 17);  // (g, n, d) keys and values
+    for (std::size_t t = 0; t < n; ++t) {
+      if (t % B == 0) table.blocks.push_back(*cache.pool().allocate());
+      ++table.length;
+      cache.write(0, table.blocks.back(), t % B, xt::view(kv.tensor(0), xt::all(), t, xt::all()),
+                  xt::view(kv.tensor(1), xt::all(), t, xt::all()));
+    }
+    q = attn::random_inputs(1, 1, kH, kD, 18).head(0, 0);
+  }
+  static std::size_t block_bytes(std::size_t B) { return attn::kv_block_bytes({1, kG, kD, kD, B}, sizeof(float)); }
+};
+
+PagedSetup& paged_setup(std::size_t n, std::size_t B) {
+  static std::unique_ptr<PagedSetup> kept;
+  const std::size_t want = B == kContiguous ? n : B;
+  if (!kept || kept->n != n || kept->B != want) {
+    kept.reset();
+    kept = std::make_unique<PagedSetup>(n, B);
+  }
+  return *kept;
+}
+
+/// Chapter 09's contiguous cache of the same n tokens, and its one-pass kernel.
+struct ContiguousSetup {
+  std::size_t n;
+  attn::KVCache cache;
+  Matrix q;
+  explicit ContiguousSetup(std::size_t n_) : n(n_), cache(kG, n_, kD, kD) {
+    const attn::RandomInputs& kv = attn::random_inputs(2, kG, n, kD, 17);
+    for (std::size_t t = 0; t < n; ++t)
+      cache.append(xt::view(kv.tensor(0), xt::all(), t, xt::all()), xt::view(kv.tensor(1), xt::all(), t, xt::all()));
+    q = attn::random_inputs(1, 1, kH, kD, 18).head(0, 0);
+  }
+};
+
+ContiguousSetup& contiguous_setup(std::size_t n) {
+  static std::unique_ptr<ContiguousSetup> kept;
+  if (!kept || kept->n != n) {
+    kept.reset();
+    kept = std::make_unique<ContiguousSetup>(n);
+  }
+  return *kept;
+}
+
+void report_bytes(benchmark::State& state, std::size_t n, double seconds, int threads) {
+  const double gbs = step_bytes(n) / seconds / 1e9;
+  state.counters["KV_MiB"] = step_bytes(n) / (1024.0 * 1024.0);
+  state.counters["GB/s"] = gbs;
+  state.counters["%triad"] = 100.0 * gbs / attn::ceilings(threads).triad_gbs();
+}
+
+/// The triad on one core and on every hardware thread: the ceilings the GB/s are read against.
+void BM_Triad(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(attn::ceilings(threads).triad_gbs());
+  state.counters["GB/s"] = attn::ceilings(threads).triad_gbs();
+}
+BENCHMARK(BM_Triad)->Arg(1)->Arg(attn::hardware_threads())->ArgName("threads")->Iterations(1);
+
+// [bench_paged]
+/// One decode step over n = 32K cached tokens through a block table of blocks of B tokens (B = 0: one block holding
+/// the whole sequence, the same kernel over a contiguous cache), on one core.
+void BM_PagedDecode(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0)), B = static_cast<std::size_t>(state.range(1));
+  PagedSetup& s = paged_setup(n, B);
+  const double seconds = attn::time_benchmark_calls(state, [&] {
+                           benchmark::DoNotOptimize(ch17::paged_decode(s.cache, 0, s.table, s.q).data());
+                         }).wall;
+  attn::record(fmt::format("paged B = {}", B), n, seconds);
+  report_bytes(state, n, seconds, 1);
+}
+BENCHMARK(BM_PagedDecode)
+    ->ArgsProduct({{32768}, {8, 16, 32, 64, 128, static_cast<long>(kContiguous)}})
+    ->ArgNames({"n", "B"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.3);
+// [bench_paged]
+
+/// Chapter 09's one-pass kernel over its contiguous cache, one core: the reference of both benchmarks.
+void BM_Chapter09Decode(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  ContiguousSetup& s = contiguous_setup(n);
+  const double seconds = attn::time_benchmark_calls(state, [&] {
+                           benchmark::DoNotOptimize(attn::ch09::decode_attend_fast(s.cache, s.q).data());
+                         }).wall;
+  attn::record("chapter 09", n, seconds);
+  report_bytes(state, n, seconds, 1);
+}
+BENCHMARK(BM_Chapter09Decode)
+    ->RangeMultiplier(4)
+    ->Range(1024, 131072)
+    ->ArgName("n")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.3);
+
+// [bench_split]
+/// Split-KV decoding at batch 1: the sequence's blocks of 16 tokens cut into 4 ranges per hardware thread, merged;
+/// its bytes per second against the triad on as many threads.
+void BM_SplitKvDecode(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  const auto threads = static_cast<std::size_t>(attn::hardware_threads());
+  PagedSetup& s = paged_setup(n, 16);
+  const double seconds =
+      attn::time_benchmark_calls(state, [&] {
+        benchmark::DoNotOptimize(ch17::split_kv_decode(s.cache, 0, s.table, s.q, 4 * threads, threads).O.data());
+      }).wall;
+  attn::record("split-KV", n, seconds);
+  report_bytes(state, n, seconds, attn::hardware_threads());
+  state.counters["threads"] = static_cast<double>(threads);
+  // Against chapter 09's one-core kernel at the same n: this run's, or measured here when a filter left it out.
+  const double ch09 = attn::recorded_or_measured("chapter 09", n, [&] {
+    ContiguousSetup& c = contiguous_setup(n);
+    return attn::time_calls([&] { benchmark::DoNotOptimize(attn::ch09::decode_attend_fast(c.cache, c.q).data()); },
+                            {3, 1})
+        .wall;
+  });
+  state.counters["speedup_vs_ch09"] = ch09 / seconds;
+  state.counters["%bound"] = 100.0 * (step_bytes(n) / (attn::ceilings(attn::hardware_threads()).triad_gbs() * 1e9)) /
+                             seconds;  // the bound's time over the step's
+}
+BENCHMARK(BM_SplitKvDecode)
+    ->RangeMultiplier(4)
+    ->Range(1024, 131072)
+    ->ArgName("n")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.3);
+// [bench_split]
+
+}  // namespace

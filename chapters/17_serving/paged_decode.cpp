@@ -1,0 +1,206 @@
+// Chapter 17's fast paged decode and split-KV decoding (paged_decode.hpp). Book pages: book/17_serving.md,
+// book/measure_17_serving.md.
+//
+// The learner's paged_attention() is right and simple: per query head, every score, a softmax, the weighted sum,
+// each key found through the table. This file is the same computation in chapter 09's one pass: per group of
+// r = h/g query heads and per block of the table, the r × (keys in the block) scores with each key row loaded once
+// for all r heads, chapter 05's online softmax (its vectorised row passes), and O += P·V while the block's values
+// are in the core's cache. A block is B contiguous rows per KV head, so the kernel's inner loops are chapter 09's
+// over a shorter run of keys; what paging costs is one table lookup per block and, for small B, the online
+// softmax's per-block work. The loops are written on GCC's vector extensions (16 floats), compiled once per
+// instruction set (ATTN_VECTOR_CLONES) and with -ffp-contract=fast (CMakeLists.txt) so a·b + c is one fused
+// multiply-add.
+//
+// Split-KV decoding (Flash-Decoding) cuts the table into ranges of whole blocks, runs one range per thread and
+// merges the parts with chapter 05's merge_states(): one sequence's decode step then reads memory on every core.
+#include "17_serving/paged_decode.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "05_flash_cpu/row_ops.hpp"
+#include "attn/checks.hpp"
+
+namespace attn::ch17 {
+
+namespace {
+
+using Lanes = float __attribute__((vector_size(64)));  // 16 floats: one AVX-512 register, two AVX2
+constexpr std::size_t kLanes = 16;
+constexpr float kNoKey = -std::numeric_limits<float>::infinity();
+
+// [paged_block]
+/// One block of keys for the r query rows of a group: S (r, keys) ← Q (r, d_k) · K (keys, d_k)ᵀ, Q already scaled
+/// by 1/√d_k. Each 16-float chunk of a key is loaded once and used by all r rows.
+ATTN_VECTOR_CLONES void block_of_scores(const float* Q, std::size_t r, const float* K, std::size_t keys,
+                                        std::size_t d_k, float* S) {
+  const std::size_t body = d_k - d_k % kLanes;
+  for (std::size_t t = 0; t < keys; ++t) {
+    const float* k = K + t * d_k;
+    for (std::size_t i = 0; i < r; ++i) {
+      const float* x = Q + i * d_k;
+      Lanes acc = {};
+      for (std::size_t c = 0; c < body; c += kLanes) {
+        Lanes a, b;
+        std::memcpy(&a, x + c, sizeof a);
+        std::memcpy(&b, k + c, sizeof b);
+        acc += a * b;
+      }
+      float lanes[kLanes];
+      std::memcpy(lanes, &acc, sizeof lanes);
+      float s = 0.0f;
+      for (std::size_t c = 0; c < kLanes; ++c) s += lanes[c];
+      for (std::size_t c = body; c < d_k; ++c) s += x[c] * k[c];
+      S[i * keys + t] = s;
+    }
+  }
+}
+
+/// O (r, d_v) += P (r, keys) · V (keys, d_v): each value row loaded once for all r rows.
+ATTN_VECTOR_CLONES void add_block_of_values(const float* P, std::size_t r, const float* V, std::size_t keys,
+                                            std::size_t d_v, float* O) {
+  const std::size_t body = d_v - d_v % kLanes;
+  for (std::size_t t = 0; t < keys; ++t) {
+    const float* v = V + t * d_v;
+    for (std::size_t i = 0; i < r; ++i) {
+      const float p = P[i * keys + t];
+      float* o = O + i * d_v;
+      for (std::size_t c = 0; c < body; c += kLanes) {
+        Lanes a, b;
+        std::memcpy(&a, o + c, sizeof a);
+        std::memcpy(&b, v + c, sizeof b);
+        a += p * b;
+        std::memcpy(o + c, &a, sizeof a);
+      }
+      for (std::size_t c = body; c < d_v; ++c) o[c] += p * v[c];
+    }
+  }
+}
+// [paged_block]
+
+/// Throws unless the table holds the blocks its length needs.
+void require_blocks(const char* where, const BlockTable& table, std::size_t B) {
+  const std::size_t needed = (table.length + B - 1) / B;
+  require(table.blocks.size() == needed, fmt::format("{}: the table holds {} tokens in {} blocks; with B = {} that "
+                                                     "needs {} blocks",
+                                                     where, table.length, table.blocks.size(), B, needed));
+}
+
+/// The state of the group's r rows over tokens [first, end): m, ℓ (r) and acc (r, d_v), unnormalised.
+// [paged_group]
+void attend_group_paged(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, std::size_t group,
+                        const float* Q_j, std::size_t r, std::size_t first, std::size_t end, float* m, float* l,
+                        float* acc) {
+  const KvShape& s = cache.shape();
+  const std::size_t B = s.block_size;
+  std::vector<float> S(r * B);  // (r, keys) one block's scores, then its weights
+  for (std::size_t t0 = first; t0 < end;) {
+    const std::size_t offset = t0 % B, keys = std::min(B - offset, end - t0);  // the part of this block in range
+    const BlockId block = table.blocks[t0 / B];                                // the table: logical → physical
+    const float* K = cache.keys(layer, block, group) + offset * s.d_k;         // (keys, d_k)
+    const float* V = cache.values(layer, block, group) + offset * s.d_v;       // (keys, d_v)
+    block_of_scores(Q_j, r, K, keys, s.d_k, S.data());
+    for (std::size_t i = 0; i < r; ++i) {  // chapter 05's online softmax, row by row
+      float* p = S.data() + i * keys;
+      const float m_new = std::max(m[i], ch05::row_max(p, keys));
+      const float alpha = std::exp(m[i] - m_new);  // 0 at the first block (m = −inf)
+      l[i] = alpha * l[i] + ch05::exp_shift_sum(p, keys, m_new);
+      if (alpha != 1.0f) ch05::scale_row(acc + i * s.d_v, s.d_v, alpha);
+      m[i] = m_new;
+    }
+    add_block_of_values(S.data(), r, V, keys, s.d_v, acc);
+    t0 += keys;
+  }
+}
+// [paged_group]
+
+}  // namespace
+
+FlashOutput paged_decode_range(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q,
+                               std::size_t first, std::size_t end) {
+  const KvShape& s = cache.shape();
+  const std::size_t h = q.shape(0), g = s.kv_heads;
+  require(q.shape(1) == s.d_k, fmt::format("paged_decode: q is {} but the cache holds keys of d_k = {}; q must be "
+                                           "(h, {})",
+                                           shape_str(q), s.d_k, s.d_k));
+  require(h > 0 && h % g == 0, fmt::format("paged_decode: h = {} query heads cannot share g = {} key/value heads "
+                                           "evenly; g must divide h",
+                                           h, g));
+  require(first <= end && end <= table.length, fmt::format("paged_decode: tokens [{}, {}) are not a range of the "
+                                                           "table's {} tokens",
+                                                           first, end, table.length));
+  require_blocks("paged_decode", table, s.block_size);
+  require(layer < s.layers, fmt::format("paged_decode: layer {} does not exist; the cache has {}", layer, s.layers));
+  require_finite("paged_decode", "q", q.data(), q.size());
+  const std::size_t r = h / g;
+  const Matrix q_scaled = q * (1.0f / std::sqrt(static_cast<float>(s.d_k)));  // (h, d_k): the 1/√d_k once
+  Vector m(Vector::shape_type{h}, kNoKey), l(Vector::shape_type{h}, 0.0f);    // (h) running max and sum
+  Matrix acc = xt::zeros<float>({h, s.d_v});                                  // (h, d_v)
+  for (std::size_t j = 0; j < g; ++j)  // group j: query rows j·r … j·r + r − 1 share KV head j
+    attend_group_paged(cache, layer, table, j, q_scaled.data() + j * r * s.d_k, r, first, end, m.data() + j * r,
+                       l.data() + j * r, acc.data() + j * r * s.d_v);
+  FlashOutput out{std::move(acc), Vector(Vector::shape_type{h}, kNoKey), 0};
+  for (std::size_t i = 0; i < h; ++i) {
+    if (l(i) == 0.0f) continue;  // an empty range: O = 0, lse = −inf
+    ch05::scale_row(out.O.data() + i * s.d_v, s.d_v, 1.0f / l(i));
+    out.lse(i) = m(i) + std::log(l(i));
+  }
+  // The overflow policy needs the largest cached key, which only this pass reads: an overflowed score shows as a NaN.
+  require(
+      std::all_of(out.O.begin(), out.O.end(), [](float x) { return std::isfinite(x); }),
+      fmt::format("paged_decode: a score q·k overflowed float (d_k = {}): scale the query or the keys down", s.d_k));
+  return out;
+}
+
+Matrix paged_decode(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q) {
+  require(table.length > 0, "paged_decode: the table is empty (length 0): there is no token to attend to");
+  return paged_decode_range(cache, layer, table, q, 0, table.length).O;
+}
+
+FlashOutput split_kv_decode(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q,
+                            std::size_t splits, std::size_t threads) {
+  require(splits > 0 && threads > 0,
+          fmt::format("split_kv_decode: splits = {} and threads = {}; each must be at least 1", splits, threads));
+  require(table.length > 0, "split_kv_decode: the table is empty (length 0): there is no token to attend to");
+  require_blocks("split_kv_decode", table, cache.shape().block_size);
+  const std::size_t B = cache.shape().block_size, blocks = table.blocks.size();
+  const std::size_t parts = std::min(splits, blocks);  // each range holds whole blocks, at least one
+  // [split_kv]
+  std::vector<FlashOutput> part(parts);  // (parts) each range's O (h, d_v) and lse (h)
+  std::atomic<std::size_t> next{0};
+  run_on_threads(std::min(threads, parts), [&] {
+    for (std::size_t p = next++; p < parts; p = next++) {
+      const std::size_t first = p * blocks / parts * B, end = std::min(table.length, (p + 1) * blocks / parts * B);
+      part[p] = paged_decode_range(cache, layer, table, q, first, end);  // (h, d_v) and lse (h)
+    }
+  });
+  // [split_kv]
+  // Chapter 05's merge: a part's result (O, lse) is the online state m = lse, ℓ = 1, acc = O.
+  const std::size_t h = q.shape(0), d_v = cache.shape().d_v;
+  OnlineState merged = empty_state(h, d_v);
+  for (const FlashOutput& p : part) {
+    OnlineState st = empty_state(h, d_v);
+    for (std::size_t i = 0; i < h; ++i) {
+      if (p.lse(i) == kNoKey) continue;
+      st.m(i) = p.lse(i);
+      st.l(i) = 1.0f;
+      std::copy_n(p.O.data() + i * d_v, d_v, st.acc.data() + i * d_v);
+    }
+    merged = merge_states(merged, st);
+  }
+  FlashOutput out{xt::zeros<float>({h, d_v}), Vector(Vector::shape_type{h}, kNoKey), 0};
+  for (std::size_t i = 0; i < h; ++i) {
+    if (merged.l(i) == 0.0f) continue;
+    for (std::size_t c = 0; c < d_v; ++c) out.O(i, c) = merged.acc(i, c) / merged.l(i);
+    out.lse(i) = merged.m(i) + std::log(merged.l(i));
+  }
+  return out;
+}
+
+}  // namespace attn::ch17

@@ -1,0 +1,54 @@
+/// \file
+/// Chapter 17's paged continuous batching over a request trace: the learner's schedule_step() at every step, with
+/// the same clock and statistics as the reserving schedulers of trace.hpp. Header-only because it calls the contract,
+/// which each track supplies. Book page: book/17_serving.md.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <deque>
+#include <vector>
+
+#include "17_serving/serving.hpp"
+#include "17_serving/trace.hpp"
+#include "attn/checks.hpp"
+
+namespace attn::ch17 {
+
+// [serve_paged]
+/// Serves \p trace with continuous batching over a pool of \p blocks blocks of \p block_size tokens, at most
+/// \p max_running sequences at once: schedule_step() decides every step.
+/// \throws std::invalid_argument as BlockAllocator and schedule_step() do (a request that could never fit).
+inline ServeStats serve_paged(const std::vector<Request>& trace, std::size_t blocks, std::size_t block_size,
+                              std::size_t max_running) {
+  BlockAllocator pool(blocks, block_size);
+  std::deque<Sequence> waiting;
+  std::vector<Sequence> running;
+  ServeStats st;
+  st.latency.assign(trace.size(), 0);
+  std::size_t next = 0, done = 0, step = 0;
+  for (; done < trace.size(); ++step) {
+    for (; next < trace.size() && trace[next].arrival <= step; ++next)
+      waiting.push_back(Sequence{trace[next].id, trace[next].prompt, trace[next].output, {}});
+    const StepPlan plan = schedule_step(pool, waiting, running, max_running);
+    for (const std::size_t id : plan.finished) st.latency[id] = step - trace[id].arrival;
+    done += plan.finished.size();
+    st.generated += plan.decoded.size() + plan.admitted.size();
+    st.preemptions += plan.preempted.size();
+    for (const Sequence& w : waiting)  // the preempted wait at the front, their prompts to be prefilled again
+      if (std::find(plan.preempted.begin(), plan.preempted.end(), w.id) != plan.preempted.end())
+        st.recomputed += w.prompt;
+    std::size_t cached = 0;
+    for (const Sequence& s : running) cached += s.table.length;
+    st.cached_token_steps += static_cast<double>(cached);
+    st.reserved_token_steps += static_cast<double>(pool.used_blocks() * block_size);
+    st.mean_running += static_cast<double>(running.size());
+    st.most_running = std::max(st.most_running, running.size());
+  }
+  st.steps = step - 1;  // the last step only saw the last sequences leave
+  st.mean_running /= static_cast<double>(std::max<std::size_t>(st.steps, 1));
+  return st;
+}
+// [serve_paged]
+
+}  // namespace attn::ch17

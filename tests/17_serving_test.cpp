@@ -1,0 +1,642 @@
+// Chapter 17's tests, run against both tracks. Expected values come from the float64 oracle
+// (tests/oracle/17_serving_oracle.hpp), closed forms and counts, never from the other track.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include "12_learning/model.hpp"
+#include "12_learning/train.hpp"
+#include "17_serving/model_serving.hpp"
+#include "17_serving/paged_decode.hpp"
+#include "17_serving/serve_sim.hpp"
+#include "17_serving/serving.hpp"
+#include "17_serving/trace.hpp"
+#include "attn/rng.hpp"
+#include "oracle/17_serving_oracle.hpp"
+#include "support/allclose.hpp"
+#include "support/throws.hpp"
+
+namespace {
+
+using attn::BlockAllocator;
+using attn::BlockTable;
+using attn::FlashOutput;
+using attn::Matrix;
+using attn::PagedKVCache;
+using attn::Sequence;
+using attn::Tensor3;
+using attn::oracle::Heads;
+using attn::oracle::Mat;
+
+// Float32 against float64 with N(0,1) entries and d_k ≤ 16: a score's rounding error is about
+// d_k·2^-24·|q||k|/√d_k ≈ 4e-6; softmax turns it into a relative weight error of that size and the output (a convex
+// combination of values of size ~3) inherits ~1e-5. atol = rtol = 1e-4 leaves a margin of ten, as chapter 09 does.
+constexpr double kAtol = 1e-4;
+constexpr double kRtol = 1e-4;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+/// (heads, n, d) with N(0,1) entries.
+Tensor3 gaussian_heads(attn::Rng& rng, std::size_t heads, std::size_t n, std::size_t d) {
+  const Matrix flat = rng.normal(heads * n, d);  // (heads·n, d)
+  Tensor3 T = xt::zeros<float>({heads, n, d});   // (heads, n, d)
+  std::copy(flat.begin(), flat.end(), T.begin());
+  return T;
+}
+
+/// A head-major float32 tensor as the oracle's list of float64 matrices.
+Heads as_heads(const Tensor3& T) {
+  Heads out;
+  for (std::size_t i = 0; i < T.shape(0); ++i) {
+    const Matrix head = xt::view(T, i, xt::all(), xt::all());  // (n, d)
+    out.push_back(attn::test::to_oracle(head));
+  }
+  return out;
+}
+
+/// Tokens [first, end) of every head: the oracle's view of one split.
+Heads token_range(const Heads& H, std::size_t first, std::size_t end) {
+  Heads out;
+  for (const Mat& m : H) {
+    Mat part(end - first, m.cols);
+    for (std::size_t t = first; t < end; ++t)
+      for (std::size_t c = 0; c < m.cols; ++c) part(t - first, c) = m(t, c);
+    out.push_back(part);
+  }
+  return out;
+}
+
+/// A cache of one layer for g heads of width d, with room for \p blocks blocks of \p B.
+PagedKVCache small_cache(std::size_t g, std::size_t d, std::size_t B, std::size_t blocks) {
+  const attn::KvShape shape{1, g, d, d, B};
+  return PagedKVCache(shape, blocks * attn::kv_block_bytes(shape, sizeof(float)));
+}
+
+/// Writes the n tokens of K and V (g, n, d) into \p table through append_slot, token by token; a second table
+/// (\p other, when given) takes a block now and then, so the sequence's blocks are scattered through the pool.
+void write_tokens(PagedKVCache& cache, BlockTable& table, const Tensor3& K, const Tensor3& V,
+                  BlockTable* other = nullptr) {
+  for (std::size_t t = 0; t < K.shape(1); ++t) {
+    if (other != nullptr && t % 3 == 0) attn::append_slot(*other, cache.pool());
+    const std::optional<attn::Slot> slot = attn::append_slot(table, cache.pool());
+    REQUIRE(slot.has_value());
+    cache.write(0, slot->block, slot->offset, xt::view(K, xt::all(), t, xt::all()),
+                xt::view(V, xt::all(), t, xt::all()));
+  }
+}
+
+/// A FlashOutput from float64 rows: O (rows, d_v) and lse (rows).
+FlashOutput as_part(const Mat& O, const std::vector<double>& lse) {
+  FlashOutput p{xt::zeros<float>({O.rows, O.cols}), attn::Vector(attn::Vector::shape_type{lse.size()}, 0.0f), 0};
+  for (std::size_t i = 0; i < O.rows; ++i) {
+    for (std::size_t c = 0; c < O.cols; ++c) p.O(i, c) = static_cast<float>(O(i, c));
+    p.lse(i) = static_cast<float>(lse[i]);
+  }
+  return p;
+}
+
+/// Every running table holds exactly its length's blocks, and the pool's used blocks are theirs (nothing shared).
+void check_pool_accounts(const BlockAllocator& pool, const std::vector<Sequence>& running,
+                         const std::deque<Sequence>& waiting) {
+  std::size_t held = 0;
+  for (const Sequence& s : running) {
+    CHECK(s.table.blocks.size() == (s.table.length + pool.block_size() - 1) / pool.block_size());
+    held += s.table.blocks.size();
+    for (const attn::BlockId b : s.table.blocks) CHECK(pool.ref_count(b) == 1);
+  }
+  for (const Sequence& w : waiting) CHECK(w.table.blocks.empty());
+  CHECK(held == pool.used_blocks());
+  CHECK(pool.used_blocks() <= pool.total_blocks());
+}
+
+}  // namespace
+
+TEST_SUITE("17_serving") {
+  // --- append_slot ----------------------------------------------------------------------------------------------
+
+  TEST_CASE("append_slot puts token t at offset t % B and allocates a block exactly at multiples of B" *
+            doctest::test_suite("17_serving/append_slot")) {
+    for (std::size_t B : {1, 3, 4, 16}) {
+      BlockAllocator pool(64, B);
+      BlockTable table;
+      for (std::size_t t = 0; t < 40; ++t) {
+        CAPTURE(B);
+        CAPTURE(t);
+        const std::size_t free_before = pool.free_blocks();
+        const std::optional<attn::Slot> slot = attn::append_slot(table, pool);
+        REQUIRE(slot.has_value());
+        CHECK(slot->offset == t % B);
+        CHECK(table.length == t + 1);
+        CHECK(table.blocks.size() == t / B + 1);
+        CHECK(slot->block == table.blocks[t / B]);
+        CHECK(pool.free_blocks() == free_before - (t % B == 0 ? 1 : 0));  // a block only when the last is full
+        CHECK(pool.ref_count(slot->block) == 1);
+      }
+    }
+  }
+
+  TEST_CASE("append_slot fills the last slot of a block without a free block, and fails only past it" *
+            doctest::test_suite("17_serving/append_slot")) {
+    BlockAllocator pool(2, 3);
+    BlockTable table;
+    for (std::size_t t = 0; t < 6; ++t) REQUIRE(attn::append_slot(table, pool).has_value());  // 2 blocks, all full
+    CHECK(pool.free_blocks() == 0);
+    const BlockTable before = table;
+    CHECK_FALSE(attn::append_slot(table, pool).has_value());  // token 6 needs a third block
+    CHECK(table.length == before.length);
+    CHECK(table.blocks == before.blocks);
+    CHECK(pool.free_blocks() == 0);
+    // A block freed elsewhere lets it go on, at offset 0 of that block.
+    BlockAllocator roomy(3, 3);
+    BlockTable a;
+    for (std::size_t t = 0; t < 5; ++t) REQUIRE(attn::append_slot(a, roomy).has_value());  // 2 blocks, 1 free
+    const std::optional<attn::Slot> last = attn::append_slot(a, roomy);                    // token 5: offset 2
+    REQUIRE(last.has_value());
+    CHECK(last->offset == 2);
+    CHECK(roomy.free_blocks() == 1);
+  }
+
+  TEST_CASE("append_slot rejects a table whose blocks do not match its length, naming both, unchanged" *
+            doctest::test_suite("17_serving/append_slot")) {
+    BlockAllocator pool(8, 4);
+    BlockTable bad{{*pool.allocate()}, 5};  // 5 tokens need 2 blocks of 4
+    CHECK_THROWS_NAMING(attn::append_slot(bad, pool), std::invalid_argument, "5", "1");
+    CHECK(bad.length == 5);
+    CHECK(pool.free_blocks() == 7);
+    BlockTable empty_with_block{{*pool.allocate()}, 0};
+    CHECK_THROWS_AS(attn::append_slot(empty_with_block, pool), std::invalid_argument);
+  }
+
+  // --- paged_attention ------------------------------------------------------------------------------------------
+
+  TEST_CASE("paged_attention equals contiguous attention for any block size, ragged lengths and grouped heads" *
+            doctest::test_suite("17_serving/paged_attention")) {
+    attn::Rng rng(171);
+    const std::size_t h = 6, d = 8;
+    for (std::size_t g : {6, 3, 2, 1})
+      for (std::size_t B : {1, 2, 3, 7, 16, 64})
+        for (std::size_t n : {1, 5, 16, 17, 33}) {
+          CAPTURE(g);
+          CAPTURE(B);
+          CAPTURE(n);
+          PagedKVCache cache = small_cache(g, d, B, 2 * n + 2);
+          const Tensor3 K = gaussian_heads(rng, g, n, d), V = gaussian_heads(rng, g, n, d);
+          const Matrix q = rng.normal(h, d);  // (h, d_k)
+          BlockTable table, other;
+          write_tokens(cache, table, K, V, &other);  // blocks interleaved with another sequence's
+          const Mat expected = attn::oracle::decode_attention(attn::test::to_oracle(q), as_heads(K), as_heads(V));
+          CHECK_ALLCLOSE(attn::paged_attention(cache, 0, table, q), expected, kAtol, kRtol);
+        }
+  }
+
+  TEST_CASE("paged_attention reads only the table's tokens: the unused slots of its last block do not count" *
+            doctest::test_suite("17_serving/paged_attention")) {
+    attn::Rng rng(172);
+    const std::size_t h = 4, g = 2, d = 8, B = 4;
+    for (std::size_t n : {3, 4, 5, 9}) {
+      CAPTURE(n);
+      PagedKVCache cache = small_cache(g, d, B, 8);
+      const Tensor3 K = gaussian_heads(rng, g, n, d), V = gaussian_heads(rng, g, n, d);
+      const Matrix q = rng.normal(h, d);
+      BlockTable table;
+      write_tokens(cache, table, K, V);
+      // Loud numbers in every slot past the sequence's end, in its last block and in the next block of the pool.
+      const Matrix loud = xt::ones<float>({g, d}) * 50.0f;  // (g, d)
+      for (std::size_t o = n % B == 0 ? B : n % B; o < B; ++o) cache.write(0, table.blocks.back(), o, loud, loud);
+      const attn::BlockId spare = *cache.pool().allocate();
+      for (std::size_t o = 0; o < B; ++o) cache.write(0, spare, o, loud, loud);
+      const Mat expected = attn::oracle::decode_attention(attn::test::to_oracle(q), as_heads(K), as_heads(V));
+      CHECK_ALLCLOSE(attn::paged_attention(cache, 0, table, q), expected, kAtol, kRtol);
+    }
+  }
+
+  TEST_CASE("paged_attention of one token is its value, and stays finite with scores of 1e4" *
+            doctest::test_suite("17_serving/paged_attention")) {
+    attn::Rng rng(173);
+    const std::size_t h = 2, g = 1, d = 4;
+    PagedKVCache cache = small_cache(g, d, 2, 4);
+    Tensor3 K = gaussian_heads(rng, g, 3, d);
+    const Tensor3 V = gaussian_heads(rng, g, 3, d);
+    K(0, 1, 0) = 100.0f;  // key 1 wins by a score of 1e4 / 2 for a query of 100 in its first feature
+    BlockTable one;
+    write_tokens(cache, one, xt::view(K, xt::all(), xt::range(0, 1), xt::all()),
+                 xt::view(V, xt::all(), xt::range(0, 1), xt::all()));
+    const Matrix q = rng.normal(h, d);
+    const Matrix O1 = attn::paged_attention(cache, 0, one, q);  // (h, d_v): all weight on the only token
+    for (std::size_t i = 0; i < h; ++i)
+      for (std::size_t c = 0; c < d; ++c) CHECK(O1(i, c) == doctest::Approx(V(0, 0, c)).epsilon(1e-6));
+    BlockTable three;
+    write_tokens(cache, three, K, V);
+    Matrix loud = xt::zeros<float>({h, d});
+    loud(0, 0) = 100.0f;
+    loud(1, 0) = 100.0f;
+    const Matrix O = attn::paged_attention(cache, 0, three, loud);
+    for (std::size_t c = 0; c < d; ++c) CHECK(O(0, c) == doctest::Approx(V(0, 1, c)).epsilon(1e-6));
+  }
+
+  TEST_CASE("paged_attention refuses bad shapes, groups, tables, layers and a NaN query, naming them" *
+            doctest::test_suite("17_serving/paged_attention")) {
+    attn::Rng rng(174);
+    PagedKVCache cache = small_cache(2, 4, 4, 4);
+    BlockTable table;
+    write_tokens(cache, table, gaussian_heads(rng, 2, 5, 4), gaussian_heads(rng, 2, 5, 4));
+    CHECK_THROWS_NAMING(attn::paged_attention(cache, 0, table, rng.normal(4, 3)), std::invalid_argument, "4", "3");
+    CHECK_THROWS_NAMING(attn::paged_attention(cache, 0, table, rng.normal(3, 4)), std::invalid_argument, "3", "2");
+    CHECK_THROWS_NAMING(attn::paged_attention(cache, 0, BlockTable{}, rng.normal(4, 4)), std::invalid_argument, "0");
+    BlockTable short_table{{table.blocks[0]}, 5};
+    CHECK_THROWS_NAMING(attn::paged_attention(cache, 0, short_table, rng.normal(4, 4)), std::invalid_argument, "5");
+    CHECK_THROWS_NAMING(attn::paged_attention(cache, 1, table, rng.normal(4, 4)), std::invalid_argument, "1");
+    Matrix q = rng.normal(4, 4);
+    q(2, 1) = std::nanf("");
+    CHECK_THROWS_NAMING(attn::paged_attention(cache, 0, table, q), std::invalid_argument, "q");
+  }
+
+  // --- merge_splits ---------------------------------------------------------------------------------------------
+
+  TEST_CASE("merge_splits of the parts of a sequence equals attention over all of it, for any cut" *
+            doctest::test_suite("17_serving/merge_splits")) {
+    attn::Rng rng(175);
+    const std::size_t h = 4, g = 2, n = 23, d = 8;
+    const Heads K = as_heads(gaussian_heads(rng, g, n, d)), V = as_heads(gaussian_heads(rng, g, n, d));
+    const Mat q = attn::test::to_oracle(rng.normal(h, d));
+    const std::vector<std::vector<std::size_t>> cuts{{0, 23}, {0, 10, 23}, {0, 1, 2, 3, 23}, {0, 7, 8, 15, 22, 23}};
+    for (const std::vector<std::size_t>& cut : cuts) {
+      CAPTURE(cut.size());
+      std::vector<FlashOutput> parts;
+      for (std::size_t s = 0; s + 1 < cut.size(); ++s) {
+        const Heads Ks = token_range(K, cut[s], cut[s + 1]), Vs = token_range(V, cut[s], cut[s + 1]);
+        parts.push_back(as_part(attn::oracle::decode_attention(q, Ks, Vs), attn::oracle::decode_lse(q, Ks)));
+      }
+      const FlashOutput merged = attn::merge_splits(parts);
+      CHECK_ALLCLOSE(merged.O, attn::oracle::decode_attention(q, K, V), kAtol, kRtol);
+      CHECK_ALLCLOSE(merged.lse, attn::oracle::decode_lse(q, K), kAtol, kRtol);
+    }
+  }
+
+  TEST_CASE("merge_splits needs the max: parts with lse near 1e4 merge exactly, without overflow" *
+            doctest::test_suite("17_serving/merge_splits")) {
+    // Two parts of one row: lse 10000 and 10000 + log 3, so the second holds 3/4 of the softmax's mass. e^10000 is
+    // far past float's range: only lse − max keeps the weights finite.
+    FlashOutput a{Matrix{{1.0f, 0.0f}}, attn::Vector{10000.0f}, 0};
+    FlashOutput b{Matrix{{0.0f, 1.0f}}, attn::Vector{10000.0f + std::log(3.0f)}, 0};
+    const FlashOutput m = attn::merge_splits({a, b});
+    CHECK(m.O(0, 0) == doctest::Approx(0.25).epsilon(1e-4));
+    CHECK(m.O(0, 1) == doctest::Approx(0.75).epsilon(1e-4));
+    CHECK(m.lse(0) == doctest::Approx(10000.0 + std::log(4.0)).epsilon(1e-6));
+    // and far below: lse of −1e4 (tiny denominators) just as well
+    a.lse(0) = -10000.0f;
+    b.lse(0) = -10000.0f;
+    const FlashOutput low = attn::merge_splits({a, b});
+    CHECK(low.O(0, 0) == doctest::Approx(0.5).epsilon(1e-4));
+    CHECK(low.lse(0) == doctest::Approx(-10000.0 + std::log(2.0)).epsilon(1e-6));
+  }
+
+  TEST_CASE(
+      "merge_splits: a part that saw no key weighs nothing, and a row with no key anywhere is zero with lse -inf" *
+      doctest::test_suite("17_serving/merge_splits")) {
+    const FlashOutput seen{Matrix{{2.0f, 3.0f}, {5.0f, 7.0f}}, attn::Vector{0.5f, -kInf}, 0};
+    const FlashOutput empty{Matrix{{0.0f, 0.0f}, {0.0f, 0.0f}}, attn::Vector{-kInf, -kInf}, 0};
+    const FlashOutput m = attn::merge_splits({empty, seen, empty});
+    CHECK(m.O(0, 0) == doctest::Approx(2.0));
+    CHECK(m.O(0, 1) == doctest::Approx(3.0));
+    CHECK(m.lse(0) == doctest::Approx(0.5));
+    CHECK(m.O(1, 0) == 0.0f);  // never NaN
+    CHECK(m.O(1, 1) == 0.0f);
+    CHECK(m.lse(1) == -kInf);
+    const FlashOutput single = attn::merge_splits({seen});
+    CHECK(single.O(0, 1) == doctest::Approx(3.0));
+    CHECK(single.lse(0) == doctest::Approx(0.5));
+  }
+
+  TEST_CASE("merge_splits refuses no parts, parts of different shapes and a NaN or +inf lse, naming part and row" *
+            doctest::test_suite("17_serving/merge_splits")) {
+    CHECK_THROWS_AS(attn::merge_splits({}), std::invalid_argument);
+    const FlashOutput a{Matrix{{1.0f, 2.0f}}, attn::Vector{0.0f}, 0};
+    const FlashOutput wide{Matrix{{1.0f, 2.0f, 3.0f}}, attn::Vector{0.0f}, 0};
+    CHECK_THROWS_NAMING(attn::merge_splits({a, wide}), std::invalid_argument, "1");
+    const FlashOutput short_lse{Matrix{{1.0f, 2.0f}, {3.0f, 4.0f}}, attn::Vector{0.0f}, 0};
+    CHECK_THROWS_AS(attn::merge_splits({short_lse}), std::invalid_argument);
+    const FlashOutput rows3{Matrix{{1.0f}, {2.0f}, {3.0f}}, attn::Vector{0.0f, 0.0f, 0.0f}, 0};
+    FlashOutput bad = rows3;
+    bad.lse(2) = std::nanf("");
+    CHECK_THROWS_NAMING(attn::merge_splits({rows3, bad}), std::invalid_argument, "1", "2");
+    bad.lse(2) = kInf;
+    CHECK_THROWS_NAMING(attn::merge_splits({bad, rows3}), std::invalid_argument, "0", "2");
+  }
+
+  // --- copy_on_write --------------------------------------------------------------------------------------------
+
+  TEST_CASE("copy_on_write gives the writer a copy of a shared block and leaves the other table's numbers alone" *
+            doctest::test_suite("17_serving/copy_on_write")) {
+    attn::Rng rng(176);
+    const std::size_t g = 2, d = 4, B = 4;
+    PagedKVCache cache = small_cache(g, d, B, 8);
+    const Tensor3 K = gaussian_heads(rng, g, 6, d), V = gaussian_heads(rng, g, 6, d);
+    BlockTable a;
+    write_tokens(cache, a, K, V);  // blocks 0 (full) and 1 (2 of 4 slots)
+    BlockTable b = attn::share_table(cache.pool(), a);
+    const attn::BlockId shared = a.blocks[1];
+    const std::size_t free_before = cache.pool().free_blocks();
+    REQUIRE(attn::copy_on_write(cache, b, 1));
+    CHECK(b.blocks[0] == a.blocks[0]);  // the other blocks stay shared
+    CHECK(b.blocks[1] != shared);
+    CHECK(a.blocks[1] == shared);
+    CHECK(cache.pool().ref_count(shared) == 1);       // released once: A holds it alone now
+    CHECK(cache.pool().ref_count(b.blocks[1]) == 1);  // the copy is B's alone
+    CHECK(cache.pool().ref_count(a.blocks[0]) == 2);
+    CHECK(cache.pool().free_blocks() == free_before - 1);
+    CHECK(b.length == a.length);
+    // The copy holds the two used slots, for every KV head.
+    for (std::size_t j = 0; j < g; ++j)
+      for (std::size_t c = 0; c < 2 * d; ++c) {
+        CHECK(cache.keys(0, b.blocks[1], j)[c] == cache.keys(0, shared, j)[c]);
+        CHECK(cache.values(0, b.blocks[1], j)[c] == cache.values(0, shared, j)[c]);
+      }
+    // B writes its next token into the copy; A's numbers and A's attention do not change.
+    const Matrix q = rng.normal(g, d);
+    const Mat a_before = attn::oracle::decode_attention(attn::test::to_oracle(q), as_heads(K), as_heads(V));
+    const std::optional<attn::Slot> slot = attn::append_slot(b, cache.pool());
+    REQUIRE(slot.has_value());
+    const Matrix other = xt::ones<float>({g, d}) * 9.0f;
+    cache.write(0, slot->block, slot->offset, other, other);
+    CHECK_ALLCLOSE(attn::paged_attention(cache, 0, a, q), a_before, kAtol, kRtol);
+  }
+
+  TEST_CASE("copy_on_write leaves a block the table holds alone as it is, and a full pool unchanged" *
+            doctest::test_suite("17_serving/copy_on_write")) {
+    PagedKVCache cache = small_cache(1, 2, 2, 3);
+    BlockTable a;
+    for (std::size_t t = 0; t < 3; ++t) attn::append_slot(a, cache.pool());  // 2 blocks, 1 free
+    const BlockTable before = a;
+    CHECK(attn::copy_on_write(cache, a, 1));
+    CHECK(a.blocks == before.blocks);
+    CHECK(cache.pool().free_blocks() == 1);
+    BlockTable b = attn::share_table(cache.pool(), a);
+    BlockTable c = attn::share_table(cache.pool(), a);
+    REQUIRE(attn::copy_on_write(cache, c, 1));        // takes the last free block
+    CHECK(cache.pool().ref_count(a.blocks[1]) == 2);  // A and B still hold it: released once, not twice
+    CHECK(cache.pool().free_blocks() == 0);
+    const BlockTable b_before = b;
+    CHECK_FALSE(attn::copy_on_write(cache, b, 1));  // shared, and no block to copy into
+    CHECK(b.blocks == b_before.blocks);
+    CHECK(cache.pool().ref_count(a.blocks[1]) == 2);
+  }
+
+  TEST_CASE("copy_on_write refuses an index past the table's blocks, naming both" *
+            doctest::test_suite("17_serving/copy_on_write")) {
+    PagedKVCache cache = small_cache(1, 2, 2, 4);
+    BlockTable a;
+    for (std::size_t t = 0; t < 3; ++t) attn::append_slot(a, cache.pool());
+    CHECK_THROWS_NAMING(attn::copy_on_write(cache, a, 2), std::invalid_argument, "2");
+    CHECK_THROWS_NAMING(attn::copy_on_write(cache, a, 7), std::invalid_argument, "7", "2");
+  }
+
+  // --- schedule_step --------------------------------------------------------------------------------------------
+
+  TEST_CASE("schedule_step admits waiting requests first come first served while their prompts fit" *
+            doctest::test_suite("17_serving/schedule_step")) {
+    BlockAllocator pool(10, 4);
+    std::deque<Sequence> waiting{{0, 9, 5, {}}, {1, 12, 5, {}}, {2, 1, 5, {}}};  // 3, 3 and 1 blocks
+    std::vector<Sequence> running;
+    const attn::StepPlan plan = attn::schedule_step(pool, waiting, running, 8);
+    CHECK(plan.admitted == std::vector<std::size_t>{0, 1, 2});
+    REQUIRE(running.size() == 3);
+    CHECK(running[0].table.length == 9);
+    CHECK(running[1].table.length == 12);
+    CHECK(running[0].remaining == 4);  // the prefill gives the first token
+    CHECK(pool.free_blocks() == 3);
+    check_pool_accounts(pool, running, waiting);
+    // A request whose prompt does not fit stops admission, even for a smaller one behind it.
+    waiting.push_back({3, 20, 2, {}});  // 5 blocks
+    waiting.push_back({4, 1, 2, {}});
+    const attn::StepPlan next = attn::schedule_step(pool, waiting, running, 8);
+    CHECK(next.admitted.empty());
+    CHECK(next.decoded == std::vector<std::size_t>{0, 1, 2});
+    CHECK(waiting.size() == 2);
+  }
+
+  TEST_CASE("schedule_step runs at most max_running sequences" * doctest::test_suite("17_serving/schedule_step")) {
+    BlockAllocator pool(100, 4);
+    std::deque<Sequence> waiting{{0, 3, 5, {}}, {1, 3, 5, {}}, {2, 3, 5, {}}};
+    std::vector<Sequence> running;
+    const attn::StepPlan plan = attn::schedule_step(pool, waiting, running, 2);
+    CHECK(plan.admitted == std::vector<std::size_t>{0, 1});
+    CHECK(running.size() == 2);
+    CHECK(waiting.size() == 1);
+  }
+
+  TEST_CASE("schedule_step decodes one token per running sequence, taking a block only at a block boundary" *
+            doctest::test_suite("17_serving/schedule_step")) {
+    BlockAllocator pool(10, 4);
+    std::deque<Sequence> waiting{{0, 3, 6, {}}, {1, 4, 6, {}}};  // lengths 3 and 4 after the prefill
+    std::vector<Sequence> running;
+    attn::schedule_step(pool, waiting, running, 8);
+    REQUIRE(pool.free_blocks() == 8);
+    const attn::StepPlan plan = attn::schedule_step(pool, waiting, running, 8);
+    CHECK(plan.decoded == std::vector<std::size_t>{0, 1});
+    CHECK(running[0].table.length == 4);  // offset 3 of its first block
+    CHECK(running[1].table.length == 5);  // the fifth token opens a second block
+    CHECK(pool.free_blocks() == 7);
+    CHECK(running[0].remaining == 4);
+    check_pool_accounts(pool, running, waiting);
+  }
+
+  TEST_CASE("schedule_step lets finished sequences leave and frees their blocks" *
+            doctest::test_suite("17_serving/schedule_step")) {
+    BlockAllocator pool(10, 4);
+    std::deque<Sequence> waiting{{0, 5, 1, {}}, {1, 2, 3, {}}};  // request 0 is done after its prefill
+    std::vector<Sequence> running;
+    attn::schedule_step(pool, waiting, running, 8);
+    const attn::StepPlan plan = attn::schedule_step(pool, waiting, running, 8);
+    CHECK(plan.finished == std::vector<std::size_t>{0});
+    CHECK(plan.decoded == std::vector<std::size_t>{1});
+    REQUIRE(running.size() == 1);
+    CHECK(pool.used_blocks() == 1);
+    check_pool_accounts(pool, running, waiting);
+  }
+
+  TEST_CASE("schedule_step preempts the youngest when blocks run out, and never goes over the budget" *
+            doctest::test_suite("17_serving/schedule_step")) {
+    BlockAllocator pool(4, 2);
+    std::deque<Sequence> waiting{{0, 4, 5, {}}, {1, 4, 5, {}}};  // 2 blocks each: the pool is full after admission
+    std::vector<Sequence> running;
+    attn::schedule_step(pool, waiting, running, 8);
+    REQUIRE(pool.free_blocks() == 0);
+    // Both need a third block for their next token: the youngest (1) goes back, the oldest takes a block.
+    const attn::StepPlan plan = attn::schedule_step(pool, waiting, running, 8);
+    CHECK(plan.preempted == std::vector<std::size_t>{1});
+    CHECK(plan.decoded == std::vector<std::size_t>{0});
+    REQUIRE(running.size() == 1);
+    CHECK(running[0].table.length == 5);
+    REQUIRE(waiting.size() == 1);
+    CHECK(waiting.front().id == 1);
+    CHECK(waiting.front().prompt == 5);  // its 4 cached tokens and the one it generated: recomputed
+    CHECK(waiting.front().remaining == 4);
+    CHECK(waiting.front().table.blocks.empty());
+    check_pool_accounts(pool, running, waiting);
+  }
+
+  TEST_CASE("schedule_step preempts the sequence itself when it is the youngest and no block is left" *
+            doctest::test_suite("17_serving/schedule_step")) {
+    BlockAllocator pool(3, 2);
+    std::deque<Sequence> waiting{{0, 3, 3, {}}, {1, 2, 2, {}}};  // 2 blocks and 1: the pool is full
+    std::vector<Sequence> running;
+    attn::schedule_step(pool, waiting, running, 8);
+    REQUIRE(pool.free_blocks() == 0);
+    // Request 0's token 3 fits in its second block; request 1's token 2 needs a block, and it is the youngest.
+    const attn::StepPlan plan = attn::schedule_step(pool, waiting, running, 8);
+    CHECK(plan.preempted == std::vector<std::size_t>{1});
+    CHECK(plan.decoded == std::vector<std::size_t>{0});
+    REQUIRE(running.size() == 1);
+    CHECK(running[0].id == 0);
+    CHECK(pool.free_blocks() == 1);  // its block is back, too few for its 3-token prompt now
+    REQUIRE(waiting.size() == 1);
+    CHECK(waiting.front().prompt == 3);
+    check_pool_accounts(pool, running, waiting);
+  }
+
+  TEST_CASE("schedule_step serves a whole random trace within the budget, every request its tokens" *
+            doctest::test_suite("17_serving/schedule_step")) {
+    attn::ch17::TraceSpec spec;
+    spec.requests = 60;
+    spec.arrivals_per_step = 0.7;
+    spec.prompt_min = 1;
+    spec.prompt_max = 40;
+    spec.output_mean = 12;
+    spec.output_max = 60;
+    const std::vector<attn::ch17::Request> trace = attn::ch17::request_trace(spec);
+    for (std::size_t B : {1, 4, 16}) {
+      CAPTURE(B);
+      BlockAllocator pool(120 / B + 2, B);
+      std::deque<Sequence> waiting;
+      std::vector<Sequence> running;
+      std::map<std::size_t, std::size_t> tokens;  // id → tokens generated
+      std::size_t next = 0, finished = 0;
+      for (std::size_t step = 0; finished < trace.size() && step < 100000; ++step) {
+        for (; next < trace.size() && trace[next].arrival <= step; ++next)
+          waiting.push_back({trace[next].id, trace[next].prompt, trace[next].output, {}});
+        const attn::StepPlan plan = attn::schedule_step(pool, waiting, running, 16);
+        finished += plan.finished.size();
+        for (const std::size_t id : plan.decoded) ++tokens[id];
+        for (const std::size_t id : plan.admitted) ++tokens[id];
+        CHECK(running.size() <= 16);
+        check_pool_accounts(pool, running, waiting);
+      }
+      REQUIRE(finished == trace.size());
+      for (const attn::ch17::Request& r : trace) CHECK(tokens[r.id] == r.output);
+      CHECK(pool.free_blocks() == pool.total_blocks());
+    }
+  }
+
+  TEST_CASE("schedule_step refuses max_running = 0 and a request that could never run, naming it, unchanged" *
+            doctest::test_suite("17_serving/schedule_step")) {
+    BlockAllocator pool(4, 4);
+    std::deque<Sequence> waiting{{7, 3, 2, {}}};
+    std::vector<Sequence> running;
+    CHECK_THROWS_NAMING(attn::schedule_step(pool, waiting, running, 0), std::invalid_argument, "max_running");
+    std::deque<Sequence> too_long{{0, 3, 2, {}}, {9, 10, 8, {}}};  // 17 tokens: 5 blocks of a 4-block pool
+    CHECK_THROWS_NAMING(attn::schedule_step(pool, too_long, running, 4), std::invalid_argument, "9");
+    CHECK(too_long.size() == 2);
+    CHECK(pool.free_blocks() == 4);
+    std::deque<Sequence> nothing_to_do{{5, 3, 0, {}}};
+    CHECK_THROWS_NAMING(attn::schedule_step(pool, nothing_to_do, running, 4), std::invalid_argument, "5");
+    std::deque<Sequence> no_prompt{{6, 0, 2, {}}};
+    CHECK_THROWS_NAMING(attn::schedule_step(pool, no_prompt, running, 4), std::invalid_argument, "6");
+  }
+
+  TEST_CASE("chapter 12's model generates the same tokens paged and batched with a shared prefix as one at a time" *
+            doctest::test_suite("17_serving/schedule_step")) {
+    attn::ch12::TrainSettings s;
+    s.steps = 60;  // a model that has learnt a little: the tokens are not all alike
+    const attn::ch12::Model model = attn::ch12::train_induction(attn::ch12::Config{}, s).model;
+    std::vector<attn::ch17::Prompt> prompts;
+    const std::vector<std::size_t> system{5, 9, 2, 14, 7, 20, 1, 11, 3};
+    for (std::size_t r = 0; r < 7; ++r) {
+      attn::ch17::Prompt p{system, 2 + r % 5};
+      for (std::size_t i = 0; i <= r % 3; ++i) p.tokens.push_back(system[(2 * r + i) % system.size()]);
+      prompts.push_back(p);
+    }
+    const auto alone = attn::ch17::generate_one_at_a_time(model, prompts);
+    for (const auto [B, blocks, max_running] : {std::array<std::size_t, 3>{4, 12, 3}, {2, 40, 8}, {3, 9, 5}}) {
+      CAPTURE(B);
+      CAPTURE(blocks);
+      attn::ch17::ModelServeLog log;
+      const auto batched = attn::ch17::generate_batched(model, prompts, B, blocks, max_running, log);
+      CHECK(batched == alone);
+      CHECK(log.shared_blocks == system.size() / B);
+      CHECK(log.most_running > 1);
+    }
+  }
+}
+
+TEST_SUITE("17_serving: chapter code") {
+  TEST_CASE("the fast paged decode and its ranges equal the oracle for any block size and grouping") {
+    attn::Rng rng(177);
+    const std::size_t h = 8, d = 20;  // d_k not a multiple of 16: the vector loop's tail
+    for (std::size_t g : {8, 2, 1})
+      for (std::size_t B : {1, 5, 16, 32})
+        for (std::size_t n : {1, 17, 70}) {
+          CAPTURE(g);
+          CAPTURE(B);
+          CAPTURE(n);
+          PagedKVCache cache = small_cache(g, d, B, 2 * n + 2);
+          const Tensor3 K = gaussian_heads(rng, g, n, d), V = gaussian_heads(rng, g, n, d);
+          const Matrix q = rng.normal(h, d);
+          BlockTable table, other;
+          write_tokens(cache, table, K, V, &other);
+          const Mat oq = attn::test::to_oracle(q);
+          const Heads oK = as_heads(K), oV = as_heads(V);
+          CHECK_ALLCLOSE(attn::ch17::paged_decode(cache, 0, table, q), attn::oracle::decode_attention(oq, oK, oV),
+                         kAtol, kRtol);
+          const std::size_t first = n / 3, end = n - n / 4;
+          const FlashOutput part = attn::ch17::paged_decode_range(cache, 0, table, q, first, end);
+          const Heads Ks = token_range(oK, first, end), Vs = token_range(oV, first, end);
+          if (first < end) {
+            CHECK_ALLCLOSE(part.O, attn::oracle::decode_attention(oq, Ks, Vs), kAtol, kRtol);
+            CHECK_ALLCLOSE(part.lse, attn::oracle::decode_lse(oq, Ks), kAtol, kRtol);
+          }
+          for (std::size_t splits : {1, 2, 3, 7, 1000}) {
+            const FlashOutput split = attn::ch17::split_kv_decode(cache, 0, table, q, splits, 3);
+            CHECK_ALLCLOSE(split.O, attn::oracle::decode_attention(oq, oK, oV), kAtol, kRtol);
+            CHECK_ALLCLOSE(split.lse, attn::oracle::decode_lse(oq, oK), kAtol, kRtol);
+          }
+        }
+  }
+
+  TEST_CASE("an empty range gives zeros and lse = -inf") {
+    attn::Rng rng(178);
+    PagedKVCache cache = small_cache(1, 4, 4, 4);
+    BlockTable table;
+    write_tokens(cache, table, gaussian_heads(rng, 1, 5, 4), gaussian_heads(rng, 1, 5, 4));
+    const FlashOutput none = attn::ch17::paged_decode_range(cache, 0, table, rng.normal(2, 4), 3, 3);
+    CHECK(xt::amax(xt::abs(none.O))() == 0.0f);
+    CHECK(none.lse(0) == -kInf);
+  }
+
+  TEST_CASE("the paged simulation counts what the trace asks: every token generated, no KV waste with B = 1") {
+    attn::ch17::TraceSpec spec;
+    spec.requests = 50;
+    spec.prompt_max = 64;
+    spec.output_mean = 20;
+    spec.output_max = 64;
+    const auto trace = attn::ch17::request_trace(spec);
+    std::size_t tokens = 0;
+    for (const auto& r : trace) tokens += r.output;
+    const attn::ch17::ServeStats paged = attn::ch17::serve_paged(trace, 4096, 1, 64);
+    CHECK(paged.generated == tokens);
+    CHECK(paged.waste() == 0.0);
+    const attn::ch17::ServeStats fixed =
+        attn::ch17::serve_reserving(trace, attn::ch17::Batching::fixed, 128 * 16, 128, 16);
+    const attn::ch17::ServeStats orca =
+        attn::ch17::serve_reserving(trace, attn::ch17::Batching::continuous, 128 * 16, 128, 16);
+    CHECK(fixed.generated == tokens);
+    CHECK(orca.generated == tokens);
+    CHECK(orca.steps <= fixed.steps);
+    CHECK(orca.waste() > 0.0);
+  }
+}
