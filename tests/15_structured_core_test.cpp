@@ -124,7 +124,8 @@ TEST_SUITE("15_structured: bad input") {
     CHECK_THROWS_NAMING(ch15::train_nodes(task, {0, 1, 0, 1, 1}, {0}, 0, s, 1), std::invalid_argument, "classes");
   }
 
-  TEST_CASE("ceil_log2 answers for every P without shifting past 63 bits, and tree_step refuses a rank or round outside") {
+  TEST_CASE(
+      "ceil_log2 answers for every P without shifting past 63 bits, and tree_step refuses a rank or round outside") {
     // bad input answered: ceil_log2
     CHECK(ch15::ceil_log2(0) == 0);
     CHECK(ch15::ceil_log2(1) == 0);

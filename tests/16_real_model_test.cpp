@@ -659,7 +659,8 @@ TEST_SUITE("16_real_model/read_safetensors_header") {
     CHECK_NOTHROW(header_of(safetensors_bytes("{" + f32("w", "[4]", 0, 16) + "}", 16)));
   }
 
-  TEST_CASE("read_safetensors_header refuses tensors that share bytes, naming both, and passes touching and empty ones") {
+  TEST_CASE(
+      "read_safetensors_header refuses tensors that share bytes, naming both, and passes touching and empty ones") {
     CHECK_THROWS_NAMING(
         header_of(safetensors_bytes("{" + f32("a", "[2]", 0, 8) + ", " + f32("b", "[2]", 4, 12) + "}", 12)),
         std::invalid_argument, "memfile", "a", "b");
