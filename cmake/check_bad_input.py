@@ -44,6 +44,8 @@ EXEMPT = {
     "15_structured/parameters": "pointers to the model's own matrices: any model has them",
     # An exception type.
     "04_complexity/memory_refusal::memory_refusal": "an exception type: it formats the estimate guarded_attention made",
+    # Nothing but the work to measure.
+    "04_complexity/measure_heap_peak": "its one argument is the work to measure, a callable: it has no value to be bad",
     # Nothing but a random source.
     "12_learning/make_pronoun": "takes only the random source: every draw is a valid sentence of the task",
     # Chapter 06's tile arithmetic: constexpr int, compiled for the device too (no exceptions there).
@@ -61,7 +63,7 @@ EXEMPT = {
 
 # The chapters whose every public function must run the hostile-input battery (the rest: a bad-input test).
 # 99_battery_demo is the self-test's made-up chapter.
-BATTERY_CHAPTERS = {"15_structured", "16_real_model", "99_battery_demo"}
+BATTERY_CHAPTERS = {"01_intuition", "02_qkv_trace", "03_multi_head", "04_complexity", "10_backward", "15_structured", "16_real_model", "99_battery_demo"}
 
 
 def strip_comments(text, keep_markers=False):

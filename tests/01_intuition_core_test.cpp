@@ -1,14 +1,17 @@
 // Chapter 01's lexicon on bad input (lexicon.hpp), on the solution track only (the exercise suites stay as they are).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "01_intuition/lexicon.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace ch01 = attn::ch01;
+namespace hostile = attn::test::hostile;
 
 // Bad input, one case per function that had none (cmake/check_bad_input.py).
 TEST_SUITE("01_intuition: bad input") {
@@ -42,5 +45,58 @@ TEST_SUITE("01_intuition: bad input") {
     CHECK_THROWS_NAMING(ch01::query_weights(q), std::invalid_argument, "query_weights", "pronoun_query");
     q(0) = -std::numeric_limits<float>::infinity();
     CHECK_THROWS_NAMING(ch01::query_weights(q), std::invalid_argument, "pronoun_query");
+  }
+}
+
+// Every public function of the lexicon under the hostile-input battery (tests/support/hostile.hpp): each argument
+// replaced in turn by its type's hostile values, each call refused naming what was wrong, or answered as the
+// contract says.
+TEST_SUITE("01_intuition: hostile battery") {
+  TEST_CASE("the lexicon's functions under the battery") {
+    // hostile battery: tokenize, sentence_problem, find_pronoun, embed, query_weights
+    const auto known = [](const std::vector<std::string>& tokens) {
+      const std::vector<std::string> vocabulary = ch01::vocabulary();
+      for (const std::string& t : tokens)
+        if (std::find(vocabulary.begin(), vocabulary.end(), t) == vocabulary.end()) return false;
+      return true;
+    };
+    // A sentence's words, and every hostile string as a word: unknown, refused naming the word.
+    hostile::battery(
+        "tokenize", {"text|word|sentence"}, [](const std::string& t) { return ch01::tokenize(t); },
+        std::string("the cat sat on the mat"))
+        .fits([](const std::string& t) { return t == "the cat sat on the mat" || t == "cat"; })
+        .answer([](const std::vector<std::string>& tokens, const std::string&) { return !tokens.empty(); })
+        .run();
+    hostile::battery(
+        "sentence_problem", {"text"}, [](const std::string& t) { return ch01::sentence_problem(t); },
+        std::string("the cat sat"))
+        .answer([](const std::string& problem, const std::string& t) {
+          // Every hostile string is a sentence tokenize() refuses: its problem is named, never "".
+          return !problem.empty() && t != "the cat sat";
+        })
+        .run();
+    hostile::battery(
+        "find_pronoun", {"tokens|word"},
+        [](const std::vector<std::string>& t) { return ch01::find_pronoun(t).value_or(99); },
+        std::vector<std::string>{"the", "cat", "it"})
+        .fits(known)
+        .answer([](std::size_t at, const std::vector<std::string>& t) { return at == 99 || t[at] == "it"; })
+        .run();
+    hostile::battery(
+        "embed", {"tokens|word"}, [](const std::vector<std::string>& t) { return ch01::embed(t); },
+        std::vector<std::string>{"the", "cat", "it"})
+        .fits(known)
+        .answer([](const attn::Matrix& X, const std::vector<std::string>& t) {
+          return X.shape(0) == t.size() && X.shape(1) == ch01::feature_names().size();
+        })
+        .run();
+    hostile::battery(
+        "query_weights", {"pronoun_query"}, [](const attn::Vector& q) { return ch01::query_weights(q); },
+        attn::Vector{3.0f, 3.0f, -6.0f, 0.0f, 0.0f, -3.0f})
+        .fits([](const attn::Vector& q) { return q.size() == ch01::key_names().size(); })
+        .answer([](const attn::Matrix& W, const attn::Vector&) {
+          return W.shape(0) == ch01::feature_names().size() && W.shape(1) == ch01::key_names().size();
+        })
+        .run();
   }
 }

@@ -9,6 +9,7 @@
 #include "01_intuition/lexicon.hpp"
 #include "attn/rng.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -16,6 +17,7 @@ namespace {
 using attn::Matrix;
 using attn::Vector;
 using attn::test::to_oracle;
+namespace hostile = attn::test::hostile;
 
 // float32 softmax of logits in [-8, 8]: x - max is exact to 1 ulp of 16 (≈ 1e-6 absolute), which
 // exp turns into a ≈ 1e-6 relative error; the sum of n ≤ 64 terms adds n·2^-24 ≈ 4e-6 at worst.
@@ -193,5 +195,53 @@ TEST_SUITE("01_intuition") {
                         "weights", "1");
     CHECK_THROWS_NAMING(attn::blend_values(Vector{0.5f, 0.5f}, Matrix{{1.0f}, {kInf}}), std::invalid_argument, "V",
                         "1");
+  }
+
+  // The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile
+  // values, each call refused naming what was wrong or answered as the contract says.
+  TEST_CASE("stable_softmax under the hostile battery" * doctest::test_suite("01_intuition/stable_softmax")) {
+    // hostile battery: stable_softmax
+    attn::Rng rng(4701);
+    hostile::battery(
+        "stable_softmax", {"logits"}, [](const Vector& x) { return attn::stable_softmax(x); },
+        random_vector(rng, 5, -3.0f, 3.0f))
+        .answer([](const Vector& p, const Vector& x) {
+          const double sum = xt::sum<double>(p)();
+          return p.size() == x.size() && (x.size() == 0 || std::abs(sum - 1.0) < 1e-5);
+        })
+        .exempt("with -inf", "-inf is a masked logit: weight 0, answered")
+        .run();
+  }
+
+  TEST_CASE("attention_weights under the hostile battery" * doctest::test_suite("01_intuition/attention_weights")) {
+    // hostile battery: attention_weights
+    attn::Rng rng(4702);
+    hostile::battery(
+        "attention_weights", {"q", "K"}, [](const Vector& q, const Matrix& K) { return attn::attention_weights(q, K); },
+        random_vector(rng, 3, -1.0f, 1.0f), Matrix(rng.normal(4, 3)))
+        .fits([](const Vector& q, const Matrix& K) { return q.size() == K.shape(1) && q.size() > 0; })
+        .answer([](const Vector& w, const Vector&, const Matrix& K) {
+          return w.size() == K.shape(0) && (w.size() == 0 || std::abs(xt::sum<double>(w)() - 1.0) < 1e-5);
+        })
+        .run();
+  }
+
+  TEST_CASE("blend_values under the hostile battery" * doctest::test_suite("01_intuition/blend_values")) {
+    // hostile battery: blend_values
+    attn::Rng rng(4703);
+    hostile::battery(
+        "blend_values", {"weights", "V"}, [](const Vector& w, const Matrix& V) { return attn::blend_values(w, V); },
+        Vector{0.25f, 0.25f, 0.5f}, Matrix(rng.normal(3, 2)))
+        .fits([](const Vector& w, const Matrix& V) { return w.size() == V.shape(0); })
+        .answer([](const Vector& out, const Vector& w, const Matrix& V) {
+          bool close = out.size() == V.shape(1);
+          for (std::size_t c = 0; close && c < V.shape(1); ++c) {
+            double sum = 0;  // the blend in float64: Σ_j w_j V(j, c)
+            for (std::size_t j = 0; j < V.shape(0); ++j) sum += double(w(j)) * double(V(j, c));
+            close = std::abs(out(c) - sum) <= 1e-5 * (1 + std::abs(sum));
+          }
+          return close;
+        })
+        .run();
   }
 }

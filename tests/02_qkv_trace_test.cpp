@@ -11,6 +11,7 @@
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "attn/rng.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -19,6 +20,7 @@ using attn::Mask;
 using attn::Matrix;
 using attn::oracle::Mat;
 using attn::test::to_oracle;
+namespace hostile = attn::test::hostile;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -494,5 +496,90 @@ TEST_SUITE("02_qkv_trace") {
     // q = 1e20, k = -1e20: every score overflows to -inf, which must not pass for "masked" (a row of zeros).
     const Matrix huge = xt::ones<float>({3, 2}) * 1e20f, minus_huge = xt::ones<float>({4, 2}) * -1e20f;
     CHECK_THROWS_NAMING(attn::scaled_dot_product_attention(huge, minus_huge, V), std::invalid_argument, "overflow");
+  }
+
+  // The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile
+  // values, each call refused naming what was wrong or answered as the contract says.
+  TEST_CASE("project under the hostile battery" * doctest::test_suite("02_qkv_trace/project")) {
+    // hostile battery: project
+    attn::Rng rng(4721);
+    hostile::battery(
+        "project", {"X", "W"}, [](const Matrix& X, const Matrix& W) { return attn::project(X, W); },
+        Matrix(rng.normal(4, 3)), Matrix(rng.normal(3, 2)))
+        .fits([](const Matrix& X, const Matrix& W) { return X.shape(1) == W.shape(0); })
+        .answer([](const Matrix& P, const Matrix& X, const Matrix& W) {
+          return P.shape(0) == X.shape(0) && P.shape(1) == W.shape(1) &&
+                 (X.shape(1) > 0 || xt::all(xt::equal(P, 0.0f)));
+        })
+        .non_finite_passes("a projection promises no check of its entries: NaN or ±inf in X or W flows to the result")
+        .run();
+  }
+
+  TEST_CASE("scaled_scores under the hostile battery" * doctest::test_suite("02_qkv_trace/scaled_scores")) {
+    // hostile battery: scaled_scores
+    attn::Rng rng(4722);
+    hostile::battery(
+        "scaled_scores", {"Q", "K"}, [](const Matrix& Q, const Matrix& K) { return attn::scaled_scores(Q, K); },
+        Matrix(rng.normal(4, 3)), Matrix(rng.normal(5, 3)))
+        .fits([](const Matrix& Q, const Matrix& K) { return Q.shape(1) == K.shape(1); })
+        .answer([](const Matrix& S, const Matrix& Q, const Matrix& K) {
+          return S.shape(0) == Q.shape(0) && S.shape(1) == K.shape(0) &&
+                 (Q.shape(1) > 0 || xt::all(xt::equal(S, 0.0f)));
+        })
+        .non_finite_passes("the scores promise no check of their inputs: a NaN in Q or K is a NaN in its scores")
+        .run();
+  }
+
+  TEST_CASE("softmax_rows under the hostile battery" * doctest::test_suite("02_qkv_trace/softmax_rows")) {
+    // hostile battery: softmax_rows
+    attn::Rng rng(4723);
+    hostile::battery(
+        "softmax_rows", {"S"}, [](const Matrix& S) { return attn::softmax_rows(S); }, Matrix(rng.normal(3, 4)))
+        .answer([](const Matrix& A, const Matrix& S) {
+          bool rows = A.shape() == S.shape();
+          for (std::size_t i = 0; rows && i < A.shape(0); ++i)
+            rows = A.shape(1) == 0 || std::abs(xt::sum<double>(xt::row(A, i))() - 1.0) < 1e-5;
+          return rows;
+        })
+        .exempt("with -inf", "-inf is a masked score: weight 0, answered")
+        .run();
+  }
+
+  TEST_CASE("causal_mask under the hostile battery" * doctest::test_suite("02_qkv_trace/causal_mask")) {
+    // hostile battery: causal_mask
+    hostile::battery(
+        "causal_mask", {"n_q", "n_kv"}, [](std::size_t n_q, std::size_t n_kv) { return attn::causal_mask(n_q, n_kv); },
+        std::size_t{3}, std::size_t{5})
+        .fits([](std::size_t n_q, std::size_t n_kv) { return n_q <= n_kv && n_kv <= 5; })
+        .answer([](const Mask& m, std::size_t n_q, std::size_t n_kv) {
+          bool ok = m.shape(0) == n_q && m.shape(1) == n_kv;
+          for (std::size_t i = 0; ok && i < n_q; ++i)
+            for (std::size_t j = 0; j < n_kv; ++j) ok = ok && m(i, j) == (j <= i + (n_kv - n_q));
+          return ok;
+        })
+        .exempt("n_kv = 2^32", "a 4 GiB mask fits the memory available, its contract's limit, past the battery's 4 GiB")
+        .run();
+  }
+
+  TEST_CASE("scaled_dot_product_attention under the hostile battery" *
+            doctest::test_suite("02_qkv_trace/scaled_dot_product_attention")) {
+    // hostile battery: scaled_dot_product_attention
+    attn::Rng rng(4724);
+    Mask mask = xt::ones<bool>({4, 5});
+    mask(0, 4) = false;
+    hostile::battery(
+        "scaled_dot_product_attention", {"Q", "K", "V", "mask"},
+        [](const Matrix& Q, const Matrix& K, const Matrix& V, const Mask& m) {
+          return attn::scaled_dot_product_attention(Q, K, V, m);
+        },
+        Matrix(rng.normal(4, 3)), Matrix(rng.normal(5, 3)), Matrix(rng.normal(5, 2)), mask)
+        .fits([](const Matrix& Q, const Matrix& K, const Matrix& V, const Mask& m) {
+          return K.shape(1) == Q.shape(1) && V.shape(0) == K.shape(0) && m.shape(0) == Q.shape(0) &&
+                 m.shape(1) == K.shape(0);
+        })
+        .answer([](const Matrix& O, const Matrix& Q, const Matrix&, const Matrix& V, const Mask&) {
+          return O.shape(0) == Q.shape(0) && O.shape(1) == V.shape(1);
+        })
+        .run();
   }
 }

@@ -12,6 +12,7 @@
 #include "attn/rng.hpp"
 #include "oracle/03_multi_head_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -20,6 +21,7 @@ using attn::Matrix;
 using attn::MultiHeadWeights;
 using attn::Tensor3;
 using attn::test::to_oracle;
+namespace hostile = attn::test::hostile;
 
 // Four chained float32 products (X·W, Q·Kᵀ, A·V, ·W_O) of length d ≤ 48 with entries of size ~1: each
 // adds at most d·2^-24 ≈ 3e-6 relative error, the softmax ~n·6e-8; 1e-4 absolute + 1e-4 relative leaves
@@ -45,6 +47,19 @@ constexpr std::array<std::array<std::size_t, 3>, 6> kShapes{
     {{1, 4, 2}, {5, 6, 1}, {7, 6, 3}, {9, 12, 4}, {4, 5, 5}, {11, 48, 6}}};
 
 }  // namespace
+
+// The battery's view of the layer's weights: each of the four projections wrong in turn.
+template <>
+struct attn::test::hostile::Weights<attn::MultiHeadWeights> {
+  static constexpr bool defined = true;
+  template <class F>
+  static void visit(attn::MultiHeadWeights& w, F&& f) {
+    f("W_Q", w.W_Q);
+    f("W_K", w.W_K);
+    f("W_V", w.W_V);
+    f("W_O", w.W_O);
+  }
+};
 
 TEST_SUITE("03_multi_head") {
   TEST_CASE("split_heads gives head i the i-th block of d_k columns of every row" *
@@ -240,5 +255,78 @@ TEST_SUITE("03_multi_head") {
     CHECK_THROWS_AS(attn::multi_head_attention_ablated(X, W, {}), std::invalid_argument);
     CHECK_THROWS_NAMING(attn::multi_head_attention_ablated(X, W, std::vector<bool>(4, true)), std::invalid_argument,
                         "3", "6");
+  }
+
+  // The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile
+  // values, each call refused naming what was wrong or answered as the contract says.
+  TEST_CASE("split_heads under the hostile battery" * doctest::test_suite("03_multi_head/split_heads")) {
+    // hostile battery: split_heads
+    attn::Rng rng(4731);
+    hostile::battery(
+        "split_heads", {"X", "h"}, [](const Matrix& X, std::size_t h) { return attn::split_heads(X, h); },
+        Matrix(rng.normal(3, 4)), std::size_t{2})
+        .fits([](const Matrix& X, std::size_t h) { return h > 0 && X.shape(1) % h == 0; })
+        .answer([](const Tensor3& heads, const Matrix& X, std::size_t h) {
+          return heads.shape(0) == h && heads.shape(1) == X.shape(0) && heads.shape(2) == X.shape(1) / h;
+        })
+        .non_finite_passes("a copy of X's columns: a NaN in X is a NaN in its head")
+        .run();
+  }
+
+  TEST_CASE("merge_heads under the hostile battery" * doctest::test_suite("03_multi_head/merge_heads")) {
+    // hostile battery: merge_heads
+    attn::Rng rng(4732);
+    hostile::battery(
+        "merge_heads", {"heads"}, [](const Tensor3& t) { return attn::merge_heads(t); },
+        hostile::filled<Tensor3>({2, 3, 2}))
+        .answer([](const Matrix& M, const Tensor3& t) {
+          return M.shape(0) == t.shape(1) && M.shape(1) == t.shape(0) * t.shape(2);
+        })
+        .non_finite_passes("a copy of the heads' columns: a NaN in a head is a NaN in the result")
+        .run();
+  }
+
+  TEST_CASE("multi_head_attention under the hostile battery" *
+            doctest::test_suite("03_multi_head/multi_head_attention")) {
+    // hostile battery: multi_head_attention
+    attn::Rng rng(4733);
+    const MultiHeadWeights W{rng.normal(4, 4), rng.normal(4, 4), rng.normal(4, 4), rng.normal(4, 4)};
+    hostile::battery(
+        "multi_head_attention", {"X", "W", "h", "mask"},
+        [](const Matrix& X, const MultiHeadWeights& w, std::size_t h, const attn::Mask& m) {
+          return attn::multi_head_attention(X, w, h, m);
+        },
+        Matrix(rng.normal(3, 4)), W, std::size_t{2}, attn::Mask(xt::ones<bool>({3, 3})))
+        .fits([](const Matrix& X, const MultiHeadWeights& w, std::size_t h, const attn::Mask& m) {
+          const auto square = [&](const Matrix& M) { return M.shape(0) == X.shape(1) && M.shape(1) == X.shape(1); };
+          return square(w.W_Q) && square(w.W_K) && square(w.W_V) && square(w.W_O) && h > 0 && X.shape(1) % h == 0 &&
+                 m.shape(0) == X.shape(0) && m.shape(1) == X.shape(0);
+        })
+        .answer([](const Matrix& O, const Matrix& X, const MultiHeadWeights&, std::size_t, const attn::Mask&) {
+          return O.shape() == X.shape();
+        })
+        .run();
+  }
+
+  TEST_CASE("multi_head_attention_ablated under the hostile battery" *
+            doctest::test_suite("03_multi_head/multi_head_attention_ablated")) {
+    // hostile battery: multi_head_attention_ablated
+    attn::Rng rng(4734);
+    const MultiHeadWeights W{rng.normal(4, 4), rng.normal(4, 4), rng.normal(4, 4), rng.normal(4, 4)};
+    hostile::battery(
+        "multi_head_attention_ablated", {"X", "W", "keep_head"},
+        [](const Matrix& X, const MultiHeadWeights& w, const std::vector<bool>& keep) {
+          return attn::multi_head_attention_ablated(X, w, keep);
+        },
+        Matrix(rng.normal(3, 4)), W, std::vector<bool>{true, false})
+        .fits([](const Matrix& X, const MultiHeadWeights& w, const std::vector<bool>& keep) {
+          const auto square = [&](const Matrix& M) { return M.shape(0) == X.shape(1) && M.shape(1) == X.shape(1); };
+          return square(w.W_Q) && square(w.W_K) && square(w.W_V) && square(w.W_O) && !keep.empty() &&
+                 X.shape(1) % keep.size() == 0;
+        })
+        .answer([](const Matrix& O, const Matrix& X, const MultiHeadWeights&, const std::vector<bool>&) {
+          return O.shape() == X.shape();
+        })
+        .run();
   }
 }

@@ -3,6 +3,7 @@
 // float64 oracle. Nothing here is timed.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -11,12 +12,14 @@
 #include "04_complexity/heap_counter.hpp"
 #include "attn/rng.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
 
 using attn::Matrix;
 using attn::test::to_oracle;
+namespace hostile = attn::test::hostile;
 
 // Float32 attention against float64 for N(0,1) inputs with d_k <= 8: each score's rounding error is below
 // d_k·2^-24·Σ|q_c k_c| ≈ 1e-6, the softmax and the weighted sum add ~n·6e-8; 1e-5 covers it with margin.
@@ -271,5 +274,82 @@ TEST_SUITE("04_complexity") {
     CHECK_THROWS_NAMING(attn::guarded_attention(Q, K, V, 1e9), std::invalid_argument, "5", "2", "4", "3");
     const Matrix V_short = xt::zeros<float>({4, 2});  // one value too few
     CHECK_THROWS_NAMING(attn::guarded_attention(K, K, V_short, 1e9), std::invalid_argument, "4", "2");
+  }
+
+  // The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile
+  // values, each call refused naming what was wrong or answered as the contract says.
+  TEST_CASE("attention_flops under the hostile battery" * doctest::test_suite("04_complexity/attention_flops")) {
+    // hostile battery: attention_flops
+    hostile::battery(
+        "attention_flops", {"n_q", "n_kv", "d_k", "d_v"},
+        [](std::size_t n_q, std::size_t n_kv, std::size_t d_k, std::size_t d_v) {
+          return attn::attention_flops(n_q, n_kv, d_k, d_v).total();
+        },
+        std::size_t{8}, std::size_t{16}, std::size_t{4}, std::size_t{2})
+        .fits([](std::size_t, std::size_t, std::size_t, std::size_t) { return true; })  // any sizes: a count
+        .answer([](double flops, std::size_t n_q, std::size_t n_kv, std::size_t d_k, std::size_t d_v) {
+          // 2·n_q·n_kv·d_k + 5·n_q·n_kv + 2·n_q·n_kv·d_v, in double: never negative, never wrapped to a small number.
+          const double nn = double(n_q) * double(n_kv);
+          const double expected = 2 * nn * double(d_k) + 5 * nn + 2 * nn * double(d_v);
+          return flops >= 0 && std::abs(flops - expected) <= 1e-12 * expected;
+        })
+        .run();
+  }
+
+  TEST_CASE("attention_bytes under the hostile battery" * doctest::test_suite("04_complexity/attention_bytes")) {
+    // hostile battery: attention_bytes
+    hostile::battery(
+        "attention_bytes", {"n_q", "n_kv", "d_k", "d_v"},
+        [](std::size_t n_q, std::size_t n_kv, std::size_t d_k, std::size_t d_v) {
+          const attn::AttentionBytes b = attn::attention_bytes(n_q, n_kv, d_k, d_v);
+          return std::vector<double>{b.peak_extra, b.moved};
+        },
+        std::size_t{8}, std::size_t{16}, std::size_t{4}, std::size_t{2})
+        .fits([](std::size_t, std::size_t, std::size_t, std::size_t) { return true; })
+        .answer([](const std::vector<double>& b, std::size_t n_q, std::size_t n_kv, std::size_t, std::size_t d_v) {
+          // S and A (n_q, n_kv) and O (n_q, d_v), 4 bytes each: never below that, never wrapped.
+          const double held = 4.0 * (2.0 * double(n_q) * double(n_kv) + double(n_q) * double(d_v));
+          return std::abs(b[0] - held) <= 1e-12 * held && b[1] >= b[0] && std::isfinite(b[1]);
+        })
+        .run();
+  }
+
+  TEST_CASE("fit_power_law under the hostile battery" * doctest::test_suite("04_complexity/fit_power_law")) {
+    // hostile battery: fit_power_law
+    hostile::battery(
+        "fit_power_law", {"x", "y"},
+        [](const std::vector<double>& x, const std::vector<double>& y) {
+          const attn::PowerLawFit fit = attn::fit_power_law(x, y);
+          return std::vector<double>{fit.exponent, fit.coefficient};
+        },
+        std::vector<double>{64, 128, 256, 512}, std::vector<double>{1.0, 4.1, 15.9, 64.2})
+        .fits([](const std::vector<double>& x, const std::vector<double>& y) {
+          bool positive = x.size() == y.size() && x.size() >= 2;
+          for (std::size_t i = 0; positive && i < x.size(); ++i) positive = x[i] > 0 && y[i] > 0;
+          return positive && std::any_of(x.begin(), x.end(), [&](double v) { return v != x[0]; });
+        })
+        .answer([](const std::vector<double>& fit, const std::vector<double>&, const std::vector<double>&) {
+          return std::isfinite(fit[0]) && std::isfinite(fit[1]);
+        })
+        .run();
+  }
+
+  TEST_CASE("guarded_attention under the hostile battery" * doctest::test_suite("04_complexity/guarded_attention")) {
+    // hostile battery: guarded_attention
+    attn::Rng rng(4741);
+    hostile::battery(
+        "guarded_attention", {"Q", "K", "V", "limit_bytes|limit"},
+        [](const Matrix& Q, const Matrix& K, const Matrix& V, double limit) {
+          return attn::guarded_attention(Q, K, V, limit);
+        },
+        Matrix(rng.normal(4, 3)), Matrix(rng.normal(5, 3)), Matrix(rng.normal(5, 2)), 1e9)
+        .fits([](const Matrix& Q, const Matrix& K, const Matrix& V, double limit) {
+          // The matrices here hold a few hundred bytes: any limit from 1 MB up lets them through.
+          return Q.shape(1) == K.shape(1) && K.shape(0) == V.shape(0) && limit >= 1e6;
+        })
+        .answer([](const Matrix& O, const Matrix& Q, const Matrix&, const Matrix& V, double) {
+          return O.shape(0) == Q.shape(0) && O.shape(1) == V.shape(1);
+        })
+        .run();
   }
 }

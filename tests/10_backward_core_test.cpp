@@ -13,6 +13,7 @@
 #include "attn/rng.hpp"
 #include "oracle/10_backward_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 
 namespace {
 
@@ -100,5 +101,38 @@ TEST_SUITE("10_backward") {
     CHECK_THROWS_WITH_AS(ch10::flash_backward_fast(p.Q, p.K, p.V, p.O, p.lse, p.dO, false,
                                                    {64, 128, 2, std::numeric_limits<int>::max()}),
                          doctest::Contains("available"), std::invalid_argument);
+  }
+}
+
+// The chapter's own code under the hostile-input battery (tests/support/hostile.hpp): each argument replaced in turn
+// by its type's hostile values, each call refused naming what was wrong, or answered as the contract says.
+TEST_SUITE("10_backward: hostile battery") {
+  TEST_CASE("flash_backward_fast under the battery") {
+    // hostile battery: flash_backward_fast
+    namespace hostile = attn::test::hostile;
+    const Problem p = random_problem(5, 4);
+    hostile::battery(
+        "flash_backward_fast", {"Q", "K", "V", "O", "lse", "dO", "causal", "B_r", "B_c", "lanes", "threads"},
+        [](const Tensor3& Q, const Tensor3& K, const Tensor3& V, const Tensor3& O, const Matrix& lse, const Tensor3& dO,
+           bool causal, std::size_t B_r, std::size_t B_c, std::size_t lanes, int threads) {
+          const ch10::HeadsGrads g = ch10::flash_backward_fast(Q, K, V, O, lse, dO, causal, {B_r, B_c, lanes, threads});
+          return std::vector<Tensor3>{g.dQ, g.dK, g.dV};
+        },
+        p.Q, p.K, p.V, p.O, p.lse, p.dO, false, std::size_t{2}, std::size_t{4}, std::size_t{2}, 2)
+        .fits([](const Tensor3& Q, const Tensor3& K, const Tensor3& V, const Tensor3& O, const Matrix& lse,
+                 const Tensor3& dO, bool causal, std::size_t B_r, std::size_t B_c, std::size_t lanes, int threads) {
+          const std::size_t h = Q.shape(0), n_q = Q.shape(1);
+          return K.shape(0) == h && V.shape(0) == h && K.shape(2) == Q.shape(2) && V.shape(1) == K.shape(1) &&
+                 O.shape(0) == h && O.shape(1) == n_q && O.shape(2) == V.shape(2) && dO.shape() == O.shape() &&
+                 lse.shape(0) == h && lse.shape(1) == n_q && B_r > 0 && B_c > 0 && lanes > 0 && threads > 0 &&
+                 (!causal || n_q <= K.shape(1));
+        })
+        .answer([](const std::vector<Tensor3>& g, const Tensor3& Q, const Tensor3& K, const Tensor3& V, const Tensor3&,
+                   const Matrix&, const Tensor3&, bool, std::size_t, std::size_t, std::size_t,
+                   int) { return g[0].shape() == Q.shape() && g[1].shape() == K.shape() && g[2].shape() == V.shape(); })
+        .exempt("lse with -inf", "-inf marks a row that saw no key: its P is 0 (answered)")
+        .exempt("threads = 2147483647",
+                "threads past the work items are not started: answered, or refused if it cannot start them")
+        .run();
   }
 }

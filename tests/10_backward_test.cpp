@@ -28,6 +28,7 @@
 #include "oracle/05_flash_cpu_oracle.hpp"
 #include "oracle/10_backward_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -38,6 +39,7 @@ using attn::Matrix;
 using attn::Vector;
 using attn::test::to_oracle;
 namespace oracle = attn::oracle;
+namespace hostile = attn::test::hostile;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -322,12 +324,13 @@ TEST_SUITE("10_backward") {
     CHECK(xt::all(xt::isfinite(dK)));
     CHECK(xt::all(xt::isfinite(dV)));
     CHECK(xt::all(xt::equal(xt::row(dQ, 0), 0.0f)));
-    // Row 1 alone: dV = Pᵀ·dO over row 1, p_c = exp(s_1c − 0.5) (rounding of exp and s: ~1e-6 relative).
+    // Row 1 alone: dV = Pᵀ·dO over row 1, p_c = exp(s_1c − 0.5) (rounding of exp and s: ~1e-6 relative), taken no
+    // higher than 1 (a probability: 0.5 is no log-sum-exp of these scores, backward.hpp).
     oracle::Mat dV_row1(3, 2);
     for (std::size_t c = 0; c < 3; ++c) {
       double s = 0.0;
       for (std::size_t k = 0; k < 4; ++k) s += static_cast<double>(in.Q(1, k)) * in.K(c, k);
-      const double p = std::exp(s / 2.0 - 0.5);  // √d_k = 2
+      const double p = std::min(1.0, std::exp(s / 2.0 - 0.5));  // √d_k = 2
       for (std::size_t j = 0; j < 2; ++j) dV_row1(c, j) = p * in.dO(1, j);
     }
     CHECK_ALLCLOSE(dV, dV_row1, 1e-5, 1e-5);
@@ -625,5 +628,102 @@ TEST_SUITE("10_backward: hostile input") {
     CHECK_THROWS_NAMING(attn::attention_backward(in.Q, in.K, in.V, in.dO, attn::Mask::from_shape({2, 0})),
                         std::invalid_argument, "2", "0");
     CHECK_NOTHROW(attn::attention_backward(in.Q, in.K, in.V, in.dO, attn::Mask::from_shape({0, 0})));  // no mask
+  }
+
+  // The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile
+  // values, each call refused naming what was wrong or answered as the contract says.
+  TEST_CASE("softmax_backward under the hostile battery" * doctest::test_suite("10_backward/softmax_backward")) {
+    // hostile battery: softmax_backward
+    attn::Rng rng(4801);
+    const Matrix P{{0.25f, 0.75f, 0.0f}, {0.5f, 0.25f, 0.25f}};
+    hostile::battery(
+        "softmax_backward", {"P", "dP"},
+        [](const Matrix& p, const Matrix& dp) { return attn::softmax_backward(p, dp); }, P, Matrix(rng.normal(2, 3)))
+        .fits([](const Matrix& p, const Matrix& dp) { return p.shape() == dp.shape(); })
+        .answer([](const Matrix& dS, const Matrix& p, const Matrix&) { return dS.shape() == p.shape(); })
+        .exempt("dP with +inf", "±inf in dP where p = 0 is answered (a masked key), refused elsewhere: either is clean")
+        .exempt("dP with -inf", "as dP with +inf")
+        .run();
+  }
+
+  TEST_CASE("attention_backward under the hostile battery" * doctest::test_suite("10_backward/attention_backward")) {
+    // hostile battery: attention_backward
+    attn::Rng rng(4802);
+    Mask mask = xt::ones<bool>({4, 5});
+    mask(0, 3) = mask(0, 4) = false;
+    hostile::battery(
+        "attention_backward", {"Q", "K", "V", "dO", "mask"},
+        [](const Matrix& Q, const Matrix& K, const Matrix& V, const Matrix& dO, const Mask& m) {
+          const AttentionGrads g = attn::attention_backward(Q, K, V, dO, m);
+          return std::vector<Matrix>{g.dQ, g.dK, g.dV};
+        },
+        Matrix(rng.normal(4, 3)), Matrix(rng.normal(5, 3)), Matrix(rng.normal(5, 2)), Matrix(rng.normal(4, 2)), mask)
+        .fits([](const Matrix& Q, const Matrix& K, const Matrix& V, const Matrix& dO, const Mask& m) {
+          return K.shape(1) == Q.shape(1) && V.shape(0) == K.shape(0) && dO.shape(0) == Q.shape(0) &&
+                 dO.shape(1) == V.shape(1) && m.shape(0) == Q.shape(0) && m.shape(1) == K.shape(0);
+        })
+        .answer([](const std::vector<Matrix>& g, const Matrix& Q, const Matrix& K, const Matrix& V, const Matrix&,
+                   const Mask&) {
+          return g[0].shape() == Q.shape() && g[1].shape() == K.shape() && g[2].shape() == V.shape();
+        })
+        .run();
+  }
+
+  TEST_CASE("flash_backward_tile under the hostile battery" * doctest::test_suite("10_backward/flash_backward_tile")) {
+    // hostile battery: flash_backward_tile
+    attn::Rng rng(4803);
+    const Matrix Q = rng.normal(2, 3), K = rng.normal(3, 3), V = rng.normal(3, 2);
+    const attn::FlashOutput fwd = attn::flash_attention(Q, K, V, false, 2, 3);  // O, lse
+    const Matrix dO = rng.normal(2, 2);
+    const Vector D = xt::sum(dO * fwd.O, {1});
+    hostile::battery(
+        "flash_backward_tile", {"Q_i", "K_j", "V_j", "dO_i", "lse_i", "D_i", "dQ_i", "dK_j", "dV_j", "allowed"},
+        [](const Matrix& q, const Matrix& k, const Matrix& v, const Matrix& dout, const Vector& lse, const Vector& d,
+           Matrix& dQ, Matrix& dK, Matrix& dV, const Mask& allowed) {
+          attn::flash_backward_tile(q, k, v, dout, lse, d, dQ, dK, dV, allowed);
+          return std::vector<Matrix>{dQ, dK, dV};
+        },
+        Q, K, V, dO, fwd.lse, D, Matrix(xt::zeros<float>({2, 3})), Matrix(xt::zeros<float>({3, 3})),
+        Matrix(xt::zeros<float>({3, 2})), Mask(xt::ones<bool>({2, 3})))
+        .fits([](const Matrix& q, const Matrix& k, const Matrix& v, const Matrix& dout, const Vector& lse,
+                 const Vector& d, const Matrix& dQ, const Matrix& dK, const Matrix& dV, const Mask& allowed) {
+          const std::size_t B_r = q.shape(0), B_c = k.shape(0);
+          return k.shape(1) == q.shape(1) && v.shape(0) == B_c && dout.shape(0) == B_r && dout.shape(1) == v.shape(1) &&
+                 lse.size() == B_r && d.size() == B_r && dQ.shape() == q.shape() && dK.shape() == k.shape() &&
+                 dV.shape() == v.shape() && allowed.shape(0) == B_r && allowed.shape(1) == B_c;
+        })
+        .exempt("lse_i with -inf", "-inf marks a row that saw no key: its P is 0 (answered)")
+        .exempt("dQ_i with", "an accumulator the tile adds to: its own values are the caller's, never checked")
+        .exempt("dK_j with", "as dQ_i")
+        .exempt("dV_j with", "as dQ_i")
+        .run();
+  }
+
+  TEST_CASE("flash_backward under the hostile battery" * doctest::test_suite("10_backward/flash_backward")) {
+    // hostile battery: flash_backward
+    attn::Rng rng(4804);
+    const Matrix Q = rng.normal(4, 3), K = rng.normal(5, 3), V = rng.normal(5, 2);
+    const attn::FlashOutput fwd = attn::flash_attention(Q, K, V, true, 2, 2);  // O, lse
+    hostile::battery(
+        "flash_backward", {"Q", "K", "V", "O", "lse", "dO", "causal", "B_r", "B_c"},
+        [](const Matrix& q, const Matrix& k, const Matrix& v, const Matrix& o, const Vector& lse, const Matrix& dout,
+           bool causal, std::size_t B_r, std::size_t B_c) {
+          const AttentionGrads g = attn::flash_backward(q, k, v, o, lse, dout, causal, B_r, B_c);
+          return std::vector<Matrix>{g.dQ, g.dK, g.dV};
+        },
+        Q, K, V, fwd.O, fwd.lse, Matrix(rng.normal(4, 2)), true, std::size_t{2}, std::size_t{2})
+        .fits([](const Matrix& q, const Matrix& k, const Matrix& v, const Matrix& o, const Vector& lse,
+                 const Matrix& dout, bool causal, std::size_t B_r, std::size_t B_c) {
+          const std::size_t n_q = q.shape(0);
+          return k.shape(1) == q.shape(1) && v.shape(0) == k.shape(0) && o.shape(0) == n_q &&
+                 o.shape(1) == v.shape(1) && dout.shape() == o.shape() && lse.size() == n_q && B_r > 0 && B_c > 0 &&
+                 (!causal || n_q <= k.shape(0));
+        })
+        .answer([](const std::vector<Matrix>& g, const Matrix& q, const Matrix& k, const Matrix& v, const Matrix&,
+                   const Vector&, const Matrix&, bool, std::size_t, std::size_t) {
+          return g[0].shape() == q.shape() && g[1].shape() == k.shape() && g[2].shape() == v.shape();
+        })
+        .exempt("lse with -inf", "-inf marks a row that saw no key: its P is 0 (answered)")
+        .run();
   }
 }

@@ -38,7 +38,8 @@ Matrix softmax_rows(const Matrix& S);
 /// i.e. to itself and the past. With n_q = n_kv that is j ≤ i; with fewer queries than keys (the last
 /// n_q positions of a sequence, as when decoding with a cache) the queries are aligned to the end.
 /// \return (n_q, n_kv), true = allowed.
-/// \throws std::invalid_argument when n_q > n_kv (queries without keys for their own positions).
+/// \throws std::invalid_argument when n_q > n_kv (queries without keys for their own positions), or when the
+///         mask's n_q × n_kv bytes do not fit in std::size_t or the memory available (attn::checked_allocation()).
 Mask causal_mask(std::size_t n_q, std::size_t n_kv);
 
 /// Scaled dot-product attention, `softmax(Q Kᵀ / √d_k) · V`, with an optional mask.

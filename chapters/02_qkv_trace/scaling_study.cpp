@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "01_intuition/intuition.hpp"
+#include "attn/checks.hpp"
 #include "attn/rng.hpp"
 
 namespace attn::ch02 {
@@ -64,14 +65,20 @@ double softmax_jacobian_norm(const Vector& p) {
 
 ScalingStudy measure_scaling(const std::vector<std::size_t>& d_ks, std::size_t n_keys, std::size_t trials,
                              std::uint64_t seed) {
-  require(n_keys >= 2 && trials >= 2,
-          fmt::format("measure_scaling: {} keys, {} trials; a variance needs 2 of each", n_keys, trials));
-  for (const std::size_t d_k : d_ks)  // before any work: a width refused late would waste the ones before it
-    require(d_k > 0 &&
-                static_cast<double>(trials) * static_cast<double>(n_keys) * static_cast<double>(d_k) <= kMaxScalingWork,
+  require(n_keys >= 2 && trials >= 2 && trials <= kMaxScalingTrials,
+          fmt::format("measure_scaling: {} keys, {} trials; a variance needs 2 of each, and at most {} trials", n_keys,
+                      trials, kMaxScalingTrials));
+  for (const std::size_t d_k : d_ks) {  // before any work: a width refused late would waste the ones before it
+    const double work = static_cast<double>(trials) * static_cast<double>(n_keys) *
+                        (static_cast<double>(d_k) + static_cast<double>(n_keys));  // the scores and the Jacobians
+    require(d_k > 0 && work <= kMaxScalingWork,
             fmt::format("measure_scaling: d_k = {} with {} keys and {} trials; d_k must be positive and trials × "
-                        "n_keys × d_k at most {:.0e} multiply-adds (hours of work past it)",
+                        "n_keys × (d_k + n_keys) at most {:.0e} multiply-adds (minutes of work past it)",
                         d_k, n_keys, trials, kMaxScalingWork));
+    checked_allocation("measure_scaling: one trial's keys n_keys × d_k × 4 bytes", {n_keys, d_k, sizeof(float)});
+  }
+  checked_allocation("measure_scaling: the scores kept, 2 × trials × n_keys × 8 bytes",
+                     {2, trials, n_keys, sizeof(double)});
   ScalingStudy study{n_keys, trials, {}};
   for (const std::size_t d_k : d_ks) {
     // Each d_k draws from its own stream: adding a width does not change the others' numbers.

@@ -29,9 +29,13 @@ struct ScalingStudy {
   std::vector<ScalingRow> rows;
 };
 
-/// The most multiply-adds measure_scaling() does for one width: trials × n_keys × d_k (the chapter's study does
-/// about 10^8; 10^12 would take hours).
-inline constexpr double kMaxScalingWork = 1e12;
+/// The most work measure_scaling() does for one width: trials × n_keys × (d_k + n_keys) multiply-adds, the scores
+/// and each row's n_keys × n_keys Jacobian (the chapter's study does about 10^8; 10^10 takes seconds).
+inline constexpr double kMaxScalingWork = 1e10;
+
+/// The most queries measure_scaling() draws for one width: each costs a few small allocations whatever its size
+/// (the chapter's study draws 500; 10^6 take a second or two).
+inline constexpr std::size_t kMaxScalingTrials = 1'000'000;
 
 /// Frobenius norm of the softmax Jacobian at \p p: J(i, j) = ∂p_i/∂s_j = p_i (δ_ij − p_j).
 /// \param p (n) a probability vector (a softmax output).
@@ -42,8 +46,9 @@ double softmax_jacobian_norm(const Vector& p);
 /// For every d_k in \p d_ks: \p trials queries q (d_k), each against \p n_keys fresh keys K (n_keys, d_k),
 /// all entries drawn from N(0, 1), scored with and without ÷√d_k, pushed through softmax.
 /// Deterministic for a given \p seed.
-/// \throws std::invalid_argument when a d_k is 0, n_keys or trials is below 2, or trials × n_keys × d_k is above
-///         kMaxScalingWork, before any work.
+/// \throws std::invalid_argument when a d_k is 0, n_keys or trials is below 2, trials is above kMaxScalingTrials,
+///         trials × n_keys × (d_k + n_keys) is above kMaxScalingWork, or the keys of a trial or the scores kept
+///         (2 × trials × n_keys doubles) are past the memory available (attn::checked_allocation()), before any work.
 ScalingStudy measure_scaling(const std::vector<std::size_t>& d_ks, std::size_t n_keys, std::size_t trials,
                              std::uint64_t seed);
 

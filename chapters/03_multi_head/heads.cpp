@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <stdexcept>
@@ -132,6 +133,17 @@ Cost multi_head_cost(std::size_t n_tokens, std::size_t d_model, std::size_t h) {
 }
 // [multi_head_cost]
 
+namespace {
+
+/// A path the operating system can take: not empty, no NUL (which would cut it short), under PATH_MAX's 4096 bytes.
+void require_path(const char* where, const char* name, const std::string& path) {
+  require(!path.empty() && path.find('\0') == std::string::npos && path.size() < 4096,
+          fmt::format("{}: {} is empty, holds a NUL or is {} bytes long; a path is 1 to 4095 bytes without NUL", where,
+                      name, path.size()));
+}
+
+}  // namespace
+
 void write_attention_dot(const std::string& path, const Matrix& A, const std::vector<std::string>& tokens,
                          const std::string& title, std::size_t per_token, double min_weight) {
   require(A.shape(0) == tokens.size() && A.shape(1) == tokens.size(),
@@ -141,12 +153,16 @@ void write_attention_dot(const std::string& path, const Matrix& A, const std::ve
     require(A.data()[e] >= 0.0f && A.data()[e] <= 1.0f,
             fmt::format("write_attention_dot: A({}, {}) = {}; attention weights are in [0, 1]", e / tokens.size(),
                         e % tokens.size(), A.data()[e]));
-  // A double quote or a backslash would end or escape a label of the .dot file.
-  const auto plain = [](const std::string& s) { return s.find_first_of("\"\\") == std::string::npos; };
-  require(plain(title), fmt::format("write_attention_dot: the title '{}' holds a double quote or backslash", title));
+  // A double quote or a backslash would end or escape a label of the .dot file; a NUL is no text dot reads.
+  const auto plain = [](const std::string& s) {
+    return s.find_first_of(std::string("\"\\\0", 3)) == std::string::npos;
+  };
+  require(plain(title),
+          fmt::format("write_attention_dot: the title '{}' holds a double quote, backslash or NUL", title));
   for (std::size_t i = 0; i < tokens.size(); ++i)
     require(plain(tokens[i]),
-            fmt::format("write_attention_dot: token {} '{}' holds a double quote or backslash", i, tokens[i]));
+            fmt::format("write_attention_dot: token {} '{}' holds a double quote, backslash or NUL", i, tokens[i]));
+  require_path("write_attention_dot", "path", path);
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write " + path);
   out << "digraph attention {\n"
@@ -174,10 +190,16 @@ void write_attention_dot(const std::string& path, const Matrix& A, const std::ve
 }
 
 void render_dot_svg(const std::string& dot_path, const std::string& svg_path) {
+  require_path("render_dot_svg", "dot_path", dot_path);
+  require_path("render_dot_svg", "svg_path", svg_path);
   // The paths go into a shell command between single quotes: one inside a path would end the quoting there.
   for (const std::string* path : {&dot_path, &svg_path})
     require(path->find('\'') == std::string::npos,
             fmt::format("render_dot_svg: the path {} holds a single quote", *path));
+  // Before dot opens it: a FIFO would block dot (and this call) for ever, a folder or a missing file fail in dot.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(dot_path, ec))
+    throw std::runtime_error(fmt::format("render_dot_svg: dot_path {} is missing or not a regular file", dot_path));
   const std::string command = fmt::format("dot -Tsvg '{}' -o '{}' 2>&1", dot_path, svg_path);
   if (std::system(command.c_str()) != 0)
     throw std::runtime_error("could not render " + dot_path + " with Graphviz's dot (install graphviz)");

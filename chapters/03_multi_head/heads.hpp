@@ -68,14 +68,16 @@ Cost multi_head_cost(std::size_t n, std::size_t d_model, std::size_t h);
 /// \param title the graph's caption (plain text without double quotes).
 /// \param per_token how many edges to draw from each token, strongest first.
 /// \param min_weight weaker edges are left out.
-/// \throws std::invalid_argument when A is not (n, n), a weight of A is NaN or outside [0, 1], or the title or a token
-///         holds a double quote or a backslash; std::runtime_error when the file cannot be written.
+/// \throws std::invalid_argument when A is not (n, n), a weight of A is NaN or outside [0, 1], the title or a token
+///         holds a double quote, a backslash or a NUL, or the path is empty, holds a NUL or is 4096 bytes or longer;
+///         std::runtime_error when the file cannot be written.
 void write_attention_dot(const std::string& path, const Matrix& A, const std::vector<std::string>& tokens,
                          const std::string& title, std::size_t per_token = 2, double min_weight = 0.1);
 
 /// Renders a Graphviz file to SVG with the `dot` program (Debian's graphviz, which the book needs anyway).
-/// \throws std::invalid_argument when a path holds a single quote (the paths are quoted for the shell);
-///         std::runtime_error when dot is missing or fails (a missing .dot file included).
+/// \throws std::invalid_argument when a path is empty, holds a NUL or is 4096 bytes or longer, or holds a single
+///         quote (the paths are quoted for the shell); std::runtime_error when dot_path is not a regular file (a
+///         FIFO would block dot for ever), or when dot is missing or fails.
 void render_dot_svg(const std::string& dot_path, const std::string& svg_path);
 
 }  // namespace attn::ch03

@@ -44,7 +44,8 @@ Matrix merge_heads(const Tensor3& heads);
 /// \param h the number of heads; d_model must be divisible by it.
 /// \param mask (n, n), true = may attend, shared by every head; empty (the default) = no mask.
 /// \return (n, d_model).
-/// \throws std::invalid_argument naming the shapes when X and the weights do not fit, or d_model % h ≠ 0.
+/// \throws std::invalid_argument naming the shapes when X and the weights do not fit, or d_model % h ≠ 0; naming
+///         the first NaN/Inf of X or of a weight (W_Q, W_K, W_V, W_O).
 Matrix multi_head_attention(const Matrix& X, const MultiHeadWeights& W, std::size_t h, const Mask& mask = Mask());
 
 /// The same layer with some heads removed ("ablated"): a removed head's output is replaced by zeros before
@@ -54,7 +55,7 @@ Matrix multi_head_attention(const Matrix& X, const MultiHeadWeights& W, std::siz
 /// \param keep_head (h) true = the head takes part, false = it is removed; its size is the number of heads.
 /// \return (n, d_model).
 /// \throws std::invalid_argument when keep_head is empty, d_model is not divisible by its size, or the
-///         shapes do not fit.
+///         shapes do not fit; naming the first NaN/Inf of X or of a weight (a removed head's too).
 Matrix multi_head_attention_ablated(const Matrix& X, const MultiHeadWeights& W, const std::vector<bool>& keep_head);
 
 /// @}

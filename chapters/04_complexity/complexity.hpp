@@ -67,7 +67,8 @@ struct PowerLawFit {
 /// \param x (k) positive abscissae (sequence lengths, widths), at least two different values.
 /// \param y (k) positive measurements (seconds, bytes), one per x.
 /// \throws std::invalid_argument naming the sizes when x and y differ in length or k < 2, naming the index
-///         of a value that is not positive and finite, and when every x is the same (no slope to fit).
+///         of a point (x, y) with a value that is not positive and finite, and when every x is the same (no slope
+///         to fit).
 PowerLawFit fit_power_law(const std::vector<double>& x, const std::vector<double>& y);
 
 /// Thrown by guarded_attention() instead of allocating matrices that cannot fit: its message states the
@@ -104,7 +105,8 @@ class memory_refusal : public std::invalid_argument {
 /// \param limit_bytes the memory it may use, e.g. attn::available_memory_bytes(); a test passes a small one.
 /// \return (n_q, d_v) softmax(Q Kᵀ / √d_k) · V.
 /// \throws memory_refusal when the matrices would not fit; std::invalid_argument naming the shapes when
-///         Q, K and V do not fit together (checked first: a wrong shape gives no meaningful estimate).
+///         Q, K and V do not fit together (checked first: a wrong shape gives no meaningful estimate), and naming
+///         limit_bytes when it is NaN (which no estimate exceeds).
 Matrix guarded_attention(const Matrix& Q, const Matrix& K, const Matrix& V, double limit_bytes);
 
 /// @}

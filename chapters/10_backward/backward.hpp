@@ -74,9 +74,12 @@ AttentionGrads attention_backward(const Matrix& Q, const Matrix& K, const Matrix
 /// \param dQ_i (B_r, d_k) accumulated in place.
 /// \param dK_j (B_c, d_k) accumulated in place.
 /// \param dV_j (B_c, d_v) accumulated in place.
-/// \param allowed (B_r, B_c), true = may attend; empty (the default) = all pairs allowed.
+/// \param allowed (B_r, B_c), true = may attend; (0, 0) (the default) = all pairs allowed; any other shape is refused.
+/// P_ij is a probability: exp(s − lse_i) is taken no higher than 1 (an lse rounded below a huge score would make it
+/// infinite).
 /// \throws std::invalid_argument naming the shapes when they do not fit together, naming the first NaN/Inf of
-///         Q_i, K_j, V_j, dO_i or D_i or NaN/+inf of lse_i, or when a score could overflow (nothing is changed then).
+///         Q_i, K_j, V_j, dO_i or D_i or NaN/+inf of lse_i, or when a score or a product dO_i V_jᵀ could overflow
+///         (the course's overflow policy, attn/checks.hpp; nothing is changed then).
 void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j, const Matrix& dO_i,
                          const Vector& lse_i, const Vector& D_i, Matrix& dQ_i, Matrix& dK_j, Matrix& dV_j,
                          const Mask& allowed = Mask());
@@ -100,7 +103,7 @@ void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j
 /// \return dQ (n_q, d_k), dK (n_kv, d_k), dV (n_kv, d_v).
 /// \throws std::invalid_argument naming the shapes when the inputs do not fit together, when B_r or B_c is 0,
 ///         when causal and n_q > n_kv, naming the first NaN/Inf in Q, K, V, O or dO or NaN/+inf in lse, or when a
-///         score could overflow (attn/checks.hpp).
+///         score, a product dO Vᵀ or a sum dO ∘ O could overflow (attn/checks.hpp).
 AttentionGrads flash_backward(const Matrix& Q, const Matrix& K, const Matrix& V, const Matrix& O, const Vector& lse,
                               const Matrix& dO, bool causal, std::size_t B_r, std::size_t B_c);
 

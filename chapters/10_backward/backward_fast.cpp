@@ -155,6 +155,9 @@ void backward_tile(const Problem& p, const BackwardConfig& cfg, std::size_t head
     const std::size_t horizon = r0 + r + offset + 1;  // causal: row r sees keys [0, horizon)
     std::size_t visible = !p.causal ? cols : horizon <= c0 ? 0 : std::min(cols, horizon - c0);
     if (lse[r] == kMinusInf) visible = 0;  // the row saw no key in the forward: P = 0
+    // A probability is at most 1: a score above lse (lse rounded below a huge score, or not the forward's) is taken
+    // as lse, so its P is exp(0) = 1, not infinite (flash_backward's rule; the vectorised exp is not made for x > 88).
+    for (std::size_t c = 0; c < visible; ++c) s[c] = std::min(s[c], lse[r]);
     ch05::exp_shift_sum(s, visible, lse[r]);
     std::fill(s + visible, s + cols, 0.0f);
   }
@@ -241,8 +244,9 @@ HeadsGrads flash_backward_fast(const Tensor3& Q, const Tensor3& K, const Tensor3
   require(!causal || n_q <= n_kv,
           fmt::format("{}: causal with {} queries but only {} keys; n_q <= n_kv", where, n_q, n_kv));
   require_attention_inputs(where, Q, K, V);  // finite, and no score can overflow
-  require_finite(where, "dO", dO.data(), dO.size());
-  require_finite(where, "O", O.data(), O.size());
+  // dP = dO Vᵀ and D = rowsum(dO ∘ O) are sums of d_v products: the same policy, or ∞ − ∞ = NaN in dS.
+  require_bounded_products(where, "dO", dO.data(), dO.size(), "V", V.data(), V.size(), d_v);
+  require_bounded_products(where, "dO", dO.data(), dO.size(), "O", O.data(), O.size(), d_v);
   require_finite(where, "lse", lse.data(), lse.size(), /*allow_minus_inf=*/true);  // -inf: a row that saw no key
 
   // Tiles larger than the sequence and lanes beyond the key blocks would only hold memory: one tile covers

@@ -45,7 +45,8 @@ struct HeadsGrads {
 /// \return dQ, dK, dV.
 /// \throws std::invalid_argument naming the shapes when they do not fit, when a tile size, the lanes or the
 ///         thread count is 0, when causal and n_q > n_kv, naming the first NaN/Inf of Q, K, V, O or dO or NaN/+inf
-///         of lse, when a score could overflow (attn/checks.hpp), or when its buffers would not fit in memory
+///         of lse, when a score, a product dO Vᵀ or a sum dO ∘ O could overflow (attn/checks.hpp; P = exp(s − lse)
+///         is taken no higher than 1, as in flash_backward()), or when its buffers would not fit in memory
 ///         (naming the estimate, before allocating).
 HeadsGrads flash_backward_fast(const Tensor3& Q, const Tensor3& K, const Tensor3& V, const Tensor3& O,
                                const Matrix& lse, const Tensor3& dO, bool causal, const BackwardConfig& config = {});

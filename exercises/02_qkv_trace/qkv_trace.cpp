@@ -38,7 +38,8 @@ Matrix softmax_rows(const Matrix& S) {
 
 Mask causal_mask(std::size_t n_q, std::size_t n_kv) {
   // TODO(learner): (n_q, n_kv), true where query i may see key j: j <= i + (n_kv - n_q).
-  //   n_q > n_kv is std::invalid_argument.
+  //   n_q > n_kv is std::invalid_argument; so is a mask too big to hold: check its size first with
+  //   attn::checked_allocation("causal_mask: the mask n_q × n_kv", {n_q, n_kv}).
   throw not_implemented("causal_mask", kChapter, "a lower-triangular pattern, shifted right by n_kv - n_q.");
 }
 

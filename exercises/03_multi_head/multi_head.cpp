@@ -34,14 +34,16 @@ Matrix merge_heads(const Tensor3& heads) {
 Matrix multi_head_attention(const Matrix& X, const MultiHeadWeights& W, std::size_t h, const Mask& mask) {
   // TODO(learner): Q, K, V = X·W_Q, X·W_K, X·W_V (full width); split each into h heads; for each head i
   //   run scaled_dot_product_attention(Q_i, K_i, V_i, mask); merge; multiply by W_O.
-  //   Check shapes first: every weight (d_model, d_model), d_model % h == 0.
+  //   Check shapes first: every weight (d_model, d_model), d_model % h == 0; then that X and every weight are
+  //   finite (attn::require_finite(where, "W_O", W.W_O.data(), W.W_O.size())): a NaN in W_O reaches the output.
   throw not_implemented("multi_head_attention", kChapter,
                         "project, split_heads, chapter 02's attention per head (xt::view(Q, i)), merge_heads, ·W_O.");
 }
 
 Matrix multi_head_attention_ablated(const Matrix& X, const MultiHeadWeights& W, const std::vector<bool>& keep_head) {
   // TODO(learner): the same layer with h = keep_head.size() heads, but a head with keep_head[i] == false
-  //   contributes zeros (its slice of the merged matrix stays 0 before ·W_O).
+  //   contributes zeros (its slice of the merged matrix stays 0 before ·W_O). The same checks as
+  //   multi_head_attention, a removed head's weights included.
   throw not_implemented("multi_head_attention_ablated", kChapter,
                         "multi_head_attention, skipping the removed heads: their block of the merge stays zero.");
 }

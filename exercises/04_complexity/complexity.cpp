@@ -44,7 +44,8 @@ PowerLawFit fit_power_law(const std::vector<double>& x, const std::vector<double
 }
 
 Matrix guarded_attention(const Matrix& Q, const Matrix& K, const Matrix& V, double limit_bytes) {
-  // TODO(learner): check the shapes (std::invalid_argument naming Q, K and V), estimate the bytes with your
+  // TODO(learner): check the shapes (std::invalid_argument naming Q, K and V) and that limit_bytes is not NaN
+  //   (std::invalid_argument naming it: NaN > x is false for every x), estimate the bytes with your
   //   attention_bytes(), throw memory_refusal(n_q, n_kv, required, limit_bytes) when peak_extra exceeds the
   //   limit, and only then return chapter 02's scaled_dot_product_attention(Q, K, V).
   (void)Q, (void)K, (void)V, (void)limit_bytes;

@@ -41,7 +41,9 @@ void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j
                          const Mask& allowed) {
   // TODO(learner): add this tile's share of dQ_i, dK_j and dV_j, knowing only the tile, the forward's
   //   log-sum-exp and D_i (never the rest of the row), its scores rounded as chapter 05's tile_step rounds
-  //   them. Nothing may change when the input is refused.
+  //   them. Nothing may change when the input is refused. Check the mask with attn::require_mask_shape and dO_i
+  //   against V_j with attn::require_bounded_products (dP = dO_i V_jᵀ must not overflow); P is a probability:
+  //   take exp(s − lse) no higher than 1.
   throw not_implemented("flash_backward_tile", kChapter,
                         "recompute P from the log-sum-exp (exp(s − lse)), and use D_i where the row sum of dP∘P was.");
 }
@@ -50,7 +52,7 @@ AttentionGrads flash_backward(const Matrix& Q, const Matrix& K, const Matrix& V,
                               const Matrix& dO, bool causal, std::size_t B_r, std::size_t B_c) {
   // TODO(learner): the whole backward in tiles, FlashAttention-2's order, with flash_backward_tile(); causal
   //   skips what the mask hides entirely. Never anything (n_q, n_kv): a test measures the heap. Bad input
-  //   is refused as backward.hpp says.
+  //   is refused as backward.hpp says (dO against V and against O with attn::require_bounded_products).
   throw not_implemented("flash_backward", kChapter,
                         "chapter 05's two loops, turned inside out: key blocks outside, query blocks inside.");
 }

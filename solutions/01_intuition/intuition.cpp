@@ -59,6 +59,9 @@ Vector blend_values(const Vector& weights, const Matrix& V) {
   require_finite("blend_values", "weights", weights.data(), weights.size());
   require_finite("blend_values", "V", V.data(), V.size());
   // wᵀ V: (n)·(n, d_v) = (d_v), each output feature the weighted average of that feature over the tokens.
+  // No rows: the empty sum is 0. BLAS would refuse a product over 0 rows (an illegal leading dimension) and leave
+  // the result as it found it.
+  if (V.shape(0) == 0) return xt::zeros<float>({V.shape(1)});
   Vector out = xt::linalg::dot(weights, V);  // (d_v)
   return out;
 }

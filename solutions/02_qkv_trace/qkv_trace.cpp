@@ -56,6 +56,7 @@ Mask causal_mask(std::size_t n_q, std::size_t n_kv) {
   require(n_q <= n_kv, fmt::format("causal_mask: {} queries but only {} keys; the queries are the last n_q "
                                    "positions, so n_q <= n_kv",
                                    n_q, n_kv));
+  checked_allocation("causal_mask: the mask n_q × n_kv", {n_q, n_kv});  // 2^32 × 2^32 must not wrap to 0 bytes
   const std::size_t offset = n_kv - n_q;     // query i sits at position i + offset of the sequence
   Mask mask = xt::zeros<bool>({n_q, n_kv});  // (n_q, n_kv)
   for (std::size_t i = 0; i < n_q; ++i)

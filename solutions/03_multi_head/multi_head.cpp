@@ -52,6 +52,11 @@ void require_fits(const char* where, const Matrix& X, const MultiHeadWeights& W)
         fmt::format("{}: X is {} but the weights are W_Q {}, W_K {}, W_V {}, W_O {}; each must be "
                     "(d_model, d_model) = ({}, {})",
                     where, shape_str(X), shape_str(W.W_Q), shape_str(W.W_K), shape_str(W.W_V), shape_str(W.W_O), d, d));
+  // A NaN in W_O (or in a removed head's columns) would reach the output unseen by chapter 02's checks of Q, K, V.
+  require_finite(where, "X", X.data(), X.size());
+  const std::pair<const char*, const Matrix*> weights[] = {
+      {"W_Q", &W.W_Q}, {"W_K", &W.W_K}, {"W_V", &W.W_V}, {"W_O", &W.W_O}};
+  for (const auto& [name, M] : weights) require_finite(where, name, M->data(), M->size());
 }
 
 // [attend_heads]

@@ -49,7 +49,8 @@ PowerLawFit fit_power_law(const std::vector<double>& x, const std::vector<double
   std::vector<double> u(k), v(k);  // (k) the points in log-log space
   for (std::size_t i = 0; i < k; ++i) {
     require(x[i] > 0 && y[i] > 0 && std::isfinite(x[i]) && std::isfinite(y[i]),
-            fmt::format("fit_power_law: point [{}] is ({}, {}); a log needs positive, finite values", i, x[i], y[i]));
+            fmt::format("fit_power_law: point [{}] is (x, y) = ({}, {}); a log needs positive, finite values", i, x[i],
+                        y[i]));
     u[i] = std::log(x[i]);
     v[i] = std::log(y[i]);
   }
@@ -82,6 +83,8 @@ Matrix guarded_attention(const Matrix& Q, const Matrix& K, const Matrix& V, doub
           fmt::format("guarded_attention: Q is {}, K is {} and V is {}; Q and K need the same d_k, K and V "
                       "one row per key",
                       shape_str(Q), shape_str(K), shape_str(V)));
+  // NaN compares false with every estimate: it would let any size through.
+  require(!std::isnan(limit_bytes), "guarded_attention: limit_bytes is nan; give the memory it may use in bytes");
   const std::size_t n_q = Q.shape(0), n_kv = K.shape(0);
   const AttentionBytes bytes = attention_bytes(n_q, n_kv, K.shape(1), V.shape(1));
   // Decide from the shapes alone: asking the allocator and catching std::bad_alloc would be too late,

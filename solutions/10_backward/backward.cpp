@@ -103,10 +103,11 @@ void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j
           dV_j.shape(0) == B_c && dV_j.shape(1) == d_v,
       fmt::format("flash_backward_tile: dQ_i is {}, dK_j is {} and dV_j is {}, but Q_i is {}, K_j is {}, V_j is {}",
                   shape_str(dQ_i), shape_str(dK_j), shape_str(dV_j), shape_str(Q_i), shape_str(K_j), shape_str(V_j)));
-  require(allowed.size() == 0 || (allowed.shape(0) == B_r && allowed.shape(1) == B_c),
-          fmt::format("flash_backward_tile: the mask is {} but the tile is ({}, {})", shape_str(allowed), B_r, B_c));
+  // (0, 0) is "every pair allowed"; (0, 3) is a mistake, not "no mask".
+  require_mask_shape("flash_backward_tile", allowed, B_r, B_c, fmt::format("the tile is ({}, {})", B_r, B_c));
   require_attention_inputs("flash_backward_tile", Q_i, K_j, V_j);
-  require_finite("flash_backward_tile", "dO_i", dO_i.data(), dO_i.size());
+  // dP = dO_i V_jᵀ is a sum of d_v products: the scores' overflow policy for it, or ∞ − ∞ = NaN in dS.
+  require_bounded_products("flash_backward_tile", "dO_i", dO_i.data(), dO_i.size(), "V_j", V_j.data(), V_j.size(), d_v);
   require_finite("flash_backward_tile", "lse_i", lse_i.data(), lse_i.size(), /*allow_minus_inf=*/true);  // -inf: no key
   require_finite("flash_backward_tile", "D_i", D_i.data(), D_i.size());
 
@@ -116,7 +117,9 @@ void flash_backward_tile(const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j
   for (std::size_t r = 0; r < B_r; ++r)
     for (std::size_t c = 0; c < B_c; ++c) {
       const bool hidden = lse_i(r) == kMinusInf || (allowed.size() > 0 && !allowed(r, c));
-      P(r, c) = hidden ? 0.0f : std::exp(P(r, c) - lse_i(r));
+      // A probability is at most 1: the min keeps an lse rounded below a huge score (or not the forward's) from
+      // making P infinite, and dS NaN.
+      P(r, c) = hidden ? 0.0f : std::min(1.0f, std::exp(P(r, c) - lse_i(r)));
     }
   dV_j += matmul_transpose_a(P, dO_i);                  // (B_c, d_v)
   Matrix dS = matmul(dO_i, V_j, /*transpose_b=*/true);  // (B_r, B_c): dP_ij, overwritten by dS_ij
@@ -141,8 +144,9 @@ AttentionGrads flash_backward(const Matrix& Q, const Matrix& K, const Matrix& V,
   require(!causal || n_q <= n_kv,
           fmt::format("flash_backward: causal with {} queries but only {} keys; n_q <= n_kv", n_q, n_kv));
   require_attention_inputs("flash_backward", Q, K, V);  // finite, and no score can overflow
-  require_finite("flash_backward", "dO", dO.data(), dO.size());
-  require_finite("flash_backward", "O", O.data(), O.size());
+  // dP = dO Vᵀ and D = rowsum(dO ∘ O) are sums of d_v products: the same policy, or ∞ − ∞ = NaN in dS.
+  require_bounded_products("flash_backward", "dO", dO.data(), dO.size(), "V", V.data(), V.size(), d_v);
+  require_bounded_products("flash_backward", "dO", dO.data(), dO.size(), "O", O.data(), O.size(), d_v);
   require_finite("flash_backward", "lse", lse.data(), lse.size(), /*allow_minus_inf=*/true);  // -inf: saw no key
 
   // D_i = rowsum(dO ∘ O) = rowsum(dP ∘ P): one number per query row, O(n_q), computed once.

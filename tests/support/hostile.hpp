@@ -433,6 +433,47 @@ std::vector<Variant<T>> variants(const T& good, const std::string& name) {
         out.push_back({name + " with " + label, t, Kind::shape, {name, std::to_string(v)}});
       }
     }
+  } else if constexpr (std::is_same_v<U, std::vector<double>>) {
+    // A list of numbers: empty, one longer, one shorter, and its middle entry NaN, ±∞, 0, −1 and ±3e38 in turn.
+    // (Lists of float are packed rows in the chapters, -inf a valid entry: they keep the general rule below.)
+    using E = typename U::value_type;
+    out.push_back({name + " empty", U{}, Kind::shape, {name}});
+    if (!good.empty()) {
+      U longer = good, shorter = good;
+      longer.push_back(good.back());
+      shorter.pop_back();
+      out.push_back({name + " one longer", longer, Kind::shape, {name}});
+      out.push_back({name + " one shorter", shorter, Kind::shape, {name}});
+      const E inf = std::numeric_limits<E>::infinity();
+      for (const auto& [label, v, kind] :
+           std::vector<std::tuple<const char*, E, Kind>>{{"NaN", std::numeric_limits<E>::quiet_NaN(), Kind::non_finite},
+                                                         {"+inf", inf, Kind::non_finite},
+                                                         {"-inf", -inf, Kind::non_finite},
+                                                         {"0", E(0), Kind::shape},
+                                                         {"-1", E(-1), Kind::shape},
+                                                         {"3e38", E(3e38), Kind::shape},
+                                                         {"-3e38", E(-3e38), Kind::shape}}) {
+        U t = good;
+        t[t.size() / 2] = v;
+        out.push_back({name + " with " + label, t, kind, {name, std::string(label) == "NaN" ? "nan" : "inf"}});
+      }
+    }
+  } else if constexpr (std::is_same_v<U, std::vector<std::string>>) {
+    // A list of words: empty, one longer, one shorter, and its middle word each hostile string in turn.
+    out.push_back({name + " empty", U{}, Kind::shape, {name}});
+    if (!good.empty()) {
+      U longer = good, shorter = good;
+      longer.push_back(good.back());
+      shorter.pop_back();
+      out.push_back({name + " one longer", longer, Kind::shape, {name}});
+      out.push_back({name + " one shorter", shorter, Kind::shape, {name}});
+      for (auto& v : variants<std::string>(good[good.size() / 2], name + "[" + std::to_string(good.size() / 2) + "]")) {
+        U t = good;
+        t[t.size() / 2] = std::move(v.value);
+        v.names.push_back(name);
+        out.push_back({v.label, t, v.kind, v.names});
+      }
+    }
   } else if constexpr (std::is_same_v<U, std::vector<bool>>) {
     out.push_back({name + " empty", U{}, Kind::shape, {name}});
     U longer = good;
