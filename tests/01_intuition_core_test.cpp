@@ -15,7 +15,9 @@ namespace hostile = attn::test::hostile;
 
 // Bad input, one case per function that had none (cmake/check_bad_input.py).
 TEST_SUITE("01_intuition: bad input") {
-  TEST_CASE("tokenize and embed refuse an unknown word, listing the words they know; tokenize no words and too many") {
+  TEST_CASE(
+      "tokenize and embed refuse an unknown word, listing the words they know, and tokenize refuses no words and too "
+      "many") {
     CHECK_THROWS_NAMING(ch01::tokenize("the dog sat"), std::invalid_argument, "unknown word 'dog'", "猫");
     CHECK_THROWS_NAMING(ch01::tokenize(""), std::invalid_argument, "empty");
     CHECK_THROWS_NAMING(ch01::tokenize("   "), std::invalid_argument, "empty");

@@ -22,7 +22,9 @@ namespace hostile = attn::test::hostile;
 
 // Bad input, one case per function that had none (cmake/check_bad_input.py).
 TEST_SUITE("03_multi_head: bad input") {
-  TEST_CASE("embed refuses a word chapter 01's lexicon does not know; multi_head_cost a head count that does not fit") {
+  TEST_CASE(
+      "embed refuses a word chapter 01's lexicon does not know, and multi_head_cost refuses a head count that does not "
+      "fit") {
     CHECK_THROWS_NAMING(ch03::embed({"猫", "dog"}), std::invalid_argument, "unknown word 'dog'");
     // h = 0 divided d_model by 0: every cost NaN or infinite, silently.
     CHECK_THROWS_NAMING(ch03::multi_head_cost(8, 16, 0), std::invalid_argument, "h = 0");

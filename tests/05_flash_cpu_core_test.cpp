@@ -60,7 +60,7 @@ TEST_SUITE("05_flash_cpu: bad input") {
     CHECK(ch05::simulate_tiled(0, 4, 64, {2, 2}).total() == 0);  // no tokens: nothing moves
   }
 
-  TEST_CASE("key_panels never wraps; use_tile_kernels refuses a name of no kernels; the row passes take n = 0") {
+  TEST_CASE("key_panels never wraps, use_tile_kernels refuses a name of no kernels, and the row passes take n = 0") {
     // bad input answered: key_panels, use_tile_kernels, row_max, exp_shift_sum, scale_row, pack_keys
     const std::size_t w = ch05::key_panel_width();
     if (w > 0) CHECK(ch05::key_panels(kMax) == kMax / w + 1);  // (n + w − 1) / w wrapped to 0

@@ -40,7 +40,8 @@ TEST_SUITE("07_sparse: bad input") {
     CHECK_THROWS_NAMING(attn::strided_mask(8, 0), std::invalid_argument, "stride");
   }
 
-  TEST_CASE("mask_union refuses masks of two shapes; receptive_field refuses a non-square mask and endless layers") {
+  TEST_CASE(
+      "mask_union refuses masks of two shapes, and receptive_field refuses a non-square mask and endless layers") {
     const Mask a = attn::local_window_mask(4, 1), b = xt::zeros<bool>({4, 5});
     CHECK_THROWS_NAMING(attn::mask_union(a, b), std::invalid_argument, "(4, 4)", "(4, 5)");
     CHECK_THROWS_NAMING(attn::receptive_field(b, 2), std::invalid_argument, "(4, 5)");
