@@ -3,8 +3,10 @@
 // Watch your code run the chapter: `./course run 15 --track exercise`.
 #include "15_structured/structured.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
