@@ -17,8 +17,26 @@
 #include "attn/measure.hpp"
 #include "attn/rng.hpp"
 #include "attn/stats.hpp"
+#include "support/throws.hpp"
 
 TEST_SUITE("common") {
+  TEST_CASE("CHECK_THROWS_NAMING finds numbers as tokens, names as words, a Greek letter also as its ASCII name") {
+    using attn::test::message_names;
+    CHECK(message_names("prune_heads: 3 heads of 2", "3"));
+    CHECK(message_names("shapes (2, 3) and [2, 3]", "3"));
+    CHECK_FALSE(message_names("33 heads", "3"));
+    CHECK_FALSE(message_names("3.5 heads", "3"));
+    CHECK(message_names("tensor 'v' is (2, 3)", "v"));
+    CHECK_FALSE(message_names("vv and v2", "v"));
+    // A contract's ε is its parameter eps in code: a learner may write either.
+    CHECK(message_names("layer_norm: ε = 0 must be positive", "ε"));
+    CHECK(message_names("layer_norm: eps = 0 must be positive", "ε"));
+    CHECK(message_names("layer_norm: epsilon 0", "ε"));
+    CHECK_FALSE(message_names("layer_norm: epsx = 0", "ε"));
+    CHECK(message_names("gamma is (2), not (3)", "γ"));
+    CHECK_FALSE(message_names("the scale must be positive", "ε"));
+  }
+
   TEST_CASE("number formats write fixed, scientific, significant and SI forms as documented") {
     CHECK(attn::fixed(2.0 / 3) == "0.67");
     CHECK(attn::fixed(2.0 / 3, 3) == "0.667");

@@ -128,9 +128,10 @@ Mask subtree_mask(const std::vector<long>& parent);
 /// \param inout (rows, d_v + 1) the other packed operand, overwritten with the merge.
 /// \param rows number of query rows.
 /// \param d_v the value size.
-/// \throws std::invalid_argument, before anything is written, when a pointer is null (with rows > 0), an lse is
-///         NaN or +inf, an O holds a NaN or infinity, or rows·(d_v + 1) does not fit in 64 bits (no such operand
-///         exists).
+/// \throws std::invalid_argument, before anything is read or written, when a pointer is null (with rows > 0), or
+///         an operand's bytes, rows·(d_v + 1)·4, do not fit in 64 bits (no such operand exists: naming d_v + 1
+///         when that sum itself wraps); before anything is written, when an lse is NaN or +inf or an O holds a NaN
+///         or infinity.
 void merge_packed(const float* in, float* inout, std::size_t rows, std::size_t d_v);
 
 /// @}

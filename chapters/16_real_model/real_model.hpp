@@ -56,7 +56,7 @@ std::vector<int> wordpiece(const std::string& word, const Vocab& vocab);
 /// \param path the file's name, for the messages.
 /// \return every tensor's entry by name, and data_begin = 8 + N.
 /// \throws std::invalid_argument naming \p path: when the file has fewer than 8 bytes; when N is more than the
-///         bytes after the first 8, or more than 100 MB (safetensors' own limit); when the header is not a JSON
+///         bytes after the first 8, or more than 10^8 bytes (safetensors' own limit); when the header is not a JSON
 ///         object. Naming the tensor as well: an entry that is not an object with "dtype", "shape" and
 ///         "data_offsets"; a dtype that is not a string or that dtype_bytes() does not know; a shape that is not a
 ///         list of non-negative integers, or whose bytes (product × the dtype's size) pass 64 bits; offsets that
@@ -84,9 +84,9 @@ Matrix layer_norm(const Matrix& X, const Vector& gamma, const Vector& beta, floa
 /// \param token_type (token_types, d) the token-type embeddings, at least one row.
 /// \param gamma (d) the embeddings' LayerNorm scale. \param beta (d) its shift. \param eps its ε.
 /// \return (n, d).
-/// \throws std::invalid_argument naming n when there are no ids or more than the positions; naming the shapes
-///         when the tables do not share d or token_type has no row; naming the id and its position when an id is
-///         negative or not below the vocabulary's size; as layer_norm() does.
+/// \throws std::invalid_argument naming n and the number of positions when there are no ids or more ids than
+///         positions; naming the shapes when the tables do not share d or token_type has no row; naming the id and
+///         its position when an id is negative or not below the vocabulary's size; as layer_norm() does.
 Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& position, const Matrix& token_type,
              const Vector& gamma, const Vector& beta, float eps);
 

@@ -47,7 +47,9 @@ std::optional<Slot> append_slot(BlockTable& table, BlockAllocator& pool);
 /// \param layer the layer whose keys and values are attended.
 /// \param table the sequence's table: tokens 0 … table.length − 1 are attended.
 /// \param q (h, d_k) the new token's query, one row per query head.
-/// \return (h, d_v): each query head's attention output.
+/// \return (h, d_v): each query head's attention output, finite for any finite cache and q the other checks let
+///         through (scores of ±1e4 included: subtract each head's largest score before exponentiating, as
+///         chapter 09's decode does).
 /// \throws std::invalid_argument naming the shapes when q's width is not d_k, naming h and g when g does not
 ///         divide h, naming the length when the table is empty or does not hold ⌈length / B⌉ blocks, naming the
 ///         layer when it does not exist, and naming the first NaN/Inf of q.
@@ -100,10 +102,11 @@ struct StepPlan {
 ///     its prompt becomes table.length + 1 (recompute: its cached tokens and the last token it generated are
 ///     prefilled again when it returns), and it goes to the front of \p waiting, listed in preempted.
 ///  3. Admit: while \p waiting is not empty and fewer than \p max_running sequences run, the front request is
-///     admitted when the free blocks hold the blocks its prompt adds to its table (⌈(table.length + prompt) / B⌉
-///     − table.blocks.size(): ⌈prompt / B⌉ for an empty table), else admission stops (first come, first
-///     served). An admitted request reserves its prompt's slots (append_slot(), prompt times), has remaining − 1
-///     (the prefill yields its first token), joins the back of \p running, and is listed in admitted.
+///     admitted (a sequence preempted in step 2 too: it is at the front now) when the free blocks hold the
+///     blocks its prompt adds to its table (⌈(table.length + prompt) / B⌉ − table.blocks.size(): ⌈prompt / B⌉
+///     for an empty table), else admission stops (first come, first served). An admitted request reserves its
+///     prompt's slots (append_slot(), prompt times), has remaining − 1 (the prefill yields its first token),
+///     joins the back of \p running, and is listed in admitted.
 /// The pool's free blocks never go below zero: every block a running table holds was allocated by it.
 /// \param pool the blocks.
 /// \param waiting the queue, front first; each has prompt ≥ 1 and remaining ≥ 1, and holds no blocks or only the

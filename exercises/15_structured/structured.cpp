@@ -71,8 +71,10 @@ void merge_packed(const float* in, float* inout, std::size_t rows, std::size_t d
   // TODO(learner): merge the two partial results row by row into inout (each row is [lse, O_0 … O_{d_v-1}]):
   //   the merged lse is log(e^{lse_in} + e^{lse_inout}) and the merged O is the two O weighted by
   //   e^{lse − merged lse}. Rows whose lse is near ±100 must come out exact (neither overflow nor vanish), and
-  //   a row whose two lse are −inf stays lse = −inf with O = 0. Null pointers (with rows > 0) and an lse that
-  //   is NaN are std::invalid_argument, refused before anything is written.
+  //   a row whose two lse are −inf stays lse = −inf with O = 0. Refuse (std::invalid_argument) what
+  //   structured.hpp lists: before reading anything, null pointers (with rows > 0) and operands whose bytes,
+  //   rows·(d_v + 1)·4, pass 64 bits; before writing anything, an lse that is NaN or +inf and an O that is not
+  //   finite.
   throw not_implemented("merge_packed", kChapter,
                         "the merged O is a weighted mean of the two O; e^{100} overflows float, so compare the two "
                         "lse before exponentiating.");

@@ -55,8 +55,9 @@ Matrix layer_norm(const Matrix& X, const Vector& gamma, const Vector& beta, floa
 Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& position, const Matrix& token_type,
              const Vector& gamma, const Vector& beta, float eps) {
   // TODO(learner): row t of the result is the LayerNorm of three learned rows added: the word's (row ids[t] of
-  //   word), the position's (row t of position) and token type 0's. Refuse no ids, more ids than positions, tables
-  //   that do not share d, and an id outside the vocabulary (naming it and its position).
+  //   word), the position's (row t of position) and token type 0's. Refuse no ids and more ids than positions
+  //   (naming n and the number of positions), tables that do not share d, and an id outside the vocabulary
+  //   (naming it and its position).
   throw not_implemented("embed", kChapter, "sum the three rows for every token, then one call of your layer_norm().");
 }
 

@@ -3,7 +3,9 @@
 /// names every item, the way a contract promises ("names the tensor and both shapes"), never its wording:
 /// - a number ("3", "-1", "0.5", "4e+38") is found as a number token of the message: "3" is in "3 heads", "(2, 3)",
 ///   "[2, 3]" and "2x3", not in "33" or "3.5";
-/// - a name ("v", "W_Q", "d_k", "ε") is found as a word: "v" is in "'v'" and "v (2, 3)", not in "vv" or "v2";
+/// - a name ("v", "W_Q", "d_k", "ε") is found as a word: "v" is in "'v'" and "v (2, 3)", not in "vv" or "v2"; a
+///   Greek letter also as its usual ASCII spelling, the parameter's name in code: "ε" is in "eps = 0" and
+///   "epsilon 0", "γ" in "gamma (3)";
 /// - anything else (a phrase with spaces or punctuation: "h = 3", "[2, 3]") is found as it is written, which
 ///   binds the test to the message's wording: an exercise test may do that only where its contract states the
 ///   wording verbatim (cmake/check_error_wording.py checks it).
@@ -79,12 +81,27 @@ inline bool names_word(const std::string& message, const std::string& name) {
   return false;
 }
 
+/// Whether \p message names the Greek letter \p letter by its usual ASCII spelling in code (ε as `eps` or
+/// `epsilon`); false for any other item.
+inline bool names_ascii_spelling(const std::string& message, const std::string& letter) {
+  struct Spelling {
+    const char* letter;
+    const char* spelling;
+  };
+  static constexpr Spelling kSpellings[] = {{"ε", "eps"},   {"ε", "epsilon"}, {"α", "alpha"}, {"β", "beta"},
+                                            {"γ", "gamma"}, {"λ", "lambda"},  {"μ", "mu"},    {"σ", "sigma"},
+                                            {"τ", "tau"},   {"θ", "theta"}};
+  for (const Spelling& s : kSpellings)
+    if (letter == s.letter && names_word(message, s.spelling)) return true;
+  return false;
+}
 }  // namespace detail
 
-/// Whether \p message names \p item: a number as a number token, a name as a word, anything else verbatim.
+/// Whether \p message names \p item: a number as a number token, a name as a word (a Greek letter also as its
+/// ASCII spelling), anything else verbatim.
 inline bool message_names(const std::string& message, const std::string& item) {
   if (detail::is_number(item)) return detail::names_number(message, item);
-  if (detail::is_name(item)) return detail::names_word(message, item);
+  if (detail::is_name(item)) return detail::names_word(message, item) || detail::names_ascii_spelling(message, item);
   return message.find(item) != std::string::npos;
 }
 
