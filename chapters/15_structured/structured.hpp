@@ -77,7 +77,9 @@ Matrix gat_scores(const Matrix& H, const Vector& a, float slope = 0.2f);
 /// \param R (n, d) sender projections: the same n as L (one of each per node; a different row count is refused).
 /// \param a (d) the attention vector.
 /// \param slope LeakyReLU's slope for negative inputs, in [0, 1).
-/// \return (n, n) e_ij.
+/// \return (n, n) e_ij, finite for every input the checks let through: L_ic + R_jc of two finite floats may pass
+///         float's range (two entries near 3e38), so form it in double (with a = 0 every e_ij is then 0, never
+///         0 · inf = NaN).
 /// \throws std::invalid_argument naming the shapes when L, R and a do not fit, or naming the slope; as the
 ///         course's overflow policy says (require_bounded_products()): naming the first NaN/Inf of a, L or R, or
 ///         when 2d · max|a| · max|L| or 2d · max|a| · max|R| is past float's range / 4; and naming the estimate

@@ -92,7 +92,8 @@ Matrix embed(const std::vector<int>& ids, const Matrix& word, const Matrix& posi
 
 /// One post-LayerNorm BERT encoder layer, computed with the course's attention:
 ///   Q, K, V = X·W_Qᵀ + b_Q, … (chapter 03's split_heads() into h heads of d_k = d / h),
-///   per head chapter 05's flash_attention() (no mask: one sentence, no padding), the heads keep_head removes
+///   per head chapter 05's flash_attention() (no mask: one sentence, no padding; any tiles, 64 × 64 as the chapter
+///   uses: they change the result only by float rounding), the heads keep_head removes
 ///   zeroed (prune_heads()), merge_heads(), A = merged·W_Oᵀ + b_O, H = LayerNorm(X + A),
 ///   F = GELU(H·W_1ᵀ + b_1)·W_2ᵀ + b_2 (GELU with erf, as BERT's "gelu"), out = LayerNorm(H + F), both LayerNorms
 ///   with W.ln_eps.

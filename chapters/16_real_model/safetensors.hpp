@@ -46,7 +46,7 @@ SafetensorsHeader read_safetensors_header(const unsigned char* file, std::size_t
 /// no bytes (bytes() is null, size() 0).
 class MappedFile {
  public:
-  /// 	hrows std::runtime_error naming \p what and the path when it is missing, not a regular file
+  /// \throws std::runtime_error naming \p what and the path when it is missing, not a regular file
   ///         (require_regular_file(): a folder, a FIFO) or cannot be mapped.
   MappedFile(const char* what, const std::string& path);
   ~MappedFile();
@@ -71,7 +71,7 @@ class MappedFile {
 /// tensor is read. Inline, so that the header is read by the track's read_safetensors_header().
 class SafetensorsFile {
  public:
-  /// 	hrows std::runtime_error as MappedFile does, and std::invalid_argument as read_safetensors_header() does
+  /// \throws std::runtime_error as MappedFile does, and std::invalid_argument as read_safetensors_header() does
   ///         (naming the file and what is wrong: truncated, lying header, bad entry, overlap).
   explicit SafetensorsFile(const std::string& path)
       : file_("safetensors file", path), header_(read_safetensors_header(file_.bytes(), file_.size(), path)) {}
