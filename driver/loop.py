@@ -567,7 +567,14 @@ class Loop:
             stem = self.in_progress(self.all_results())
         if show_all:
             with open(os.path.join(self.root, "exercises", stem, "HINTS.md"), encoding="utf-8") as f:
+                # A numbered hint's indented lines continue it: joined first, so the hint wraps as one paragraph.
+                units = []
                 for line in f.read().rstrip("\n").split("\n"):
+                    if units and re.match(r"^\s+\S", line) and re.match(r"^\d+\. ", units[-1]):
+                        units[-1] += " " + line.strip()
+                    else:
+                        units.append(line)
+                for line in units:
                     indent = re.match(r"^(\d+\. |\s*)", line).group(1)
                     print(wrap(line[len(indent):], indent, " " * len(indent) if indent.strip() else indent)
                           if line.strip() else "")

@@ -304,6 +304,8 @@ class LoopTest(unittest.TestCase):
         out = self.check("hint", "99", "--all", status=0)
         self.assertIn("## alpha", out)
         self.assertIn("## gamma", out)
+        # A hint's indented second line continues its paragraph, not a line of its own after a short one.
+        self.assertIn("is off. Its second line, indented.", out)
 
     def test_check_without_a_chapter_goes_on_where_the_learner_works(self):
         self.c.scenario("98_first", [{"name": "solo fails", "suite": "98_first/solo", "status": "failed",
