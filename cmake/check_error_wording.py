@@ -8,7 +8,8 @@ suites "NN_name: chapter code" test the chapter's own code and are left alone) f
 the learner to a phrase: CHECK_THROWS_WITH / CHECK_THROWS_WITH_AS (and REQUIRE_ / WARN_) with any string, or
 CHECK_THROWS_NAMING with an item that is neither a number nor a name (tests/support/throws.hpp: those are
 found as tokens, in any quoting or bracket style). Such a check passes the lint only when the chapter's
-contract (chapters/NN_name/*.hpp) states that wording verbatim. Status 1 lists each offending check.
+contract (chapters/NN_name/*.hpp) states that wording verbatim, as a phrase of its own ("node 3" is not stated by
+"node 33"). Status 1 lists each offending check.
 """
 import glob
 import os
@@ -123,6 +124,13 @@ def exercise_regions(text, code):
     return regions
 
 
+def stated(wording, contract):
+    """Whether the contract states the wording as a phrase of its own: "node 3" is not stated by "node 33"."""
+    before = r"(?<!\w)" if re.match(r"\w", wording) else ""
+    after = r"(?!\w)" if re.search(r"\w$", wording) else ""
+    return re.search(before + re.escape(wording) + after, contract) is not None
+
+
 def lint_file(root, path):
     stem = os.path.basename(path)[:-len("_test.cpp")]
     contract = ""
@@ -143,7 +151,7 @@ def lint_file(root, path):
         return text.count("\n", 0, position) + 1
 
     def report(position, wording, how):
-        if wording in contract:
+        if stated(wording, contract):
             return
         problems.append(f"{os.path.relpath(path, root)}:{line_of(position)}: {how} \"{wording}\", which "
                         f"chapters/{stem}/ does not state verbatim")

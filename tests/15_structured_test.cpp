@@ -157,8 +157,7 @@ TEST_SUITE("15_structured/message_passing") {
 
   TEST_CASE("message_passing rejects a neighbour id past n and shapes that differ, naming them") {
     const Matrix Q = xt::ones<float>({3, 2}), K = xt::ones<float>({3, 2}), V = xt::ones<float>({3, 2});
-    CHECK_THROWS_WITH_AS(ch15::message_passing(Q, K, V, {{0}, {1}, {3}}), doctest::Contains("node 3"),
-                         std::invalid_argument);
+    CHECK_THROWS_NAMING(ch15::message_passing(Q, K, V, {{0}, {1}, {5}}), std::invalid_argument, "5");
     CHECK_THROWS_AS(ch15::message_passing(Q, K, V, {{0}, {1}}), std::invalid_argument);
     CHECK_THROWS_AS(ch15::message_passing(Q, xt::ones<float>({3, 4}), V, ch15::complete_lists(3)),
                     std::invalid_argument);

@@ -3,7 +3,7 @@
 /// exercises/15_structured/structured.cpp. Book page: book/15_structured.md.
 ///
 /// Attention is message passing on a graph: every node (token) sends a message to the nodes that listen to
-/// it, each listener weighs what it hears with a softmax and sums. Chapter 03's attention is that on the
+/// it, each listener weighs what it hears with a softmax and sums. Chapter 02's attention is that on the
 /// complete graph; a graph's edges make it masked attention (Graph Attention, GAT); a distance on the graph
 /// added to the scores makes it a soft prior (Graphormer). Trees are graphs too (a dependency parse), and the
 /// merge of chapter 13 reduces partial results over P ranks along a tree.
@@ -53,7 +53,7 @@ struct GatHead {
 /// \param in (n) node i hears from the nodes in in[i].
 /// \return (n, d_v).
 /// \throws std::invalid_argument naming the shapes when Q, K, V and in differ in n or Q and K in d_k,
-///         naming the node when a neighbour id is ≥ n, and as the course's overflow policy says
+///         naming the id when a neighbour id is ≥ n, and as the course's overflow policy says
 ///         (attn/checks.hpp's require_attention_inputs()): naming a NaN/Inf, or Q and K so large a score
 ///         could overflow.
 Matrix message_passing(const Matrix& Q, const Matrix& K, const Matrix& V, const Neighbours& in);
