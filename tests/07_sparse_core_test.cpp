@@ -228,8 +228,9 @@ TEST_SUITE("07_sparse: hostile battery") {
           if (!(row_start.size() == T_r + 1 && row_start[0] == 0 && row_start.back() == col_tile.size() &&
                 tile_mask.size() == col_tile.size()))
             return false;
-          for (std::size_t r = 0; r < T_r; ++r) {
+          for (std::size_t r = 0; r < T_r; ++r)  // all of row_start first: a late decrease lets a row run past
             if (row_start[r] > row_start[r + 1]) return false;
+          for (std::size_t r = 0; r < T_r; ++r) {
             for (std::size_t t = row_start[r]; t < row_start[r + 1]; ++t) {
               if (col_tile[t] >= T_c) return false;
               if (tile_mask[t] == attn::BlockLayout::kFull) continue;
