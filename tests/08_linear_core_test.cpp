@@ -96,6 +96,24 @@ TEST_SUITE("08_linear: the race's contenders") {
   }
 }
 
+// The defects the battery below found in chapter 08's own code.
+TEST_SUITE("08_linear: hostile input") {
+  TEST_CASE("the FLOP counts refuse NaN, infinite and negative counts; the weights features whose products overflow") {
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    CHECK_THROWS_NAMING(ch08::softmax_flops(nan, 64), std::invalid_argument, "softmax_flops", "n = nan");
+    CHECK_THROWS_NAMING(ch08::softmax_flops(1024, -1), std::invalid_argument, "d = -1");
+    CHECK_THROWS_NAMING(ch08::linear_flops(1024, inf, 64), std::invalid_argument, "m = inf");
+    CHECK_THROWS_NAMING(ch08::linear_flops(-1, 64, 64), std::invalid_argument, "n = -1");
+    // φ(q)·φ(k) = 3e38 · 1.5 overflowed to inf, and the row's inf / inf gave NaN weights.
+    Matrix phi{{1.0f, 0.5f}, {0.25f, 1.5f}};
+    phi(0, 0) = 3e38f;
+    CHECK_THROWS_NAMING(ch08::linear_attention_weights(phi, phi), std::invalid_argument, "phiQ", "phiK");
+    // n = SIZE_MAX reached the input cache's allocation unchecked (std::bad_alloc): refused first, naming n.
+    CHECK_THROWS_NAMING(ch08::Contenders(std::numeric_limits<std::size_t>::max(), 4), std::invalid_argument,
+                        "n = 18446744073709551615");
+  }
+}
+
 // The hostile-input battery (tests/support/hostile.hpp) on chapter 08's own code: every argument replaced in turn by
 // its type's hostile values, each call refused naming what was wrong or answered as the contract says.
 TEST_SUITE("08_linear: hostile battery") {
