@@ -98,7 +98,7 @@ TEST_SUITE("08_linear: the race's contenders") {
 
 // The defects the battery below found in chapter 08's own code.
 TEST_SUITE("08_linear: hostile input") {
-  TEST_CASE("the FLOP counts refuse NaN, infinite and negative counts; the weights features whose products overflow") {
+  TEST_CASE("the FLOP counts refuse NaN, infinite and negative counts, the weights features whose products overflow") {
     const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
     CHECK_THROWS_NAMING(ch08::softmax_flops(nan, 64), std::invalid_argument, "softmax_flops", "n = nan");
     CHECK_THROWS_NAMING(ch08::softmax_flops(1024, -1), std::invalid_argument, "d = -1");
