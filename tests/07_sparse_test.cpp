@@ -3,8 +3,10 @@
 // checked against the float64 oracle's dense attention under the same mask (tests/oracle).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <stdexcept>
@@ -17,6 +19,7 @@
 #include "attn/checks.hpp"
 #include "attn/rng.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -24,6 +27,7 @@ namespace {
 using attn::Mask;
 using attn::Matrix;
 using attn::test::to_oracle;
+namespace hostile = attn::test::hostile;
 
 // float32 against float64 with Q, K, V ~ N(0, 1) and d_k ≤ 16: a score's rounding error is below
 // d_k·2^-24·Σ_c|q_c k_c| ≈ 16·6e-8·16 ≈ 1.5e-5, which the softmax turns into a relative error of the
@@ -473,5 +477,143 @@ TEST_SUITE("07_sparse: chapter code") {
     attn::SparseRows late_start = rows;
     late_start.row_start[0] = 1;
     CHECK_THROWS_AS(attn::row_sparse_attention(Q, K, V, late_start), std::invalid_argument);
+  }
+}
+
+// The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile
+// values, each call refused naming what was wrong or answered as the contract says. A mask of (n, n) past the
+// memory is refused before allocating; the sizes that fit are answered.
+TEST_SUITE("07_sparse: hostile battery") {
+  constexpr std::size_t kFits = std::size_t{1} << 20;  // an (n, n) mask of bools below this n fits in the memory
+
+  TEST_CASE("local_window_mask under the hostile battery" * doctest::test_suite("07_sparse/local_window_mask")) {
+    // hostile battery: local_window_mask
+    hostile::battery(
+        "local_window_mask", {"n", "w", "causal"},
+        [](std::size_t n, std::size_t w, bool causal) { return attn::local_window_mask(n, w, causal); }, std::size_t{5},
+        std::size_t{1}, false)
+        .fits([](std::size_t n, std::size_t, bool) { return n < kFits; })
+        .answer([](const Mask& m, std::size_t n, std::size_t w, bool causal) {
+          return m ==
+                 by_rule(n, [&](std::size_t i, std::size_t j) { return j <= i ? i - j <= w : !causal && j - i <= w; });
+        })
+        .run();
+  }
+
+  TEST_CASE("global_mask under the hostile battery" * doctest::test_suite("07_sparse/global_mask")) {
+    // hostile battery: global_mask
+    hostile::battery(
+        "global_mask", {"n", "global"},
+        [](std::size_t n, const std::vector<std::size_t>& g) { return attn::global_mask(n, g); }, std::size_t{5},
+        std::vector<std::size_t>{0, 3})
+        .fits([](std::size_t n, const std::vector<std::size_t>& g) {
+          return n < kFits && std::all_of(g.begin(), g.end(), [&](std::size_t p) { return p < n; });
+        })
+        .answer([](const Mask& m, std::size_t n, const std::vector<std::size_t>& g) {
+          const auto in = [&](std::size_t p) { return std::find(g.begin(), g.end(), p) != g.end(); };
+          return m == by_rule(n, [&](std::size_t i, std::size_t j) { return in(i) || in(j); });
+        })
+        .run();
+  }
+
+  TEST_CASE("dilated_mask under the hostile battery" * doctest::test_suite("07_sparse/dilated_mask")) {
+    // hostile battery: dilated_mask
+    hostile::battery(
+        "dilated_mask", {"n", "w", "dilation", "causal"},
+        [](std::size_t n, std::size_t w, std::size_t r, bool causal) { return attn::dilated_mask(n, w, r, causal); },
+        std::size_t{7}, std::size_t{1}, std::size_t{2}, false)
+        .fits([](std::size_t n, std::size_t, std::size_t r, bool) { return n < kFits && r >= 1; })
+        .answer([](const Mask& m, std::size_t n, std::size_t w, std::size_t r, bool causal) {
+          return m == by_rule(n, [&](std::size_t i, std::size_t j) {
+                   const std::size_t d = dist(i, j);
+                   return d % r == 0 && d / r <= w && (j <= i || !causal);
+                 });
+        })
+        .run();
+  }
+
+  TEST_CASE("sliding_window_attention under the hostile battery" *
+            doctest::test_suite("07_sparse/sliding_window_attention")) {
+    // hostile battery: sliding_window_attention
+    attn::Rng rng(4707);
+    hostile::battery(
+        "sliding_window_attention", {"Q", "K", "V", "w", "causal"},
+        [](const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t w, bool causal) {
+          return attn::sliding_window_attention(Q, K, V, w, causal);
+        },
+        Matrix(rng.normal(5, 3)), Matrix(rng.normal(5, 3)), Matrix(rng.normal(5, 2)), std::size_t{1}, false)
+        .fits([](const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t, bool) {
+          return K.shape(0) == Q.shape(0) && V.shape(0) == Q.shape(0) && K.shape(1) == Q.shape(1);
+        })
+        .answer([](const Matrix& O, const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t w, bool causal) {
+          const std::size_t n = Q.shape(0);
+          const auto cmp = attn::test::allclose(
+              O,
+              oracle_attention(Q, K, V,
+                               by_rule(n, [&](std::size_t i,
+                                              std::size_t j) { return j <= i ? i - j <= w : !causal && j - i <= w; })),
+              kAtol, kRtol);
+          return cmp.ok;
+        })
+        .run();
+  }
+
+  TEST_CASE("block_layout under the hostile battery" * doctest::test_suite("07_sparse/block_layout")) {
+    // hostile battery: block_layout
+    Mask mask = xt::ones<bool>({5, 6});
+    mask(0, 5) = mask(4, 0) = false;
+    hostile::battery(
+        "block_layout", {"mask", "B_r", "B_c"},
+        [](const Mask& m, std::size_t B_r, std::size_t B_c) { return attn::block_layout(m, B_r, B_c); }, mask,
+        std::size_t{2}, std::size_t{4})
+        .fits([](const Mask&, std::size_t B_r, std::size_t B_c) { return B_r >= 1 && B_c >= 1; })
+        .answer([](const attn::BlockLayout& L, const Mask& m, std::size_t B_r, std::size_t B_c) {
+          const std::size_t T_r = m.shape(0) / B_r + (m.shape(0) % B_r != 0);
+          return L.n_q == m.shape(0) && L.n_kv == m.shape(1) && L.B_c == B_c && L.row_start.size() == T_r + 1 &&
+                 L.computed_pairs() >= attn::allowed_pairs(m) && L.computed_pairs() <= m.size();
+        })
+        .run();
+  }
+
+  TEST_CASE("the published patterns under the hostile battery" * doctest::test_suite("07_sparse/dilated_mask")) {
+    // hostile battery: longformer_mask, bigbird_mask, strided_mask
+    const auto global_ok = [](std::size_t n, const std::vector<std::size_t>& g) {
+      return n < kFits && std::all_of(g.begin(), g.end(), [&](std::size_t p) { return p < n; });
+    };
+    hostile::battery(
+        "longformer_mask", {"n", "w", "global"},
+        [](std::size_t n, std::size_t w, const std::vector<std::size_t>& g) { return attn::longformer_mask(n, w, g); },
+        std::size_t{6}, std::size_t{1}, std::vector<std::size_t>{0, 4})
+        .fits([&](std::size_t n, std::size_t, const std::vector<std::size_t>& g) { return global_ok(n, g); })
+        .answer([](const Mask& m, std::size_t n, std::size_t w, const std::vector<std::size_t>&) {
+          return m.shape(0) == n && m.shape(1) == n &&
+                 attn::allowed_pairs(attn::mask_union(m, attn::local_window_mask(n, w))) == attn::allowed_pairs(m);
+        })
+        .run();
+    hostile::battery(
+        "bigbird_mask", {"n", "w", "global", "r", "seed"},
+        [](std::size_t n, std::size_t w, const std::vector<std::size_t>& g, std::size_t r, std::uint64_t seed) {
+          return attn::bigbird_mask(n, w, g, r, seed);
+        },
+        std::size_t{6}, std::size_t{1}, std::vector<std::size_t>{0, 4}, std::size_t{2}, std::uint64_t{7})
+        .fits([&](std::size_t n, std::size_t, const std::vector<std::size_t>& g, std::size_t, std::uint64_t) {
+          return global_ok(n, g);
+        })
+        .answer([](const Mask& m, std::size_t n, std::size_t w, const std::vector<std::size_t>& g, std::size_t,
+                   std::uint64_t) {
+          return m.shape(0) == n && m.shape(1) == n &&
+                 attn::allowed_pairs(attn::mask_union(m, attn::longformer_mask(n, w, g))) == attn::allowed_pairs(m);
+        })
+        .run();
+    hostile::battery(
+        "strided_mask", {"n", "stride"},
+        [](std::size_t n, std::size_t stride) { return attn::strided_mask(n, stride); }, std::size_t{9}, std::size_t{3})
+        .fits([](std::size_t n, std::size_t stride) { return n < kFits && stride >= 1; })
+        .answer([](const Mask& m, std::size_t n, std::size_t stride) {
+          return m == by_rule(n, [&](std::size_t i, std::size_t j) {
+                   return j <= i && (i - j < stride || (i - j) % stride == 0);
+                 });
+        })
+        .run();
   }
 }

@@ -3,6 +3,8 @@
 // cannot fit is refused before allocating; a feature that is not a weight (NaN, infinite, negative) is named.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 
@@ -10,6 +12,7 @@
 #include "08_linear/features.hpp"
 #include "08_linear/linear.hpp"
 #include "attn/rng.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -18,6 +21,19 @@ using attn::Matrix;
 namespace ch08 = attn::ch08;
 
 constexpr std::size_t kBig = std::size_t{1} << 40;
+
+namespace hostile = attn::test::hostile;
+using attn::Mask;
+
+/// Every entry ≥ 0: features are weights.
+bool non_negative(const Matrix& phi) {
+  return std::all_of(phi.begin(), phi.end(), [](float x) { return x >= 0.0f; });
+}
+
+/// The mask rule of the quadratic form: (0, 0) for none, else (n_q, n_kv).
+bool mask_fits(const Mask& mask, std::size_t n_q, std::size_t n_kv) {
+  return mask.size() == 0 ? mask.shape(0) == 0 && mask.shape(1) == 0 : mask.shape(0) == n_q && mask.shape(1) == n_kv;
+}
 
 }  // namespace
 
@@ -77,5 +93,162 @@ TEST_SUITE("08_linear: the race's contenders") {
                       fast = [](std::size_t, std::size_t) { return 1.0; };
     CHECK(ch08::measured_crossover(16, 32, 8, slow, fast) == 16);
     CHECK(ch08::measured_crossover(16, 32, 8, fast, slow) == 0);
+  }
+}
+
+// The defects the battery below found in chapter 08's own code.
+TEST_SUITE("08_linear: hostile input") {
+  TEST_CASE("the FLOP counts refuse NaN, infinite and negative counts, the weights features whose products overflow") {
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    CHECK_THROWS_NAMING(ch08::softmax_flops(nan, 64), std::invalid_argument, "softmax_flops", "n = nan");
+    CHECK_THROWS_NAMING(ch08::softmax_flops(1024, -1), std::invalid_argument, "d = -1");
+    CHECK_THROWS_NAMING(ch08::linear_flops(1024, inf, 64), std::invalid_argument, "m = inf");
+    CHECK_THROWS_NAMING(ch08::linear_flops(-1, 64, 64), std::invalid_argument, "n = -1");
+    // φ(q)·φ(k) = 3e38 · 1.5 overflowed to inf, and the row's inf / inf gave NaN weights.
+    Matrix phi{{1.0f, 0.5f}, {0.25f, 1.5f}};
+    phi(0, 0) = 3e38f;
+    CHECK_THROWS_NAMING(ch08::linear_attention_weights(phi, phi), std::invalid_argument, "phiQ", "phiK");
+    // n = SIZE_MAX reached the input cache's allocation unchecked (std::bad_alloc): refused first, naming n.
+    CHECK_THROWS_NAMING(ch08::Contenders(std::numeric_limits<std::size_t>::max(), 4), std::invalid_argument,
+                        "n = 18446744073709551615");
+  }
+}
+
+// The hostile-input battery (tests/support/hostile.hpp) on chapter 08's own code: every argument replaced in turn by
+// its type's hostile values, each call refused naming what was wrong or answered as the contract says.
+TEST_SUITE("08_linear: hostile battery") {
+  TEST_CASE("the random features and the recurrent state's zeros under the hostile battery") {
+    // hostile battery: gaussian_features, orthogonal_features, zeros
+    const auto shape_is = [](const Matrix& Omega, std::size_t m, std::size_t d, const attn::Rng&) {
+      return Omega.shape(0) == m && Omega.shape(1) == d && hostile::all_finite(Omega);
+    };
+    const char* fits_memory =
+        "48 GiB or more: answered where the memory available holds it (the contract's limit, "
+        "past the battery's 4 GiB), refused naming the estimate elsewhere";
+    hostile::battery(
+        "gaussian_features", {"m", "d", "rng"},
+        [](std::size_t m, std::size_t d, attn::Rng& rng) { return ch08::gaussian_features(m, d, rng); }, std::size_t{5},
+        std::size_t{3}, attn::Rng(4811))
+        .answer(shape_is)
+        .exempt("= 2^32", fits_memory)
+        .run();
+    hostile::battery(
+        "orthogonal_features", {"m", "d", "rng"},
+        [](std::size_t m, std::size_t d, attn::Rng& rng) { return ch08::orthogonal_features(m, d, rng); },
+        std::size_t{5}, std::size_t{3}, attn::Rng(4812))
+        .answer(shape_is)
+        .exempt("= 2^32", fits_memory)
+        .run();
+    hostile::battery(
+        "RecurrentState::zeros", {"m", "d_v"},
+        [](std::size_t m, std::size_t d_v) {
+          const attn::RecurrentState st = attn::RecurrentState::zeros(m, d_v);
+          return std::vector<std::size_t>{st.S.shape(0), st.S.shape(1), st.z.size(),
+                                          std::size_t(std::count(st.S.begin(), st.S.end(), 0.0f))};
+        },
+        std::size_t{4}, std::size_t{3})
+        .answer([](const std::vector<std::size_t>& r, std::size_t m, std::size_t d_v) {
+          return r[0] == m && r[1] == d_v && r[2] == m && r[3] == m * d_v;
+        })
+        .exempt("= 2^32", fits_memory)
+        .run();
+  }
+
+  TEST_CASE("the quadratic form under the hostile battery") {
+    // hostile battery: quadratic_linear_attention, linear_attention_weights
+    attn::Rng rng(4813);
+    const Matrix phiQ = attn::elu_plus_one(rng.normal(4, 3)), phiK = attn::elu_plus_one(rng.normal(5, 3)),
+                 V = rng.normal(5, 2);
+    Mask mask = xt::ones<bool>({4, 5});
+    mask(0, 3) = mask(0, 4) = false;
+    hostile::battery(
+        "linear_attention_weights", {"phiQ", "phiK", "mask"},
+        [](const Matrix& q, const Matrix& k, const Mask& m) { return ch08::linear_attention_weights(q, k, m); }, phiQ,
+        phiK, mask)
+        .fits([](const Matrix& q, const Matrix& k, const Mask& m) {
+          return q.shape(1) == k.shape(1) && mask_fits(m, q.shape(0), k.shape(0)) && non_negative(q) && non_negative(k);
+        })
+        .answer([](const Matrix& W, const Matrix& q, const Matrix& k, const Mask&) {
+          bool ok = W.shape(0) == q.shape(0) && W.shape(1) == k.shape(0) && non_negative(W) && hostile::all_finite(W);
+          for (std::size_t i = 0; ok && i < W.shape(0); ++i) {
+            const double sum = xt::sum<double>(xt::row(W, i))();
+            ok = sum == 0.0 || std::abs(sum - 1.0) < 1e-5;
+          }
+          return ok;
+        })
+        .run();
+    hostile::battery(
+        "quadratic_linear_attention", {"phiQ", "phiK", "V", "mask"},
+        [](const Matrix& q, const Matrix& k, const Matrix& v, const Mask& m) {
+          return ch08::quadratic_linear_attention(q, k, v, m);
+        },
+        phiQ, phiK, V, mask)
+        .fits([](const Matrix& q, const Matrix& k, const Matrix& v, const Mask& m) {
+          return q.shape(1) == k.shape(1) && k.shape(0) == v.shape(0) && mask_fits(m, q.shape(0), k.shape(0)) &&
+                 non_negative(q) && non_negative(k);
+        })
+        .answer([](const Matrix& O, const Matrix& q, const Matrix&, const Matrix& v, const Mask&) {
+          const double bound = v.size() ? static_cast<double>(xt::amax(xt::abs(v))()) * (1.0 + 1e-4) : 0.0;
+          return O.shape(0) == q.shape(0) && O.shape(1) == v.shape(1) &&
+                 std::all_of(O.begin(), O.end(), [&](float o) { return std::isfinite(o) && std::fabs(o) <= bound; });
+        })
+        .run();
+  }
+
+  TEST_CASE("the race's FLOP counts, contenders, timers and crossover search under the hostile battery") {
+    // hostile battery: softmax_flops, linear_flops, Contenders, cpu_timer, measured_crossover
+    const auto counts = [](double x) { return std::isfinite(x) && x >= 0.0; };
+    hostile::battery(
+        "softmax_flops", {"n", "d"}, [](double n, double d) { return ch08::softmax_flops(n, d); }, 1024.0, 64.0)
+        .fits([&](double n, double d) { return counts(n) && counts(d); })
+        .answer([](double flops, double, double) { return flops >= 0.0; })
+        .run();
+    hostile::battery(
+        "linear_flops", {"n", "m", "d_v"}, [](double n, double m, double d_v) { return ch08::linear_flops(n, m, d_v); },
+        1024.0, 64.0, 64.0)
+        .fits([&](double n, double m, double d_v) { return counts(n) && counts(m) && counts(d_v); })
+        .answer([](double flops, double, double, double) { return flops >= 0.0; })
+        .run();
+    hostile::battery(
+        "Contenders", {"n", "d"},
+        [](std::size_t n, std::size_t d) {
+          const ch08::Contenders c(n, d);
+          return std::vector<std::size_t>{c.Q.shape(0), c.Q.shape(1), c.phiK.shape(0), c.V.shape(1)};
+        },
+        std::size_t{8}, std::size_t{4})
+        .fits([](std::size_t n, std::size_t d) { return n >= 1 && d >= 1 && n <= 4096 && d <= 4096 && n * d <= 4096; })
+        .answer([](const std::vector<std::size_t>& r, std::size_t n, std::size_t d) {
+          return r[0] == n && r[1] == d && r[2] == n && r[3] == d;
+        })
+        .run();
+    // cpu_timer's one argument, the contender, can only be null (refused above); what a caller chooses is the timer's
+    // n and d: the battery runs those through the timer it returns.
+    hostile::battery(
+        "cpu_timer", {"n", "d"},
+        [](std::size_t n, std::size_t d) { return ch08::cpu_timer(&ch08::Contenders::linear)(n, d); }, std::size_t{8},
+        std::size_t{4})
+        .fits([](std::size_t n, std::size_t d) { return n >= 1 && d >= 1 && n <= 4096 && d <= 4096 && n * d <= 4096; })
+        .answer([](double seconds, std::size_t, std::size_t) { return std::isfinite(seconds) && seconds >= 0.0; })
+        .run();
+    // The search with timers of a model race (n² d against 64 n d): no timing, so every size is answered at once.
+    const ch08::Timer quadratic = [](std::size_t n, std::size_t d) {
+      return static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(d);
+    };
+    const ch08::Timer linear = [](std::size_t n, std::size_t d) {
+      return 64.0 * static_cast<double>(n) * static_cast<double>(d);
+    };
+    hostile::battery(
+        "measured_crossover", {"lo", "hi", "d", "quadratic", "linear"},
+        [](std::size_t lo, std::size_t hi, std::size_t d, const ch08::Timer& q, const ch08::Timer& l) {
+          return ch08::measured_crossover(lo, hi, d, q, l);
+        },
+        std::size_t{16}, std::size_t{1024}, std::size_t{8}, quadratic, linear)
+        .fits([](std::size_t lo, std::size_t hi, std::size_t d, const ch08::Timer&, const ch08::Timer&) {
+          return lo >= 1 && lo <= hi && d >= 1;
+        })
+        .answer([](std::size_t n, std::size_t lo, std::size_t hi, std::size_t, const ch08::Timer&, const ch08::Timer&) {
+          return n == 0 || (n >= lo && n <= hi);
+        })
+        .run();
   }
 }

@@ -2,6 +2,7 @@
 // (tests/oracle/08_linear_oracle.hpp: linear attention as its quadratic definition) or closed forms.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "attn/rng.hpp"
 #include "oracle/08_linear_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -20,6 +22,7 @@ namespace {
 using attn::Matrix;
 using attn::Vector;
 using attn::test::to_oracle;
+namespace hostile = attn::test::hostile;
 
 constexpr double kEps = 1.0 / (1 << 24);  // float32's unit roundoff, 2^-24
 
@@ -75,7 +78,31 @@ double mean_abs_error(const Matrix& actual, const attn::oracle::Mat& expected) {
   return sum / static_cast<double>(actual.size());
 }
 
+/// Every entry ≥ 0: features are weights.
+bool non_negative(const Matrix& phi) {
+  return std::all_of(phi.begin(), phi.end(), [](float x) { return x >= 0.0f; });
+}
+
+/// Every output entry a convex combination of V's column (or 0): |o| ≤ max|V| up to rounding.
+bool within_values(const Matrix& O, const Matrix& V) {
+  const double bound = max_abs(V) * (1.0 + 1e-4);
+  return std::all_of(O.begin(), O.end(), [&](float o) { return std::isfinite(o) && std::fabs(o) <= bound; });
+}
+
 }  // namespace
+
+namespace attn::test::hostile {
+/// The state's two memories, each made hostile in turn (a shape wrong in each dimension, a NaN).
+template <>
+struct Weights<attn::RecurrentState> {
+  static constexpr bool defined = true;
+  template <class F>
+  static void visit(attn::RecurrentState& state, F&& f) {
+    f("S", state.S);
+    f("z", state.z);
+  }
+};
+}  // namespace attn::test::hostile
 
 TEST_SUITE("08_linear") {
   // --- feature maps -------------------------------------------------------------------------------------
@@ -412,5 +439,96 @@ TEST_SUITE("08_linear: chapter code") {
     CHECK_THROWS_NAMING(attn::positive_random_features(X, bad_omega), std::invalid_argument, "Omega[21]");
     // X·1e4: ‖x̂‖²/2 is about 1e8, so every exp underflows and the features would all be 0 without a word.
     CHECK_THROWS_NAMING(attn::positive_random_features(Matrix(X * 1e4f), Omega), std::invalid_argument, "row 0");
+  }
+}
+
+// The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile
+// values, each call refused naming what was wrong or answered as the contract says. The features given are
+// elu_plus_one's of normal draws, so every good one is a weight (≥ 0).
+TEST_SUITE("08_linear: hostile battery") {
+  TEST_CASE("elu_plus_one under the hostile battery" * doctest::test_suite("08_linear/elu_plus_one")) {
+    // hostile battery: elu_plus_one
+    attn::Rng rng(4801);
+    hostile::battery(
+        "elu_plus_one", {"X"}, [](const Matrix& X) { return attn::elu_plus_one(X); }, Matrix(rng.normal(3, 4)))
+        .answer([](const Matrix& phi, const Matrix& X) {
+          return phi.shape() == X.shape() && non_negative(phi) && hostile::all_finite(phi);
+        })
+        .run();
+  }
+
+  TEST_CASE("positive_random_features under the hostile battery" *
+            doctest::test_suite("08_linear/positive_random_features")) {
+    // hostile battery: positive_random_features
+    attn::Rng rng(4802);
+    hostile::battery(
+        "positive_random_features", {"X", "Omega"},
+        [](const Matrix& X, const Matrix& Omega) { return attn::positive_random_features(X, Omega); },
+        Matrix(rng.normal(3, 4)), Matrix(rng.normal(5, 4)))
+        .fits([](const Matrix& X, const Matrix& Omega) { return X.shape(1) == Omega.shape(1); })
+        .answer([](const Matrix& phi, const Matrix& X, const Matrix& Omega) {
+          return phi.shape(0) == X.shape(0) && phi.shape(1) == Omega.shape(0) && non_negative(phi) &&
+                 hostile::all_finite(phi);
+        })
+        .run();
+  }
+
+  TEST_CASE("linear_attention under the hostile battery" * doctest::test_suite("08_linear/linear_attention")) {
+    // hostile battery: linear_attention
+    attn::Rng rng(4803);
+    hostile::battery(
+        "linear_attention", {"phiQ", "phiK", "V"},
+        [](const Matrix& phiQ, const Matrix& phiK, const Matrix& V) { return attn::linear_attention(phiQ, phiK, V); },
+        attn::elu_plus_one(rng.normal(4, 3)), attn::elu_plus_one(rng.normal(5, 3)), Matrix(rng.normal(5, 2)))
+        .fits([](const Matrix& phiQ, const Matrix& phiK, const Matrix& V) {
+          return phiQ.shape(1) == phiK.shape(1) && phiK.shape(0) == V.shape(0) && non_negative(phiQ) &&
+                 non_negative(phiK);
+        })
+        .answer([](const Matrix& O, const Matrix& phiQ, const Matrix&, const Matrix& V) {
+          return O.shape(0) == phiQ.shape(0) && O.shape(1) == V.shape(1) && within_values(O, V);
+        })
+        .run();
+  }
+
+  TEST_CASE("recurrent_step under the hostile battery" * doctest::test_suite("08_linear/recurrent_step")) {
+    // hostile battery: recurrent_step
+    attn::Rng rng(4804);
+    attn::RecurrentState state{attn::elu_plus_one(rng.normal(3, 2)), xt::row(attn::elu_plus_one(rng.normal(1, 3)), 0)};
+    hostile::battery(
+        "recurrent_step", {"state", "phi_q", "phi_k", "v", "decay"},
+        [](attn::RecurrentState& st, const Vector& phi_q, const Vector& phi_k, const Vector& v, float decay) {
+          return attn::recurrent_step(st, phi_q, phi_k, v, decay);
+        },
+        state, Vector(xt::row(attn::elu_plus_one(rng.normal(1, 3)), 0)),
+        Vector(xt::row(attn::elu_plus_one(rng.normal(1, 3)), 0)), Vector(xt::row(rng.normal(1, 2), 0)), 0.9f)
+        .fits(
+            [](const attn::RecurrentState& st, const Vector& phi_q, const Vector& phi_k, const Vector& v, float decay) {
+              const std::size_t m = st.S.shape(0);
+              return st.z.size() == m && phi_q.size() == m && phi_k.size() == m && v.size() == st.S.shape(1) &&
+                     decay > 0.0f && decay <= 1.0f;
+            })
+        .answer([](const Vector& o, const attn::RecurrentState& st, const Vector&, const Vector&, const Vector& v,
+                   float) { return o.size() == v.size() && hostile::all_finite(o) && hostile::all_finite(st.S); })
+        .run();
+  }
+
+  TEST_CASE("causal_linear_attention under the hostile battery" *
+            doctest::test_suite("08_linear/causal_linear_attention")) {
+    // hostile battery: causal_linear_attention
+    attn::Rng rng(4805);
+    hostile::battery(
+        "causal_linear_attention", {"phiQ", "phiK", "V", "decay"},
+        [](const Matrix& phiQ, const Matrix& phiK, const Matrix& V, float decay) {
+          return attn::causal_linear_attention(phiQ, phiK, V, decay);
+        },
+        attn::elu_plus_one(rng.normal(5, 3)), attn::elu_plus_one(rng.normal(5, 3)), Matrix(rng.normal(5, 2)), 0.9f)
+        .fits([](const Matrix& phiQ, const Matrix& phiK, const Matrix& V, float decay) {
+          return phiQ.shape(0) == phiK.shape(0) && phiK.shape(0) == V.shape(0) && phiQ.shape(1) == phiK.shape(1) &&
+                 decay > 0.0f && decay <= 1.0f;
+        })
+        .answer([](const Matrix& O, const Matrix& phiQ, const Matrix&, const Matrix& V, float) {
+          return O.shape(0) == phiQ.shape(0) && O.shape(1) == V.shape(1) && within_values(O, V);
+        })
+        .run();
   }
 }

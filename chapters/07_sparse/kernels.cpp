@@ -183,19 +183,27 @@ void require_layout_fits(const BlockLayout& layout) {
           fmt::format("block_sparse_attention: the layout is inconsistent: row_start needs {} entries from 0 to the "
                       "number of tiles, and tile_mask one entry per tile",
                       T_r + 1));
+  // Every row_start checked before any is used: a later one that decreases would let an earlier row run past the
+  // tiles. A key tile is compared with their count, not by its first column (col_tile · B_c may wrap to 0).
+  for (std::size_t r = 0; r < T_r; ++r)
+    require(layout.row_start[r] <= layout.row_start[r + 1],
+            fmt::format("block_sparse_attention: row_start decreases at row {} ({} then {})", r, layout.row_start[r],
+                        layout.row_start[r + 1]));
+  const std::size_t T_c = layout.n_kv / layout.B_c + (layout.n_kv % layout.B_c != 0);
   for (std::size_t r = 0; r < T_r; ++r) {
-    require(layout.row_start[r] <= layout.row_start[r + 1], "block_sparse_attention: row_start must not decrease");
     for (std::size_t t = layout.row_start[r]; t < layout.row_start[r + 1]; ++t) {
+      require(layout.col_tile[t] < T_c,
+              fmt::format("block_sparse_attention: col_tile[{}] = {}: key tile {} lies past n_kv = {} ({} tiles of {})",
+                          t, layout.col_tile[t], layout.col_tile[t], layout.n_kv, T_c, layout.B_c));
       const std::size_t j0 = layout.col_tile[t] * layout.B_c;
-      require(j0 < layout.n_kv,
-              fmt::format("block_sparse_attention: key tile {} lies past n_kv = {}", layout.col_tile[t], layout.n_kv));
       if (layout.tile_mask[t] == BlockLayout::kFull) continue;
       const std::size_t rows = std::min(layout.B_r, layout.n_q - r * layout.B_r);
       const std::size_t cols = std::min(layout.B_c, layout.n_kv - j0);
       require(layout.tile_mask[t] < layout.masks.size() && layout.masks[layout.tile_mask[t]].shape(0) == rows &&
                   layout.masks[layout.tile_mask[t]].shape(1) == cols,
-              fmt::format("block_sparse_attention: tile ({}, {}) needs a ({}, {}) piece of the mask", r,
-                          layout.col_tile[t], rows, cols));
+              fmt::format("block_sparse_attention: tile ({}, {}) needs a ({}, {}) piece of the mask; its "
+                          "tile_mask[{}] = {} does not point to one of the {} masks",
+                          r, layout.col_tile[t], rows, cols, t, layout.tile_mask[t], layout.masks.size()));
     }
   }
 }

@@ -92,9 +92,12 @@ BlockLayout window_block_layout(std::size_t n, std::size_t w, bool causal, std::
   const std::size_t crossed = saturating_add(B_r / B_c, 2);  // tiles one edge of the band crosses in a row of tiles
   const std::size_t kept = std::min(T_c, saturating_add(band / B_c, 2)),
                     partial = std::min(kept, saturating_add(crossed, crossed));
-  checked_allocation("window_block_layout: the tiles' indices, 16 bytes per tile", {T_r, kept, 16});
-  checked_allocation("window_block_layout: the partial tiles' masks, B_r × B_c bytes each",
-                     {T_r, partial, std::min(B_r, n), std::min(B_c, n)});
+  // (Each names n, the size that makes the tiles many: ⌈n / B_r⌉ rows of them.)
+  checked_allocation(fmt::format("window_block_layout: the tiles' indices for n = {}, 16 bytes per tile", n).c_str(),
+                     {T_r, kept, 16});
+  checked_allocation(
+      fmt::format("window_block_layout: the partial tiles' masks for n = {}, B_r × B_c bytes each", n).c_str(),
+      {T_r, partial, std::min(B_r, n), std::min(B_c, n)});
   BlockLayout L;
   L.n_q = L.n_kv = n;
   L.B_r = B_r;

@@ -26,7 +26,8 @@ namespace attn::ch08 {
 /// on a busy machine one BLAS thread is also far steadier than several). Chapter 05's flash kernel gets one
 /// thread too, which it runs on the calling thread, with OpenBLAS single-threaded inside.
 struct Contenders {
-  /// \throws std::invalid_argument naming n or d when it is 0 (a race needs a token and a width).
+  /// \throws std::invalid_argument naming n or d when it is 0 (a race needs a token and a width), or when the inputs,
+  ///         5 × n × d floats, would not fit in memory (naming n, d and the estimate, before allocating).
   Contenders(std::size_t n, std::size_t d)
       : inputs(random_inputs(3, 1, checked(n, d), d, n)),
         Q(inputs.head(0, 0)),
@@ -53,6 +54,10 @@ struct Contenders {
   static std::size_t checked(std::size_t n, std::size_t d) {
     require(n > 0 && d > 0,
             fmt::format("Contenders: n = {} and d = {}; a race needs at least one token of width 1", n, d));
+    // Before the input cache allocates them: Q, K, V, φ(Q) and φ(K), (n, d) floats each.
+    checked_allocation(
+        fmt::format("Contenders: the race's inputs for n = {} and d = {}, 5 × n × d floats", n, d).c_str(),
+        {5, n, d, sizeof(float)});
     return n;
   }
 };

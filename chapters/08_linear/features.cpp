@@ -58,6 +58,9 @@ Matrix linear_attention_weights(const Matrix& phiQ, const Matrix& phiK, const Ma
                       shape_str(phiQ), shape_str(phiK)));
   require_features("linear_attention_weights", "phiQ", phiQ);
   require_features("linear_attention_weights", "phiK", phiK);
+  // Every φ(q)·φ(k) a float: m · max φ(q) · max φ(k) within the course's bound (else inf, and inf / inf in a row).
+  require_bounded_products("linear_attention_weights", "phiQ", phiQ.data(), phiQ.size(), "phiK", phiK.data(),
+                           phiK.size(), phiQ.shape(1));
   Matrix W = matmul(phiQ, phiK, /*transpose_b=*/true);              // (n_q, n_kv): W(i, j) = φ(q_i)·φ(k_j)
   require_mask_fits("linear_attention_weights", mask, phiQ, phiK);  // (0, 3) is not "no mask"
   const bool masked = mask.size() > 0;
@@ -84,10 +87,18 @@ Matrix quadratic_linear_attention(const Matrix& phiQ, const Matrix& phiK, const 
 
 // [flop_counts]
 /// Softmax attention: Q Kᵀ and A·V, 2·n²·d each, plus n² exponentials (counted as one FLOP each here).
-double softmax_flops(double n, double d) { return 4.0 * n * n * d + n * n; }
+double softmax_flops(double n, double d) {
+  require(std::isfinite(n) && std::isfinite(d) && n >= 0 && d >= 0,
+          fmt::format("softmax_flops: n = {} and d = {}; counts are finite and ≥ 0", n, d));
+  return 4.0 * n * n * d + n * n;
+}
 /// Linear attention with m features: φ(K)ᵀV and φ(Q)·(φ(K)ᵀV), 2·n·m·d_v each, the normaliser 4·n·m, and
 /// elu+1 on 2·n·m entries. The causal recurrence does the same work, one token at a time.
-double linear_flops(double n, double m, double d_v) { return 4.0 * n * m * d_v + 4.0 * n * m + 2.0 * n * m; }
+double linear_flops(double n, double m, double d_v) {
+  require(std::isfinite(n) && std::isfinite(m) && std::isfinite(d_v) && n >= 0 && m >= 0 && d_v >= 0,
+          fmt::format("linear_flops: n = {}, m = {} and d_v = {}; counts are finite and ≥ 0", n, m, d_v));
+  return 4.0 * n * m * d_v + 4.0 * n * m + 2.0 * n * m;
+}
 // [flop_counts]
 
 }  // namespace attn::ch08

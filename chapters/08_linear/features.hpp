@@ -44,13 +44,16 @@ Matrix quadratic_linear_attention(const Matrix& phiQ, const Matrix& phiK, const 
 /// \param mask (n_q, n_kv), true = may attend; empty (the default) = every pair.
 /// \return (n_q, n_kv).
 /// \throws std::invalid_argument naming the shapes when the features or the mask do not fit, or naming the first
-///         feature that is NaN, infinite or negative (features are weights).
+///         feature that is NaN, infinite or negative (features are weights), or when m · max φ(q) · max φ(k) is
+///         beyond attn::kMaxScoreBound (a weight could overflow float: attn::require_bounded_products()).
 Matrix linear_attention_weights(const Matrix& phiQ, const Matrix& phiK, const Mask& mask = Mask());
 
 /// FLOPs of softmax attention over n tokens of width d: Q Kᵀ and A·V, and the n² exponentials (features.cpp).
+/// \throws std::invalid_argument naming n and d unless both are finite and ≥ 0.
 double softmax_flops(double n, double d);
 /// FLOPs of linear attention over n tokens with m features and values of width d_v (features.cpp); the causal
 /// recurrence does the same work.
+/// \throws std::invalid_argument naming n, m and d_v unless all are finite and ≥ 0.
 double linear_flops(double n, double m, double d_v);
 
 }  // namespace attn::ch08

@@ -43,7 +43,8 @@ Matrix positive_random_features(const Matrix& X, const Matrix& Omega);
 /// Numerically safe: the result does not change when a row of \p phiQ, or the whole of \p phiK, is
 /// multiplied by a positive constant, and the implementation uses that to keep tiny features (1e-30)
 /// from underflowing. A query whose weights are all zero (its φ(q)·φ(K)ᵀ1 is 0) gets a row of zeros,
-/// never NaN.
+/// never NaN. The result, a weighted mean of V's rows, is finite for any finite V, even V near float's limit
+/// (where a sum of weighted values would overflow: such a V enters the sums scaled by a power of two).
 /// \param phiQ (n_q, m) features of the queries, non-negative.
 /// \param phiK (n_kv, m) features of the keys, non-negative.
 /// \param V (n_kv, d_v) values.
@@ -84,7 +85,9 @@ struct RecurrentState {
 /// \param decay λ, in (0, 1].
 /// \return (d_v) o_t, the output for the current token.
 /// \throws std::invalid_argument naming the shapes when phi_q, phi_k, v and the state do not fit, or when
-///         the decay is outside (0, 1], or the inputs (attn::require_attention_inputs()).
+///         the decay is outside (0, 1], or the inputs (attn::require_attention_inputs()), or naming a NaN/Inf in
+///         state.S or state.z, or when the new state or its read could overflow float: m·(max|state.S| + max
+///         φ_k·max|v|) or m·(max state.z + max φ_k) beyond attn::kMaxScoreBound. Refused, the state is unchanged.
 Vector recurrent_step(RecurrentState& state, const Vector& phi_q, const Vector& phi_k, const Vector& v,
                       float decay = 1.0f);
 

@@ -35,14 +35,15 @@ Matrix linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V)
   //   Check the shapes first, then the inputs (attn::require_attention_inputs: NaN/Inf; and every feature ≥ 0).
   //   Stay safe when the features
   //   are tiny (1e-30): scaling all of φ(K), or one row of φ(Q), by a constant does not change the answer. A zero
-  //   denominator gives a row of zeros.
+  //   denominator gives a row of zeros. V near float's limit (3e38) must still give a finite answer: scale it too.
   throw not_implemented("linear_attention", kChapter,
                         "first KV = φ(K)ᵀV (m, d_v) and z = φ(K)ᵀ1 (m); then every query needs only those two.");
 }
 
 Vector recurrent_step(RecurrentState& state, const Vector& phi_q, const Vector& phi_k, const Vector& v, float decay) {
   // TODO(learner): S ← λS + φ(k)ᵀv (outer product, (m, d_v)), z ← λz + φ(k), then return φ(q)S / (φ(q)·z).
-  //   Check the shapes and that λ is in (0, 1]. A zero denominator reads a row of zeros.
+  //   Check the shapes and that λ is in (0, 1], the inputs, and the state before changing it (finite, and the new
+  //   state small enough not to overflow: the contract's bound). A zero denominator reads a row of zeros.
   throw not_implemented("recurrent_step", kChapter,
                         "update the state first (the current token sees itself), then read it with the query.");
 }

@@ -114,10 +114,20 @@ Matrix linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V)
   // One constant for all keys cancels between numerator and denominator: divide by the largest feature.
   const float k_max = largest(phiK.data(), phiK.size());
   if (!(k_max > 0.0f)) return O;  // every key weighs 0 for every query
+  // The answer is a weighted mean of V's rows, a float whenever V is; the sums on the way are not: n_kv·m terms of
+  // up to max φ(k)·max|v|. Values that large enter scaled by a power of two, undone at the end (a copy only then).
+  const double v_max = V.size() ? static_cast<double>(xt::amax(xt::abs(V))()) : 0.0;
+  const double sums = static_cast<double>(phiK.shape(0)) * static_cast<double>(std::max<std::size_t>(m, 1)) *
+                      std::max(static_cast<double>(k_max), 1.0) * v_max;
+  const float v_scale =
+      sums > kMaxScoreBound
+          ? std::max(static_cast<float>(std::exp2(std::floor(std::log2(kMaxScoreBound / sums)))), 0x1p-126f)
+          : 1.0f;
+  const Matrix V_scaled = v_scale < 1.0f ? Matrix(V * v_scale) : Matrix();  // (n_kv, d_v) only when scaled
   // The associativity step: sum over the keys once, for all queries. Its size does not depend on n.
   // sgemm reads φ(K) transposed in place: no (m, n_kv) copy, which at large n would cost more than the product.
-  const Matrix KV = matmul_transpose_a(phiK, V, 1.0f / k_max);  // (m, d_v)  φ(K)ᵀ V
-  Vector z = xt::zeros<float>({m});                             // (m)       φ(K)ᵀ 1, row by row (contiguous)
+  const Matrix KV = matmul_transpose_a(phiK, v_scale < 1.0f ? V_scaled : V, 1.0f / k_max);  // (m, d_v)  φ(K)ᵀ V
+  Vector z = xt::zeros<float>({m});  // (m)       φ(K)ᵀ 1, row by row (contiguous)
   for (std::size_t j = 0; j < phiK.shape(0); ++j)
     for (std::size_t r = 0; r < m; ++r) z(r) += phiK(j, r);
   z /= k_max;
@@ -136,7 +146,7 @@ Matrix linear_attention(const Matrix& phiQ, const Matrix& phiK, const Matrix& V)
       float denominator = 0.0f;  // φ(q_i)·φ(K)ᵀ1 = Σ_j φ(q_i)·φ(k_j)
       for (std::size_t r = 0; r < m; ++r) denominator += q(i, r) * z(r);
       if (!(denominator > 0.0f)) continue;  // this query weighs every key 0: a row of zeros, not 0/0
-      for (std::size_t c = 0; c < d_v; ++c) O(i0 + i, c) = numerator(i, c) / denominator;
+      for (std::size_t c = 0; c < d_v; ++c) O(i0 + i, c) = numerator(i, c) / denominator / v_scale;
     }
   }
   return O;
@@ -152,6 +162,17 @@ Vector recurrent_step(RecurrentState& state, const Vector& phi_q, const Vector& 
                       shape_str(state.S), shape_str(state.z), shape_str(phi_q), shape_str(phi_k), shape_str(v)));
   require_decay("recurrent_step", decay);
   require_attention_inputs("recurrent_step", phi_q, phi_k, v);
+  require_finite("recurrent_step", "state.S", state.S.data(), state.S.size());
+  require_finite("recurrent_step", "state.z", state.z.data(), state.z.size());
+  // The new state and its read, sums of m terms, must stay floats: checked before the state changes.
+  const auto max_abs = [](const auto& x) { return x.size() ? static_cast<double>(xt::amax(xt::abs(x))()) : 0.0; };
+  const double k_max = max_abs(phi_k), terms = static_cast<double>(std::max<std::size_t>(m, 1));
+  require(
+      terms * (max_abs(state.S) + k_max * max_abs(v)) <= kMaxScoreBound &&
+          terms * (max_abs(state.z) + k_max) <= kMaxScoreBound,
+      fmt::format("recurrent_step: m = {} times (max|state.S| = {:.3g} + max|phi_k| = {:.3g} times max|v| = {:.3g}) "
+                  "could overflow float in the new state; scale v or phi_k down",
+                  m, max_abs(state.S), k_max, max_abs(v)));
   Vector o = xt::zeros<float>({d_v});  // (d_v)
   remember_and_read(state.S.data(), state.z.data(), phi_q.data(), phi_k.data(), v.data(), o.data(), m, d_v, decay,
                     1.0f);
