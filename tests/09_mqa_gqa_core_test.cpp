@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <stdexcept>
+#include <vector>
 
 #include "09_mqa_gqa/decode_fast.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
@@ -14,6 +16,7 @@
 #include "attn/rng.hpp"
 #include "oracle/09_mqa_gqa_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -21,6 +24,7 @@ namespace {
 using attn::Matrix;
 using attn::oracle::Heads;
 using attn::oracle::Mat;
+namespace hostile = attn::test::hostile;
 
 /// A cache of g heads holding n tokens of N(0,1) keys (n, d_k) and values (n, d_v), filled by append,
 /// and the same keys and values as the oracle's heads.
@@ -153,5 +157,83 @@ TEST_SUITE("09_mqa_gqa: a decode step's cost") {
     CHECK(c.flops == 4.0 * 8 * 16 * 4);
     CHECK_THROWS_NAMING(attn::ch09::step_cost(8, std::numeric_limits<std::size_t>::max(), 16, 4, 4),
                         std::invalid_argument, "kv_cache_bytes");
+  }
+}
+
+// The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile values,
+// each call refused naming what was wrong or answered as the contract says.
+TEST_SUITE("09_mqa_gqa: the hostile battery") {
+  TEST_CASE("KVCache's constructor under the hostile battery") {
+    // hostile battery: KVCache
+    hostile::battery(
+        "KVCache::KVCache", {"g", "capacity", "d_k", "d_v"},
+        [](std::size_t g, std::size_t capacity, std::size_t d_k, std::size_t d_v) {
+          const attn::KVCache cache(g, capacity, d_k, d_v);
+          return std::vector<std::size_t>{cache.kv_heads(), cache.capacity(), cache.d_k(), cache.d_v(), cache.length()};
+        },
+        std::size_t{2}, std::size_t{5}, std::size_t{4}, std::size_t{3})
+        .fits([](std::size_t g, std::size_t capacity, std::size_t d_k, std::size_t d_v) {
+          // valid: g, d_k, d_v at least 1, and K and V small enough for any machine (below 1 GiB)
+          const long double bytes = static_cast<long double>(g) * capacity * (static_cast<long double>(d_k) + d_v) * 4;
+          return g > 0 && d_k > 0 && d_v > 0 && bytes < (1ull << 30);
+        })
+        .answer([](const std::vector<std::size_t>& got, std::size_t g, std::size_t capacity, std::size_t d_k,
+                   std::size_t d_v) {
+          return got == std::vector<std::size_t>{g, capacity, d_k, d_v, 0};
+        })
+        .run();
+  }
+
+  TEST_CASE("KVCache::truncate under the hostile battery") {
+    // hostile battery: truncate
+    hostile::battery(
+        "KVCache::truncate", {"new_length"},
+        [](std::size_t new_length) {
+          attn::KVCache cache(2, 4, 3, 3);
+          for (int t = 0; t < 2; ++t) cache.append(Matrix(xt::ones<float>({2, 3})), Matrix(xt::ones<float>({2, 3})));
+          try {
+            cache.truncate(new_length);
+          } catch (const std::invalid_argument&) {
+            if (cache.length() != 2) throw std::logic_error("a refused truncate changed the cache's length");
+            throw;
+          }
+          return cache.length();
+        },
+        std::size_t{1})
+        .fits([](std::size_t new_length) { return new_length <= 2; })
+        .answer([](std::size_t length, std::size_t new_length) { return length == new_length; })
+        .run();
+  }
+
+  TEST_CASE("decode_attend_fast under the hostile battery") {
+    // hostile battery: decode_attend_fast
+    attn::Rng rng(4904);
+    const FilledCache filled(rng, 2, 3, 4, 3);  // g = 2, three tokens of d_k = 4, d_v = 3
+    hostile::battery(
+        "decode_attend_fast", {"q|Q"}, [&](const Matrix& q) { return attn::ch09::decode_attend_fast(filled.cache, q); },
+        Matrix(rng.normal(4, 4)))
+        .fits([](const Matrix& q) { return q.shape(0) > 0 && q.shape(0) % 2 == 0 && q.shape(1) == 4; })
+        .answer([](const Matrix& O, const Matrix& q) { return O.shape(0) == q.shape(0) && O.shape(1) == 3; })
+        .run();
+  }
+
+  TEST_CASE("step_cost under the hostile battery") {
+    // hostile battery: step_cost
+    hostile::battery(
+        "step_cost", {"h", "g", "n", "d_k", "bytes_per_element"},
+        [](std::size_t h, std::size_t g, std::size_t n, std::size_t d_k, std::size_t b) {
+          const attn::ch09::StepCost c = attn::ch09::step_cost(h, g, n, d_k, b);
+          return std::vector<double>{c.bytes, c.flops};
+        },
+        std::size_t{8}, std::size_t{2}, std::size_t{16}, std::size_t{4}, std::size_t{2})
+        .fits([](std::size_t, std::size_t g, std::size_t n, std::size_t d_k, std::size_t b) {
+          // the cache's bytes 2 · g · d_k · n · b must fit in 64 bits (kv_cache_bytes refuses them otherwise)
+          const long double bytes = 2.0L * g * d_k * n * b;
+          return bytes < 18446744073709551616.0L;
+        })
+        .answer([](const std::vector<double>& c, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t) {
+          return std::isfinite(c[0]) && std::isfinite(c[1]) && c[0] >= 0 && c[1] >= 0;
+        })
+        .run();
   }
 }

@@ -5,11 +5,15 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <stdexcept>
+#include <vector>
 
 #include "09_mqa_gqa/mqa_gqa.hpp"
 #include "attn/rng.hpp"
 #include "oracle/09_mqa_gqa_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -18,6 +22,7 @@ using attn::Matrix;
 using attn::Tensor3;
 using attn::oracle::Heads;
 using attn::oracle::Mat;
+namespace hostile = attn::test::hostile;
 
 // Float32 against float64 with N(0,1) entries and d_k ≤ 16: a score q·k/√d_k carries a rounding error of
 // about d_k·2^-24·|q||k|/√d_k ≈ 16·6e-8·4 ≈ 4e-6; softmax turns it into a relative weight error of that
@@ -337,5 +342,137 @@ TEST_SUITE("09_mqa_gqa") {
     const Tensor3 huge = xt::ones<float>({4, 3, 2}) * 1e20f;
     CHECK_THROWS_NAMING(attn::grouped_attention(huge, xt::ones<float>({2, 3, 2}) * 1e20f, V), std::invalid_argument,
                         "overflow");
+  }
+
+  // The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile
+  // values, each call refused naming what was wrong or answered as the contract says.
+  TEST_CASE("kv_group_of under the hostile battery" * doctest::test_suite("09_mqa_gqa/kv_group_of")) {
+    // hostile battery: kv_group_of
+    hostile::battery(
+        "kv_group_of", {"head", "h", "g"},
+        [](std::size_t head, std::size_t h, std::size_t g) { return attn::kv_group_of(head, h, g); }, std::size_t{5},
+        std::size_t{8}, std::size_t{2})
+        .fits([](std::size_t head, std::size_t h, std::size_t g) { return g > 0 && h % g == 0 && head < h; })
+        .answer([](std::size_t j, std::size_t head, std::size_t h, std::size_t g) { return j == head / (h / g); })
+        .run();
+  }
+
+  TEST_CASE("grouped_attention under the hostile battery" * doctest::test_suite("09_mqa_gqa/grouped_attention")) {
+    // hostile battery: grouped_attention
+    attn::Rng rng(4901);
+    hostile::battery(
+        "grouped_attention", {"Q", "K", "V", "causal"},
+        [](const Tensor3& Q, const Tensor3& K, const Tensor3& V, bool causal) {
+          return attn::grouped_attention(Q, K, V, causal);
+        },
+        random_heads(rng, 4, 3, 2), random_heads(rng, 2, 5, 2), random_heads(rng, 2, 5, 3), true)
+        .fits([](const Tensor3& Q, const Tensor3& K, const Tensor3& V, bool causal) {
+          const std::size_t h = Q.shape(0), g = K.shape(0);
+          return V.shape(0) == g && V.shape(1) == K.shape(1) && Q.shape(2) == K.shape(2) && g > 0 && h % g == 0 &&
+                 (!causal || Q.shape(1) <= K.shape(1));
+        })
+        .answer([](const Tensor3& O, const Tensor3& Q, const Tensor3&, const Tensor3& V, bool) {
+          return O.shape(0) == Q.shape(0) && O.shape(1) == Q.shape(1) && O.shape(2) == V.shape(2);
+        })
+        .run();
+  }
+
+  TEST_CASE("kv_cache_bytes under the hostile battery" * doctest::test_suite("09_mqa_gqa/kv_cache_bytes")) {
+    // hostile battery: kv_cache_bytes
+    // 2 · layers · g · d_k · n · b, or nothing once it passes 64 bits (a zero factor makes it 0 however large the rest)
+    const auto product = [](std::size_t layers, std::size_t g, std::size_t d_k, std::size_t n,
+                            std::size_t b) -> std::optional<std::size_t> {
+      std::size_t p = 2;
+      bool wrapped = false;
+      for (const std::size_t f : {layers, g, d_k, n, b}) {
+        if (f == 0) return std::size_t{0};
+        wrapped = wrapped || __builtin_mul_overflow(p, f, &p);
+      }
+      if (wrapped) return std::nullopt;
+      return p;
+    };
+    hostile::battery(
+        "kv_cache_bytes", {"layers", "g", "d_k", "n", "bytes_per_element"},
+        [](std::size_t layers, std::size_t g, std::size_t d_k, std::size_t n, std::size_t b) {
+          return attn::kv_cache_bytes(layers, g, d_k, n, b);
+        },
+        std::size_t{4}, std::size_t{2}, std::size_t{8}, std::size_t{16}, std::size_t{2})
+        .fits([&](std::size_t layers, std::size_t g, std::size_t d_k, std::size_t n, std::size_t b) {
+          return product(layers, g, d_k, n, b).has_value();
+        })
+        .answer([&](std::size_t bytes, std::size_t layers, std::size_t g, std::size_t d_k, std::size_t n,
+                    std::size_t b) { return product(layers, g, d_k, n, b) == bytes; })
+        .run();
+  }
+
+  TEST_CASE("mean_pool_kv_heads under the hostile battery" * doctest::test_suite("09_mqa_gqa/mean_pool_kv_heads")) {
+    // hostile battery: mean_pool_kv_heads
+    attn::Rng rng(4902);
+    hostile::battery(
+        "mean_pool_kv_heads", {"heads", "g"},
+        [](const Tensor3& heads, std::size_t g) { return attn::mean_pool_kv_heads(heads, g); },
+        random_heads(rng, 4, 3, 2), std::size_t{2})
+        .fits(
+            [](const Tensor3& heads, std::size_t g) { return g > 0 && heads.shape(0) > 0 && heads.shape(0) % g == 0; })
+        .answer([](const Tensor3& pooled, const Tensor3& heads, std::size_t g) {
+          return pooled.shape(0) == g && pooled.shape(1) == heads.shape(1) && pooled.shape(2) == heads.shape(2);
+        })
+        .non_finite_passes("a mean of the heads promises no check of their entries: a NaN in a head is in its mean")
+        .run();
+  }
+
+  TEST_CASE("KVCache::append under the hostile battery" * doctest::test_suite("09_mqa_gqa/KVCache::append")) {
+    // hostile battery: append
+    hostile::battery(
+        "KVCache::append", {"k", "v"},
+        [](const Matrix& k, const Matrix& v) {
+          attn::KVCache cache(2, 3, 4, 3);  // (g = 2, capacity 3, d_k = 4, d_v = 3), one token held
+          cache.append(Matrix(xt::ones<float>({2, 4})), Matrix(xt::ones<float>({2, 3})));
+          const attn::Tensor3 K = cache.keys(), V = cache.values();
+          try {
+            cache.append(k, v);
+          } catch (const std::invalid_argument&) {
+            if (cache.length() != 1 || !xt::all(xt::equal(cache.keys(), K)) || !xt::all(xt::equal(cache.values(), V)))
+              throw std::logic_error("a refused append changed the cache");
+            throw;
+          }
+          return cache.length();
+        },
+        Matrix(xt::full_like(xt::ones<float>({2, 4}), 2.0f)), Matrix(xt::full_like(xt::ones<float>({2, 3}), 3.0f)))
+        .fits([](const Matrix& k, const Matrix& v) {
+          return k.shape(0) == 2 && k.shape(1) == 4 && v.shape(0) == 2 && v.shape(1) == 3;
+        })
+        .answer([](std::size_t length, const Matrix&, const Matrix&) { return length == 2; })
+        .non_finite_passes("append stores what it is given: decode_step checks each token before it appends it")
+        .run();
+  }
+
+  TEST_CASE("decode_step under the hostile battery" * doctest::test_suite("09_mqa_gqa/decode_step")) {
+    // hostile battery: decode_step
+    attn::Rng rng(4903);
+    hostile::battery(
+        "decode_step", {"q", "k", "v"},
+        [](const Matrix& q, const Matrix& k, const Matrix& v) {
+          attn::KVCache cache(2, 3, 4, 3);  // (g = 2, capacity 3, d_k = 4, d_v = 3), one token held
+          cache.append(Matrix(xt::ones<float>({2, 4})), Matrix(xt::ones<float>({2, 3})));
+          const attn::Tensor3 K = cache.keys(), V = cache.values();
+          try {
+            return attn::decode_step(cache, q, k, v);
+          } catch (const std::invalid_argument&) {
+            if (cache.length() != 1 || !xt::all(xt::equal(cache.keys(), K)) || !xt::all(xt::equal(cache.values(), V)))
+              throw std::logic_error("a refused decode_step changed the cache");
+            throw;
+          }
+        },
+        Matrix(rng.normal(4, 4)), Matrix(rng.normal(2, 4)), Matrix(rng.normal(2, 3)))
+        .fits([](const Matrix& q, const Matrix& k, const Matrix& v) {
+          // h = 0 divides by g: no query head, an empty (0, d_v) answer (grouped_attention answers it so too)
+          return q.shape(0) % 2 == 0 && q.shape(1) == 4 && k.shape(0) == 2 && k.shape(1) == 4 && v.shape(0) == 2 &&
+                 v.shape(1) == 3;
+        })
+        .answer([](const Matrix& O, const Matrix& q, const Matrix&, const Matrix&) {
+          return O.shape(0) == q.shape(0) && O.shape(1) == 3;
+        })
+        .run();
   }
 }

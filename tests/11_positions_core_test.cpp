@@ -4,19 +4,23 @@
 // naming it, never a crash, a huge allocation or a silently wrong mask.
 #include <doctest/doctest.h>
 
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <stdexcept>
 
 #include "11_positions/flex.hpp"
 #include "11_positions/modifiers.hpp"
 #include "attn/rng.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
 
 using attn::Tensor3;
 namespace ch11 = attn::ch11;
+namespace hostile = attn::test::hostile;
 
 constexpr std::size_t kBig = std::size_t{1} << 32;
 constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
@@ -174,5 +178,133 @@ TEST_SUITE("11_positions: bad input") {
                         "Causal's offset = 3");
     CHECK_THROWS_NAMING(ch11::check_offset("caller", "Mine", kMax, 2), std::invalid_argument, "caller",
                         "Mine's offset");
+  }
+}
+
+// The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile values,
+// each call refused naming what was wrong or answered as the contract says.
+TEST_SUITE("11_positions: the hostile battery") {
+  TEST_CASE("tiles_of under the hostile battery") {
+    // hostile battery: tiles_of
+    hostile::battery(
+        "tiles_of", {"n", "B"}, [](std::size_t n, std::size_t B) { return ch11::tiles_of(n, B); }, std::size_t{7},
+        std::size_t{3})
+        .fits([](std::size_t, std::size_t B) { return B > 0; })
+        .answer([](std::size_t T, std::size_t n, std::size_t B) { return T == n / B + (n % B != 0 ? 1 : 0); })
+        .run();
+  }
+
+  TEST_CASE("BlockMask::at under the hostile battery") {
+    // hostile battery: at
+    const ch11::BlockMask bm = ch11::make_block_mask(ch11::Causal{}, 2, 4, 4, 2, 2);  // 2 heads × 2 × 2 tiles
+    hostile::battery(
+        "BlockMask::at", {"h", "i", "j"},
+        [&](std::size_t h, std::size_t i, std::size_t j) {
+          try {
+            return static_cast<int>(bm.at(h, i, j));
+          } catch (const std::out_of_range& e) {  // its documented refusal: judged as one, by its message
+            throw std::invalid_argument(e.what());
+          }
+        },
+        std::size_t{1}, std::size_t{1}, std::size_t{0})
+        .fits([](std::size_t h, std::size_t i, std::size_t j) { return h < 2 && i < 2 && j < 2; })
+        .run();
+  }
+
+  TEST_CASE("the modifiers under the hostile battery") {
+    // hostile battery: operator()
+    // A modifier is the kernel's inner call, on indices the kernel made: check_modifier() checks its parameters
+    // once, before any call. Any head, query or key must still be a clean answer: no crash, no read past slopes.
+    const auto no_nan_in_nan_out = "a score_mod rewrites scores the kernel checked finite (require_attention_inputs)";
+    const auto sizes = [](auto mod, const char* name) {
+      hostile::battery(
+          name, {"head", "q", "kv"},
+          [mod](std::size_t head, std::size_t q, std::size_t kv) { return mod(head, q, kv); }, std::size_t{0},
+          std::size_t{3}, std::size_t{2})
+          .run();
+    };
+    sizes(ch11::NoMask{}, "NoMask");
+    sizes(ch11::Causal{2}, "Causal");
+    sizes(ch11::SlidingWindow{2, 2}, "SlidingWindow");
+    sizes(ch11::PrefixLM{2, 2}, "PrefixLM");
+    const auto scores = [&](auto mod, const char* name) {
+      hostile::battery(
+          name, {"s", "head", "q", "kv"},
+          [mod](float s, std::size_t head, std::size_t q, std::size_t kv) { return mod(s, head, q, kv); }, 0.5f,
+          std::size_t{0}, std::size_t{3}, std::size_t{2})
+          .exempt("s = NaN", no_nan_in_nan_out)
+          .run();
+    };
+    scores(ch11::NoScoreMod{}, "NoScoreMod");
+    scores(ch11::SoftCap{30.0f}, "SoftCap");
+    scores(ch11::Alibi{attn::alibi_slopes(2), 1}, "Alibi");
+  }
+
+  TEST_CASE("check_modifier and check_offset under the hostile battery") {
+    // hostile battery: check_modifier, check_offset
+    hostile::battery(
+        "check_offset", {"offset", "n_kv"},
+        [](std::size_t offset, std::size_t n_kv) {
+          ch11::check_offset("test", "Causal", offset, n_kv);
+          return offset;
+        },
+        std::size_t{2}, std::size_t{5})
+        .fits([](std::size_t offset, std::size_t n_kv) { return offset <= n_kv; })
+        .run();
+    hostile::battery(
+        "check_modifier (Alibi)", {"heads", "n_q", "n_kv"},
+        [](std::size_t heads, std::size_t n_q, std::size_t n_kv) {
+          ch11::check_modifier("test", ch11::Alibi{attn::alibi_slopes(2), 1}, heads, n_q, n_kv);
+          return heads;
+        },
+        std::size_t{2}, std::size_t{4}, std::size_t{5})
+        .fits([](std::size_t heads, std::size_t n_q, std::size_t n_kv) {
+          const std::size_t max = static_cast<std::size_t>(INT_MAX);
+          return heads == 2 && n_q <= max && n_kv <= max && 1 <= max - n_q;
+        })
+        .run();
+    hostile::battery(
+        "check_modifier (SlidingWindow)", {"window", "offset", "n_kv"},
+        [](std::size_t window, std::size_t offset, std::size_t n_kv) {
+          ch11::check_modifier("test", ch11::SlidingWindow{window, offset}, 1, 4, n_kv);
+          return window;
+        },
+        std::size_t{3}, std::size_t{1}, std::size_t{5})
+        .fits([](std::size_t window, std::size_t offset, std::size_t n_kv) { return window > 0 && offset <= n_kv; })
+        .run();
+    hostile::battery(
+        "check_modifier (SoftCap)", {"cap"},
+        [](float cap) {
+          ch11::check_modifier("test", ch11::SoftCap{cap}, 1, 4, 5);
+          return cap;
+        },
+        30.0f)
+        .fits([](float cap) { return std::isfinite(cap) && cap > 0.0f; })
+        .run();
+  }
+
+  TEST_CASE("flex_attention under the hostile battery") {
+    // hostile battery: flex_attention
+    attn::Rng rng(1103);
+    hostile::battery(
+        "flex_attention", {"Q", "K", "V", "B_r", "B_c", "threads"},
+        [](const Tensor3& Q, const Tensor3& K, const Tensor3& V, std::size_t B_r, std::size_t B_c, int threads) {
+          return ch11::flex_attention(Q, K, V, ch11::SoftCap{20.0f}, ch11::Causal{1}, nullptr,
+                                      ch11::FlexConfig{B_r, B_c, threads})
+              .O;
+        },
+        random_heads(rng, 2, 4, 3), random_heads(rng, 2, 5, 3), random_heads(rng, 2, 5, 2), std::size_t{2},
+        std::size_t{4}, 2)
+        .fits([](const Tensor3& Q, const Tensor3& K, const Tensor3& V, std::size_t B_r, std::size_t B_c, int threads) {
+          const long double scores = static_cast<long double>(threads) * B_r * B_c * 4;
+          return K.shape(0) == Q.shape(0) && V.shape(0) == Q.shape(0) && K.shape(2) == Q.shape(2) &&
+                 V.shape(1) == K.shape(1) && K.shape(1) >= 1 && B_r > 0 && B_c > 0 && threads > 0 &&
+                 scores < (1ull << 30);
+        })
+        .answer([](const Tensor3& O, const Tensor3& Q, const Tensor3&, const Tensor3& V, std::size_t, std::size_t,
+                   int) { return O.shape(0) == Q.shape(0) && O.shape(1) == Q.shape(1) && O.shape(2) == V.shape(2); })
+        .exempt("= 2^32",
+                "score tiles of 32+ GiB: answered or refused by the memory available, past the battery's 4 GiB")
+        .run();
   }
 }

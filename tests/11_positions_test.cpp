@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "attn/rng.hpp"
 #include "oracle/11_positions_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -25,6 +27,7 @@ using attn::Vector;
 using attn::test::to_oracle;
 namespace oracle = attn::oracle;
 namespace ch11 = attn::ch11;
+namespace hostile = attn::test::hostile;
 
 // float32 attention against float64 with inputs of size ~1: each score carries d_k·2^-24 relative error, the
 // softmax and the weighted sum n_kv·2^-24 more; four times their sum bounds it with margin.
@@ -488,5 +491,148 @@ TEST_SUITE("11_positions: hostile input") {
       CAPTURE(h);
       CHECK_THROWS_NAMING(attn::alibi_slopes(h), std::invalid_argument, "alibi_slopes");
     }
+  }
+}
+
+// The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile values,
+// each call refused naming what was wrong or answered as the contract says.
+TEST_SUITE("11_positions: the hostile battery") {
+  TEST_CASE("sinusoidal_encoding under the hostile battery" * doctest::test_suite("11_positions/sinusoidal_encoding")) {
+    // hostile battery: sinusoidal_encoding
+    hostile::battery(
+        "sinusoidal_encoding", {"n", "d"}, [](std::size_t n, std::size_t d) { return attn::sinusoidal_encoding(n, d); },
+        std::size_t{6}, std::size_t{5})
+        .fits([](std::size_t n, std::size_t d) { return static_cast<long double>(n) * d * 4 < (1ull << 30); })
+        .answer([](const Matrix& PE, std::size_t n, std::size_t d) {
+          bool bounded = true;  // a loop, not xt::all: xtensor offsets a null pointer for an empty tensor
+          for (std::size_t i = 0; i < PE.size(); ++i) bounded = bounded && std::abs(PE.data()[i]) <= 1.0f;
+          return PE.shape(0) == n && PE.shape(1) == d && bounded;
+        })
+        .exempt("= 2^32",
+                "n·d floats of 16 GiB or more: answered or refused by the memory available, its contract's "
+                "limit, past the battery's 4 GiB")
+        .run();
+  }
+
+  TEST_CASE("apply_rope under the hostile battery" * doctest::test_suite("11_positions/apply_rope")) {
+    // hostile battery: apply_rope
+    attn::Rng rng(1101);
+    hostile::battery(
+        "apply_rope", {"X", "first_position", "base"},
+        [](Matrix& X, std::size_t first_position, float base) {
+          attn::apply_rope(X, first_position, base);
+          return X;
+        },
+        Matrix(rng.normal(3, 4)), std::size_t{2}, 10000.0f)
+        .fits([](const Matrix& X, std::size_t first_position, float base) {
+          const std::size_t n = X.shape(0);
+          return X.shape(1) % 2 == 0 && std::isfinite(base) && base > 1.0f &&
+                 (n == 0 || first_position <= std::numeric_limits<std::size_t>::max() - (n - 1));
+        })
+        .answer([](const Matrix& R, const Matrix& X, std::size_t, float) { return R.shape() == X.shape(); })
+        .run();
+  }
+
+  TEST_CASE("alibi_slopes under the hostile battery" * doctest::test_suite("11_positions/alibi_slopes")) {
+    // hostile battery: alibi_slopes
+    hostile::battery(
+        "alibi_slopes", {"h"}, [](std::size_t h) { return attn::alibi_slopes(h); }, std::size_t{6})
+        .fits([](std::size_t h) { return h > 0 && h < (std::size_t{1} << 28); })
+        .answer([](const Vector& m, std::size_t h) { return m.size() == h && xt::all(m > 0.0f) && xt::all(m <= 1.0f); })
+        .exempt("h = 2^32",
+                "h floats of 16 GiB: answered or refused by the memory available, its contract's limit, "
+                "past the battery's 4 GiB")
+        .run();
+  }
+
+  TEST_CASE("alibi_bias under the hostile battery" * doctest::test_suite("11_positions/alibi_bias")) {
+    // hostile battery: alibi_bias
+    hostile::battery(
+        "alibi_bias", {"n_q", "n_kv", "slope"},
+        [](std::size_t n_q, std::size_t n_kv, float slope) { return attn::alibi_bias(n_q, n_kv, slope); },
+        std::size_t{3}, std::size_t{5}, 0.5f)
+        .fits([](std::size_t n_q, std::size_t n_kv, float slope) {
+          return std::isfinite(slope) && slope >= 0.0f && n_q <= n_kv &&
+                 static_cast<long double>(n_q) * n_kv * 4 < (1ull << 30);
+        })
+        .answer([](const Matrix& bias, std::size_t n_q, std::size_t n_kv, float) {
+          bool penalties = true;  // a loop, not xt::all: xtensor offsets a null pointer for an empty tensor
+          for (std::size_t i = 0; i < bias.size(); ++i) penalties = penalties && bias.data()[i] <= 0.0f;
+          return bias.shape(0) == n_q && bias.shape(1) == n_kv && penalties;
+        })
+        .exempt("n_kv = 2^32",
+                "n_q·n_kv floats of 48 GiB: answered or refused by the memory available, its "
+                "contract's limit, past the battery's 4 GiB")
+        .run();
+  }
+
+  TEST_CASE("DocumentMask under the hostile battery" * doctest::test_suite("11_positions/DocumentMask")) {
+    // hostile battery: operator()
+    const attn::DocumentMask documents{{0, 0, 1, 1, 1}, true, 1};  // 5 keys, 4 queries: offset 1
+    hostile::battery(
+        "DocumentMask", {"head", "q|query", "kv|key"},
+        [&](std::size_t head, std::size_t q, std::size_t kv) {
+          try {
+            return documents(head, q, kv);
+          } catch (const std::out_of_range& e) {  // its documented refusal: judged as one, by its message
+            throw std::invalid_argument(e.what());
+          }
+        },
+        std::size_t{0}, std::size_t{2}, std::size_t{3})
+        .fits([](std::size_t, std::size_t q, std::size_t kv) { return q < 4 && kv < 5; })
+        .run();
+  }
+
+  TEST_CASE("make_block_mask under the hostile battery" * doctest::test_suite("11_positions/make_block_mask")) {
+    // hostile battery: make_block_mask
+    const auto tiles = [](std::size_t heads, std::size_t n_q, std::size_t n_kv, std::size_t B_r, std::size_t B_c) {
+      return static_cast<long double>(heads) * ch11::tiles_of(n_q, B_r) * ch11::tiles_of(n_kv, B_c);
+    };
+    hostile::battery(
+        "make_block_mask", {"mask_mod", "heads", "n_q", "n_kv", "B_r", "B_c"},
+        [](const attn::MaskModFn& mask_mod, std::size_t heads, std::size_t n_q, std::size_t n_kv, std::size_t B_r,
+           std::size_t B_c) { return attn::make_block_mask(mask_mod, heads, n_q, n_kv, B_r, B_c); },
+        attn::MaskModFn(ch11::Causal{1}), std::size_t{2}, std::size_t{5}, std::size_t{6}, std::size_t{2},
+        std::size_t{4})
+        .fits([&](const attn::MaskModFn&, std::size_t heads, std::size_t n_q, std::size_t n_kv, std::size_t B_r,
+                  std::size_t B_c) {
+          return B_r > 0 && B_c > 0 && tiles(heads, n_q, n_kv, B_r, B_c) < (1ull << 30) &&
+                 static_cast<long double>(heads) * n_q * n_kv < 18446744073709551616.0L;
+        })
+        .answer([](const ch11::BlockMask& bm, const attn::MaskModFn&, std::size_t heads, std::size_t n_q,
+                   std::size_t n_kv, std::size_t B_r, std::size_t B_c) {
+          return bm.heads == heads && bm.n_q == n_q && bm.n_kv == n_kv && bm.T_r == ch11::tiles_of(n_q, B_r) &&
+                 bm.T_c == ch11::tiles_of(n_kv, B_c) && bm.tiles.size() == heads * bm.T_r * bm.T_c;
+        })
+        .exempt("n_q = 2^32",
+                "4+ GiB of tiles and 2^35 mask_mod calls: answered when the memory available allows "
+                "(its contract's limit), past the battery's 4 GiB")
+        .exempt("n_kv = 2^32", "as n_q = 2^32")
+        .run();
+  }
+
+  TEST_CASE("flex_attention_tiles under the hostile battery" *
+            doctest::test_suite("11_positions/flex_attention_tiles")) {
+    // hostile battery: flex_attention_tiles
+    attn::Rng rng(1102);
+    const attn::MaskModFn causal = ch11::Causal{1};  // 4 queries, 5 keys
+    const attn::ScoreModFn none = ch11::NoScoreMod{};
+    hostile::battery(
+        "flex_attention_tiles", {"Q", "K", "V", "head", "score_mod", "mask_mod", "block_mask"},
+        [](const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t head, const attn::ScoreModFn& score_mod,
+           const attn::MaskModFn& mask_mod, const ch11::BlockMask& block_mask) {
+          return attn::flex_attention_tiles(Q, K, V, head, score_mod, mask_mod, block_mask).O;
+        },
+        Matrix(rng.normal(4, 3)), Matrix(rng.normal(5, 3)), Matrix(rng.normal(5, 2)), std::size_t{0}, none, causal,
+        attn::make_block_mask(causal, 1, 4, 5, 2, 2))
+        .fits([](const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t, const attn::ScoreModFn&,
+                 const attn::MaskModFn&, const ch11::BlockMask&) {
+          // the block mask is for 4 queries and 5 keys, one head (every head reads it)
+          return Q.shape(0) == 4 && K.shape(0) == 5 && K.shape(1) == Q.shape(1) && V.shape(0) == 5;
+        })
+        .answer([](const Matrix& O, const Matrix& Q, const Matrix&, const Matrix& V, std::size_t,
+                   const attn::ScoreModFn&, const attn::MaskModFn&,
+                   const ch11::BlockMask&) { return O.shape(0) == Q.shape(0) && O.shape(1) == V.shape(1); })
+        .run();
   }
 }

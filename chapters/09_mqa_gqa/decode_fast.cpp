@@ -260,9 +260,9 @@ Matrix decode_attend_fast(const KVCache& cache, const Matrix& q) {
   require(q.shape(1) == d_k, fmt::format("decode_attend_fast: q is {} but the cache holds keys of d_k = {}; q must "
                                          "be (h, {})",
                                          shape_str(q), d_k, d_k));
-  require(h > 0 && h % g == 0, fmt::format("decode_attend_fast: h = {} query heads cannot be shared evenly by the "
-                                           "cache's g = {} key/value heads; g must divide h",
-                                           h, g));
+  require(h > 0 && h % g == 0, fmt::format("decode_attend_fast: q is {}: h = {} query heads cannot be shared evenly "
+                                           "by the cache's g = {} key/value heads; g must divide h",
+                                           shape_str(q), h, g));
   require(n > 0,
           "decode_attend_fast: the cache is empty (length 0): there is no token to attend to; append the "
           "new token's key and value first");

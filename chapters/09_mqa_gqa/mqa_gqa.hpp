@@ -37,7 +37,7 @@ std::size_t kv_group_of(std::size_t head, std::size_t h, std::size_t g);
 /// \param V (g, n_kv, d_v) values.
 /// \param causal when true, query i may attend only to keys j ≤ i + (n_kv - n_q) (attn::causal_mask()).
 /// \return (h, n_q, d_v): head i's attention output.
-/// \throws std::invalid_argument naming h and g when g does not divide h; naming the shapes when d_k
+/// \throws std::invalid_argument naming Q's shape, h and g when g does not divide h; naming the shapes when d_k
 ///         differs between Q and K, K and V differ in g or n_kv, or (causal) n_q > n_kv; naming the tensor
 ///         (Q, K or V) that holds a NaN or an infinity.
 Tensor3 grouped_attention(const Tensor3& Q, const Tensor3& K, const Tensor3& V, bool causal = false);
@@ -60,7 +60,8 @@ std::size_t kv_cache_bytes(std::size_t layers, std::size_t g, std::size_t d_k, s
 /// \param heads (h, n, d) the keys (or values) of a multi-head layer, one matrix per head.
 /// \param g the number of groups to keep; g divides h.
 /// \return (g, n, d): group j is the mean of heads j·(h/g) … (j+1)·(h/g) - 1.
-/// \throws std::invalid_argument naming h and g when g is 0 or does not divide h.
+/// \throws std::invalid_argument naming h and g when g is 0 or does not divide h, and heads' shape when h is 0 (the
+///         mean of no heads is 0/0).
 Tensor3 mean_pool_kv_heads(const Tensor3& heads, std::size_t g);
 
 /// The KV cache of one attention layer during autoregressive decoding: the keys and values of every token
@@ -117,8 +118,8 @@ class KVCache {
 /// \param k (g, d_k) the new token's key, one row per KV head.
 /// \param v (g, d_v) the new token's value, one row per KV head.
 /// \return (h, d_v): the new token's attention output for each query head.
-/// \throws std::invalid_argument naming the shapes when they do not fit the cache, h and g when g does not
-///         divide h, the first NaN/Inf of q, k or v, and the capacity when the cache is full. Whatever
+/// \throws std::invalid_argument naming the shapes when they do not fit the cache, q's shape, h and g when g
+///         does not divide h, the first NaN/Inf of q, k or v, and the capacity when the cache is full. Whatever
 ///         fails, the cache is left as it was (a failure after the append takes the token back out).
 Matrix decode_step(KVCache& cache, const Matrix& q, const Matrix& k, const Matrix& v);
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -43,10 +44,19 @@ struct PrefixLM {
 struct Alibi {
   Vector slopes;  ///< (h) one slope per head (attn::alibi_slopes())
   std::size_t offset = 0;
+  /// \throws std::invalid_argument naming the head when it has no slope (check_modifier() makes the kernel's
+  ///         heads fit; the check here keeps a stray head from reading past the slopes).
   float operator()(float s, std::size_t head, std::size_t q, std::size_t kv) const {
+    if (head >= slopes.size()) no_slope(head);
     // In int (positions < 2^31, as OpenBLAS's sizes): int → float converts a vector (16 lanes, AVX-512) at once.
     const int distance = std::abs(static_cast<int>(q + offset) - static_cast<int>(kv));
     return s - slopes(head) * static_cast<float>(distance);
+  }
+
+ private:
+  [[noreturn]] void no_slope(std::size_t head) const {
+    throw std::invalid_argument(
+        fmt::format("Alibi: head {} has no slope; there are {} slopes, one per head", head, slopes.size()));
   }
 };
 

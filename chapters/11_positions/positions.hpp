@@ -136,8 +136,9 @@ using MaskModFn = std::function<bool(std::size_t head, std::size_t q, std::size_
 /// \param B_r queries per tile.
 /// \param B_c keys per tile.
 /// \return the block mask: its sizes, and tiles (heads, T_r, T_c).
-/// \throws std::invalid_argument naming B_r and B_c when one is 0, when mask_mod is empty, or when the tiles
-///         would not fit in memory (attn::checked_allocation()).
+/// \throws std::invalid_argument naming B_r and B_c when one is 0, when mask_mod is empty, when heads·n_q·n_kv (its
+///         mask_mod calls) passes 64 bits (attn::checked_product()), or when the tiles would not fit in memory
+///         (attn::checked_allocation()).
 ch11::BlockMask make_block_mask(const MaskModFn& mask_mod, std::size_t heads, std::size_t n_q, std::size_t n_kv,
                                 std::size_t B_r, std::size_t B_c);
 

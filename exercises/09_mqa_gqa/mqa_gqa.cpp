@@ -25,7 +25,8 @@ std::size_t kv_group_of(std::size_t head, std::size_t h, std::size_t g) {
 Tensor3 grouped_attention(const Tensor3& Q, const Tensor3& K, const Tensor3& V, bool causal) {
   // TODO(learner): for every query head i, chapter 02's scaled_dot_product_attention of Q[i] against
   //   K[j] and V[j] with j = kv_group_of(i, h, g), masked with causal_mask(n_q, n_kv) when `causal`.
-  //   Check the shapes first: (h, n_q, d_k), (g, n_kv, d_k), (g, n_kv, d_v), g divides h.
+  //   Check the shapes first: (h, n_q, d_k), (g, n_kv, d_k), (g, n_kv, d_v), g divides h (a refusal naming
+  //   Q's shape, h and g).
   throw not_implemented("grouped_attention", kChapter,
                         "a loop over query heads; Matrix Q_i = xt::view(Q, i, xt::all(), xt::all()) copies one head.");
 }
@@ -39,7 +40,7 @@ std::size_t kv_cache_bytes(std::size_t layers, std::size_t g, std::size_t d_k, s
 
 Tensor3 mean_pool_kv_heads(const Tensor3& heads, std::size_t g) {
   // TODO(learner): (h, n, d) → (g, n, d); group j is the mean of heads j·(h/g) … (j+1)·(h/g) - 1.
-  //   g == 0 or h % g != 0 is std::invalid_argument naming h and g.
+  //   g == 0 or h % g != 0 is std::invalid_argument naming h and g; h == 0 (no head to pool) naming heads' shape.
   throw not_implemented("mean_pool_kv_heads", kChapter, "add every head into its group's slot, then divide by h/g.");
 }
 
@@ -54,8 +55,9 @@ void KVCache::append(const Matrix& k, const Matrix& v) {
 Matrix decode_step(KVCache& cache, const Matrix& q, const Matrix& k, const Matrix& v) {
   // TODO(learner): append k and v (the new token attends to itself), then attend each query head i
   //   (row i of q) over the first cache.length() rows of its group's keys and values: (h, d_v).
-  //   Check q's d_k against the cache, that g divides h, and q, k, v (attn::require_attention_inputs)
-  //   before changing the cache; if attending still fails, take the token back out (cache.truncate).
+  //   Check q's d_k against the cache, that g divides h (naming q's shape, h and g), and q, k, v
+  //   (attn::require_attention_inputs) before changing the cache; if attending still fails, take the token back out
+  //   (cache.truncate).
   throw not_implemented("decode_step", kChapter,
                         "append, then grouped attention of one query per head over the cached rows (no mask).");
 }

@@ -5,6 +5,7 @@
 #include "09_mqa_gqa/mqa_gqa.hpp"
 
 #include <cmath>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -14,11 +15,12 @@ namespace attn {
 
 namespace {
 
-/// Throws unless g is a positive divisor of h; \p where names the caller.
-void require_groups(const char* where, std::size_t h, std::size_t g) {
-  require(g > 0 && h % g == 0, fmt::format("{}: h = {} query heads cannot be shared evenly by g = {} key/value "
+/// Throws unless g is a positive divisor of h; \p where names the caller, \p heads (when given) the argument that
+/// holds the h query heads and its shape ("Q is (5, 3, 2): ").
+void require_groups(const char* where, std::size_t h, std::size_t g, const std::string& heads = "") {
+  require(g > 0 && h % g == 0, fmt::format("{}: {}h = {} query heads cannot be shared evenly by g = {} key/value "
                                            "heads; g must divide h (g = h: MHA, g = 1: MQA)",
-                                           where, h, g));
+                                           where, heads, h, g));
 }
 
 /// Head i of a head-major tensor as its own (n, d) matrix (a copy: chapter 02's attention takes matrices).
@@ -43,7 +45,7 @@ Tensor3 grouped_attention(const Tensor3& Q, const Tensor3& K, const Tensor3& V, 
       fmt::format("grouped_attention: K is {} and V is {}; they need the same (g, n_kv)", shape_str(K), shape_str(V)));
   require(Q.shape(2) == K.shape(2),
           fmt::format("grouped_attention: Q is {} and K is {}; they need the same d_k", shape_str(Q), shape_str(K)));
-  require_groups("grouped_attention", h, g);
+  require_groups("grouped_attention", h, g, "Q is " + shape_str(Q) + ": ");
   require_attention_inputs("grouped_attention", Q, K, V);      // finite, and no score can overflow
   const Mask mask = causal ? causal_mask(n_q, n_kv) : Mask();  // (n_q, n_kv), or empty: no mask
   Tensor3 O = xt::zeros<float>({h, n_q, V.shape(2)});          // (h, n_q, d_v)
@@ -68,6 +70,8 @@ std::size_t kv_cache_bytes(std::size_t layers, std::size_t g, std::size_t d_k, s
 // [mean_pool_kv_heads]
 Tensor3 mean_pool_kv_heads(const Tensor3& heads, std::size_t g) {
   const std::size_t h = heads.shape(0);
+  require(h > 0,
+          fmt::format("mean_pool_kv_heads: heads is {}: no head to pool (the mean of none is 0/0)", shape_str(heads)));
   require_groups("mean_pool_kv_heads", h, g);
   const std::size_t r = h / g;                                             // heads per group
   Tensor3 pooled = xt::zeros<float>({g, heads.shape(1), heads.shape(2)});  // (g, n, d)
@@ -140,7 +144,7 @@ Matrix decode_step(KVCache& cache, const Matrix& q, const Matrix& k, const Matri
   const std::size_t h = q.shape(0), g = cache.kv_heads(), d_k = cache.d_k();
   require(q.shape(1) == d_k,
           fmt::format("decode_step: q is {} but the cache holds keys of d_k = {}", shape_str(q), d_k));
-  require_groups("decode_step", h, g);
+  require_groups("decode_step", h, g, "q is " + shape_str(q) + ": ");
   require_attention_inputs("decode_step", q, k, v);  // before the cache changes
   cache.append(k, v);                                // the new token sees itself: append first, then attend
   try {

@@ -109,6 +109,8 @@ ch11::BlockMask make_block_mask(const MaskModFn& mask_mod, std::size_t heads, st
                                 std::size_t B_r, std::size_t B_c) {
   require(B_r > 0 && B_c > 0, fmt::format("make_block_mask: B_r = {} and B_c = {} must be positive", B_r, B_c));
   require(static_cast<bool>(mask_mod), "make_block_mask: mask_mod is empty");
+  // One mask_mod call per pair: a count past 64 bits (2^32 heads, queries and keys) is a job that never ends.
+  checked_product("make_block_mask: the mask_mod calls heads × n_q × n_kv", {heads, n_q, n_kv});
   ch11::BlockMask bm{heads, n_q, n_kv, B_r, B_c, ch11::tiles_of(n_q, B_r), ch11::tiles_of(n_kv, B_c), {}};
   bm.tiles.resize(checked_allocation("make_block_mask: the tiles heads × T_r × T_c × 1 byte",
                                      {heads, bm.T_r, bm.T_c, sizeof(ch11::Tile)}));  // (heads, T_r, T_c)
