@@ -4,6 +4,7 @@
 #include "09_mqa_gqa/mqa_gqa.hpp"
 
 #include <cmath>
+#include <string>
 
 #include <fmt/format.h>
 
