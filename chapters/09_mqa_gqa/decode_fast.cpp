@@ -22,6 +22,7 @@
 // multiply-add. `ch09_mqa_gqa bench` times it beside the learner's version (its rows with fast:1 and fast:0),
 // against the roofline bound of each step.
 #include "09_mqa_gqa/decode_fast.hpp"
+#include "09_mqa_gqa/decode_blocks.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -207,45 +208,65 @@ void accumulate_pv_block(const float* P, std::size_t r, std::size_t ld_p, std::s
 }
 // [accumulate_pv_block]
 
+}  // namespace
+
+namespace detail {
+
+GroupAttention::GroupAttention(const float* Q_j, std::size_t r, std::size_t d_k, std::size_t d_v)
+    : Q_(Q_j), r_(r), d_k_(d_k), d_v_(d_v), r_pad_(r >= kW ? (r + kW - 1) / kW * kW : 0) {
+  // Many query rows: their scores as a micro-kernel over the transposed queries Qt (d_k, r_pad), then St
+  // (B, r_pad) transposed into S; few rows: each row against the keys directly (block_scores).
+  Qt_.assign(d_k * r_pad_, 0.0f);
+  St_.assign(kDecodeKeysPerBlock * r_pad_, 0.0f);
+  S_.assign(r * kDecodeKeysPerBlock, 0.0f);
+  for (std::size_t i = 0; i < (r_pad_ > 0 ? r : 0); ++i)
+    for (std::size_t c = 0; c < d_k; ++c) Qt_[c * r_pad_ + i] = Q_j[i * d_k + c];
+}
+
+// [add_block]
+void GroupAttention::add_block(const float* K, const float* V, std::size_t keys, const float* K_next,
+                               const float* V_next, float* m, float* l, float* O) {
+  constexpr std::size_t B = kDecodeKeysPerBlock;  // S's leading dimension
+  if (r_pad_ > 0) {
+    panel_scores(Qt_.data(), r_pad_, K, keys, d_k_, St_.data());  // (keys, r_pad)
+    for (std::size_t i = 0; i < r_; ++i)
+      for (std::size_t j = 0; j < keys; ++j) S_[i * B + j] = St_[j * r_pad_ + i];
+  } else {
+    block_scores(Q_, r_, K, keys, d_k_, S_.data(), B, K_next);
+  }
+  for (std::size_t i = 0; i < r_; ++i) {  // chapter 05's online softmax, row by row
+    float* s = S_.data() + i * B;
+    const float m_new = std::max(m[i], ch05::row_max(s, keys));
+    const float alpha = std::exp(m[i] - m_new);  // 0 at the first block (m = -inf)
+    l[i] = alpha * l[i] + ch05::exp_shift_sum(s, keys, m_new);
+    if (alpha != 1.0f) ch05::scale_row(O + i * d_v_, d_v_, alpha);
+    m[i] = m_new;
+  }
+  accumulate_pv_block(S_.data(), r_, B, keys, V, d_v_, O, V_next);  // the block's values still in L1
+}
+// [add_block]
+
+}  // namespace detail
+
+namespace {
+
 // [attend_group]
 /// One group: its r query rows Q_j (r, d_k), already scaled by 1/√d_k, over the group's n cached keys K_j
 /// (n, d_k) and values V_j (n, d_v), into O_j (r, d_v). One pass over the cache, block by block.
 void attend_group(const float* Q_j, std::size_t r, const float* K_j, const float* V_j, std::size_t n, std::size_t d_k,
                   std::size_t d_v, float* O_j) {
   constexpr std::size_t B = kDecodeKeysPerBlock;
-  // Many query rows: their scores as a micro-kernel over the transposed queries Qt (d_k, r_pad), then St
-  // (B, r_pad) transposed into S; few rows: each row against the keys directly (block_scores).
-  const bool by_panel = r >= kW;
-  const std::size_t r_pad = by_panel ? (r + kW - 1) / kW * kW : 0;
-  std::vector<float> Qt(d_k * r_pad), St(B * r_pad);  // (d_k, r_pad) zero-padded, (B, r_pad)
-  for (std::size_t i = 0; i < (by_panel ? r : 0); ++i)
-    for (std::size_t c = 0; c < d_k; ++c) Qt[c * r_pad + i] = Q_j[i * d_k + c];
-  std::vector<float> S(r * B);                                             // (r, B) the block's scores, then P
-  std::vector<float> m(r, -std::numeric_limits<float>::infinity()), l(r);  // running max and sum per row
-  std::fill(O_j, O_j + r * d_v, 0.0f);                                     // (r, d_v) the accumulator
+  detail::GroupAttention group(Q_j, r, d_k, d_v);
+  std::vector<float> m(r, -std::numeric_limits<float>::infinity()), l(r, 0.0f);  // running max and sum per row
+  std::fill(O_j, O_j + r * d_v, 0.0f);                                           // (r, d_v) the accumulator
   for (std::size_t j0 = 0; j0 < n; j0 += B) {
     const std::size_t keys = std::min(B, n - j0);
     // The next block, when it is as long as this one, is prefetched while this one computes: the hardware
     // prefetcher stops at every 4 KiB page (8 rows of 128 floats), and without this the loads and the
     // arithmetic of a block take turns instead of overlapping.
     const bool next_full = j0 + B + keys <= n;
-    if (by_panel) {
-      panel_scores(Qt.data(), r_pad, K_j + j0 * d_k, keys, d_k, St.data());  // (keys, r_pad)
-      for (std::size_t i = 0; i < r; ++i)
-        for (std::size_t j = 0; j < keys; ++j) S[i * B + j] = St[j * r_pad + i];
-    } else {
-      block_scores(Q_j, r, K_j + j0 * d_k, keys, d_k, S.data(), B, next_full ? K_j + (j0 + B) * d_k : nullptr);
-    }
-    for (std::size_t i = 0; i < r; ++i) {  // chapter 05's online softmax, row by row
-      float* s = S.data() + i * B;
-      const float m_new = std::max(m[i], ch05::row_max(s, keys));
-      const float alpha = std::exp(m[i] - m_new);  // 0 at the first block (m = -inf)
-      l[i] = alpha * l[i] + ch05::exp_shift_sum(s, keys, m_new);
-      if (alpha != 1.0f) ch05::scale_row(O_j + i * d_v, d_v, alpha);
-      m[i] = m_new;
-    }
-    accumulate_pv_block(S.data(), r, B, keys, V_j + j0 * d_v, d_v, O_j,  // the block's values still in L1
-                        next_full ? V_j + (j0 + B) * d_v : nullptr);
+    group.add_block(K_j + j0 * d_k, V_j + j0 * d_v, keys, next_full ? K_j + (j0 + B) * d_k : nullptr,
+                    next_full ? V_j + (j0 + B) * d_v : nullptr, m.data(), l.data(), O_j);
   }
   for (std::size_t i = 0; i < r; ++i) ch05::scale_row(O_j + i * d_v, d_v, 1.0f / l[i]);  // ℓ ≥ 1: the max's own 1
 }

@@ -2,14 +2,12 @@
 // book/measure_17_serving.md.
 //
 // The learner's paged_attention() is right and simple: per query head, every score, a softmax, the weighted sum,
-// each key found through the table. This file is the same computation in chapter 09's one pass: per group of
-// r = h/g query heads and per block of the table, the r × (keys in the block) scores with each key row loaded once
-// for all r heads, chapter 05's online softmax (its vectorised row passes), and O += P·V while the block's values
-// are in the core's cache. A block is B contiguous rows per KV head, so the kernel's inner loops are chapter 09's
-// over a shorter run of keys; what paging costs is one table lookup per block and, for small B, the online
-// softmax's per-block work. The loops are written on GCC's vector extensions (16 floats), compiled once per
-// instruction set (ATTN_VECTOR_CLONES) and with -ffp-contract=fast (CMakeLists.txt) so a·b + c is one fused
-// multiply-add.
+// each key found through the table. This file is the same computation in chapter 09's one pass, on chapter 09's own
+// block step (ch09::detail::GroupAttention): per group of r = h/g query heads, the tokens are walked in stretches
+// that lie together in the cache (at most 32 tokens, never across a block's end), and each stretch's r × keys
+// scores, online softmax and O += P·V are computed while its keys and values are in the core's cache. A block is B
+// contiguous rows per KV head, so what paging costs is one table lookup per stretch and, for B < 32, more and
+// shorter stretches: the online softmax's per-stretch work and a prefetch that sees fewer rows ahead.
 //
 // Split-KV decoding (Flash-Decoding) cuts the table into ranges of whole blocks, runs one range per thread and
 // merges the parts with chapter 05's merge_states(): one sequence's decode step then reads memory on every core.
@@ -18,71 +16,20 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "05_flash_cpu/row_ops.hpp"
+#include "09_mqa_gqa/decode_blocks.hpp"
 #include "attn/checks.hpp"
 
 namespace attn::ch17 {
 
 namespace {
 
-using Lanes = float __attribute__((vector_size(64)));  // 16 floats: one AVX-512 register, two AVX2
-constexpr std::size_t kLanes = 16;
 constexpr float kNoKey = -std::numeric_limits<float>::infinity();
-
-// [paged_block]
-/// One block of keys for the r query rows of a group: S (r, keys) ← Q (r, d_k) · K (keys, d_k)ᵀ, Q already scaled
-/// by 1/√d_k. Each 16-float chunk of a key is loaded once and used by all r rows.
-ATTN_VECTOR_CLONES void block_of_scores(const float* Q, std::size_t r, const float* K, std::size_t keys,
-                                        std::size_t d_k, float* S) {
-  const std::size_t body = d_k - d_k % kLanes;
-  for (std::size_t t = 0; t < keys; ++t) {
-    const float* k = K + t * d_k;
-    for (std::size_t i = 0; i < r; ++i) {
-      const float* x = Q + i * d_k;
-      Lanes acc = {};
-      for (std::size_t c = 0; c < body; c += kLanes) {
-        Lanes a, b;
-        std::memcpy(&a, x + c, sizeof a);
-        std::memcpy(&b, k + c, sizeof b);
-        acc += a * b;
-      }
-      float lanes[kLanes];
-      std::memcpy(lanes, &acc, sizeof lanes);
-      float s = 0.0f;
-      for (std::size_t c = 0; c < kLanes; ++c) s += lanes[c];
-      for (std::size_t c = body; c < d_k; ++c) s += x[c] * k[c];
-      S[i * keys + t] = s;
-    }
-  }
-}
-
-/// O (r, d_v) += P (r, keys) · V (keys, d_v): each value row loaded once for all r rows.
-ATTN_VECTOR_CLONES void add_block_of_values(const float* P, std::size_t r, const float* V, std::size_t keys,
-                                            std::size_t d_v, float* O) {
-  const std::size_t body = d_v - d_v % kLanes;
-  for (std::size_t t = 0; t < keys; ++t) {
-    const float* v = V + t * d_v;
-    for (std::size_t i = 0; i < r; ++i) {
-      const float p = P[i * keys + t];
-      float* o = O + i * d_v;
-      for (std::size_t c = 0; c < body; c += kLanes) {
-        Lanes a, b;
-        std::memcpy(&a, o + c, sizeof a);
-        std::memcpy(&b, v + c, sizeof b);
-        a += p * b;
-        std::memcpy(o + c, &a, sizeof a);
-      }
-      for (std::size_t c = body; c < d_v; ++c) o[c] += p * v[c];
-    }
-  }
-}
-// [paged_block]
 
 /// Throws unless the table holds the blocks its length needs.
 void require_blocks(const char* where, const BlockTable& table, std::size_t B) {
@@ -92,30 +39,35 @@ void require_blocks(const char* where, const BlockTable& table, std::size_t B) {
                                                      where, table.length, table.blocks.size(), B, needed));
 }
 
+/// The keys and values of one stretch of tokens that lie together in the cache: a whole block, or part of one.
+struct Stretch {
+  const float* K = nullptr;  ///< (keys, d_k)
+  const float* V = nullptr;  ///< (keys, d_v)
+  std::size_t keys = 0;
+};
+
 /// The state of the group's r rows over tokens [first, end): m, ℓ (r) and acc (r, d_v), unnormalised.
 // [paged_group]
 void attend_group_paged(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, std::size_t group,
                         const float* Q_j, std::size_t r, std::size_t first, std::size_t end, float* m, float* l,
                         float* acc) {
   const KvShape& s = cache.shape();
-  const std::size_t B = s.block_size;
-  std::vector<float> S(r * B);  // (r, keys) one block's scores, then its weights
-  for (std::size_t t0 = first; t0 < end;) {
-    const std::size_t offset = t0 % B, keys = std::min(B - offset, end - t0);  // the part of this block in range
-    const BlockId block = table.blocks[t0 / B];                                // the table: logical → physical
-    const float* K = cache.keys(layer, block, group) + offset * s.d_k;         // (keys, d_k)
-    const float* V = cache.values(layer, block, group) + offset * s.d_v;       // (keys, d_v)
-    block_of_scores(Q_j, r, K, keys, s.d_k, S.data());
-    for (std::size_t i = 0; i < r; ++i) {  // chapter 05's online softmax, row by row
-      float* p = S.data() + i * keys;
-      const float m_new = std::max(m[i], ch05::row_max(p, keys));
-      const float alpha = std::exp(m[i] - m_new);  // 0 at the first block (m = −inf)
-      l[i] = alpha * l[i] + ch05::exp_shift_sum(p, keys, m_new);
-      if (alpha != 1.0f) ch05::scale_row(acc + i * s.d_v, s.d_v, alpha);
-      m[i] = m_new;
-    }
-    add_block_of_values(S.data(), r, V, keys, s.d_v, acc);
-    t0 += keys;
+  const std::size_t B = s.block_size, chunk = ch09::kDecodeKeysPerBlock;
+  // The stretch of at most `chunk` tokens that starts at token t0: inside one block, found through the table
+  // (logical block t0 / B → physical block), its rows contiguous there.
+  const auto stretch_at = [&](std::size_t t0) {
+    if (t0 >= end) return Stretch{};
+    const std::size_t offset = t0 % B;
+    const BlockId block = table.blocks[t0 / B];
+    return Stretch{cache.keys(layer, block, group) + offset * s.d_k, cache.values(layer, block, group) + offset * s.d_v,
+                   std::min({chunk, B - offset, end - t0})};
+  };
+  ch09::detail::GroupAttention attend(Q_j, r, s.d_k, s.d_v);  // chapter 09's block step
+  Stretch here = stretch_at(first);
+  for (std::size_t t0 = first; t0 < end; t0 += here.keys, here = stretch_at(t0)) {
+    const Stretch next = stretch_at(t0 + here.keys);  // prefetched while this one computes, when as long
+    const bool prefetch = next.keys == here.keys;
+    attend.add_block(here.K, here.V, here.keys, prefetch ? next.K : nullptr, prefetch ? next.V : nullptr, m, l, acc);
   }
 }
 // [paged_group]
