@@ -11,7 +11,10 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <numeric>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -20,6 +23,8 @@
 #include "09_mqa_gqa/decode_fast.hpp"
 #include "09_mqa_gqa/mqa_gqa.hpp"
 #include "17_serving/paged_decode.hpp"
+#include "17_serving/serve_sim.hpp"
+#include "17_serving/trace.hpp"
 #include "attn/bench.hpp"
 #include "attn/blas_threads.hpp"
 #include "attn/ceilings.hpp"
@@ -178,5 +183,132 @@ BENCHMARK(BM_SplitKvDecode)
     ->UseRealTime()
     ->MinTime(0.3);
 // [bench_split]
+
+// [bench_serve]
+/// The timed serving run: a small trace (24 requests, prompts of 16 … 64 tokens, outputs of 32 tokens on average,
+/// at most 96) served three ways under one KV budget that reserving schedulers fill with 4 sequences of the longest
+/// length, while paging fits 8. Every step runs for real on kLayers attention layers of Llama-3-8B's shape with
+/// random weights: the projections of every token in the step (each decoding sequence's new token and every
+/// prompt token prefilled) through OpenBLAS on every hardware thread, and each token's attention over its
+/// sequence's cached tokens by the paged decode kernel. The weights (kLayers × 168 MB, more than the caches of
+/// most CPUs) are read once per step whatever the batch: that is what batching shares, and why the number of steps
+/// decides the throughput. Appending each token's keys and values (8 KiB per layer) is left out.
+constexpr std::size_t kLayers = 2, kModel = kH * kD, kKvWidth = kG * kD;  // d_model 4096; K and V 1024 each
+constexpr std::size_t kServeMaxLen = 64 + 96, kServeBlock = 16, kServeRunning = 8;
+
+ch17::TraceSpec serve_trace_spec() {
+  ch17::TraceSpec spec;
+  spec.requests = 24;
+  spec.arrivals_per_step = 0.5;
+  spec.prompt_min = 16;
+  spec.prompt_max = 64;
+  spec.output_mean = 32.0;
+  spec.output_max = 96;
+  return spec;
+}
+
+/// kLayers layers of weights and a paged cache with room for kServeRunning sequences of the longest length.
+struct ServeModel {
+  std::vector<Matrix> W_qkv, W_O;  // (kLayers) of (d_model, d_model + 2 · kv width) and (d_model, d_model)
+  attn::PagedKVCache cache;
+  std::size_t blocks_per_slot = (kServeMaxLen + kServeBlock - 1) / kServeBlock;
+  ServeModel()
+      : cache({kLayers, kG, kD, kD, kServeBlock},
+              kServeRunning * 4 * ((kServeMaxLen + kServeBlock - 1) / kServeBlock) *
+                  attn::kv_block_bytes({kLayers, kG, kD, kD, kServeBlock}, sizeof(float))) {
+    for (std::size_t l = 0; l < kLayers; ++l) {  // small weights of a cheap pattern: the values do not matter here
+      W_qkv.push_back(pattern({kModel, kModel + 2 * kKvWidth}, l));
+      W_O.push_back(pattern({kModel, kModel}, l + kLayers));
+    }
+    while (cache.pool().free_blocks() > 0) cache.pool().allocate();  // every block a slot's, in order
+    const attn::RandomInputs& kv = attn::random_inputs(2, kG, kServeBlock, kD, 19);  // one block's keys and values
+    for (std::size_t b = 0; b < cache.pool().total_blocks(); ++b)
+      for (std::size_t l = 0; l < kLayers; ++l)
+        for (std::size_t t = 0; t < kServeBlock; ++t)
+          cache.write(l, static_cast<attn::BlockId>(b), t, xt::view(kv.tensor(0), xt::all(), t, xt::all()),
+                      xt::view(kv.tensor(1), xt::all(), t, xt::all()));
+  }
+  static Matrix pattern(std::vector<std::size_t> shape, std::size_t salt) {
+    Matrix W = xt::empty<float>(shape);
+    std::uint32_t x = 2654435761u * static_cast<std::uint32_t>(salt + 1);
+    for (float& w : W) {
+      x = x * 1664525u + 1013904223u;
+      w = (static_cast<float>(x >> 9) / 8388608.0f - 1.0f) * 0.02f;
+    }
+    return W;
+  }
+  /// The table of the sequence in slot \p slot at \p length tokens: that slot's first blocks.
+  attn::BlockTable table(std::size_t slot, std::size_t length) const {
+    attn::BlockTable t;
+    const std::size_t first = (slot % (4 * kServeRunning)) * blocks_per_slot;
+    for (std::size_t b = 0; b < (length + kServeBlock - 1) / kServeBlock; ++b)
+      t.blocks.push_back(static_cast<attn::BlockId>(first + b));
+    t.length = length;
+    return t;
+  }
+};
+
+/// Runs one step's work on \p m: its tokens' projections, layer by layer, and each token's attention.
+void run_step(ServeModel& m, const ch17::StepWork& work) {
+  std::vector<std::pair<std::size_t, std::size_t>> tokens;  // (slot, length attended) of each row
+  std::size_t slot = 0;
+  for (const std::size_t n : work.decode_lengths) tokens.emplace_back(slot++, n);
+  for (const std::size_t p : work.prefill_prompts) {  // a prompt's token t attends to tokens 0 … t
+    for (std::size_t t = 1; t <= p; ++t) tokens.emplace_back(slot, t);
+    ++slot;
+  }
+  if (tokens.empty()) return;
+  Matrix X = ServeModel::pattern({tokens.size(), kModel}, 99);  // (rows, d_model) the step's inputs
+  for (std::size_t l = 0; l < kLayers; ++l) {
+    const Matrix QKV = attn::matmul(X, m.W_qkv[l]);  // (rows, d_model + 2 · kv width); only Q is used below
+    Matrix A = xt::empty<float>({tokens.size(), kModel});  // (rows, d_model) each row's attention, heads side by side
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      const Matrix q = xt::reshape_view(xt::view(QKV, i, xt::range(0, kModel)), {kH, kD});  // (h, d_k)
+      const Matrix o = ch17::paged_decode(m.cache, l, m.table(tokens[i].first, tokens[i].second), q);  // (h, d_v)
+      std::copy(o.begin(), o.end(), A.data() + i * kModel);
+    }
+    X = attn::matmul(A, m.W_O[l]);  // (rows, d_model)
+  }
+  benchmark::DoNotOptimize(X.data());
+}
+
+/// Serves the trace with scheduler \p which (0: static batching reserving the maximum, 1: continuous batching
+/// reserving the maximum, 2: continuous batching paged), every step run on the model; tokens per second and each
+/// request's latency in seconds (from the start of the step it arrived at to the end of the step its last token
+/// came out of).
+void BM_Serve(benchmark::State& state) {
+  static ServeModel model;
+  const auto which = static_cast<int>(state.range(0));
+  const std::vector<ch17::Request> trace = ch17::request_trace(serve_trace_spec());
+  const std::size_t budget = 4 * kServeMaxLen;  // tokens: 4 sequences of the longest length
+  attn::BlasThreads blas(attn::hardware_threads());
+  for (auto _ : state) {
+    std::vector<double> clock{0.0};  // clock[s]: seconds at the start of step s
+    const auto t0 = std::chrono::steady_clock::now();
+    const ch17::StepObserver timed = [&](const ch17::StepWork& work) {
+      run_step(model, work);
+      clock.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    };
+    const ch17::ServeStats st =
+        which == 2 ? ch17::serve_paged(trace, budget / kServeBlock, kServeBlock, kServeRunning, timed)
+                   : ch17::serve_reserving(trace, which == 0 ? ch17::Batching::fixed : ch17::Batching::continuous,
+                                           budget, kServeMaxLen, kServeRunning, timed);
+    std::vector<double> latency;  // seconds, per request
+    for (const ch17::Request& r : trace) latency.push_back(clock[r.arrival + st.latency[r.id]] - clock[r.arrival]);
+    std::sort(latency.begin(), latency.end());
+    const double seconds = clock.back();
+    state.SetIterationTime(seconds);
+    state.counters["tokens/s"] = static_cast<double>(st.generated) / seconds;
+    state.counters["latency_mean_s"] = std::accumulate(latency.begin(), latency.end(), 0.0) / static_cast<double>(latency.size());
+    state.counters["latency_p90_s"] = latency[(latency.size() * 9 + 9) / 10 - 1];
+    state.counters["steps"] = static_cast<double>(st.steps);
+    state.counters["mean_running"] = st.mean_running;
+    state.counters["s_per_step"] = seconds / static_cast<double>(clock.size() - 1);
+    attn::record("serve tokens/s", static_cast<std::size_t>(which), static_cast<double>(st.generated) / seconds);
+  }
+  state.SetLabel(which == 0 ? "static, reserve max" : which == 1 ? "continuous, reserve max" : "continuous, paged");
+}
+BENCHMARK(BM_Serve)->DenseRange(0, 2)->ArgName("scheduler")->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
+// [bench_serve]
 
 }  // namespace

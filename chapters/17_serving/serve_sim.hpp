@@ -15,12 +15,28 @@
 
 namespace attn::ch17 {
 
+/// The work of a step \p plan of schedule_step() left \p running in: each decoded sequence's cached length and each
+/// admitted one's prompt (its prefill: the prompt, without the part a shared prefix already holds).
+inline StepWork step_work(const StepPlan& plan, const std::vector<Sequence>& running) {
+  StepWork work;
+  work.finished = plan.finished;
+  for (const Sequence& s : running) {
+    const bool admitted = std::find(plan.admitted.begin(), plan.admitted.end(), s.id) != plan.admitted.end();
+    if (admitted)
+      work.prefill_prompts.push_back(s.prompt);
+    else
+      work.decode_lengths.push_back(s.table.length);
+  }
+  return work;
+}
+
 // [serve_paged]
 /// Serves \p trace with continuous batching over a pool of \p blocks blocks of \p block_size tokens, at most
 /// \p max_running sequences at once: schedule_step() decides every step.
+/// \p observe, unless empty, is given each step's work.
 /// \throws std::invalid_argument as BlockAllocator and schedule_step() do (a request that could never fit).
 inline ServeStats serve_paged(const std::vector<Request>& trace, std::size_t blocks, std::size_t block_size,
-                              std::size_t max_running) {
+                              std::size_t max_running, const StepObserver& observe = {}) {
   BlockAllocator pool(blocks, block_size);
   std::deque<Sequence> waiting;
   std::vector<Sequence> running;
@@ -32,6 +48,7 @@ inline ServeStats serve_paged(const std::vector<Request>& trace, std::size_t blo
       waiting.push_back(Sequence{trace[next].id, trace[next].prompt, trace[next].output, {}});
     const StepPlan plan = schedule_step(pool, waiting, running, max_running);
     for (const std::size_t id : plan.finished) st.latency[id] = step - trace[id].arrival;
+    if (observe) observe(step_work(plan, running));
     done += plan.finished.size();
     st.generated += plan.decoded.size() + plan.admitted.size();
     st.preemptions += plan.preempted.size();

@@ -68,7 +68,7 @@ struct Reserved {
 
 // [serve_reserving]
 ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching, std::size_t budget_tokens,
-                           std::size_t max_len, std::size_t max_running) {
+                           std::size_t max_len, std::size_t max_running, const StepObserver& observe) {
   require(max_running > 0 && max_len > 0 && budget_tokens >= max_len,
           fmt::format("serve_reserving: max_running = {}, max_len = {}, budget_tokens = {}; need at least one "
                       "sequence of max_len in the budget",
@@ -83,7 +83,9 @@ ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching,
   std::deque<std::size_t> waiting;  // request indices, in arrival order
   std::vector<Reserved> running;
   std::size_t next = 0, done = 0, step = 0;
+  StepWork work;
   for (; done < trace.size(); ++step) {
+    work = StepWork{};
     while (next < trace.size() && trace[next].arrival <= step) waiting.push_back(next++);
     // Finished sequences leave; their last token was generated at the step before this one.
     for (auto it = running.begin(); it != running.end();) {
@@ -92,6 +94,7 @@ ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching,
         continue;
       }
       st.latency[it->id] = step - trace[it->id].arrival;
+      work.finished.push_back(it->id);
       ++done;
       it = running.erase(it);
     }
@@ -99,6 +102,7 @@ ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching,
       ++s.cached;
       --s.remaining;
       ++st.generated;
+      work.decode_lengths.push_back(s.cached);
     }
     // Static batching admits only into an empty batch; continuous batching into every free reservation.
     const bool may_admit = batching == Batching::continuous || running.empty();
@@ -107,7 +111,9 @@ ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching,
       waiting.pop_front();
       running.push_back({r.id, r.prompt, r.output - 1});  // prefilled, and its first token generated
       ++st.generated;
+      work.prefill_prompts.push_back(r.prompt);
     }
+    if (observe) observe(work);
     std::size_t cached = 0;
     for (const Reserved& s : running) cached += s.cached;
     st.cached_token_steps += static_cast<double>(cached);

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace attn::ch17 {
@@ -52,6 +53,17 @@ struct ServeStats {
   double tokens_per_step() const { return steps > 0 ? static_cast<double>(generated) / static_cast<double>(steps) : 0; }
 };
 
+/// The work of one scheduler step, for a caller that computes it (`ch17_serving bench` times a model's layers on
+/// it): what the step's plan means in tokens.
+struct StepWork {
+  std::vector<std::size_t> decode_lengths;   ///< per sequence that decodes a token: its cached tokens, the new one's
+                                             ///< included (what its attention reads)
+  std::vector<std::size_t> prefill_prompts;  ///< per sequence admitted (or readmitted): the tokens prefilled
+  std::vector<std::size_t> finished;         ///< requests that finished at the step before this one, by id
+};
+/// Called once per step with its work, before the next step is planned.
+using StepObserver = std::function<void(const StepWork&)>;
+
 /// The mean of \p latency (steps per request).
 /// \throws std::invalid_argument when latency is empty.
 double latency_mean(const std::vector<std::size_t>& latency);
@@ -68,9 +80,10 @@ enum class Batching {
 /// A scheduler that reserves \p max_len token slots for every sequence it admits (the longest it may grow: the
 /// memory a contiguous cache must set aside before it knows the output's length), \p budget_tokens slots in all, at
 /// most \p max_running sequences at once, first come first served.
+/// \p observe, unless empty, is given each step's work.
 /// \throws std::invalid_argument naming the sizes when max_running or max_len is 0, when budget_tokens holds no
 ///         sequence of max_len, or naming the request whose prompt + output − 1 exceeds max_len.
 ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching, std::size_t budget_tokens,
-                           std::size_t max_len, std::size_t max_running);
+                           std::size_t max_len, std::size_t max_running, const StepObserver& observe = {});
 
 }  // namespace attn::ch17
