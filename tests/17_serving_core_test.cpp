@@ -208,6 +208,42 @@ TEST_SUITE("17_serving: chapter code") {
     CHECK(fixed.most_running == 1);
   }
 
+  TEST_CASE("each scheduler's steps, as its observer sees them, add up to the tokens it generated") {
+    // Every token generated is a decode (one per running sequence per step) or a prefill's first token (one per
+    // admission), and every request finishes once: the timed benchmark runs exactly this work.
+    ch17::TraceSpec spec;
+    spec.requests = 30;
+    spec.prompt_min = 4;
+    spec.prompt_max = 40;
+    spec.output_mean = 12.0;
+    spec.output_max = 40;
+    const std::vector<ch17::Request> trace = ch17::request_trace(spec);
+    for (int which = 0; which < 3; ++which) {
+      CAPTURE(which);
+      std::size_t decoded = 0, admitted = 0, prefilled = 0, finished = 0, steps = 0, attended = 0;
+      const ch17::StepObserver count = [&](const ch17::StepWork& w) {
+        ++steps;
+        decoded += w.decode_lengths.size();
+        admitted += w.prefill_prompts.size();
+        finished += w.finished.size();
+        for (const std::size_t n : w.decode_lengths) attended += n;
+        for (const std::size_t p : w.prefill_prompts) prefilled += p;
+      };
+      const ch17::ServeStats st =
+          which == 2 ? ch17::serve_paged(trace, 400 / 8, 8, 6, count)
+                     : ch17::serve_reserving(trace, which == 0 ? ch17::Batching::fixed : ch17::Batching::continuous,
+                                             400, 80, 6, count);
+      CHECK(decoded + admitted == st.generated);
+      CHECK(finished == trace.size());
+      CHECK(steps == st.steps + 1);  // the last step only saw the last sequences leave
+      CHECK(decoded > 0);
+      CHECK(attended > decoded);  // a decode attends to its cached tokens and its own
+      std::size_t prompts = 0;
+      for (const ch17::Request& r : trace) prompts += r.prompt;
+      CHECK(prefilled >= prompts);  // more after a preemption: its tokens are prefilled again
+    }
+  }
+
   TEST_CASE("serving chapter 12's model refuses empty prompts, zero tokens and prompts past its context") {
     const attn::ch12::Model model = attn::ch12::init_model(attn::ch12::Config{}, 3);
     ch17::ModelServeLog log;
