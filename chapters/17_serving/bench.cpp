@@ -184,7 +184,6 @@ BENCHMARK(BM_SplitKvDecode)
     ->MinTime(0.3);
 // [bench_split]
 
-// [bench_serve]
 /// The timed serving run: a small trace (24 requests, prompts of 16 … 64 tokens, outputs of 32 tokens on average,
 /// at most 96) served three ways under one KV budget that reserving schedulers fill with 4 sequences of the longest
 /// length, while paging fits 8. Every step runs for real on kLayers attention layers of Llama-3-8B's shape with
@@ -272,6 +271,7 @@ void run_step(ServeModel& m, const ch17::StepWork& work) {
   benchmark::DoNotOptimize(X.data());
 }
 
+// [bench_serve]
 /// Serves the trace with scheduler \p which (0: static batching reserving the maximum, 1: continuous batching
 /// reserving the maximum, 2: continuous batching paged), every step run on the model; tokens per second and each
 /// request's latency in seconds (from the start of the step it arrived at to the end of the step its last token
