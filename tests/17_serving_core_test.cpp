@@ -13,6 +13,7 @@
 #include "17_serving/serve_sim.hpp"
 #include "17_serving/trace.hpp"
 #include "attn/rng.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -23,6 +24,7 @@ using attn::KvShape;
 using attn::Matrix;
 using attn::PagedKVCache;
 namespace ch17 = attn::ch17;
+namespace hostile = attn::test::hostile;
 
 PagedKVCache cache_of(std::size_t blocks, std::size_t B = 4) {
   const KvShape shape{2, 2, 4, 3, B};
@@ -257,5 +259,389 @@ TEST_SUITE("17_serving: chapter code") {
     const std::vector<ch17::Prompt> fine{{{1, 2, 3}, 2}, {{1, 2, 4}, 3}};
     CHECK_THROWS_AS(ch17::generate_batched(model, fine, 4, 1, 2, log), std::invalid_argument);  // a block too few
     CHECK(ch17::generate_batched(model, fine, 4, 8, 2, log) == ch17::generate_one_at_a_time(model, fine));
+  }
+}
+
+namespace {
+
+/// ⌈n / B⌉ in long double: no wrapping, for the rules below.
+long double blocks_of(long double n, long double B) { return std::ceil(n / B); }
+
+/// A trace of requests (ids[i], arrival i, prompts[i], outputs[i]), as long as the shortest of the three lists.
+std::vector<ch17::Request> trace_of(const std::vector<std::size_t>& ids, const std::vector<std::size_t>& prompts,
+                                    const std::vector<std::size_t>& outputs) {
+  std::vector<ch17::Request> trace;
+  for (std::size_t i = 0; i < std::min({ids.size(), prompts.size(), outputs.size()}); ++i)
+    trace.push_back({ids[i], i, prompts[i], outputs[i]});
+  return trace;
+}
+
+/// Whether \p trace's ids are its places, every prompt and output at least 1 and prompt + output − 1 ≤ \p max_len.
+bool trace_fits(const std::vector<ch17::Request>& trace, long double max_len) {
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const ch17::Request& r = trace[i];
+    if (r.id != i || r.prompt == 0 || r.output == 0 ||
+        static_cast<long double>(r.prompt) + static_cast<long double>(r.output) - 1 > max_len)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// The hostile-input battery (tests/support/hostile.hpp) over the chapter's own code: every argument replaced in turn by
+// its type's hostile values, each call refused naming what was wrong or answered as the contract says. Structs (a
+// KvShape, a block table, a trace, a prompt) are battered field by field.
+TEST_SUITE("17_serving: hostile battery") {
+  TEST_CASE("the block allocator and the paged cache under the hostile battery") {
+    // hostile battery: BlockAllocator, retain, release, ref_count, release_table, share_table, kv_block_bytes
+    // hostile battery: PagedKVCache, keys, values, write, copy_block
+    const auto pool_of = [] {  // 4 blocks of B = 4; blocks 0 and 1 held
+      BlockAllocator pool(4, 4);
+      pool.allocate();
+      pool.allocate();
+      return pool;
+    };
+    hostile::battery(
+        "BlockAllocator", {"blocks", "block_size"},
+        [](std::size_t blocks, std::size_t block_size) {
+          BlockAllocator pool(blocks, block_size);
+          return std::vector<std::size_t>{pool.total_blocks(), pool.free_blocks(), pool.block_size()};
+        },
+        std::size_t{4}, std::size_t{4})
+        .fits([](std::size_t blocks, std::size_t block_size) {
+          return blocks >= 1 && block_size >= 1 && static_cast<long double>(blocks) * 16 < (1ull << 30);
+        })
+        .answer([](const std::vector<std::size_t>& r, std::size_t blocks, std::size_t block_size) {
+          return r[0] == blocks && r[1] == blocks && r[2] == block_size;
+        })
+        .exempt("= 2^32",
+                "2^32 blocks' counts, 64 GiB: answered or refused by the memory available, past the "
+                "battery's 4 GiB")
+        .run();
+    for (const char* member : {"retain", "release", "ref_count"})
+      hostile::battery(
+          member, {"block"},
+          [&](std::size_t block) {
+            BlockAllocator pool = pool_of();
+            if (std::string(member) == "retain") pool.retain(block);
+            if (std::string(member) == "release") pool.release(block);
+            return pool.ref_count(block);
+          },
+          std::size_t{1})
+          .fits([&](std::size_t block) { return std::string(member) == "ref_count" ? block < 4 : block < 2; })
+          .run();
+    for (const bool share : {false, true})
+      hostile::battery(
+          share ? "share_table" : "release_table", {"blocks|table", "length|table"},
+          [&](const std::vector<std::size_t>& blocks, std::size_t length) {
+            BlockAllocator pool = pool_of();
+            BlockTable table{blocks, length};
+            if (share) {
+              const BlockTable copy = attn::share_table(pool, table);
+              return std::vector<std::size_t>{copy.blocks.size(), copy.length, pool.used_blocks()};
+            }
+            attn::release_table(pool, table);
+            return std::vector<std::size_t>{table.blocks.size(), table.length, pool.used_blocks()};
+          },
+          std::vector<std::size_t>{0, 1}, std::size_t{6})
+          .fits([share](const std::vector<std::size_t>& blocks, std::size_t) {
+            std::vector<int> refs{1, 1, 0, 0};  // release_table releases each block once: a repeat must be held twice
+            for (const std::size_t b : blocks) {
+              if (b >= 4 || refs[b] == 0) return false;
+              if (!share) --refs[b];
+            }
+            return true;
+          })
+          .run();
+    hostile::battery(
+        "kv_block_bytes", {"layers", "kv_heads", "d_k", "d_v", "block_size", "bytes_per_number"},
+        [](std::size_t layers, std::size_t g, std::size_t d_k, std::size_t d_v, std::size_t B, std::size_t bytes) {
+          return attn::kv_block_bytes(KvShape{layers, g, d_k, d_v, B}, bytes);
+        },
+        std::size_t{2}, std::size_t{2}, std::size_t{4}, std::size_t{3}, std::size_t{4}, std::size_t{4})
+        .fits(
+            [](std::size_t layers, std::size_t g, std::size_t d_k, std::size_t d_v, std::size_t B, std::size_t bytes) {
+              const long double all =
+                  static_cast<long double>(layers) * g * (static_cast<long double>(d_k) + d_v) * B * bytes;
+              return layers && g && d_k && d_v && B && bytes && all < 18446744073709551615.0L;
+            })
+        .answer([](std::size_t r, std::size_t layers, std::size_t g, std::size_t d_k, std::size_t d_v, std::size_t B,
+                   std::size_t bytes) { return r == layers * g * (d_k + d_v) * B * bytes; })
+        .run();
+    const std::size_t block_bytes = attn::kv_block_bytes(KvShape{2, 2, 4, 3, 4}, sizeof(float));
+    hostile::battery(
+        "PagedKVCache", {"layers", "kv_heads", "d_k", "d_v", "block_size", "budget_bytes"},
+        [](std::size_t layers, std::size_t g, std::size_t d_k, std::size_t d_v, std::size_t B, std::size_t budget) {
+          const PagedKVCache cache(KvShape{layers, g, d_k, d_v, B}, budget);
+          return std::vector<std::size_t>{cache.pool().total_blocks(), cache.bytes()};
+        },
+        std::size_t{2}, std::size_t{2}, std::size_t{4}, std::size_t{3}, std::size_t{4}, 3 * block_bytes)
+        .fits(
+            [](std::size_t layers, std::size_t g, std::size_t d_k, std::size_t d_v, std::size_t B, std::size_t budget) {
+              const long double block =
+                  static_cast<long double>(layers) * g * (static_cast<long double>(d_k) + d_v) * B * 4;
+              return layers && g && d_k && d_v && B && block <= budget && budget < (1ull << 30);
+            })
+        .answer([](const std::vector<std::size_t>& r, std::size_t layers, std::size_t g, std::size_t d_k,
+                   std::size_t d_v, std::size_t B, std::size_t budget) {
+          const std::size_t block = layers * g * (d_k + d_v) * B * 4;
+          return r[0] == budget / block && r[1] == r[0] * block;
+        })
+        .exempt("budget_bytes = 2^32",
+                "a 4 GiB cache: answered or refused by the memory available, past the "
+                "battery's 4 GiB")
+        .run();
+    const auto cache_held = [] {  // 3 blocks; block 0 held by one table, block 1 by two
+      PagedKVCache cache = cache_of(3);
+      cache.pool().allocate();
+      cache.pool().allocate();
+      cache.pool().retain(1);
+      return cache;
+    };
+    const PagedKVCache cache = cache_held();
+    for (const bool keys : {true, false})
+      hostile::battery(
+          keys ? "keys" : "values", {"layer", "block", "head"},
+          [&](std::size_t layer, std::size_t block, std::size_t head) {
+            return keys ? *cache.keys(layer, block, head) : *cache.values(layer, block, head);
+          },
+          std::size_t{1}, std::size_t{2}, std::size_t{1})
+          .fits(
+              [](std::size_t layer, std::size_t block, std::size_t head) { return layer < 2 && block < 3 && head < 2; })
+          .run();
+    attn::Rng rng(1750);
+    hostile::battery(
+        "write", {"layer", "block", "offset", "k", "v"},
+        [&](std::size_t layer, std::size_t block, std::size_t offset, const Matrix& k, const Matrix& v) {
+          PagedKVCache c = cache_held();
+          c.write(layer, block, offset, k, v);
+          return *(c.keys(layer, block, 0) + offset * 4);
+        },
+        std::size_t{1}, std::size_t{0}, std::size_t{3}, Matrix(rng.normal(2, 4)), Matrix(rng.normal(2, 3)))
+        .fits([](std::size_t layer, std::size_t block, std::size_t offset, const Matrix& k, const Matrix& v) {
+          return layer < 2 && block == 0 && offset < 4 && k.shape(0) == 2 && k.shape(1) == 4 && v.shape(0) == 2 &&
+                 v.shape(1) == 3;
+        })
+        .run();
+    hostile::battery(
+        "copy_block", {"from", "to", "rows"},
+        [&](std::size_t from, std::size_t to, std::size_t rows) {
+          PagedKVCache c = cache_held();
+          c.copy_block(from, to, rows);
+          return c.pool().used_blocks();
+        },
+        std::size_t{1}, std::size_t{0}, std::size_t{3})
+        .fits([](std::size_t from, std::size_t to, std::size_t rows) {
+          return from < 2 && to < 2 && from != to && rows <= 4;
+        })
+        .run();
+  }
+
+  TEST_CASE("the fast paged decode under the hostile battery") {
+    // hostile battery: paged_decode_range, paged_decode, split_kv_decode
+    PagedKVCache cache = cache_of(4);  // 2 layers, g = 2, d_k = 4, d_v = 3, B = 4
+    attn::Rng rng(1751);
+    const BlockTable t = filled(cache, 6, rng);
+    const auto table_fits = [&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length,
+                                const Matrix& q) {
+      bool exist = true;
+      for (const std::size_t b : blocks) exist = exist && b < cache.pool().total_blocks();
+      return layer < 2 && static_cast<long double>(blocks.size()) == blocks_of(length, 4) && exist && q.shape(1) == 4 &&
+             q.shape(0) > 0 && q.shape(0) % 2 == 0;
+    };
+    const Matrix q = rng.normal(4, 4);
+    hostile::battery(
+        "paged_decode_range", {"layer", "blocks|table", "length|table", "q", "first", "end"},
+        [&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const Matrix& qq,
+            std::size_t first, std::size_t end) {
+          return ch17::paged_decode_range(cache, layer, BlockTable{blocks, length}, qq, first, end).O;
+        },
+        std::size_t{0}, t.blocks, t.length, q, std::size_t{1}, std::size_t{5})
+        .fits([&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const Matrix& qq,
+                  std::size_t first,
+                  std::size_t end) { return table_fits(layer, blocks, length, qq) && first <= end && end <= length; })
+        .answer([](const Matrix& O, std::size_t, const std::vector<std::size_t>&, std::size_t, const Matrix& qq,
+                   std::size_t, std::size_t) { return O.shape(0) == qq.shape(0) && O.shape(1) == 3; })
+        .run();
+    hostile::battery(
+        "paged_decode", {"layer", "blocks|table", "length|table", "q"},
+        [&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const Matrix& qq) {
+          return ch17::paged_decode(cache, layer, BlockTable{blocks, length}, qq);
+        },
+        std::size_t{0}, t.blocks, t.length, q)
+        .fits([&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const Matrix& qq) {
+          return table_fits(layer, blocks, length, qq) && length > 0;
+        })
+        .answer([](const Matrix& O, std::size_t, const std::vector<std::size_t>&, std::size_t, const Matrix& qq) {
+          return O.shape(0) == qq.shape(0) && O.shape(1) == 3;
+        })
+        .run();
+    hostile::battery(
+        "split_kv_decode", {"layer", "blocks|table", "length|table", "q", "splits", "threads"},
+        [&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const Matrix& qq,
+            std::size_t splits, std::size_t threads) {
+          return ch17::split_kv_decode(cache, layer, BlockTable{blocks, length}, qq, splits, threads).O;
+        },
+        std::size_t{0}, t.blocks, t.length, q, std::size_t{2}, std::size_t{2})
+        .fits([&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const Matrix& qq,
+                  std::size_t splits, std::size_t threads) {
+          return table_fits(layer, blocks, length, qq) && length > 0 && splits >= 1 && threads >= 1;
+        })
+        .answer([](const Matrix& O, std::size_t, const std::vector<std::size_t>&, std::size_t, const Matrix& qq,
+                   std::size_t, std::size_t) { return O.shape(0) == qq.shape(0) && O.shape(1) == 3; })
+        .run();
+  }
+
+  TEST_CASE("the trace, its statistics and the schedulers under the hostile battery") {
+    // hostile battery: request_trace, latency_mean, latency_quantile, serve_reserving, serve_paged
+    hostile::battery(
+        "request_trace",
+        {"requests", "arrivals_per_step", "prompt_min", "prompt_max", "output_mean", "output_max", "seed"},
+        [](std::size_t requests, double rate, std::size_t prompt_min, std::size_t prompt_max, double output_mean,
+           std::size_t output_max, std::uint64_t seed) {
+          const auto trace = ch17::request_trace(
+              ch17::TraceSpec{requests, rate, prompt_min, prompt_max, output_mean, output_max, seed});
+          std::vector<std::size_t> out{trace.size()};
+          for (const ch17::Request& r : trace) out.insert(out.end(), {r.id, r.prompt, r.output});
+          return out;
+        },
+        std::size_t{5}, 2.0, std::size_t{2}, std::size_t{9}, 4.0, std::size_t{6}, std::uint64_t{17})
+        .fits([](std::size_t requests, double rate, std::size_t prompt_min, std::size_t prompt_max, double output_mean,
+                 std::size_t output_max, std::uint64_t) {
+          return requests >= 1 && requests < (1u << 20) && std::isfinite(rate) && rate > 0 && prompt_min >= 1 &&
+                 prompt_min <= prompt_max && std::isfinite(output_mean) && output_mean >= 1 && output_mean <= 1e15 &&
+                 output_max >= 1;
+        })
+        .answer([](const std::vector<std::size_t>& r, std::size_t requests, double, std::size_t prompt_min,
+                   std::size_t prompt_max, double, std::size_t output_max, std::uint64_t) {
+          bool ok = r[0] == requests;
+          for (std::size_t i = 0; i < requests && ok; ++i)
+            ok = r[1 + 3 * i] == i && r[2 + 3 * i] >= prompt_min && r[2 + 3 * i] <= prompt_max && r[3 + 3 * i] >= 1 &&
+                 r[3 + 3 * i] <= output_max;
+          return ok;
+        })
+        .exempt("requests = 2^32",
+                "2^32 requests, 128 GiB: answered or refused by the memory available, past the "
+                "battery's 4 GiB")
+        .exempt("every size", "as requests = 2^32")
+        .run();
+    hostile::battery(
+        "latency_mean", {"latency"}, [](const std::vector<std::size_t>& l) { return ch17::latency_mean(l); },
+        std::vector<std::size_t>{3, 1, 2})
+        .fits([](const std::vector<std::size_t>& l) { return !l.empty(); })
+        .run();
+    hostile::battery(
+        "latency_quantile", {"latency", "q"},
+        [](const std::vector<std::size_t>& l, double q) { return ch17::latency_quantile(l, q); },
+        std::vector<std::size_t>{3, 1, 2}, 0.5)
+        .fits([](const std::vector<std::size_t>& l, double q) { return !l.empty() && q >= 0 && q <= 1; })
+        .answer([](std::size_t r, const std::vector<std::size_t>& l, double) {
+          return std::find(l.begin(), l.end(), r) != l.end();
+        })
+        .run();
+    const std::vector<std::size_t> ids{0, 1, 2}, prompts{3, 5, 2}, outputs{2, 4, 3};
+    hostile::battery(
+        "serve_reserving",
+        {"ids|request", "prompts|prompt|request", "outputs|output|request", "batching", "budget_tokens", "max_len",
+         "max_running"},
+        [](const std::vector<std::size_t>& i, const std::vector<std::size_t>& p, const std::vector<std::size_t>& o,
+           ch17::Batching batching, std::size_t budget, std::size_t max_len, std::size_t max_running) {
+          const ch17::ServeStats st = ch17::serve_reserving(trace_of(i, p, o), batching, budget, max_len, max_running);
+          return std::vector<std::size_t>{st.steps, st.generated};
+        },
+        ids, prompts, outputs, ch17::Batching::continuous, std::size_t{32}, std::size_t{10}, std::size_t{2})
+        .fits([](const std::vector<std::size_t>& i, const std::vector<std::size_t>& p,
+                 const std::vector<std::size_t>& o, ch17::Batching batching, std::size_t budget, std::size_t max_len,
+                 std::size_t max_running) {
+          return trace_fits(trace_of(i, p, o), max_len) && static_cast<int>(batching) <= 1 && max_running >= 1 &&
+                 max_len >= 1 && budget >= max_len;
+        })
+        .answer([](const std::vector<std::size_t>& r, const std::vector<std::size_t>& i,
+                   const std::vector<std::size_t>& p, const std::vector<std::size_t>& o, ch17::Batching, std::size_t,
+                   std::size_t, std::size_t) {
+          std::size_t tokens = 0;
+          for (const ch17::Request& q : trace_of(i, p, o)) tokens += q.output;
+          return r[1] == tokens && r[0] <= 4 * (tokens + 3);
+        })
+        .run();
+    hostile::battery(
+        "serve_paged",
+        {"ids|request", "prompts|prompt|request", "outputs|output|request", "blocks", "block_size", "max_running"},
+        [](const std::vector<std::size_t>& i, const std::vector<std::size_t>& p, const std::vector<std::size_t>& o,
+           std::size_t blocks, std::size_t block_size, std::size_t max_running) {
+          const ch17::ServeStats st = ch17::serve_paged(trace_of(i, p, o), blocks, block_size, max_running);
+          return std::vector<std::size_t>{st.steps, st.generated};
+        },
+        ids, prompts, outputs, std::size_t{4}, std::size_t{4}, std::size_t{2})
+        .fits([](const std::vector<std::size_t>& i, const std::vector<std::size_t>& p,
+                 const std::vector<std::size_t>& o, std::size_t blocks, std::size_t block_size,
+                 std::size_t max_running) {
+          if (blocks == 0 || block_size == 0 || max_running == 0 ||
+              static_cast<long double>(blocks) * 16 >= (1ull << 30))
+            return false;
+          const std::vector<ch17::Request> trace = trace_of(i, p, o);
+          if (!trace_fits(trace, 1e30L)) return false;
+          for (const ch17::Request& r : trace)  // each request alone fits in the pool at its longest
+            if (blocks_of(static_cast<long double>(r.prompt) + r.output - 1, block_size) > blocks) return false;
+          return true;
+        })
+        .answer([](const std::vector<std::size_t>& r, const std::vector<std::size_t>& i,
+                   const std::vector<std::size_t>& p, const std::vector<std::size_t>& o, std::size_t, std::size_t,
+                   std::size_t) {
+          std::size_t tokens = 0;
+          for (const ch17::Request& q : trace_of(i, p, o)) tokens += q.output;
+          return r[1] == tokens && r[0] <= 4 * (tokens + 3) * 4;
+        })
+        .exempt("blocks = 2^32",
+                "2^32 blocks' counts, 64 GiB: answered or refused by the memory available, past the "
+                "battery's 4 GiB")
+        .exempt("every size", "as blocks = 2^32")
+        .run();
+  }
+
+  TEST_CASE("serving chapter 12's model under the hostile battery") {
+    // hostile battery: generate_one_at_a_time, generate_batched
+    const attn::ch12::Model model = attn::ch12::init_model(attn::ch12::Config{}, 3);  // vocab 24, context 32
+    const auto prompts_of = [](const std::vector<std::size_t>& tokens, std::size_t generate) {
+      return std::vector<ch17::Prompt>{{tokens, generate}, {{7, 2}, 2}};
+    };
+    const auto prompt_fits = [](const std::vector<std::size_t>& tokens, std::size_t generate) {
+      bool ok = !tokens.empty() && generate >= 1 &&
+                static_cast<long double>(tokens.size()) + static_cast<long double>(generate) - 1 <= 32;
+      for (const std::size_t t : tokens) ok = ok && t < 24;
+      return ok;
+    };
+    hostile::battery(
+        "generate_one_at_a_time", {"tokens|prompt", "generate|prompt"},
+        [&](const std::vector<std::size_t>& tokens, std::size_t generate) {
+          return ch17::generate_one_at_a_time(model, prompts_of(tokens, generate))[0];
+        },
+        std::vector<std::size_t>{5, 9, 2}, std::size_t{3})
+        .fits(prompt_fits)
+        .answer([](const std::vector<std::size_t>& out, const std::vector<std::size_t>&, std::size_t generate) {
+          return out.size() == generate;
+        })
+        .run();
+    hostile::battery(
+        "generate_batched", {"tokens|prompt", "generate|prompt", "block_size", "blocks", "max_running"},
+        [&](const std::vector<std::size_t>& tokens, std::size_t generate, std::size_t block_size, std::size_t blocks,
+            std::size_t max_running) {
+          ch17::ModelServeLog log;
+          return ch17::generate_batched(model, prompts_of(tokens, generate), block_size, blocks, max_running, log)[0];
+        },
+        std::vector<std::size_t>{5, 9, 2}, std::size_t{3}, std::size_t{2}, std::size_t{6}, std::size_t{2})
+        .fits([&](const std::vector<std::size_t>& tokens, std::size_t generate, std::size_t block_size,
+                  std::size_t blocks, std::size_t max_running) {
+          // Each prompt alone fits in the pool at its longest; the cache (2 layers, 2 heads, d_k = 16) under 1 GiB.
+          const long double bytes = static_cast<long double>(blocks) * block_size * 2 * 2 * 32 * 4;
+          return prompt_fits(tokens, generate) && block_size >= 1 && blocks >= 1 && max_running >= 1 &&
+                 bytes < (1ull << 30) &&
+                 blocks_of(static_cast<long double>(tokens.size()) + generate - 1, block_size) <= blocks &&
+                 blocks_of(3, block_size) <= blocks;
+        })
+        .answer([](const std::vector<std::size_t>& out, const std::vector<std::size_t>&, std::size_t generate,
+                   std::size_t, std::size_t, std::size_t) { return out.size() == generate; })
+        .run();
   }
 }

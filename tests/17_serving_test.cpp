@@ -20,6 +20,7 @@
 #include "attn/rng.hpp"
 #include "oracle/17_serving_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -640,5 +641,166 @@ TEST_SUITE("17_serving: chapter code") {
     CHECK(orca.generated == tokens);
     CHECK(orca.steps <= fixed.steps);
     CHECK(orca.waste() > 0.0);
+  }
+}
+
+// The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile values,
+// each call refused naming what was wrong or answered as the contract says. A block table is battered as its two
+// fields (blocks, length); a part of merge_splits through hostile::Weights<FlashOutput>.
+template <>
+struct attn::test::hostile::Weights<attn::FlashOutput> {
+  static constexpr bool defined = true;
+  template <class F>
+  static void visit(attn::FlashOutput& p, F&& f) {
+    f("O", p.O);
+    f("lse", p.lse);
+  }
+};
+
+namespace {
+
+namespace hostile = attn::test::hostile;
+
+/// ⌈n / B⌉ without wrapping: the blocks a table of n tokens holds.
+std::size_t blocks_needed(std::size_t n, std::size_t B) { return n / B + (n % B != 0 ? 1 : 0); }
+
+/// Whether every block of \p blocks is one of the pool's and held by some table.
+bool all_held(const BlockAllocator& pool, const std::vector<std::size_t>& blocks) {
+  for (const std::size_t b : blocks)
+    if (b >= pool.total_blocks() || pool.ref_count(b) == 0) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_SUITE("17_serving: the hostile battery") {
+  TEST_CASE("append_slot under the hostile battery" * doctest::test_suite("17_serving/append_slot")) {
+    // hostile battery: append_slot
+    // A pool of 4 blocks of B = 4; the table holds 6 tokens in blocks 0 and 1 (the pool's only held blocks).
+    const auto pool_of = [] {
+      BlockAllocator pool(4, 4);
+      pool.allocate();
+      pool.allocate();
+      return pool;
+    };
+    hostile::battery(
+        "append_slot", {"blocks|table", "length|table"},
+        [&](const std::vector<std::size_t>& blocks, std::size_t length) {
+          BlockAllocator pool = pool_of();
+          BlockTable table{blocks, length};
+          const std::optional<attn::Slot> slot = attn::append_slot(table, pool);
+          return std::vector<std::size_t>{slot ? slot->block : 99, slot ? slot->offset : 99, table.length,
+                                          table.blocks.size()};
+        },
+        std::vector<std::size_t>{0, 1}, std::size_t{6})
+        .fits([&](const std::vector<std::size_t>& blocks, std::size_t length) {
+          // The token lands in the last block when it is not full: that block must be one the pool holds.
+          return blocks.size() == blocks_needed(length, 4) && (length % 4 == 0 || all_held(pool_of(), {blocks.back()}));
+        })
+        .answer([](const std::vector<std::size_t>& r, const std::vector<std::size_t>&, std::size_t length) {
+          return r[0] < 4 && r[1] == length % 4 && r[2] == length + 1 && r[3] == blocks_needed(length + 1, 4);
+        })
+        .run();
+  }
+
+  TEST_CASE("paged_attention under the hostile battery" * doctest::test_suite("17_serving/paged_attention")) {
+    // hostile battery: paged_attention
+    attn::Rng rng(1701);
+    PagedKVCache cache = small_cache(2, 4, 4, 4);
+    BlockTable table;
+    write_tokens(cache, table, gaussian_heads(rng, 2, 5, 4), gaussian_heads(rng, 2, 5, 4));
+    hostile::battery(
+        "paged_attention", {"layer", "blocks|table", "length|table", "q"},
+        [&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const Matrix& q) {
+          return attn::paged_attention(cache, layer, BlockTable{blocks, length}, q);
+        },
+        std::size_t{0}, table.blocks, table.length, Matrix(rng.normal(4, 4)))
+        .fits([&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const Matrix& q) {
+          bool exist = true;
+          for (const std::size_t b : blocks) exist = exist && b < cache.pool().total_blocks();
+          return layer == 0 && length > 0 && blocks.size() == blocks_needed(length, 4) && exist && q.shape(1) == 4 &&
+                 q.shape(0) > 0 && q.shape(0) % 2 == 0;
+        })
+        .answer([](const Matrix& O, std::size_t, const std::vector<std::size_t>&, std::size_t, const Matrix& q) {
+          return O.shape(0) == q.shape(0) && O.shape(1) == 4 && hostile::all_finite(O);
+        })
+        .run();
+  }
+
+  TEST_CASE("merge_splits under the hostile battery" * doctest::test_suite("17_serving/merge_splits")) {
+    // hostile battery: merge_splits
+    attn::Rng rng(1702);
+    const auto part = [&] { return FlashOutput{rng.normal(2, 3), attn::Vector(xt::row(rng.normal(1, 2), 0)), 0}; };
+    hostile::battery(
+        "merge_splits", {"parts"}, [](const std::vector<FlashOutput>& parts) { return attn::merge_splits(parts).O; },
+        std::vector<FlashOutput>{part(), part()})
+        .fits([](const std::vector<FlashOutput>& parts) {
+          bool same = !parts.empty();
+          for (const FlashOutput& p : parts)
+            same = same && p.O.shape() == parts[0].O.shape() && p.lse.size() == parts[0].O.shape(0);
+          return same;
+        })
+        .answer([](const Matrix& O, const std::vector<FlashOutput>& parts) { return O.shape() == parts[0].O.shape(); })
+        .exempt("O with a NaN",
+                "a part's O is the caller's result, weighed and added: the contract checks the lse (whose -inf "
+                "means no key), not every entry of O, so a NaN there may pass into the merged O")
+        .run();
+  }
+
+  TEST_CASE("copy_on_write under the hostile battery" * doctest::test_suite("17_serving/copy_on_write")) {
+    // hostile battery: copy_on_write
+    // Two tables share blocks 0 and 1 (6 tokens, B = 4); the battered table is the second one.
+    attn::Rng rng(1703);
+    const Tensor3 K = gaussian_heads(rng, 1, 6, 2), V = gaussian_heads(rng, 1, 6, 2);
+    hostile::battery(
+        "copy_on_write", {"blocks|table", "length|table", "index"},
+        [&](const std::vector<std::size_t>& blocks, std::size_t length, std::size_t index) {
+          PagedKVCache cache = small_cache(1, 2, 4, 6);
+          BlockTable first;
+          write_tokens(cache, first, K, V);
+          attn::share_table(cache.pool(), first);
+          BlockTable table{blocks, length};
+          const bool copied = attn::copy_on_write(cache, table, index);
+          return std::vector<std::size_t>{copied, cache.pool().ref_count(table.blocks[index]), table.length};
+        },
+        std::vector<std::size_t>{0, 1}, std::size_t{6}, std::size_t{1})
+        .fits([](const std::vector<std::size_t>& blocks, std::size_t length, std::size_t index) {
+          bool held = true;  // blocks 0 and 1 are the pool's held blocks
+          for (const std::size_t b : blocks) held = held && b < 2;
+          return index < blocks.size() && blocks.size() == blocks_needed(length, 4) && held;
+        })
+        .answer([](const std::vector<std::size_t>& r, const std::vector<std::size_t>&, std::size_t length,
+                   std::size_t) { return r[0] == 1 && r[1] == 1 && r[2] == length; })
+        .run();
+  }
+
+  TEST_CASE("schedule_step under the hostile battery" * doctest::test_suite("17_serving/schedule_step")) {
+    // hostile battery: schedule_step
+    // A pool of 6 blocks of B = 4. Running: request 1, 5 tokens in blocks 0 and 1. Waiting: request 7, holding
+    // block 0 (shared with request 1: 4 tokens), with its prompt and remaining tokens.
+    hostile::battery(
+        "schedule_step",
+        {"prompt|request", "remaining|request", "blocks|request|table", "length|request|table", "max_running"},
+        [](std::size_t prompt, std::size_t remaining, const std::vector<std::size_t>& blocks, std::size_t length,
+           std::size_t max_running) {
+          BlockAllocator pool(6, 4);
+          std::vector<Sequence> running{{1, 5, 3, {}}};
+          for (int t = 0; t < 5; ++t) attn::append_slot(running[0].table, pool);
+          pool.retain(0);
+          std::deque<Sequence> waiting{{7, prompt, remaining, BlockTable{blocks, length}}};
+          const attn::StepPlan plan = attn::schedule_step(pool, waiting, running, max_running);
+          return std::vector<std::size_t>{plan.decoded.size(), plan.admitted.size(), pool.used_blocks(),
+                                          pool.total_blocks()};
+        },
+        std::size_t{3}, std::size_t{2}, std::vector<std::size_t>{0}, std::size_t{4}, std::size_t{2})
+        .fits([](std::size_t prompt, std::size_t remaining, const std::vector<std::size_t>& blocks, std::size_t length,
+                 std::size_t max_running) {
+          const long double longest = (static_cast<long double>(length) + prompt + remaining - 1) / 4;
+          return prompt >= 1 && remaining >= 1 && max_running >= 1 && length % 4 == 0 && blocks.size() == length / 4 &&
+                 longest <= 6 && (blocks.empty() || (blocks.size() == 1 && blocks[0] == 0));
+        })
+        .answer([](const std::vector<std::size_t>& r, std::size_t, std::size_t, const std::vector<std::size_t>&,
+                   std::size_t, std::size_t) { return r[0] == 1 && r[2] <= r[3]; })
+        .run();
   }
 }

@@ -49,7 +49,9 @@ inline std::size_t greedy_token(const float* logits, std::size_t vocab) {
 inline void require_prompts(const char* where, const ch12::Model& model, const std::vector<Prompt>& prompts) {
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     const Prompt& p = prompts[i];
-    require(!p.tokens.empty() && p.generate > 0 && p.tokens.size() + p.generate - 1 <= model.config.context,
+    // tokens + generate − 1 ≤ context, compared without adding (generate near SIZE_MAX would wrap the sum).
+    require(!p.tokens.empty() && p.generate > 0 && p.tokens.size() <= model.config.context &&
+                p.generate - 1 <= model.config.context - p.tokens.size(),
             fmt::format("{}: prompt {} has {} tokens and asks for {}; it needs at least one of each, and at most {} in "
                         "all less one (the model's context)",
                         where, i, p.tokens.size(), p.generate, model.config.context + 1));
@@ -137,7 +139,8 @@ inline std::vector<std::vector<std::size_t>> generate_batched(const ch12::Model&
   const std::size_t d_k = c.d_model / c.heads;
   detail::require_prompts("generate_batched", model, prompts);
   const KvShape shape{c.layers, c.heads, d_k, d_k, block_size};
-  PagedKVCache cache(shape, blocks * kv_block_bytes(shape, sizeof(float)));
+  PagedKVCache cache(shape, checked_product("generate_batched: the cache's bytes, blocks × block bytes",
+                                            {blocks, kv_block_bytes(shape, sizeof(float))}));
   log = ModelServeLog{};
   // The shared prefix: the whole blocks of the prompts' common beginning, prefilled once (no logits needed).
   std::size_t common = prompts.empty() ? 0 : prompts[0].tokens.size();

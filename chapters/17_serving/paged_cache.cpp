@@ -83,7 +83,8 @@ std::size_t blocks_in_budget(const KvShape& shape, std::size_t budget_bytes) {
                       "(B = {}, layers = {}, g = {}, d_k = {}, d_v = {}, float32)",
                       budget_bytes, per_block, shape.block_size, shape.layers, shape.kv_heads, shape.d_k, shape.d_v));
   const std::size_t blocks = budget_bytes / per_block;
-  checked_allocation("PagedKVCache: the blocks' keys and values, blocks × block bytes", {blocks, per_block});
+  checked_allocation("PagedKVCache: the keys and values of the blocks budget_bytes holds, blocks × block bytes",
+                     {blocks, per_block});
   return blocks;
 }
 
@@ -129,6 +130,8 @@ void PagedKVCache::write(std::size_t layer, BlockId block, std::size_t offset, c
   require(k.shape(0) == g && k.shape(1) == d_k && v.shape(0) == g && v.shape(1) == d_v,
           fmt::format("PagedKVCache::write: k is {} and v is {}; the cache holds ({}, {}) and ({}, {})", shape_str(k),
                       shape_str(v), g, d_k, g, d_v));
+  require_finite("PagedKVCache::write", "k", k.data(), k.size());  // the cache holds finite keys and values only
+  require_finite("PagedKVCache::write", "v", v.data(), v.size());
   for (std::size_t j = 0; j < g; ++j) {
     std::copy_n(k.data() + j * d_k, d_k, K_.data() + offset_of(layer, block, j, d_k) + offset * d_k);
     std::copy_n(v.data() + j * d_v, d_v, V_.data() + offset_of(layer, block, j, d_v) + offset * d_v);

@@ -115,7 +115,8 @@ class PagedKVCache {
   /// Writes one token's keys \p k (g, d_k) and values \p v (g, d_v) for \p layer at \p offset of \p block.
   /// \throws std::invalid_argument naming the block and its reference count when the block is free (0) or shared
   ///         (more than 1: copy it first, copy_on_write()), naming the shapes when k or v does not fit, naming the
-  ///         offset when it is not below B or the layer when it does not exist; the cache is unchanged then.
+  ///         offset when it is not below B or the layer when it does not exist, naming the first NaN/Inf of k or v
+  ///         (the cache holds finite numbers only); the cache is unchanged then.
   void write(std::size_t layer, BlockId block, std::size_t offset, const Matrix& k, const Matrix& v);
 
   /// Copies the first \p rows slots of block \p from into block \p to, for every layer and KV head.

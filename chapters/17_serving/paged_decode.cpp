@@ -81,9 +81,9 @@ FlashOutput paged_decode_range(const PagedKVCache& cache, std::size_t layer, con
   require(q.shape(1) == s.d_k, fmt::format("paged_decode: q is {} but the cache holds keys of d_k = {}; q must be "
                                            "(h, {})",
                                            shape_str(q), s.d_k, s.d_k));
-  require(h > 0 && h % g == 0, fmt::format("paged_decode: h = {} query heads cannot share g = {} key/value heads "
-                                           "evenly; g must divide h",
-                                           h, g));
+  require(h > 0 && h % g == 0, fmt::format("paged_decode: q is {}: h = {} query heads cannot share g = {} key/value "
+                                           "heads evenly; g must divide h",
+                                           shape_str(q), h, g));
   require(first <= end && end <= table.length, fmt::format("paged_decode: tokens [{}, {}) are not a range of the "
                                                            "table's {} tokens",
                                                            first, end, table.length));

@@ -9,6 +9,8 @@
 #include <deque>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "17_serving/serving.hpp"
 #include "17_serving/trace.hpp"
 #include "attn/checks.hpp"
@@ -34,9 +36,14 @@ inline StepWork step_work(const StepPlan& plan, const std::vector<Sequence>& run
 /// Serves \p trace with continuous batching over a pool of \p blocks blocks of \p block_size tokens, at most
 /// \p max_running sequences at once: schedule_step() decides every step.
 /// \p observe, unless empty, is given each step's work.
-/// \throws std::invalid_argument as BlockAllocator and schedule_step() do (a request that could never fit).
+/// \throws std::invalid_argument as BlockAllocator and schedule_step() do (a request that could never fit), and
+///         naming the request whose id is not its place in the trace (the statistics are indexed by it).
 inline ServeStats serve_paged(const std::vector<Request>& trace, std::size_t blocks, std::size_t block_size,
                               std::size_t max_running, const StepObserver& observe = {}) {
+  for (std::size_t i = 0; i < trace.size(); ++i)
+    require(trace[i].id == i, fmt::format("serve_paged: the trace's request {} has id {}; a request's id is its place "
+                                          "in the trace",
+                                          i, trace[i].id));
   BlockAllocator pool(blocks, block_size);
   std::deque<Sequence> waiting;
   std::vector<Sequence> running;
@@ -62,7 +69,7 @@ inline ServeStats serve_paged(const std::vector<Request>& trace, std::size_t blo
     st.mean_running += static_cast<double>(running.size());
     st.most_running = std::max(st.most_running, running.size());
   }
-  st.steps = step - 1;  // the last step only saw the last sequences leave
+  st.steps = step == 0 ? 0 : step - 1;  // the last step only saw the last sequences leave (an empty trace: none)
   st.mean_running /= static_cast<double>(std::max<std::size_t>(st.steps, 1));
   return st;
 }

@@ -36,7 +36,8 @@ struct Slot {
 /// \param pool the blocks; one fewer free block when a new one was needed.
 /// \return the slot, or nothing when a new block was needed and none is free (table and pool unchanged).
 /// \throws std::invalid_argument naming the length and the number of blocks when the table does not hold
-///         ⌈length / B⌉ blocks.
+///         ⌈length / B⌉ blocks, and naming the block when the token goes into the table's last block (length not
+///         a multiple of B) and that block is not one the pool holds (past its blocks, or free).
 std::optional<Slot> append_slot(BlockTable& table, BlockAllocator& pool);
 
 /// The attention of one new token's queries over every token of a block table (the token's own key and value
@@ -52,7 +53,9 @@ std::optional<Slot> append_slot(BlockTable& table, BlockAllocator& pool);
 ///         chapter 09's decode does).
 /// \throws std::invalid_argument naming the shapes when q's width is not d_k, naming h and g when g does not
 ///         divide h, naming the length when the table is empty or does not hold ⌈length / B⌉ blocks, naming the
-///         layer when it does not exist, and naming the first NaN/Inf of q.
+///         layer when it does not exist, naming the first NaN/Inf of q, naming a block of the table the cache does
+///         not have, and naming q and k when d_k · max|q| · max|k| over the table's keys is past attn/checks.hpp's
+///         overflow bound (a score could overflow float).
 Matrix paged_attention(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q);
 
 /// The attention of the same query rows over the union of disjoint sets of keys, from each set's result
@@ -75,7 +78,9 @@ FlashOutput merge_splits(const std::vector<FlashOutput>& parts);
 /// \param index a logical block of the table, below table.blocks.size().
 /// \return true when the block is now the table's alone; false when it was shared and no block was free (table
 ///         and cache unchanged).
-/// \throws std::invalid_argument naming index and the table's number of blocks when index is past them.
+/// \throws std::invalid_argument naming index and the table's number of blocks when index is past them, naming the
+///         length and the blocks when the table does not hold ⌈length / B⌉ blocks (append_slot()'s check), and
+///         naming the block when block \p index is not one the pool holds (past its blocks, or free); unchanged then.
 bool copy_on_write(PagedKVCache& cache, BlockTable& table, std::size_t index);
 
 /// One request as the scheduler holds it.
@@ -116,7 +121,8 @@ struct StepPlan {
 /// \return what the step did.
 /// \throws std::invalid_argument naming max_running when it is 0; naming the request's id when a waiting one has
 ///         prompt = 0 or remaining = 0, holds a table whose length is not a multiple of B, or could never fit
-///         (⌈(table.length + prompt + remaining − 1) / B⌉ above the pool's blocks). Checked before anything changes.
+///         (⌈(table.length + prompt + remaining − 1) / B⌉ above the pool's blocks, computed without wrapping), or
+///         holds a block the pool does not have or has free. Checked before anything changes.
 StepPlan schedule_step(BlockAllocator& pool, std::deque<Sequence>& waiting, std::vector<Sequence>& running,
                        std::size_t max_running);
 

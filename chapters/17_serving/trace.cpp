@@ -22,8 +22,10 @@ std::vector<Request> request_trace(const TraceSpec& s) {
   require(s.prompt_min > 0 && s.prompt_min <= s.prompt_max,
           fmt::format("request_trace: prompt_min = {} and prompt_max = {}; need 1 ≤ prompt_min ≤ prompt_max",
                       s.prompt_min, s.prompt_max));
-  require(std::isfinite(s.output_mean) && s.output_mean >= 1.0 && s.output_max > 0,
-          fmt::format("request_trace: output_mean = {} and output_max = {}; need output_mean ≥ 1 and output_max ≥ 1",
+  // Above 1e15 the geometric draw's 1 − 1/output_mean rounds to 1 (its log to 0): the draw would divide by zero.
+  require(std::isfinite(s.output_mean) && s.output_mean >= 1.0 && s.output_mean <= 1e15 && s.output_max > 0,
+          fmt::format("request_trace: output_mean = {} and output_max = {}; need 1 ≤ output_mean ≤ 1e15 and "
+                      "output_max ≥ 1",
                       s.output_mean, s.output_max));
   checked_allocation("request_trace: the requests, requests × 32 bytes", {s.requests, 32});
   std::mt19937_64 rng(s.seed);
@@ -42,14 +44,14 @@ std::vector<Request> request_trace(const TraceSpec& s) {
 // [request_trace]
 
 double latency_mean(const std::vector<std::size_t>& latency) {
-  require(!latency.empty(), "latency_mean: no latencies");
+  require(!latency.empty(), "latency_mean: latency is empty: no latencies to average");
   double sum = 0.0;
   for (const std::size_t x : latency) sum += static_cast<double>(x);
   return sum / static_cast<double>(latency.size());
 }
 
 std::size_t latency_quantile(const std::vector<std::size_t>& latency, double q) {
-  require(!latency.empty(), "latency_quantile: no latencies");
+  require(!latency.empty(), "latency_quantile: latency is empty: no latencies to rank");
   require(q >= 0.0 && q <= 1.0, fmt::format("latency_quantile: q = {} must be in [0, 1]", q));
   std::vector<std::size_t> sorted = latency;
   std::sort(sorted.begin(), sorted.end());
@@ -73,10 +75,19 @@ ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching,
           fmt::format("serve_reserving: max_running = {}, max_len = {}, budget_tokens = {}; need at least one "
                       "sequence of max_len in the budget",
                       max_running, max_len, budget_tokens));
-  for (const Request& r : trace)
-    require(r.prompt > 0 && r.output > 0 && r.prompt + r.output - 1 <= max_len,
+  require(batching == Batching::fixed || batching == Batching::continuous,
+          fmt::format("serve_reserving: batching = {} is neither Batching::fixed nor Batching::continuous",
+                      static_cast<int>(batching)));
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const Request& r = trace[i];
+    require(r.id == i, fmt::format("serve_reserving: the trace's request {} has id {}; a request's id is its place in "
+                                   "the trace",
+                                   i, r.id));
+    // prompt + output − 1 ≤ max_len, compared without adding (the sum can wrap past SIZE_MAX).
+    require(r.prompt > 0 && r.output > 0 && r.prompt <= max_len && r.output - 1 <= max_len - r.prompt,
             fmt::format("serve_reserving: request {} has prompt {} and output {}; it must fit in max_len = {}", r.id,
                         r.prompt, r.output, max_len));
+  }
   const std::size_t slots = std::min(max_running, budget_tokens / max_len);  // sequences the reservations allow
   ServeStats st;
   st.latency.assign(trace.size(), 0);
@@ -121,7 +132,7 @@ ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching,
     st.mean_running += static_cast<double>(running.size());
     st.most_running = std::max(st.most_running, running.size());
   }
-  st.steps = step - 1;  // the last step only saw the last sequences leave
+  st.steps = step == 0 ? 0 : step - 1;  // the last step only saw the last sequences leave (an empty trace: none)
   st.mean_running /= static_cast<double>(std::max<std::size_t>(st.steps, 1));
   return st;
 }

@@ -33,7 +33,8 @@ struct TraceSpec {
 
 /// The requests of \p spec, in arrival order (std::mt19937_64 seeded with spec.seed: the same trace every run).
 /// \throws std::invalid_argument naming the field when requests is 0, the rate is not a positive finite number,
-///         prompt_min is 0 or above prompt_max, output_mean is not at least 1 and finite, or output_max is 0.
+///         prompt_min is 0 or above prompt_max, output_mean is not in [1, 1e15] (above, the geometric
+///         draw's 1 − 1/output_mean rounds to 1), or output_max is 0.
 std::vector<Request> request_trace(const TraceSpec& spec);
 
 /// What one scheduler did over a whole trace.
@@ -82,7 +83,8 @@ enum class Batching {
 /// most \p max_running sequences at once, first come first served.
 /// \p observe, unless empty, is given each step's work.
 /// \throws std::invalid_argument naming the sizes when max_running or max_len is 0, when budget_tokens holds no
-///         sequence of max_len, or naming the request whose prompt + output − 1 exceeds max_len.
+///         sequence of max_len, naming batching when it is neither value, or naming the request whose id is not its
+///         place in the trace, or whose prompt or output is 0 or prompt + output − 1 exceeds max_len.
 ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching, std::size_t budget_tokens,
                            std::size_t max_len, std::size_t max_running, const StepObserver& observe = {});
 

@@ -22,14 +22,16 @@ constexpr const char* kChapter = "17_serving";
 std::optional<Slot> append_slot(BlockTable& table, BlockAllocator& pool) {
   // TODO(learner): reserve the slot of token table.length. It lands at offset length % B of the last block; when
   //   that offset is 0 the token needs a fresh block from the pool first (nothing free: return std::nullopt and
-  //   change nothing). Refuse a table that does not hold ⌈length / B⌉ blocks, naming the length and the blocks.
+  //   change nothing). Refuse a table that does not hold ⌈length / B⌉ blocks, naming the length and the blocks, and
+  //   a last block the token would go into that the pool does not hold (past its blocks, or free), naming it.
   throw not_implemented("append_slot", kChapter,
                         "which offset does token `length` get in its block, and when is that a block no one has yet?");
 }
 
 Matrix paged_attention(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q) {
   // TODO(learner): chapter 09's decode attention, (h, d_v), but token t's key and value for KV head j live at row
-  //   t % B of cache.keys(layer, table.blocks[t / B], j) and cache.values(...). Check what the contract lists first.
+  //   t % B of cache.keys(layer, table.blocks[t / B], j) and cache.values(...). Check what the contract lists first,
+  //   the overflow bound d_k · max|q| · max|k| over the table's keys included (require_bounded_products()).
   throw not_implemented("paged_attention", kChapter,
                         "the same softmax(q·kᵀ/√d_k)·V per query head; only where a key lives has changed.");
 }
@@ -45,7 +47,8 @@ FlashOutput merge_splits(const std::vector<FlashOutput>& parts) {
 bool copy_on_write(PagedKVCache& cache, BlockTable& table, std::size_t index) {
   // TODO(learner): if block `index` of the table is shared (reference count above 1), give the table a copy of
   //   the slots it uses there in a fresh block and let go of the shared one once; if no block is free, return
-  //   false and change nothing. A block the table holds alone needs nothing.
+  //   false and change nothing. A block the table holds alone needs nothing. First refuse an index past the blocks, a
+  //   table that does not hold ⌈length / B⌉ blocks and a block the pool has free, naming them, before allocating.
   throw not_implemented("copy_on_write", kChapter,
                         "cache.pool() counts the references; cache.copy_block() moves the numbers.");
 }
@@ -55,7 +58,7 @@ StepPlan schedule_step(BlockAllocator& pool, std::deque<Sequence>& waiting, std:
   // TODO(learner): the contract's three stages in order: finished sequences leave; every running one reserves the
   //   slot of its next token (append_slot), preempting the youngest when the pool runs dry; then waiting requests
   //   join, front first, while their prompts fit and fewer than max_running run. Check the inputs before changing
-  //   anything.
+  //   anything (length + prompt + remaining can wrap past SIZE_MAX: compare without adding).
   throw not_implemented("schedule_step", kChapter,
                         "release_table() and append_slot() do the block work; the order of the stages is the policy.");
 }

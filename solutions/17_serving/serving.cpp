@@ -19,8 +19,8 @@ namespace {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-/// ⌈n / B⌉: the blocks n tokens occupy.
-std::size_t blocks_for(std::size_t n, std::size_t B) { return (n + B - 1) / B; }
+/// ⌈n / B⌉: the blocks n tokens occupy (without wrapping for n near SIZE_MAX).
+std::size_t blocks_for(std::size_t n, std::size_t B) { return n / B + (n % B != 0 ? 1 : 0); }
 
 /// Throws unless \p table holds exactly the blocks its length needs.
 void require_table(const char* where, const BlockTable& table, std::size_t B) {
@@ -36,6 +36,13 @@ std::optional<Slot> append_slot(BlockTable& table, BlockAllocator& pool) {
   const std::size_t B = pool.block_size();
   require_table("append_slot", table, B);
   const std::size_t offset = table.length % B;
+  if (offset != 0) {  // the token goes into the table's last block: it must be one the pool holds
+    const BlockId last = table.blocks.back();
+    require(last < pool.total_blocks() && pool.ref_count(last) > 0,
+            fmt::format("append_slot: the table's last block {} is not a block the pool holds (the pool has blocks "
+                        "0 … {}{})",
+                        last, pool.total_blocks() - 1, last < pool.total_blocks() ? "; it is free" : ""));
+  }
   if (offset == 0) {  // the last block is full (or there is none): the token opens a new one
     const std::optional<BlockId> fresh = pool.allocate();
     if (!fresh) return std::nullopt;  // out of blocks: nothing changed, the caller decides (wait, preempt)
@@ -52,13 +59,21 @@ Matrix paged_attention(const PagedKVCache& cache, std::size_t layer, const Block
   const std::size_t h = q.shape(0), g = s.kv_heads, B = s.block_size, n = table.length;
   require(q.shape(1) == s.d_k,
           fmt::format("paged_attention: q is {} but the cache holds keys of d_k = {}", shape_str(q), s.d_k));
-  require(h > 0 && h % g == 0, fmt::format("paged_attention: h = {} query heads cannot share g = {} key/value heads "
-                                           "evenly; g must divide h",
-                                           h, g));
+  require(h > 0 && h % g == 0, fmt::format("paged_attention: q is {}: h = {} query heads cannot share g = {} "
+                                           "key/value heads evenly; g must divide h",
+                                           shape_str(q), h, g));
   require(n > 0, "paged_attention: the table is empty (length 0): write the new token's key and value first");
   require_table("paged_attention", table, B);
   require(layer < s.layers, fmt::format("paged_attention: layer {} does not exist; the cache has {}", layer, s.layers));
   require_finite("paged_attention", "q", q.data(), q.size());
+  // The overflow policy (attn/checks.hpp) over the keys the table names: d_k · max|q| · max|k| within the bound,
+  // checked block by block (cache.keys() refuses, naming it, a block the cache does not have).
+  float max_q = 0.0f;
+  for (std::size_t c = 0; c < q.size(); ++c) max_q = std::max(max_q, std::abs(q.data()[c]));
+  for (std::size_t b = 0; b < table.blocks.size(); ++b)
+    for (std::size_t j = 0; j < g; ++j)
+      require_bounded_products("paged_attention", "q", &max_q, 1, "k", cache.keys(layer, table.blocks[b], j),
+                               std::min(B, n - b * B) * s.d_k, s.d_k);
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.d_k));
   Matrix O = xt::zeros<float>({h, s.d_v});  // (h, d_v)
   std::vector<float> scores(n);             // (n) one query head's scores, then its weights
@@ -122,7 +137,11 @@ bool copy_on_write(PagedKVCache& cache, BlockTable& table, std::size_t index) {
   require(index < table.blocks.size(),
           fmt::format("copy_on_write: index {} is past the table's {} blocks", index, table.blocks.size()));
   BlockAllocator& pool = cache.pool();
+  require_table("copy_on_write", table, pool.block_size());
   const BlockId shared = table.blocks[index];
+  require(pool.ref_count(shared) > 0,  // ref_count() refuses, naming it, a block the pool does not have
+          fmt::format("copy_on_write: block {} (index {} of the table) is free: the table points at a freed block",
+                      shared, index));
   if (pool.ref_count(shared) == 1) return true;  // already ours alone: write in place
   const std::optional<BlockId> copy = pool.allocate();
   if (!copy) return false;
@@ -143,10 +162,22 @@ void require_waiting(const std::deque<Sequence>& waiting, const BlockAllocator& 
     require(w.remaining > 0 && w.prompt > 0,
             fmt::format("schedule_step: request {} waits with prompt = {} and remaining = {}; each must be at least 1",
                         w.id, w.prompt, w.remaining));
+    const std::size_t B = pool.block_size(), blocks = pool.total_blocks();  // the whole pool's tokens (saturated):
+    const std::size_t most =
+        B > std::numeric_limits<std::size_t>::max() / blocks ? std::numeric_limits<std::size_t>::max() : blocks * B;
+    require(w.table.length <= most && w.prompt <= most - w.table.length &&
+                w.remaining - 1 <= most - w.table.length - w.prompt,
+            fmt::format("schedule_step: request {} waits holding {} tokens with prompt = {} and remaining = {}; the "
+                        "pool's {} blocks of B = {} hold {} tokens: it could never finish",
+                        w.id, w.table.length, w.prompt, w.remaining, pool.total_blocks(), B, most));
     require(w.table.length % pool.block_size() == 0 && w.table.blocks.size() == w.table.length / pool.block_size(),
             fmt::format("schedule_step: request {} waits holding {} tokens in {} blocks; a waiting request holds only "
                         "whole shared blocks of B = {} tokens",
                         w.id, w.table.length, w.table.blocks.size(), pool.block_size()));
+    for (const BlockId b : w.table.blocks)
+      require(b < pool.total_blocks() && pool.ref_count(b) > 0,
+              fmt::format("schedule_step: request {} waits holding block {}, which the pool {}", w.id, b,
+                          b < pool.total_blocks() ? "has free" : "does not have"));
     const std::size_t longest = blocks_for(w.table.length + w.prompt + w.remaining - 1, pool.block_size());
     require(longest <= pool.total_blocks(),
             fmt::format("schedule_step: request {} needs {} blocks at its longest, more than the pool's {}: it could "
