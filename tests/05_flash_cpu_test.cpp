@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,7 @@
 #include "attn/rng.hpp"
 #include "oracle/05_flash_cpu_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -101,6 +103,41 @@ void check_state(const OnlineState& actual, const oracle::State& expected) {
   CHECK_ALLCLOSE(actual.m, expected.m, 1e-6, 1e-6);
   CHECK_ALLCLOSE(actual.l, expected.l, 1e-5, 1e-5);
   CHECK_ALLCLOSE(actual.acc, expected.acc, 1e-5, 1e-5);
+}
+
+}  // namespace
+
+namespace attn::test::hostile {
+// An online-softmax state's parts, for the battery's "each part wrong in each dimension, and with a NaN".
+template <>
+struct Weights<attn::OnlineState> {
+  static constexpr bool defined = true;
+  template <class F>
+  static void visit(attn::OnlineState& s, F&& f) {
+    f("m", s.m);
+    f("l", s.l);
+    f("acc", s.acc);
+  }
+};
+}  // namespace attn::test::hostile
+
+namespace {
+
+namespace hostile = attn::test::hostile;
+
+// A state of `rows` query rows that has seen some keys (finite m, positive ℓ).
+OnlineState seen_state(std::size_t rows, std::size_t d_v, float shift) {
+  OnlineState s = attn::empty_state(rows, d_v);
+  for (std::size_t r = 0; r < rows; ++r) {
+    s.m(r) = shift + static_cast<float>(r);
+    s.l(r) = 1.0f + static_cast<float>(r);
+    for (std::size_t c = 0; c < d_v; ++c) s.acc(r, c) = 0.5f * static_cast<float>(c) - shift;
+  }
+  return s;
+}
+
+bool state_fits(const OnlineState& s) {
+  return s.m.size() == s.l.size() && s.acc.shape(0) == s.m.size();
 }
 
 }  // namespace
@@ -457,6 +494,142 @@ TEST_SUITE("05_flash_cpu") {
     // A large count that fits still comes out exact: n = 2^20, d = 64, one block of all rows.
     const std::size_t n = std::size_t{1} << 20;
     CHECK(attn::tiled_io_floats(n, 64, n) == 4 * n * 64 + n);
+  }
+}
+
+// The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile
+// values, each call refused naming what was wrong or answered as the contract says.
+TEST_SUITE("05_flash_cpu") {
+  TEST_CASE("empty_state under the hostile battery" * doctest::test_suite("05_flash_cpu/empty_state")) {
+    // hostile battery: empty_state
+    hostile::battery(
+        "empty_state", {"rows", "d_v"},
+        [](std::size_t rows, std::size_t d_v) {
+          const OnlineState s = attn::empty_state(rows, d_v);
+          return std::vector<std::size_t>{s.m.size(), s.l.size(), s.acc.shape(0), s.acc.shape(1)};
+        },
+        std::size_t{3}, std::size_t{2})
+        .fits([](std::size_t rows, std::size_t d_v) {
+          // m and ℓ hold rows floats, acc rows·d_v: sizes of 2^63 and more are impossible (no d_v is with 0 rows)
+          std::size_t bytes = 0;
+          return rows < (std::size_t{1} << 61) && !__builtin_mul_overflow(rows, d_v, &bytes) &&
+                 !__builtin_mul_overflow(bytes, sizeof(float), &bytes);
+        })
+        .answer([](const std::vector<std::size_t>& r, std::size_t rows, std::size_t d_v) {
+          return r[0] == rows && r[1] == rows && r[2] == rows && r[3] == d_v;
+        })
+        .exempt("= 2^32",
+                "16 GiB or more: answered where the memory available holds it (the contract's limit, past the "
+                "battery's 4 GiB), refused naming the estimate elsewhere")
+        .run();
+  }
+
+  TEST_CASE("merge_states under the hostile battery" * doctest::test_suite("05_flash_cpu/merge_states")) {
+    // hostile battery: merge_states
+    hostile::battery(
+        "merge_states", {"a", "b"}, [](const OnlineState& a, const OnlineState& b) { return attn::merge_states(a, b); },
+        seen_state(3, 2, 0.0f), seen_state(3, 2, 1.5f))
+        .fits([](const OnlineState& a, const OnlineState& b) {
+          return state_fits(a) && state_fits(b) && a.acc.shape() == b.acc.shape();
+        })
+        .answer([](const OnlineState& out, const OnlineState& a, const OnlineState&) {
+          return out.m.size() == a.m.size() && out.acc.shape() == a.acc.shape();
+        })
+        .non_finite_passes("states are tile_step's sums, merged as given: their NaN is the merge's (no check promised)")
+        .run();
+  }
+
+  TEST_CASE("tile_step under the hostile battery" * doctest::test_suite("05_flash_cpu/tile_step")) {
+    // hostile battery: tile_step
+    attn::Rng rng(5051);
+    hostile::battery(
+        "tile_step", {"state", "Q_i", "K_j", "V_j", "allowed"},
+        [](OnlineState& state, const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j, const Mask& allowed) {
+          attn::tile_step(state, Q_i, K_j, V_j, allowed);
+          return state;
+        },
+        seen_state(3, 2, 0.0f), Matrix(rng.normal(3, 4)), Matrix(rng.normal(5, 4)), Matrix(rng.normal(5, 2)),
+        Mask(Mask::shape_type{3, 5}, true))
+        .fits([](const OnlineState& s, const Matrix& Q_i, const Matrix& K_j, const Matrix& V_j, const Mask& allowed) {
+          return state_fits(s) && s.m.size() == Q_i.shape(0) && s.acc.shape(1) == V_j.shape(1) &&
+                 Q_i.shape(1) == K_j.shape(1) && V_j.shape(0) == K_j.shape(0) &&
+                 (allowed.size() == 0 || (allowed.shape(0) == Q_i.shape(0) && allowed.shape(1) == K_j.shape(0)));
+        })
+        .answer([](const OnlineState& out, const OnlineState&, const Matrix& Q_i, const Matrix&, const Matrix& V_j,
+                   const Mask&) { return out.m.size() == Q_i.shape(0) && out.acc.shape(1) == V_j.shape(1); })
+        .non_finite_passes("the inner step of flash_attention, which checks Q, K and V once (require_attention_inputs) "
+                           "before its tiles: a tile's NaN is carried, as documented (no check promised)")
+        .exempt("state.m with", "the state's own values are the running sums of earlier tiles: carried, never checked")
+        .exempt("state.l with", "as state.m")
+        .exempt("state.acc with", "as state.m")
+        .run();
+  }
+
+  TEST_CASE("flash_attention under the hostile battery" * doctest::test_suite("05_flash_cpu/flash_attention")) {
+    // hostile battery: flash_attention
+    attn::Rng rng(5052);
+    hostile::battery(
+        "flash_attention", {"Q", "K", "V", "causal", "B_r", "B_c"},
+        [](const Matrix& Q, const Matrix& K, const Matrix& V, bool causal, std::size_t B_r, std::size_t B_c) {
+          return attn::flash_attention(Q, K, V, causal, B_r, B_c);
+        },
+        Matrix(rng.normal(3, 4)), Matrix(rng.normal(5, 4)), Matrix(rng.normal(5, 2)), true, std::size_t{2},
+        std::size_t{2})
+        .fits([](const Matrix& Q, const Matrix& K, const Matrix& V, bool causal, std::size_t B_r, std::size_t B_c) {
+          return Q.shape(1) == K.shape(1) && V.shape(0) == K.shape(0) && B_r > 0 && B_c > 0 &&
+                 (!causal || Q.shape(0) <= K.shape(0));
+        })
+        .answer([](const attn::FlashOutput& f, const Matrix& Q, const Matrix&, const Matrix& V, bool, std::size_t,
+                   std::size_t) {
+          return f.O.shape(0) == Q.shape(0) && f.O.shape(1) == V.shape(1) && f.lse.size() == Q.shape(0) &&
+                 hostile::all_finite(f.O) && !hostile::detail::has_nan(f.lse);
+        })
+        .run();
+  }
+
+  TEST_CASE("attention_row under the hostile battery" * doctest::test_suite("05_flash_cpu/attention_row")) {
+    // hostile battery: attention_row
+    attn::Rng rng(5053);
+    const Matrix Q0 = rng.normal(3, 4), K0 = rng.normal(5, 4), V0 = rng.normal(5, 2);
+    hostile::battery(
+        "attention_row", {"Q", "K", "lse", "i", "causal"},
+        [](const Matrix& Q, const Matrix& K, const Vector& lse, std::size_t i, bool causal) {
+          return attn::attention_row(Q, K, lse, i, causal);
+        },
+        Q0, K0, Vector(attn::flash_attention(Q0, K0, V0, true, 2, 2).lse), std::size_t{1}, true)
+        .fits([](const Matrix& Q, const Matrix& K, const Vector& lse, std::size_t i, bool causal) {
+          return Q.shape(1) == K.shape(1) && lse.size() == Q.shape(0) && i < Q.shape(0) &&
+                 (!causal || Q.shape(0) <= K.shape(0));
+        })
+        .answer([](const Vector& a, const Matrix&, const Matrix& K, const Vector&, std::size_t, bool) {
+          return a.size() == K.shape(0);  // an lse that is not Q and K's own gives a row of garbage, never NaN
+        })
+        .exempt("lse with -inf", "-inf marks a row that saw no key: its row is zeros (answered)")
+        .run();
+  }
+
+  TEST_CASE("tiled_io_floats under the hostile battery" * doctest::test_suite("05_flash_cpu/tiled_io_floats")) {
+    // hostile battery: tiled_io_floats
+    // n·d + ⌈n/B_r⌉·2·n·d + n·d + n, or nothing once it passes 64 bits
+    const auto count = [](std::size_t n, std::size_t d, std::size_t B_r) -> std::optional<std::size_t> {
+      const std::size_t T_r = n / B_r + (n % B_r != 0);
+      std::size_t nd = 0, kv = 0, sum = 0;
+      if (__builtin_mul_overflow(n, d, &nd)) return std::nullopt;
+      if (nd > 0 && (__builtin_mul_overflow(T_r, 2, &kv) || __builtin_mul_overflow(kv, nd, &kv))) return std::nullopt;
+      if (__builtin_add_overflow(nd, kv, &sum) ||
+          __builtin_add_overflow(sum, nd, &sum) || __builtin_add_overflow(sum, n, &sum))
+        return std::nullopt;
+      return sum;
+    };
+    hostile::battery(
+        "tiled_io_floats", {"n", "d", "B_r"},
+        [](std::size_t n, std::size_t d, std::size_t B_r) { return attn::tiled_io_floats(n, d, B_r); }, std::size_t{5},
+        std::size_t{1}, std::size_t{2})
+        .fits([&](std::size_t n, std::size_t d, std::size_t B_r) { return B_r > 0 && count(n, d, B_r).has_value(); })
+        .answer([&](std::size_t floats, std::size_t n, std::size_t d, std::size_t B_r) {
+          return count(n, d, B_r) == floats;
+        })
+        .run();
   }
 }
 

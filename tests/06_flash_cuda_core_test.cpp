@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -19,6 +20,7 @@
 #include "06_flash_cuda/random_inputs.hpp"
 #include "06_flash_cuda/tiles.hpp"
 #include "support/gpu_skip.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 TEST_SUITE("06_flash_cuda") {
@@ -228,5 +230,231 @@ TEST_SUITE("06_flash_cuda: bad input") {
     CHECK_THROWS_NAMING(workspace.median_ms(std::function<void()>(), 3, 1), std::invalid_argument, "empty launch");
     CHECK(launches == 0);
 #endif
+  }
+}
+
+namespace {
+
+namespace hostile = attn::test::hostile;
+namespace ch06 = attn::ch06;
+
+// The shape check's rule (ladder.hpp, check_shape), in the battery's terms.
+bool shape_fits(int bh, int n_q, int n_kv, int d, bool causal) {
+  return bh >= 1 && bh <= 65535 && n_q >= 1 && n_kv >= 1 && d >= 1 && d <= 128 && (!causal || n_q <= n_kv) &&
+         static_cast<double>(bh) * n_q * std::max(n_kv, d) <= 4.6e18;
+}
+
+}  // namespace
+
+// The hostile-input battery (tests/support/hostile.hpp) on chapter 06's host side: every argument replaced in turn by
+// its type's hostile values, each call refused naming what was wrong or answered as the contract says. A shape is
+// given to the battery as its five fields.
+TEST_SUITE("06_flash_cuda: hostile battery") {
+  TEST_CASE("the shape checks and the plans under the hostile battery") {
+    // hostile battery: check_shape, check_tc_alignment, kernel_plans
+    hostile::battery(
+        "check_shape", {"bh", "n_q", "n_kv", "d", "causal", "who"},
+        [](int bh, int n_q, int n_kv, int d, bool causal, const std::string& who) {
+          ch06::check_shape({bh, n_q, n_kv, d, causal}, who);
+        },
+        2, 96, 128, 64, true, std::string("rung"))
+        .fits([](int bh, int n_q, int n_kv, int d, bool causal, const std::string&) {
+          return shape_fits(bh, n_q, n_kv, d, causal);
+        })
+        .run();
+    // The bf16 pointers as byte offsets into a 16-byte-aligned buffer (never read: only their alignment is).
+    alignas(16) static std::uint16_t buffer[64] = {};
+    const auto at = [](std::size_t offset) {
+      return reinterpret_cast<const std::uint16_t*>(reinterpret_cast<std::uintptr_t>(buffer) + offset);
+    };
+    hostile::battery(
+        "check_tc_alignment", {"Q16", "K16", "V16", "d"},
+        [at](std::size_t q, std::size_t k, std::size_t v, int d) {
+          ch06::DeviceQKV t;
+          t.Q16 = at(q);
+          t.K16 = at(k);
+          t.V16 = at(v);
+          ch06::check_tc_alignment(t, d);
+        },
+        std::size_t{0}, std::size_t{32}, std::size_t{64}, 64)
+        .fits([](std::size_t q, std::size_t k, std::size_t v, int d) {
+          return (d != 64 && d != 128) || (q % 16 == 0 && k % 16 == 0 && v % 16 == 0);
+        })
+        .run();
+    hostile::battery(
+        "kernel_plans", {"d"}, [](std::size_t d) { return ch06::kernel_plans(d).size(); }, std::size_t{64})
+        .fits([](std::size_t d) { return d >= 1 && d <= 128; })
+        .answer([](std::size_t plans, std::size_t) { return plans == 2; })
+        .run();
+  }
+
+  TEST_CASE("the rungs and the workspace refuse a bad shape under the hostile battery, before touching a device") {
+    // hostile battery: naive_forward, cublas_forward, flash_fp32_forward, flash_tc_forward, GpuWorkspace
+#if ATTN_HAVE_CUDA
+    // Every rung and the workspace check the shape first (check_shape), before any CUDA call: the shapes no rung runs
+    // are passed on, and must be refused naming them, with or without a GPU. A shape that fits is not passed on here
+    // (its launch needs a device and device buffers of its size): the "on the GPU" cases run those.
+    using Launch = std::function<void(const ch06::Shape&)>;
+    const std::vector<std::pair<const char*, Launch>> calls = {
+        {"naive_forward", [](const ch06::Shape& s) { ch06::naive_forward(s, {}); }},
+        {"cublas_forward", [](const ch06::Shape& s) { ch06::cublas_forward(s, {}); }},
+        {"flash_fp32_forward", [](const ch06::Shape& s) { attn::flash_fp32_forward(s, {}); }},
+        {"flash_tc_forward", [](const ch06::Shape& s) { ch06::flash_tc_forward(s, {}); }},
+        {"GpuWorkspace::GpuWorkspace", [](const ch06::Shape& s) { ch06::GpuWorkspace(s, true); }},
+    };
+    for (const auto& [name, launch] : calls) {
+      CAPTURE(name);
+      hostile::battery(
+          name, {"bh", "n_q", "n_kv", "d", "causal"},
+          [launch = launch](int bh, int n_q, int n_kv, int d, bool causal) {
+            if (!shape_fits(bh, n_q, n_kv, d, causal)) launch({bh, n_q, n_kv, d, causal});
+          },
+          2, 96, 128, 64, true)
+          .fits(shape_fits)
+          .run();
+    }
+#else
+    MESSAGE("skipped: built without CUDA, the rungs and the workspace are not compiled");
+#endif
+  }
+
+  TEST_CASE("on the GPU, the workspace's upload and timing under the hostile battery") {
+    // hostile battery: upload, median_ms
+    REQUIRE_DEVICE();
+#if ATTN_HAVE_CUDA
+    ch06::GpuWorkspace workspace({1, 4, 4, 8, false}, false);
+    const std::vector<float> Q(32, 1.0f), K(32, 0.5f), V(32, -1.0f);
+    hostile::battery(
+        "GpuWorkspace::upload", {"Q", "K", "V"},
+        [&workspace](const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v) {
+          workspace.upload(q, k, v);
+        },
+        Q, K, V)
+        .fits([](const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v) {
+          return q.size() == 32 && k.size() == 32 && v.size() == 32;
+        })
+        .non_finite_passes("copied to the device as they are: the rungs' outputs are checked against the CPU")
+        .run();
+    hostile::battery(
+        "GpuWorkspace::median_ms", {"repeats", "warmup"},
+        [&workspace](int repeats, int warmup) { return workspace.median_ms([] {}, repeats, warmup); }, 3, 1)
+        .fits([](int repeats, int warmup) { return repeats >= 1 && repeats <= 1000 && warmup >= 0 && warmup <= 1000; })
+        .answer([](double ms, int, int) { return ms >= 0; })
+        .exempt("= 2147483647", "asks for 2^31 samples (or warm-ups) of ~2 ms each: the caller's time, not a bad value")
+        .run();
+#endif
+  }
+
+  TEST_CASE("the timing run's order under the hostile battery") {
+    // hostile battery: check_then_time
+    // The checks' verdicts as a list, and whether each callable is empty: an empty one must be refused naming it.
+    hostile::battery(
+        "check_then_time", {"verdicts", "no_check|check", "no_time|time"},
+        [](const std::vector<bool>& verdicts, bool no_check, bool no_time) {
+          std::size_t timed = 0;
+          const std::function<std::vector<ch06::RungCheck>()> check = [&verdicts] {
+            std::vector<ch06::RungCheck> out;
+            for (const bool ok : verdicts) out.push_back({"rung", 64, false, ok, ""});
+            return out;
+          };
+          const std::function<void(const std::vector<ch06::RungCheck>&)> time =
+              [&timed](const std::vector<ch06::RungCheck>& checks) { timed = checks.size() + 1; };
+          try {
+            ch06::check_then_time(no_check ? nullptr : check, no_time ? nullptr : time);
+          } catch (const std::runtime_error&) {  // its documented verdict on failed checks, after the timing
+            return timed == verdicts.size() + 1 ? std::size_t{0} : std::size_t{1};
+          }
+          return timed == verdicts.size() + 1 ? std::size_t{0} : std::size_t{1};
+        },
+        std::vector<bool>{true, false, true}, false, false)
+        .fits([](const std::vector<bool>&, bool no_check, bool no_time) { return !no_check && !no_time; })
+        .answer([](std::size_t wrong, const std::vector<bool>&, bool, bool) { return wrong == 0; })
+        .run();
+  }
+
+  TEST_CASE("the roofline's arithmetic under the hostile battery") {
+    // hostile battery: attention_flops, roofline, round_to_bf16
+    hostile::battery(
+        "attention_flops", {"bh", "n_q", "n_kv", "d", "causal"},
+        [](int bh, int n_q, int n_kv, int d, bool causal) { return ch06::attention_flops({bh, n_q, n_kv, d, causal}); },
+        2, 96, 128, 64, true)
+        .fits(shape_fits)
+        .answer([](double flops, int bh, int n_q, int n_kv, int d, bool causal) {
+          const double full = 4.0 * bh * double(n_q) * n_kv * d;
+          return flops > 0 && flops <= full && (causal || flops == full);
+        })
+        .run();
+    hostile::battery(
+        "roofline", {"bh", "n_q", "n_kv", "d", "causal", "element_bytes"},
+        [](int bh, int n_q, int n_kv, int d, bool causal, std::size_t e) {
+          std::vector<double> out;
+          for (const ch06::RooflineRow& r : ch06::roofline({bh, n_q, n_kv, d, causal}, e))
+            out.insert(out.end(), {r.flops, r.bytes, r.intensity});
+          return out;
+        },
+        2, 96, 128, 64, true, std::size_t{2})
+        .fits([](int bh, int n_q, int n_kv, int d, bool causal, std::size_t e) {
+          return shape_fits(bh, n_q, n_kv, d, causal) && e >= 1 && e <= 8;
+        })
+        .answer([](const std::vector<double>& r, int, int, int, int, bool, std::size_t) {
+          for (const double v : r)
+            if (!(v > 0 && std::isfinite(v))) return false;
+          return r.size() == 6;
+        })
+        .run();
+    hostile::battery(
+        "round_to_bf16", {"x"}, [](float x) { return ch06::round_to_bf16(x); }, 1.2345f)
+        .answer([](float y, float x) {
+          if (std::isinf(x)) return y == x;
+          if (std::fabs(x) > 3.3961e38f) return std::isinf(y) && (y > 0) == (x > 0);  // past bf16's largest finite
+          return std::fabs(y - x) <= std::fabs(x) * 0x1.0p-8f;                        // half a bf16 ulp
+        })
+        .exempt("x = NaN", "documented: NaN stays NaN")
+        .run();
+  }
+
+  TEST_CASE("the bf16 reference and the hash draws under the hostile battery") {
+    // hostile battery: bf16_reference_attention, hash_bits, hash_uniform, hash_normal
+    using Row = std::vector<float>;
+    Row q(3 * 4), k(5 * 4), v(5 * 4);
+    for (std::size_t i = 0; i < q.size(); ++i) q[i] = ch06::hash_normal(1, i);
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = ch06::hash_normal(2, i);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = ch06::hash_normal(3, i);
+    const auto holds = [](const Row& x, int rows, int d) {
+      return rows < 1 || d < 1 || static_cast<std::size_t>(rows) * static_cast<std::size_t>(d) <= x.size();
+    };
+    hostile::battery(
+        "bf16_reference_attention", {"Q", "K", "V", "n_q", "n_kv", "d", "causal"},
+        [holds](const Row& Q, const Row& K, const Row& V, int n_q, int n_kv, int d, bool causal) {
+          // the lists are passed on where they hold the sizes, or where the sizes are refused before any read
+          if (shape_fits(1, n_q, n_kv, d, causal) && !(holds(Q, n_q, d) && holds(K, n_kv, d) && holds(V, n_kv, d)))
+            return Row{};
+          return ch06::bf16_reference_attention(Q.data(), K.data(), V.data(), n_q, n_kv, d, causal);
+        },
+        q, k, v, 3, 5, 4, true)
+        .fits([](const Row&, const Row&, const Row&, int n_q, int n_kv, int d, bool causal) {
+          return shape_fits(1, n_q, n_kv, d, causal);
+        })
+        .answer([](const Row& O, const Row&, const Row&, const Row&, int n_q, int, int d, bool) {
+          return O.empty() || O.size() == static_cast<std::size_t>(n_q) * static_cast<std::size_t>(d);
+        })
+        .run();
+    hostile::battery(
+        "hash_bits", {"seed", "i"}, [](std::uint64_t seed, std::uint64_t i) { return ch06::hash_bits(seed, i); },
+        std::uint64_t{42}, std::uint64_t{7})
+        .answer([](std::uint64_t bits, std::uint64_t seed, std::uint64_t i) {
+          return bits == ch06::hash_bits(seed, i) && (i == 0 || bits != ch06::hash_bits(seed, i - 1));
+        })
+        .run();
+    hostile::battery(
+        "hash_uniform", {"seed", "i"}, [](std::uint64_t seed, std::uint64_t i) { return ch06::hash_uniform(seed, i); },
+        std::uint64_t{42}, std::uint64_t{7})
+        .answer([](float u, std::uint64_t, std::uint64_t) { return u >= -1.0f && u < 1.0f; })
+        .run();
+    hostile::battery(
+        "hash_normal", {"seed", "i"}, [](std::uint64_t seed, std::uint64_t i) { return ch06::hash_normal(seed, i); },
+        std::uint64_t{42}, std::uint64_t{7})
+        .answer([](float z, std::uint64_t, std::uint64_t) { return std::isfinite(z) && std::fabs(z) <= 5.8f; })
+        .run();
   }
 }

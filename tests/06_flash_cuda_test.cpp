@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "oracle/06_flash_cuda_oracle.hpp"
 #include "support/allclose.hpp"
 #include "support/gpu_skip.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -292,5 +294,93 @@ TEST_SUITE("06_flash_cuda") {
     CHECK(attn::flash_launch_shape(1, 1, max, max, 128).grid.x == 1);      // one tile holds every query (it was 0)
     CHECK(attn::flash_launch_shape(1, 1, max, max / 2, 128).grid.x == 3);  // 2 whole tiles and 1 of a single query
     CHECK_THROWS_AS(attn::flash_launch_shape(1, 1, max, 1, 128), std::invalid_argument);  // past grid.x's limit
+  }
+}
+
+namespace hostile = attn::test::hostile;
+
+// The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile
+// values, each call refused naming what was wrong or answered as the contract says. The launch planning is host
+// arithmetic: no GPU needed.
+TEST_SUITE("06_flash_cuda") {
+  TEST_CASE("flash_smem_bytes under the hostile battery" * doctest::test_suite("06_flash_cuda/flash_smem_bytes")) {
+    // hostile battery: flash_smem_bytes
+    // (B_r + 2·B_c)·d·element_bytes + 4·B_r·B_c, or nothing once it passes 64 bits
+    const auto bytes = [](std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t e) -> std::optional<std::size_t> {
+      std::size_t rows = 0, tiles = 0, scores = 0, sum = 0;
+      if (__builtin_mul_overflow(B_c, 2, &rows) || __builtin_add_overflow(rows, B_r, &rows) ||
+          __builtin_mul_overflow(rows, d, &tiles) || __builtin_mul_overflow(tiles, e, &tiles) ||
+          __builtin_mul_overflow(B_r, B_c, &scores) || __builtin_mul_overflow(scores, 4, &scores) ||
+          __builtin_add_overflow(tiles, scores, &sum))
+        return std::nullopt;
+      return sum;
+    };
+    hostile::battery(
+        "flash_smem_bytes", {"B_r", "B_c", "d", "element_bytes"},
+        [](std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t e) { return attn::flash_smem_bytes(B_r, B_c, d, e); },
+        std::size_t{64}, std::size_t{64}, std::size_t{64}, std::size_t{4})
+        .fits([&](std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t e) {
+          return B_r > 0 && B_c > 0 && d > 0 && e > 0 && bytes(B_r, B_c, d, e).has_value();
+        })
+        .answer([&](std::size_t got, std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t e) {
+          return bytes(B_r, B_c, d, e) == got;
+        })
+        .run();
+  }
+
+  TEST_CASE("flash_launch_shape under the hostile battery" * doctest::test_suite("06_flash_cuda/flash_launch_shape")) {
+    // hostile battery: flash_launch_shape
+    hostile::battery(
+        "flash_launch_shape", {"batch", "heads", "n_q", "B_r"},
+        [](std::size_t batch, std::size_t heads, std::size_t n_q, std::size_t B_r) {
+          const attn::LaunchShape s = attn::flash_launch_shape(batch, heads, n_q, B_r, 128);
+          return std::vector<unsigned>{s.grid.x, s.grid.y, s.grid.z, s.block.x};
+        },
+        std::size_t{2}, std::size_t{8}, std::size_t{100}, std::size_t{64})
+        .fits([](std::size_t batch, std::size_t heads, std::size_t n_q, std::size_t B_r) {
+          return batch > 0 && heads > 0 && n_q > 0 && B_r > 0 && batch <= 65535 && heads <= 65535 &&
+                 n_q / B_r + (n_q % B_r != 0) <= 2147483647u;
+        })
+        .answer([](const std::vector<unsigned>& g, std::size_t batch, std::size_t heads, std::size_t n_q,
+                   std::size_t B_r) {
+          return g[0] == n_q / B_r + (n_q % B_r != 0) && g[1] == heads && g[2] == batch && g[3] == 128;
+        })
+        .run();
+  }
+
+  TEST_CASE("plan_fits under the hostile battery" * doctest::test_suite("06_flash_cuda/plan_fits")) {
+    // hostile battery: plan_fits
+    // Any values have an answer (documented): within both limits, equal included.
+    hostile::battery(
+        "plan_fits", {"smem_bytes", "smem_per_block"},
+        [](std::size_t smem, std::size_t limit) { return attn::plan_fits(smem, 128, DeviceLimits{limit, 1024}); },
+        std::size_t{49152}, std::size_t{101376})
+        .answer([](bool fits, std::size_t smem, std::size_t limit) { return fits == (smem <= limit); })
+        .run();
+  }
+
+  TEST_CASE("causal_kv_tiles under the hostile battery" * doctest::test_suite("06_flash_cuda/causal_kv_tiles")) {
+    // hostile battery: causal_kv_tiles
+    // The K/V tiles up to the one holding the tile's last query's position, computed without wrapping.
+    const auto tiles = [](std::size_t q_tile, std::size_t B_r, std::size_t B_c, std::size_t n_q,
+                          std::size_t n_kv) -> std::optional<std::size_t> {
+      if (B_r == 0 || B_c == 0 || n_q == 0 || n_kv == 0 || n_q > n_kv) return std::nullopt;
+      if (q_tile >= n_q / B_r + (n_q % B_r != 0)) return std::nullopt;
+      std::size_t end = 0;  // (q_tile + 1)·B_r, the tile's end, at most n_q
+      if (__builtin_mul_overflow(q_tile + 1, B_r, &end) || end > n_q) end = n_q;
+      return (end - 1 + (n_kv - n_q)) / B_c + 1;
+    };
+    hostile::battery(
+        "causal_kv_tiles", {"q_tile", "B_r", "B_c", "n_q", "n_kv"},
+        [](std::size_t q_tile, std::size_t B_r, std::size_t B_c, std::size_t n_q, std::size_t n_kv) {
+          return attn::causal_kv_tiles(q_tile, B_r, B_c, n_q, n_kv);
+        },
+        std::size_t{1}, std::size_t{64}, std::size_t{32}, std::size_t{200}, std::size_t{300})
+        .fits([&](std::size_t q_tile, std::size_t B_r, std::size_t B_c, std::size_t n_q, std::size_t n_kv) {
+          return tiles(q_tile, B_r, B_c, n_q, n_kv).has_value();
+        })
+        .answer([&](std::size_t got, std::size_t q_tile, std::size_t B_r, std::size_t B_c, std::size_t n_q,
+                    std::size_t n_kv) { return tiles(q_tile, B_r, B_c, n_q, n_kv) == got; })
+        .run();
   }
 }

@@ -14,12 +14,43 @@
 #include "14_state_space/scan.hpp"
 #include "14_state_space/state_space.hpp"
 #include "attn/rng.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
 
 using attn::Matrix;
+using attn::Vector;
 namespace ch14 = attn::ch14;
+namespace hostile = attn::test::hostile;
+
+// A complex vector (N) given to the battery as an (N, 2) matrix: column 0 the real parts, column 1 the imaginary
+// ones. Any shape is a complex vector: a missing column is zeros, a third is not read.
+attn::ComplexVector complex_of(const Matrix& m) {
+  attn::ComplexVector v(m.shape(0));
+  for (std::size_t k = 0; k < v.size(); ++k)
+    v[k] = attn::Complex(m.shape(1) > 0 ? m(k, 0) : 0.0f, m.shape(1) > 1 ? m(k, 1) : 0.0f);
+  return v;
+}
+
+Matrix columns_of(const attn::ComplexVector& v) {
+  Matrix m = Matrix::from_shape({v.size(), 2});
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    m(k, 0) = v[k].real();
+    m(k, 1) = v[k].imag();
+  }
+  return m;
+}
+
+// Whether Ā, B̄, C are one system: the same N, and |Ā_k| ≤ 1.
+bool system_fits(const Matrix& a, const Matrix& b, const Matrix& c) {
+  bool ok = a.shape(0) == b.shape(0) && a.shape(0) == c.shape(0);
+  for (const attn::Complex z : complex_of(a)) ok = ok && std::abs(z) <= 1.0f;
+  return ok;
+}
+
+const char* const kFitsMemory = "16 GiB or more: answered where the memory available holds it (the contract's "
+                                "limit, past the battery's 4 GiB), refused naming the estimate elsewhere";
 
 }  // namespace
 
@@ -172,5 +203,190 @@ TEST_SUITE("14_state_space: hostile input") {
     CHECK(std::isinf(ch14::relative_error(ones, zeros)));  // 0 before: any recall of nothing looked perfect
     CHECK(ch14::relative_error(zeros, zeros) == 0.0);
     CHECK(ch14::relative_error(Matrix(xt::zeros<float>({0, 3})), Matrix(xt::zeros<float>({0, 3}))) == 0.0);
+  }
+}
+
+// The hostile-input battery (tests/support/hostile.hpp) on chapter 14's own code: every argument replaced in turn by
+// its type's hostile values, each call refused naming what was wrong or answered as the contract says.
+TEST_SUITE("14_state_space: hostile battery") {
+  TEST_CASE("the time-invariant SSM under the hostile battery") {
+    // hostile battery: ssm_kernel, ssm_recurrence, causal_convolution_direct, causal_convolution_fft
+    attn::Rng rng(1461);
+    const attn::DiscreteSSM ssm = attn::zoh_discretize(ch14::s4d_lin(3, rng), 0.1f);
+    const Matrix A_bar = columns_of(ssm.A_bar), B_bar = columns_of(ssm.B_bar), C = columns_of(ssm.C);
+    hostile::battery(
+        "ssm_kernel", {"A_bar|Ā", "B_bar|B̄", "C", "n"},
+        [](const Matrix& a, const Matrix& b, const Matrix& c, std::size_t n) {
+          return ch14::ssm_kernel({complex_of(a), complex_of(b), complex_of(c)}, n);
+        },
+        A_bar, B_bar, C, std::size_t{6})
+        .fits([](const Matrix& a, const Matrix& b, const Matrix& c, std::size_t n) {
+          return system_fits(a, b, c) && n < (std::size_t{1} << 32);
+        })
+        .answer([](const Vector& K, const Matrix&, const Matrix&, const Matrix&, std::size_t n) { return K.size() == n; })
+        .exempt("n = 2^32", kFitsMemory)
+        .run();
+    hostile::battery(
+        "ssm_recurrence", {"A_bar|Ā", "B_bar|B̄", "C", "u"},
+        [](const Matrix& a, const Matrix& b, const Matrix& c, const Vector& u) {
+          return ch14::ssm_recurrence({complex_of(a), complex_of(b), complex_of(c)}, u);
+        },
+        A_bar, B_bar, C, ch14::random_vector(rng, 6))
+        .fits([](const Matrix& a, const Matrix& b, const Matrix& c, const Vector&) { return system_fits(a, b, c); })
+        .answer([](const Vector& y, const Matrix&, const Matrix&, const Matrix&, const Vector& u) {
+          return y.size() == u.size();
+        })
+        .run();
+    for (const bool fft : {false, true}) {
+      if (fft && !ch14::fft_available()) {
+        MESSAGE("skipped: causal_convolution_fft's battery needs FFTW3 (the course was built without it)");
+        continue;
+      }
+      const auto convolve = [fft](const Vector& K, const Vector& u) {
+        return fft ? ch14::causal_convolution_fft(K, u) : ch14::causal_convolution_direct(K, u);
+      };
+      hostile::battery(fft ? "causal_convolution_fft" : "causal_convolution_direct", {"K", "u"}, convolve,
+                       Vector{1.0f, 0.5f, -0.25f}, Vector{0.5f, 2.0f, -1.0f, 3.0f, 1.0f})
+          .answer([](const Vector& y, const Vector&, const Vector& u) { return y.size() == u.size(); })
+          .run();
+    }
+  }
+
+  TEST_CASE("the systems, inputs and memory task under the hostile battery") {
+    // hostile battery: s4d_lin, random_vector, orthonormal_rows, recall_task, relative_error, scan_inputs
+    hostile::battery(
+        "s4d_lin", {"N", "rng"},
+        [](std::size_t N, attn::Rng& rng) {
+          const attn::DiagonalSSM s = ch14::s4d_lin(N, rng);
+          return std::vector<std::size_t>{s.A.size(), s.B.size(), s.C.size()};
+        },
+        std::size_t{4}, attn::Rng(1462))
+        .fits([](std::size_t N, const attn::Rng&) { return N < (std::size_t{1} << 32); })
+        .answer([](const std::vector<std::size_t>& sizes, std::size_t N, const attn::Rng&) {
+          return sizes == std::vector<std::size_t>{N, N, N};
+        })
+        .exempt("N = 2^32", kFitsMemory)
+        .run();
+    hostile::battery(
+        "random_vector", {"rng", "n"}, [](attn::Rng& rng, std::size_t n) { return ch14::random_vector(rng, n); },
+        attn::Rng(1463), std::size_t{5})
+        .fits([](const attn::Rng&, std::size_t n) { return n < (std::size_t{1} << 32); })
+        .answer([](const Vector& u, const attn::Rng&, std::size_t n) { return u.size() == n; })
+        .exempt("n = 2^32", kFitsMemory)
+        .run();
+    hostile::battery(
+        "orthonormal_rows", {"rng", "m", "d"},
+        [](attn::Rng& rng, std::size_t m, std::size_t d) { return ch14::orthonormal_rows(rng, m, d); },
+        attn::Rng(1464), std::size_t{3}, std::size_t{5})
+        .fits([](const attn::Rng&, std::size_t m, std::size_t d) {
+          std::size_t md = 0;
+          return m <= d && !__builtin_mul_overflow(m, d, &md) && md < (std::size_t{1} << 32);
+        })
+        .answer([](const Matrix& Q, const attn::Rng&, std::size_t m, std::size_t d) {
+          return Q.shape(0) == m && Q.shape(1) == d;
+        })
+        .exempt("d = 2^32", kFitsMemory)
+        .run();
+    attn::Rng draw(1465);
+    hostile::battery(
+        "recall_task", {"K", "V"}, [](const Matrix& K, const Matrix& V) { return ch14::recall_task(K, V).X; },
+        Matrix(draw.normal(3, 4)), Matrix(draw.normal(3, 2)))
+        .fits([](const Matrix& K, const Matrix& V) { return K.shape(0) == V.shape(0); })
+        .answer([](const Matrix& X, const Matrix& K, const Matrix& V) {
+          return X.shape(0) == 2 * K.shape(0) && X.shape(1) == V.shape(1);
+        })
+        .run();
+    hostile::battery(
+        "relative_error", {"recalled", "V"},
+        [](const Matrix& recalled, const Matrix& V) { return ch14::relative_error(recalled, V); },
+        Matrix(draw.normal(3, 2)), Matrix(draw.normal(3, 2)))
+        .fits([](const Matrix& recalled, const Matrix& V) { return recalled.shape() == V.shape(); })
+        .answer([](double e, const Matrix&, const Matrix&) { return e >= 0; })
+        .run();
+    hostile::battery(
+        "scan_inputs", {"rng", "n", "d", "N"},
+        [](attn::Rng& rng, std::size_t n, std::size_t d, std::size_t N) {
+          const ch14::ScanInputs in = ch14::scan_inputs(rng, n, d, N);
+          return std::vector<std::size_t>{in.x.shape(0), in.x.shape(1), in.A.shape(1), in.B.shape(0)};
+        },
+        attn::Rng(1466), std::size_t{4}, std::size_t{3}, std::size_t{2})
+        .fits([](const attn::Rng&, std::size_t n, std::size_t d, std::size_t N) {
+          std::size_t nd = 0, dN = 0, nN = 0;
+          return !__builtin_mul_overflow(n, d, &nd) && !__builtin_mul_overflow(d, N, &dN) &&
+                 !__builtin_mul_overflow(n, N, &nN) && nd < (std::size_t{1} << 32) && dN < (std::size_t{1} << 32) &&
+                 nN < (std::size_t{1} << 32);
+        })
+        .answer([](const std::vector<std::size_t>& s, const attn::Rng&, std::size_t n, std::size_t d, std::size_t N) {
+          return s == std::vector<std::size_t>{n, d, N, n};
+        })
+        .exempt("= 2^32", kFitsMemory)
+        .run();
+  }
+
+  TEST_CASE("the selective scan and its kernels under the hostile battery") {
+    // hostile battery: selective_scan, use_scan_kernels, vector_exp, selective_scan_bytes
+    attn::Rng rng(1467);
+    const ch14::ScanInputs in = ch14::scan_inputs(rng, 6, 3, 4);
+    hostile::battery(
+        "selective_scan", {"x", "delta|Δ", "A", "B", "C", "threads", "split"},
+        [](const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B, const Matrix& C, int threads,
+           ch14::ScanSplit split) { return ch14::selective_scan(x, delta, A, B, C, threads, split).y; },
+        in.x, in.delta, in.A, in.B, in.C, 2, ch14::ScanSplit::time)
+        .fits([](const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B, const Matrix& C, int threads,
+                 ch14::ScanSplit split) {
+          bool ok = delta.shape() == x.shape() && A.shape(0) == x.shape(1) && B.shape(0) == x.shape(0) &&
+                    C.shape() == B.shape() && B.shape(1) == A.shape(1) && threads >= 1 &&
+                    (split == ch14::ScanSplit::time || split == ch14::ScanSplit::channels);
+          for (const float v : delta) ok = ok && v > 0;
+          for (const float v : A) ok = ok && v < 0;
+          return ok;
+        })
+        .answer([](const Matrix& y, const Matrix& x, const Matrix&, const Matrix&, const Matrix&, const Matrix&, int,
+                   ch14::ScanSplit) { return y.shape() == x.shape() && hostile::all_finite(y); })
+        .exempt("threads = 2147483647",
+                "more threads than tokens or channels leave the extra ones idle (documented): answered, or refused "
+                "where they cannot start")
+        .run();
+    const std::string isa = ch14::scan_kernel_isa();
+    hostile::battery(
+        "use_scan_kernels", {"isa"},
+        [](const std::string& name) {
+          const std::string before = ch14::scan_kernel_isa();
+          const bool ok = ch14::use_scan_kernels(name);
+          const bool unchanged = before == ch14::scan_kernel_isa();
+          ch14::use_scan_kernels("auto");
+          return ok || unchanged;  // a refused name changes nothing
+        },
+        std::string("auto"))
+        .answer([](bool consistent, const std::string&) { return consistent; })
+        .run();
+    CHECK(isa == ch14::scan_kernel_isa());
+    std::vector<float> from(32);
+    for (std::size_t i = 0; i < from.size(); ++i) from[i] = -0.25f * static_cast<float>(i);
+    hostile::battery(
+        "vector_exp", {"from", "n"},
+        [](const std::vector<float>& f, std::size_t n) {
+          // a list, passed on where it holds n values (a size past it cannot be seen through a pointer), or where n
+          // is no multiple of 16 (refused before any read, as documented)
+          std::vector<float> to(f.size(), -1.0f);
+          if (n <= f.size() || n % 16 != 0) ch14::vector_exp(f.data(), to.data(), n);
+          return to;
+        },
+        from, std::size_t{32})
+        .fits([](const std::vector<float>&, std::size_t n) { return n % 16 == 0; })
+        .exempt("from with", "its contract is values ≤ 0 (the scan's decays, checked there): any value is computed "
+                             "as its exponential, NaN stays NaN")
+        .exempt("= 2^", "a multiple of 16 past the list: not passed on (a size past it cannot be seen)")
+        .exempt("every size", "as = 2^")
+        .run();
+    hostile::battery(
+        "selective_scan_bytes", {"n", "d", "N"},
+        [](std::size_t n, std::size_t d, std::size_t N) { return ch14::selective_scan_bytes(n, d, N); }, std::size_t{6},
+        std::size_t{3}, std::size_t{4})
+        .answer([](double bytes, std::size_t n, std::size_t d, std::size_t N) {
+          const double want = 4.0 * double(n) * (3.0 * double(d) + 2.0 * double(N));
+          return bytes == want || std::fabs(bytes - want) <= 1e-12 * want;
+        })
+        .run();
   }
 }

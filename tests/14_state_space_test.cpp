@@ -22,6 +22,7 @@
 #include "oracle/08_linear_oracle.hpp"
 #include "oracle/14_state_space_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -636,6 +637,143 @@ TEST_SUITE("14_state_space") {
         attn::masked_attention_form(attn::semiseparable_mask(xt::ones<float>({2 * m})), task.C, task.B, task.X);
     const Matrix recalled = xt::view(Y, xt::range(m, 2 * m), xt::all());
     CHECK(attn::ch14::relative_error(recalled, V) > 0.5);
+  }
+}
+
+namespace {
+
+namespace hostile = attn::test::hostile;
+
+// A complex vector (N) given to the battery as an (N, 2) matrix: column 0 the real parts, column 1 the imaginary
+// ones. Any shape is a complex vector: a missing column is zeros, a third is not read (the battery's shapes of the
+// matrix are complex vectors of N ± 1, 0 and 1 entries).
+ComplexVector complex_of(const Matrix& m) {
+  ComplexVector v(m.shape(0));
+  for (std::size_t k = 0; k < v.size(); ++k)
+    v[k] = Complex(m.shape(1) > 0 ? m(k, 0) : 0.0f, m.shape(1) > 1 ? m(k, 1) : 0.0f);
+  return v;
+}
+
+Matrix columns_of(const ComplexVector& v) {
+  Matrix m = Matrix::from_shape({v.size(), 2});
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    m(k, 0) = v[k].real();
+    m(k, 1) = v[k].imag();
+  }
+  return m;
+}
+
+}  // namespace
+
+// The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile
+// values, each call refused naming what was wrong or answered as the contract says.
+TEST_SUITE("14_state_space") {
+  TEST_CASE("zoh_discretize under the hostile battery" * doctest::test_suite("14_state_space/zoh_discretize")) {
+    // hostile battery: zoh_discretize
+    const ComplexVector A{{-0.5f, 0.0f}, {-0.5f, 3.14f}, {-1.0f, -2.0f}}, B{{1.0f, 0.0f}, {1.0f, 0.5f}, {0.5f, 0.0f}},
+        C{{0.3f, -0.2f}, {1.0f, 0.0f}, {-0.7f, 0.1f}};
+    hostile::battery(
+        "zoh_discretize", {"A", "B", "C", "delta|Δ"},
+        [](const Matrix& a, const Matrix& b, const Matrix& c, float delta) {
+          const attn::DiscreteSSM d = attn::zoh_discretize({complex_of(a), complex_of(b), complex_of(c)}, delta);
+          return std::vector<Matrix>{columns_of(d.A_bar), columns_of(d.B_bar), columns_of(d.C)};
+        },
+        columns_of(A), columns_of(B), columns_of(C), 0.1f)
+        .fits([](const Matrix& a, const Matrix& b, const Matrix& c, float delta) {
+          bool stable = true;
+          for (const Complex z : complex_of(a)) stable = stable && z.real() < 0;
+          return a.shape(0) == b.shape(0) && a.shape(0) == c.shape(0) && stable && delta > 0 && std::isfinite(delta);
+        })
+        .answer([](const std::vector<Matrix>& d, const Matrix& a, const Matrix&, const Matrix&, float) {
+          for (const Matrix& m : d)
+            if (m.shape(0) != a.shape(0)) return false;
+          for (std::size_t k = 0; k < a.shape(0); ++k)  // |Ā_k| ≤ 1: a stable state never grows
+            if (std::hypot(d[0](k, 0), d[0](k, 1)) > 1.0f) return false;
+          return true;
+        })
+        .run();
+  }
+
+  TEST_CASE("selective_step under the hostile battery" * doctest::test_suite("14_state_space/selective_step")) {
+    // hostile battery: selective_step
+    attn::Rng rng(1451);
+    const Matrix A = -rng.uniform(3, 4, 0.5f, 2.0f);
+    hostile::battery(
+        "selective_step", {"h", "x", "delta|Δ", "A", "B", "C"},
+        [](Matrix& h, const Vector& x, const Vector& delta, const Matrix& a, const Vector& b, const Vector& c) {
+          return attn::selective_step(h, x, delta, a, b, c);
+        },
+        Matrix(rng.normal(3, 4)), Vector{0.5f, -1.0f, 2.0f}, Vector{0.1f, 0.01f, 0.05f}, A,
+        Vector{1.0f, -0.5f, 0.25f, 2.0f}, Vector{0.5f, 0.5f, -1.0f, 1.0f})
+        .fits([](const Matrix& h, const Vector& x, const Vector& delta, const Matrix& a, const Vector& b,
+                 const Vector& c) {
+          bool ok = h.shape() == a.shape() && x.size() == a.shape(0) && delta.size() == a.shape(0) &&
+                    b.size() == a.shape(1) && c.size() == a.shape(1);
+          for (const float v : delta) ok = ok && v > 0;
+          for (const float v : a) ok = ok && v < 0;
+          return ok;
+        })
+        .answer([](const Vector& y, const Matrix& h, const Vector&, const Vector&, const Matrix&, const Vector&,
+                   const Vector&) { return y.size() == h.shape(0) && hostile::all_finite(y); })
+        .run();
+  }
+
+  TEST_CASE("scan_combine under the hostile battery" * doctest::test_suite("14_state_space/scan_combine")) {
+    // hostile battery: scan_combine
+    hostile::battery(
+        "scan_combine", {"earlier_a", "earlier_b", "later_a", "later_b"},
+        [](float ea, float eb, float la, float lb) {
+          const attn::ScanPair p = attn::scan_combine({ea, eb}, {la, lb});
+          return Vector{p.a, p.b};
+        },
+        0.5f, 2.0f, 0.25f, -1.0f)
+        .answer([](const Vector& p, float ea, float eb, float la, float lb) {
+          // documented: NaN or ±inf propagate as float arithmetic does (the scans refuse them first); the rest is
+          // the composition's own arithmetic
+          return p(0) == la * ea && p(1) == la * eb + lb;
+        })
+        .exempt("= NaN", "documented: a NaN propagates as float arithmetic does (the scans refuse it first)")
+        .exempt("inf", "documented: an infinity propagates as float arithmetic does, 0·inf a NaN (the scans refuse "
+                       "it first)")
+        .exempt("3e38", "documented: float arithmetic, whose 3e38·3e38 is inf and inf − inf NaN (the scans bound it)")
+        .run();
+  }
+
+  TEST_CASE("semiseparable_mask under the hostile battery" * doctest::test_suite("14_state_space/semiseparable_mask")) {
+    // hostile battery: semiseparable_mask
+    hostile::battery(
+        "semiseparable_mask", {"a"}, [](const Vector& a) { return attn::semiseparable_mask(a); },
+        Vector{0.9f, 0.5f, 1.0f, 0.0f})
+        .fits([](const Vector& a) {
+          bool ok = true;
+          for (const float v : a) ok = ok && v >= 0 && v <= 1;
+          return ok;
+        })
+        .answer([](const Matrix& L, const Vector& a) {
+          return L.shape(0) == a.size() && L.shape(1) == a.size() && hostile::all_finite(L);
+        })
+        .run();
+  }
+
+  TEST_CASE("masked_attention_form under the hostile battery" *
+            doctest::test_suite("14_state_space/masked_attention_form")) {
+    // hostile battery: masked_attention_form
+    attn::Rng rng(1452);
+    hostile::battery(
+        "masked_attention_form", {"L", "C", "B", "X"},
+        [](const Matrix& L, const Matrix& C, const Matrix& B, const Matrix& X) {
+          return attn::masked_attention_form(L, C, B, X);
+        },
+        attn::semiseparable_mask(Vector{0.9f, 0.5f, 1.0f, 0.8f}), Matrix(rng.normal(4, 3)), Matrix(rng.normal(4, 3)),
+        Matrix(rng.normal(4, 2)))
+        .fits([](const Matrix& L, const Matrix& C, const Matrix& B, const Matrix& X) {
+          const std::size_t n = C.shape(0);
+          return L.shape(0) == n && L.shape(1) == n && B.shape(0) == n && X.shape(0) == n && B.shape(1) == C.shape(1);
+        })
+        .answer([](const Matrix& Y, const Matrix&, const Matrix& C, const Matrix&, const Matrix& X) {
+          return Y.shape(0) == C.shape(0) && Y.shape(1) == X.shape(1);
+        })
+        .run();
   }
 }
 

@@ -40,7 +40,10 @@ struct OnlineState {
 };
 
 /// The state of \p rows query rows that have seen no key yet: m = -inf, ℓ = 0, acc = 0 (\p rows, \p d_v).
+/// \throws std::invalid_argument naming rows and d_v when the state would not fit in memory (checked_allocation()).
 inline OnlineState empty_state(std::size_t rows, std::size_t d_v) {
+  checked_allocation("empty_state: m and ℓ, 2 × rows floats", {2, rows, sizeof(float)});
+  checked_allocation("empty_state: acc, rows × d_v floats", {rows, d_v, sizeof(float)});
   return OnlineState{Vector(xt::xtensor<float, 1>::shape_type{rows}, -std::numeric_limits<float>::infinity()),
                      Vector(xt::xtensor<float, 1>::shape_type{rows}, 0.0f),
                      Matrix(Matrix::shape_type{rows, d_v}, 0.0f)};

@@ -57,11 +57,11 @@ double tiled_working_set(std::size_t d, std::size_t B_r, std::size_t B_c) {
 
 // The model's sizes: M within kMaxFastMemory (the plans' loops step one block size at a time), and no more than
 // kMaxModelSteps transfers simulated one by one.
-void require_model_sizes(const char* where, std::size_t M, double steps) {
+void require_model_sizes(const char* where, std::size_t M, double steps, std::size_t n = 0) {
   require(M <= kMaxFastMemory, fmt::format("{}: M = {} floats; the model takes at most {} (far beyond any cache)",
                                            where, M, kMaxFastMemory));
-  require(steps <= kMaxModelSteps,
-          fmt::format("{}: {:.3g} transfers to simulate one by one; at most {:.0e}", where, steps, kMaxModelSteps));
+  require(steps <= kMaxModelSteps, fmt::format("{}: n = {} needs {:.3g} transfers to simulate one by one; at most {:.0e}",
+                                               where, n, steps, kMaxModelSteps));
 }
 
 // ⌈n / b⌉ in double.
@@ -88,7 +88,7 @@ TilePlan plan_tiles(std::size_t d, std::size_t M) {
                       M, d));
   TilePlan plan{1, 1};
   for (std::size_t B_r = 2;; ++B_r) {
-    const std::size_t B_c = std::min(B_r, d);
+    const std::size_t B_c = std::max<std::size_t>(1, std::min(B_r, d));  // d = 0: still one key per block
     if (tiled_working_set(d, B_r, B_c) > static_cast<double>(M)) break;
     plan = {B_r, B_c};
   }
@@ -103,7 +103,8 @@ IoCount simulate_standard(std::size_t n, std::size_t d, std::size_t M) {
   const std::size_t b = product_block(d, M);
   require_model_sizes("simulate_standard", M,
                       2 * blocks(n, b) * blocks(n, b) +
-                          2 * static_cast<double>(n) * blocks(n, std::max<std::size_t>(1, std::min(n, M))));
+                          2 * static_cast<double>(n) * blocks(n, std::max<std::size_t>(1, std::min(n, M))),
+                      n);
   // 1. S = Q Kᵀ: a block of Q rows stays while blocks of K stream past; every S tile goes to slow memory.
   for (std::size_t r0 = 0; r0 < n; r0 += b) {
     const std::size_t rows = std::min(b, n - r0);
@@ -150,7 +151,7 @@ IoCount simulate_tiled(std::size_t n, std::size_t d, std::size_t M, TilePlan pla
   require(plan.B_r > 0 && plan.B_c > 0 && tiled_working_set(d, plan.B_r, plan.B_c) <= static_cast<double>(M),
           fmt::format("simulate_tiled: B_r = {}, B_c = {} at d = {} need {} floats of fast memory, M = {}", plan.B_r,
                       plan.B_c, d, tiled_working_set(d, plan.B_r, plan.B_c), M));
-  require_model_sizes("simulate_tiled", M, blocks(n, plan.B_r) * blocks(n, plan.B_c));
+  require_model_sizes("simulate_tiled", M, blocks(n, plan.B_r) * blocks(n, plan.B_c), n);
   FastMemory fast(M);
   for (std::size_t r0 = 0; r0 < n; r0 += plan.B_r) {
     const std::size_t rows = std::min(plan.B_r, n - r0);

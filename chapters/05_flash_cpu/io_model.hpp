@@ -53,7 +53,7 @@ class FastMemory {
   IoCount count_;
 };
 
-/// Block sizes of the tiled forward in the model: the largest B_r with B_c = min(B_r, d) whose working
+/// Block sizes of the tiled forward in the model: the largest B_r with B_c = min(B_r, d) (at least 1) whose working
 /// set — Q_i and O_i (B_r·d each), m and ℓ (B_r each), K_j and V_j (B_c·d each), the score tile (B_r·B_c) —
 /// fits in M floats. So B_r = Θ(M/d) (the paper's choice, with rows and columns swapped for the
 /// FlashAttention-2 loop order).

@@ -22,8 +22,8 @@ namespace attn {
 /// in fp32: `(B_r + 2·B_c)·d·element_bytes + 4·B_r·B_c` bytes (real kernels add a little padding).
 /// \param B_r query rows per tile. \param B_c key columns per tile. \param d head size.
 /// \param element_bytes 4 for fp32, 2 for bf16 or fp16.
-/// \throws std::invalid_argument naming the parameter when one of them is 0, or when the count does not fit
-/// in std::size_t (it is refused, never wrapped around to a small number).
+/// \throws std::invalid_argument naming the parameter when one of them is 0, or naming the sizes (B_r, B_c, d,
+/// element_bytes) when the count does not fit in std::size_t (it is refused, never wrapped around to a small number).
 std::size_t flash_smem_bytes(std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t element_bytes);
 
 /// CUDA's dim3, without CUDA's headers.
@@ -40,7 +40,8 @@ struct LaunchShape {
 /// The launch of a FlashAttention-2 forward kernel: one thread block per (query tile, head, batch entry),
 /// grid = (⌈n_q / B_r⌉, heads, batch), block = (threads_per_block, 1, 1).
 /// \throws std::invalid_argument when a size is 0 or when heads or batch exceed CUDA's limit of 65535
-///         blocks in grid.y and grid.z (the message names the value and the limit).
+///         blocks in grid.y and grid.z, or the query tiles grid.x's 2^31 − 1 (the message names the values, n_q and
+///         B_r for the tiles, and the limit).
 LaunchShape flash_launch_shape(std::size_t batch, std::size_t heads, std::size_t n_q, std::size_t B_r,
                                unsigned threads_per_block);
 

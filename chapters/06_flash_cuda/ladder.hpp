@@ -154,7 +154,8 @@ struct RungCheck {
 /// The timing run after its checks: runs \p check (every rung against the CPU), then \p time with the
 /// checks' results even when some failed, then throws std::runtime_error naming every failed rung, head
 /// size and mask, so the program still exits non-zero. A failed check costs the run its verdict, not its
-/// measurements: a lent GPU machine may be gone before a second try.
+/// measurements: a lent GPU machine may be gone before a second try. An empty \p check or \p time is refused first
+/// (std::invalid_argument naming it), before either runs.
 void check_then_time(const std::function<std::vector<RungCheck>()>& check,
                      const std::function<void(const std::vector<RungCheck>&)>& time);
 

@@ -17,6 +17,10 @@ namespace attn::ch06 {
 
 void check_then_time(const std::function<std::vector<RungCheck>()>& check,
                      const std::function<void(const std::vector<RungCheck>&)>& time) {
+  // Both before either runs: an empty one threw std::bad_function_call, or (time) was caught as a failed timing.
+  if (!check || !time)
+    throw std::invalid_argument(std::string("check_then_time: an empty ") + (check ? "time" : "check") +
+                                " function; both the checks and the timing are needed");
   const std::vector<RungCheck> checks = check();
   std::string failed;
   for (const RungCheck& c : checks)

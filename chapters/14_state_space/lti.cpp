@@ -38,6 +38,22 @@ void require_same_n(const char* where, const DiscreteSSM& ssm) {
   }
 }
 
+/// The largest |z| of \p v (0 for none).
+double max_abs(const ComplexVector& v) {
+  double m = 0.0;
+  for (const Complex z : v) m = std::max(m, static_cast<double>(std::abs(z)));
+  return m;
+}
+
+/// a·b·… for the terms of an overflow bound: the largest std::size_t where the product passes it (a bound that big
+/// refuses any input that is not all zeros, as it should: no float sum of that many terms is trustworthy).
+[[maybe_unused]] std::size_t saturating_product(std::initializer_list<std::size_t> factors) {
+  std::size_t p = 1;
+  for (const std::size_t f : factors)
+    if (__builtin_mul_overflow(p, f, &p)) return std::numeric_limits<std::size_t>::max();
+  return p;
+}
+
 }  // namespace
 
 // [ssm_kernel]
@@ -67,6 +83,15 @@ Vector ssm_recurrence(const DiscreteSSM& ssm, const Vector& u) {
   require_same_n("ssm_recurrence", ssm);
   require_finite("ssm_recurrence", "u", u.data(), u.size());
   const std::size_t n = u.size(), N = ssm.A_bar.size();
+  // |x_t| ≤ n·max|B̄|·max|u| (|Ā| ≤ 1) and |y_t| ≤ N·max|C|·that: the course's overflow policy (attn/checks.hpp)
+  // bounds both, so the float state never meets an infinity (3e38 in B̄ made C·x inf − inf = NaN).
+  double max_u = 0.0;
+  for (const float v : u) max_u = std::max(max_u, static_cast<double>(std::fabs(v)));
+  const double bound = static_cast<double>(n) * static_cast<double>(N) * max_abs(ssm.B_bar) * max_abs(ssm.C) * max_u;
+  require(bound <= kMaxScoreBound,
+          fmt::format("ssm_recurrence: n·N = {} × {} times max|B_bar| = {:.3g}, max|C| = {:.3g} and max|u| = {:.3g} "
+                      "is {:.3g}, beyond {:.3g}: the state or y could overflow float. Scale B_bar, C or u down",
+                      n, N, max_abs(ssm.B_bar), max_abs(ssm.C), max_u, bound, kMaxScoreBound));
   Vector y = xt::zeros<float>({n});  // (n)
   ComplexVector x(N);                // (N) the state: all the model remembers of u_0 … u_t
   for (std::size_t t = 0; t < n; ++t) {
@@ -176,6 +201,10 @@ Vector causal_convolution_fft(const Vector& K, const Vector& u) {
   require(padded <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
           fmt::format("causal_convolution_fft: n = {} needs a transform of {} points; FFTW's plans take at most {}", n,
                       padded, std::numeric_limits<int>::max()));
+  // Every bin of û·K̂ is at most n·max|u| · taps·max|K|, and the inverse transform sums L of them: bounded by the
+  // course's overflow policy (attn/checks.hpp), no float of the transforms meets an infinity (3e38 made NaN).
+  require_bounded_products("causal_convolution_fft", "K", K.data(), K.size(), "u", u.data(), u.size(),
+                           saturating_product({padded, n, taps}));
   FftPlan& p = plan_for(padded);
   const std::size_t L = p.L, bins = L / 2 + 1;
   std::fill(p.real, p.real + L, 0.0f);

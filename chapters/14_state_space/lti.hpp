@@ -27,7 +27,8 @@ Vector ssm_kernel(const DiscreteSSM& ssm, std::size_t n);
 /// \param u (n) the input.
 /// \return (n) y.
 /// \throws std::invalid_argument naming the sizes when Ā, B̄ and C differ in N, an entry is not finite or some
-///         |Ā_k| > 1, or naming the first NaN/Inf of u.
+///         |Ā_k| > 1, naming the first NaN/Inf of u, or when finite inputs could overflow the state or y
+///         (n·N·max|B̄|·max|C|·max|u| past attn::kMaxScoreBound, naming them).
 Vector ssm_recurrence(const DiscreteSSM& ssm, const Vector& u);
 
 /// Causal convolution by its definition, `y_t = Σ_{j ≤ t} K_j u_{t−j}`: O(n²) multiply-adds, summed in double
@@ -44,7 +45,8 @@ Vector causal_convolution_direct(const Vector& K, const Vector& u);
 /// \param u (n) the input.
 /// \return (n) y.
 /// \throws std::runtime_error when the course was built without FFTW3 (see fft_available());
-///         std::invalid_argument naming the first NaN/Inf of K or u.
+///         std::invalid_argument naming the first NaN/Inf of K or u, or when finite inputs could overflow the
+///         transforms (L·n·n_K·max|K|·max|u| past attn::kMaxScoreBound, naming K and u).
 Vector causal_convolution_fft(const Vector& K, const Vector& u);
 
 /// Whether causal_convolution_fft() works: false when CMake found no FFTW3 (Debian's libfftw3-dev).

@@ -240,6 +240,9 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
                                    const Matrix& C, int threads, ScanSplit split, ScanStats* stats) {
   const double start_cpu = attn::thread_cpu_seconds();
   check(x, delta, A, B, C, threads);
+  require(split == ScanSplit::time || split == ScanSplit::channels,
+          fmt::format("selective_scan: split = {} is neither ScanSplit::time nor ScanSplit::channels",
+                      static_cast<int>(split)));
   const ScanKernels& kernel = kernels();
   const std::size_t n = x.shape(0), d = x.shape(1), N = A.shape(1), T = static_cast<std::size_t>(threads);
   if (N == 0) {  // no state: nothing is remembered, every output is the empty sum 0 (the kernels need N ≥ 1)

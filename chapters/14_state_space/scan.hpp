@@ -54,7 +54,8 @@ struct ScanStats {
 /// \return y (n, d) and the final state h (d, N).
 /// \throws std::invalid_argument naming the shapes when they do not fit, an entry when some Δ ≤ 0, A ≥ 0 or a
 ///         value is not finite, when threads < 1, and when finite inputs make y or h overflow float32 (naming
-///         the first entry). An exception in a worker thread reaches the caller.
+///         the first entry), and naming split when it is neither ScanSplit value. An exception in a worker thread
+///         reaches the caller.
 SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const Matrix& A, const Matrix& B,
                                    const Matrix& C, int threads = 1, ScanSplit split = ScanSplit::time,
                                    ScanStats* stats = nullptr);

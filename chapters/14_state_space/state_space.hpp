@@ -46,7 +46,8 @@ struct DiscreteSSM {
 /// Mamba uses that first-order form for B, see selective_step().)
 /// \param ssm A, B, C, each (N).
 /// \param delta the step Δ > 0.
-/// \return Ā (N), B̄ (N) and C (N), copied.
+/// \return Ā (N), B̄ (N) and C (N), copied. Finite inputs give no NaN, whatever Δ: a step so long that
+///         Re(ΔA_k) underflows e^x gives Ā_k = 0 (the state forgotten), not e^{−∞ + i∞} = NaN (compute ΔA in double).
 /// \throws std::invalid_argument naming the shapes, (N) each, when A, B and C differ in N; naming the
 ///         entry, as A[k], and its value when some Re(A_k) ≥ 0 (an unstable or undamped state); naming the
 ///         index k when an entry of A, B or C is not finite; when Δ ≤ 0 or is not finite.
@@ -106,7 +107,9 @@ Matrix semiseparable_mask(const Vector& a);
 /// \param X (n, p) the values (the inputs of p channels).
 /// \return (n, p) Y.
 /// \throws std::invalid_argument naming the shapes when L is not (n, n) for the n of C, B and X, or C and
-///         B differ in N; naming the first NaN/Inf of L, C, B or X.
+///         B differ in N; naming the first NaN/Inf of L, C, B or X; and naming max|L|, max|C|, max|B| and max|X|
+///         when finite inputs could overflow Y: n·N·max|L|·max|C|·max|B|·max|X| past attn::kMaxScoreBound (the
+///         course's overflow policy, attn/checks.hpp).
 Matrix masked_attention_form(const Matrix& L, const Matrix& C, const Matrix& B, const Matrix& X);
 
 /// @}

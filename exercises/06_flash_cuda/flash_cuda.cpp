@@ -21,7 +21,8 @@ constexpr const char* kChapter = "06_flash_cuda";
 std::size_t flash_smem_bytes(std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t element_bytes) {
   // TODO(learner): bytes of Q_i (B_r, d), K_j and V_j (B_c, d) in the element type, plus S_ij (B_r, B_c) in
   //   fp32. Any argument 0 is std::invalid_argument naming the values; so is a count that does not fit in
-  //   std::size_t (attn::checked_product and attn::checked_sum from attn/checks.hpp refuse it for you).
+  //   std::size_t (attn::checked_product and attn::checked_sum from attn/checks.hpp refuse it for you: give each
+  //   a `what` that names the sizes it combines, "B_r + 2·B_c", so the message names them).
   throw not_implemented("flash_smem_bytes", kChapter, "three tiles of d columns in the element type, one fp32 tile.");
 }
 
@@ -29,7 +30,8 @@ LaunchShape flash_launch_shape(std::size_t batch, std::size_t heads, std::size_t
                                unsigned threads_per_block) {
   // TODO(learner): grid = (query tiles, heads, batch), block = (threads_per_block, 1, 1). Reject zeros and
   //   heads or batch above 65535 (CUDA's grid.y/grid.z limit) with std::invalid_argument. Count the query tiles
-  //   without (n_q + B_r − 1), which wraps for n_q near SIZE_MAX.
+  //   without (n_q + B_r − 1), which wraps for n_q near SIZE_MAX, and refuse more than 2^31 − 1 of them (grid.x),
+  //   naming n_q and B_r.
   throw not_implemented("flash_launch_shape", kChapter,
                         "one block per query tile per head per batch entry; round the tile count up.");
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <limits>
 #include <stdexcept>
 
@@ -22,7 +23,7 @@ constexpr const char* kChapter = "14_state_space";
 DiscreteSSM zoh_discretize(const DiagonalSSM& ssm, float delta) {
   // TODO(learner): the zero-order-hold discretisation of every entry, to float32 rounding even for a tiny Δ
   //   (where Ā is within a hair of 1), after the checks state_space.hpp lists (sizes, Δ, finite entries,
-  //   Re(A) < 0).
+  //   Re(A) < 0); and no NaN for a huge Δ (Δ·A in double: its e^{Re} is 0 there, Ā = 0).
   throw not_implemented("zoh_discretize", kChapter,
                         "holding u constant over one step, x(t+Δ) = e^{ΔA} x(t) + (e^{ΔA} − 1)/A · B u: two formulas "
                         "per entry, not Δ·B (that is Euler's first-order guess).");
@@ -53,7 +54,8 @@ Matrix semiseparable_mask(const Vector& a) {
 
 Matrix masked_attention_form(const Matrix& L, const Matrix& C, const Matrix& B, const Matrix& X) {
   // TODO(learner): Y = (L ∘ C Bᵀ) X, shape (n, p): attn::matmul(C, B, true) is C Bᵀ, `*=` multiplies entry by
-  //   entry. Check that L is (n, n), C and B are (n, N) and X is (n, p), and that all are finite, first.
+  //   entry. Check that L is (n, n), C and B are (n, N) and X is (n, p), that all are finite, and that
+  //   n·N·max|L|·max|C|·max|B|·max|X| ≤ attn::kMaxScoreBound (no sum can overflow), first.
   throw not_implemented("masked_attention_form", kChapter,
                         "attention's Q Kᵀ with C as queries and B as keys, masked by L instead of a softmax.");
 }

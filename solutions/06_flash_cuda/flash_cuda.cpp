@@ -24,10 +24,13 @@ std::size_t flash_smem_bytes(std::size_t B_r, std::size_t B_c, std::size_t d, st
                       B_c, d, element_bytes));
   // Q_i (B_r, d), K_j and V_j (B_c, d) in the element type; S_ij (B_r, B_c) always fp32 (it is a sum).
   // Checked arithmetic: absurd tile sizes are refused with their numbers rather than wrapping to a small count.
-  const char* what = "flash_smem_bytes";
-  const std::size_t rows = checked_sum(what, {B_r, checked_product(what, {2, B_c})});
+  // Each step's message names the sizes it combines (B_r = 2^63 made a sum of "9223372036854775936": no size named).
+  const std::size_t rows = checked_sum("flash_smem_bytes: the tile rows B_r + 2·B_c",
+                                       {B_r, checked_product("flash_smem_bytes: the tile rows 2·B_c", {2, B_c})});
   return checked_sum(
-      what, {checked_product(what, {rows, d, element_bytes}), checked_product(what, {B_r, B_c, sizeof(float)})});
+      "flash_smem_bytes: the bytes of Q_i, K_j, V_j and S_ij",
+      {checked_product("flash_smem_bytes: Q_i, K_j, V_j, (B_r + 2·B_c) × d × element_bytes", {rows, d, element_bytes}),
+       checked_product("flash_smem_bytes: S_ij, B_r × B_c × 4", {B_r, B_c, sizeof(float)})});
 }
 // [smem_bytes]
 
@@ -43,7 +46,8 @@ LaunchShape flash_launch_shape(std::size_t batch, std::size_t heads, std::size_t
                       batch, kMaxGridYZ));
   const std::size_t query_tiles = n_q / B_r + (n_q % B_r != 0);  // the last tile may be ragged; n_q + B_r − 1 can wrap
   require(query_tiles <= kMaxGridX,
-          fmt::format("flash_launch_shape: {} query tiles exceed grid.x's limit {}", query_tiles, kMaxGridX));
+          fmt::format("flash_launch_shape: n_q = {} in tiles of B_r = {} is {} query tiles, past grid.x's limit {}", n_q,
+                      B_r, query_tiles, kMaxGridX));
   // The outer loop of chapter 05 (over query tiles) becomes the grid; the heads and the batch are more of it.
   LaunchShape s;
   s.grid = {static_cast<unsigned>(query_tiles), static_cast<unsigned>(heads), static_cast<unsigned>(batch)};

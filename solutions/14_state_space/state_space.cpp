@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <limits>
 #include <stdexcept>
 
@@ -28,9 +29,17 @@ std::string complex_str(Complex z) {
 /// few ulps of 1 and subtracting 1 keeps only those ulps (at |z| = 5e-4 the result is already 5e-5 wrong).
 /// Written as `e^{x+iy} − 1 = (e^x − 1) cos y − 2 sin²(y/2) + i e^x sin y`, with std::expm1 for e^x − 1, nothing
 /// cancels: when cos y ≥ 0 both real terms are ≤ 0, and when cos y < 0 the real part is e^x cos y − 1 < −1.
-Complex complex_expm1(Complex z) {
-  const float x = z.real(), y = z.imag(), half_sin = std::sin(0.5f * y);
-  return {std::expm1(x) * std::cos(y) - 2.0f * half_sin * half_sin, std::exp(x) * std::sin(y)};
+/// In double: z = Δ·A of finite float Δ and A is finite there (in float Δ = 3e38 made Im z infinite, and its sine NaN).
+std::complex<double> complex_expm1(std::complex<double> z) {
+  const double x = z.real(), y = z.imag(), half_sin = std::sin(0.5 * y);
+  return {std::expm1(x) * std::cos(y) - 2.0 * half_sin * half_sin, std::exp(x) * std::sin(y)};
+}
+
+/// The largest magnitude among \p count values (all finite: checked before).
+double max_abs(const float* values, std::size_t count) {
+  float m = 0.0f;
+  for (std::size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(values[i]));
+  return m;
 }
 
 }  // namespace
@@ -58,9 +67,10 @@ DiscreteSSM zoh_discretize(const DiagonalSSM& ssm, float delta) {
   for (std::size_t k = 0; k < N; ++k) {
     // u held constant over [t, t + Δ]: x(t+Δ) = e^{ΔA} x(t) + ∫₀^Δ e^{sA} ds · B u = e^{ΔA} x(t) + (e^{ΔA} − 1)/A · B
     // u. The (e^{ΔA} − 1) is complex_expm1(), not Ā − 1: Mamba's steps start at Δ = 0.001, where Ā − 1 loses 4 digits.
-    const Complex z = delta * ssm.A[k];
-    out.A_bar[k] = std::exp(z);
-    out.B_bar[k] = complex_expm1(z) / ssm.A[k] * ssm.B[k];
+    // In double: Δ·A of finite floats is finite there (a step of 3e38 gives Ā = 0, the state forgotten, never NaN).
+    const std::complex<double> A_k(ssm.A[k]), z = static_cast<double>(delta) * A_k;
+    out.A_bar[k] = Complex(std::exp(z));
+    out.B_bar[k] = Complex(complex_expm1(z) / A_k * std::complex<double>(ssm.B[k]));
   }
   return out;
 }
@@ -157,6 +167,16 @@ Matrix masked_attention_form(const Matrix& L, const Matrix& C, const Matrix& B, 
   require_finite("masked_attention_form", "C", C.data(), C.size());
   require_finite("masked_attention_form", "B", B.data(), B.size());
   require_finite("masked_attention_form", "X", X.data(), X.size());
+  // Every entry of Y sums n·N products L_ij·C_ik·B_jk·X_jc: the course's overflow policy (attn/checks.hpp) bounds
+  // them all, so no sum meets an infinity (3e38 in B made C Bᵀ infinite, and inf − inf NaN).
+  const double bound = static_cast<double>(n) * static_cast<double>(C.shape(1)) * max_abs(L.data(), L.size()) *
+                       max_abs(C.data(), C.size()) * max_abs(B.data(), B.size()) * max_abs(X.data(), X.size());
+  if (!(bound <= kMaxScoreBound))
+    throw std::invalid_argument(fmt::format(
+        "masked_attention_form: n·N = {} × {} terms times max|L| = {:.3g}, max|C| = {:.3g}, max|B| = {:.3g} and "
+        "max|X| = {:.3g} is {:.3g}, beyond {:.3g}: Y could overflow float. Scale L, C, B or X down",
+        n, C.shape(1), max_abs(L.data(), L.size()), max_abs(C.data(), C.size()), max_abs(B.data(), B.size()),
+        max_abs(X.data(), X.size()), bound, kMaxScoreBound));
   Matrix M = matmul(C, B, /*transpose_b=*/true);  // (n, n)  C Bᵀ: every query against every key, as in attention
   M *= L;                                         // (n, n)  the decay mask replaces softmax (and hides the future)
   return matmul(M, X);                            // (n, p)
