@@ -175,7 +175,7 @@ const float* PackedKeys::head(std::size_t h) {
 void scores_tile(const float* Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const float* K_panels,
                  std::size_t panels, float scale, float* S, std::size_t ld_s, const std::size_t* visible, float* m) {
   // Checked once per tile call, and the message formatted only on failure: the kernels stay the cost.
-  if (kernels().scores == nullptr || ld_q < d_k || ld_s < panels * key_panel_width() || (m != nullptr && !visible))
+  if (kernels().scores == nullptr || ld_q < d_k || ld_s / key_panel_width() < panels || (m != nullptr && !visible))
     throw std::invalid_argument(
         fmt::format("scores_tile: kernels '{}', ld_q = {} for d_k = {}, ld_s = {} for {} panels "
                     "of {} keys, row maxima {} with visible columns {}; need micro-kernels, ld_q ≥ d_k, "

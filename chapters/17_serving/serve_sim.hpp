@@ -17,6 +17,8 @@
 
 namespace attn::ch17 {
 
+namespace detail {
+
 /// The work of a step \p plan of schedule_step() left \p running in: each decoded sequence's cached length and each
 /// admitted one's prompt (its prefill: the prompt, without the part a shared prefix already holds).
 inline StepWork step_work(const StepPlan& plan, const std::vector<Sequence>& running) {
@@ -31,6 +33,8 @@ inline StepWork step_work(const StepPlan& plan, const std::vector<Sequence>& run
   }
   return work;
 }
+
+}  // namespace detail
 
 // [serve_paged]
 /// Serves \p trace with continuous batching over a pool of \p blocks blocks of \p block_size tokens, at most
@@ -55,7 +59,7 @@ inline ServeStats serve_paged(const std::vector<Request>& trace, std::size_t blo
       waiting.push_back(Sequence{trace[next].id, trace[next].prompt, trace[next].output, {}});
     const StepPlan plan = schedule_step(pool, waiting, running, max_running);
     for (const std::size_t id : plan.finished) st.latency[id] = step - trace[id].arrival;
-    if (observe) observe(step_work(plan, running));
+    if (observe) observe(detail::step_work(plan, running));
     done += plan.finished.size();
     st.generated += plan.decoded.size() + plan.admitted.size();
     st.preemptions += plan.preempted.size();
