@@ -64,8 +64,8 @@ EXEMPT = {
 # The chapters whose every public function must run the hostile-input battery (the rest: a bad-input test).
 # 99_battery_demo is the self-test's made-up chapter.
 BATTERY_CHAPTERS = {"01_intuition", "02_qkv_trace", "03_multi_head", "04_complexity", "05_flash_cpu", "06_flash_cuda",
-                    "07_sparse", "08_linear", "09_mqa_gqa", "10_backward", "11_positions", "14_state_space",
-                    "15_structured", "16_real_model", "17_serving", "99_battery_demo"}
+                    "07_sparse", "08_linear", "09_mqa_gqa", "10_backward", "11_positions", "12_learning", "13_ring",
+                    "14_state_space", "15_structured", "16_real_model", "17_serving", "99_battery_demo"}
 
 
 def strip_comments(text, keep_markers=False):

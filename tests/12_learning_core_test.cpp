@@ -4,6 +4,7 @@
 // in closed form).
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include "12_learning/train.hpp"
 #include "attn/rng.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile_ch12.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -549,5 +551,364 @@ TEST_SUITE("12_learning: fuzzing regressions") {
     CHECK_THROWS_WITH_AS(attn::ch12::load_checkpoint(dir.string()), doctest::Contains("unembed.npy"),
                          std::invalid_argument);
     std::filesystem::remove_all(dir);
+  }
+}
+
+// The hostile-input battery (tests/support/hostile.hpp) over the chapter's own code: every argument replaced in turn by
+// its type's hostile values, each call refused naming what was wrong or answered as the contract says. A model is
+// battered weight by weight (tests/support/hostile_ch12.hpp); a config or training settings, field by field.
+namespace {
+
+namespace hostile = attn::test::hostile;
+
+/// The battery's model: vocab 6, d_model 4, 2 heads of d_k = 2, 1 layer, context 6.
+ch12::Model battery_model() {
+  ch12::Config c;
+  c.vocab = 6;
+  c.d_model = 4;
+  c.heads = 2;
+  c.layers = 1;
+  c.context = 6;
+  return ch12::init_model(c, 1280);
+}
+
+bool tokens_fit(const std::vector<std::size_t>& tokens, std::size_t vocab, std::size_t context) {
+  bool ok = !tokens.empty() && tokens.size() <= context;
+  for (const std::size_t t : tokens) ok = ok && t < vocab;
+  return ok;
+}
+
+/// While alive, the working folder is a fresh temporary one (relative paths of a battery land there).
+class InTempFolder {
+ public:
+  explicit InTempFolder(const std::string& name)
+      : before_(std::filesystem::current_path()),
+        dir_(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    std::filesystem::current_path(dir_);
+  }
+  ~InTempFolder() {
+    std::filesystem::current_path(before_);
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path before_, dir_;
+};
+
+}  // namespace
+
+TEST_SUITE("12_learning: hostile battery") {
+  TEST_CASE("the model, its forward and backward under the hostile battery") {
+    // hostile battery: init_model, require_model, embed_tokens, forward_embedded, forward, same_shapes, require_trace
+    // hostile battery: require_backward_inputs, backward, gradient_times_input, integrated_gradients
+    hostile::battery(
+        "init_model", {"vocab", "d_model", "heads", "layers", "context", "rope_base"},
+        [](std::size_t vocab, std::size_t d_model, std::size_t heads, std::size_t layers, std::size_t context,
+           float rope_base) {
+          return ch12::init_model(ch12::Config{vocab, d_model, heads, layers, context, rope_base}, 3);
+        },
+        std::size_t{6}, std::size_t{4}, std::size_t{2}, std::size_t{1}, std::size_t{6}, 100.0f)
+        .fits([](std::size_t vocab, std::size_t d_model, std::size_t heads, std::size_t layers, std::size_t context,
+                 float rope_base) {
+          const long double floats = 2.0L * vocab * d_model + 4.0L * layers * d_model * d_model;
+          return vocab && d_model && heads && layers && context && d_model % heads == 0 && (d_model / heads) % 2 == 0 &&
+                 std::isfinite(rope_base) && rope_base > 1.0f && floats * 4 < (1ull << 30);
+        })
+        .answer([](const ch12::Model& m, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, float) {
+          return hostile::model_fits(m);
+        })
+        .exempt("vocab = 2^32",
+                "2·vocab·d_model floats of 128 GiB: answered or refused by the memory available, past "
+                "the battery's 4 GiB")
+        .exempt("layers = 2^32", "as vocab = 2^32: 4·layers·d_model² floats of 1 TiB")
+        .run();
+    const ch12::Model model = battery_model();
+    const std::vector<std::size_t> tokens{1, 4, 2, 4, 0};
+    hostile::battery(
+        "require_model", {"model"}, [](const ch12::Model& m) { ch12::require_model("battery", m); }, model)
+        .fits(hostile::model_fits)
+        .run();
+    hostile::battery(
+        "embed_tokens", {"model", "tokens"},
+        [](const ch12::Model& m, const std::vector<std::size_t>& t) { return ch12::embed_tokens(m, t); }, model, tokens)
+        .fits([](const ch12::Model& m, const std::vector<std::size_t>& t) {
+          return tokens_fit(t, 6, 6) && m.embed.shape(0) == 6 && m.embed.shape(1) == 4;
+        })
+        .non_finite_passes("the rows of embed are copied: a NaN in a row read is the model's, checked by forward")
+        .run();
+    const Matrix X0 = ch12::embed_tokens(model, tokens);
+    hostile::battery(
+        "forward_embedded", {"model", "X0"},
+        [](const ch12::Model& m, const Matrix& x) { return ch12::forward_embedded(m, x).logits; }, model, X0)
+        .fits([](const ch12::Model& m, const Matrix& x) {
+          return hostile::model_fits(m) && x.shape(1) == 4 && x.shape(0) >= 1 && x.shape(0) <= 6;
+        })
+        .answer([](const Matrix& logits, const ch12::Model&, const Matrix& x) {
+          return logits.shape(0) == x.shape(0) && logits.shape(1) == 6;
+        })
+        .run();
+    hostile::battery(
+        "forward", {"model", "tokens"},
+        [](const ch12::Model& m, const std::vector<std::size_t>& t) { return ch12::forward(m, t).logits; }, model,
+        tokens)
+        .fits([](const ch12::Model& m, const std::vector<std::size_t>& t) {
+          return hostile::model_fits(m) && tokens_fit(t, 6, 6);
+        })
+        .run();
+    hostile::battery(
+        "same_shapes", {"a", "b"}, [](const ch12::Model& a, const ch12::Model& b) { return ch12::same_shapes(a, b); },
+        model, ch12::zeros_like(model))
+        .answer([](bool same, const ch12::Model& a, const ch12::Model& b) {
+          return same == (hostile::model_fits(a) && hostile::model_fits(b));
+        })
+        .non_finite_passes("it compares shapes only: values are checked where they are used")
+        .run();
+    const ch12::Trace trace = ch12::forward(model, tokens);
+    hostile::battery(
+        "require_trace", {"model"}, [&](const ch12::Model& m) { ch12::require_trace("battery", m, trace); }, model)
+        .fits(hostile::model_fits)
+        .run();
+    attn::Rng rng(1281);
+    const Matrix dlogits = rng.normal(5, 6);
+    const auto backward_fits = [](const ch12::Model& m, const Matrix& d, const std::vector<std::size_t>& t,
+                                  const ch12::Model& g) {
+      return hostile::model_fits(m) && d.shape(0) == 5 && d.shape(1) == 6 && (t.empty() || tokens_fit(t, 6, 5)) &&
+             t.size() != 4 && t.size() != 6 && hostile::model_fits(g);
+    };
+    hostile::battery(
+        "require_backward_inputs", {"model", "dlogits", "tokens", "grads"},
+        [&](const ch12::Model& m, const Matrix& d, const std::vector<std::size_t>& t, const ch12::Model& g) {
+          ch12::require_backward_inputs(m, trace, d, t, g, {});
+        },
+        model, dlogits, tokens, ch12::zeros_like(model))
+        .fits(backward_fits)
+        .exempt("grads.",
+                "an accumulator the backward adds to: its values are the caller's, never checked (its "
+                "shapes are: fits judges those)")
+        .run();
+    hostile::battery(
+        "backward", {"model", "dlogits", "tokens", "grads"},
+        [&](const ch12::Model& m, const Matrix& d, const std::vector<std::size_t>& t, ch12::Model& g) {
+          return std::vector<Matrix>{ch12::backward(m, trace, d, t, g), g.embed, g.unembed};
+        },
+        model, dlogits, tokens, ch12::zeros_like(model))
+        .fits(backward_fits)
+        .exempt("grads.", "as require_backward_inputs: an accumulator, whose NaN is the caller's")
+        .run();
+    hostile::battery(
+        "gradient_times_input", {"model", "tokens", "row", "target"},
+        [](const ch12::Model& m, const std::vector<std::size_t>& t, std::size_t row, std::size_t target) {
+          return ch12::gradient_times_input(m, t, row, target);
+        },
+        model, tokens, std::size_t{3}, std::size_t{2})
+        .fits([](const ch12::Model& m, const std::vector<std::size_t>& t, std::size_t row, std::size_t target) {
+          return hostile::model_fits(m) && tokens_fit(t, 6, 6) && row < t.size() && target < 6;
+        })
+        .run();
+    hostile::battery(
+        "integrated_gradients", {"model", "tokens", "row", "target", "steps"},
+        [](const ch12::Model& m, const std::vector<std::size_t>& t, std::size_t row, std::size_t target,
+           std::size_t steps) { return ch12::integrated_gradients(m, t, row, target, steps); },
+        model, tokens, std::size_t{3}, std::size_t{2}, std::size_t{4})
+        .fits([](const ch12::Model& m, const std::vector<std::size_t>& t, std::size_t row, std::size_t target,
+                 std::size_t steps) {
+          return hostile::model_fits(m) && tokens_fit(t, 6, 6) && row < t.size() && target < 6 && steps >= 1 &&
+                 steps <= 100000;
+        })
+        .run();
+  }
+
+  TEST_CASE("checkpoints under the hostile battery") {
+    // hostile battery: prepare_checkpoint_dir, save_checkpoint, load_checkpoint
+    const InTempFolder here("attn_ch12_battery");
+    const ch12::Model model = battery_model();
+    const auto dir_fits = [](const std::string& dir) {
+      return !dir.empty() && dir.find('\0') == std::string::npos && dir.size() < 255;
+    };
+    hostile::battery(
+        "prepare_checkpoint_dir", {"dir"}, [](const std::string& dir) { ch12::prepare_checkpoint_dir(dir); },
+        std::string("prepared"))
+        .fits(dir_fits)
+        .run();
+    hostile::battery(
+        "save_checkpoint", {"model", "dir"},
+        [](const ch12::Model& m, const std::string& dir) { ch12::save_checkpoint(m, dir); }, model,
+        std::string("saved"))
+        .fits([&](const ch12::Model& m, const std::string& dir) { return hostile::model_fits(m) && dir_fits(dir); })
+        .run();
+    ch12::save_checkpoint(model, "good");
+    // A checkpoint's folder whose file \p name is the variant's: missing, a folder, a FIFO, empty, truncated, lying.
+    for (const char* name : {"config.npy", "embed.npy"})
+      hostile::battery(
+          "load_checkpoint", {std::string(name) + "|dir"},
+          [&](const hostile::Path& file) {
+            namespace fs = std::filesystem;
+            const fs::path dir = here.dir() / "loaded";
+            fs::remove_all(dir);
+            fs::copy(here.dir() / "good", dir);
+            fs::remove(dir / name);
+            if (fs::is_directory(file.path))
+              fs::create_directory(dir / name);
+            else if (fs::is_fifo(file.path))
+              ::mkfifo((dir / name).c_str(), 0600);
+            else if (fs::exists(file.path))
+              fs::copy_file(file.path, dir / name);
+            return ch12::load_checkpoint(dir.string());
+          },
+          hostile::Path{(here.dir() / "good" / name).string()})
+          .fits([](const hostile::Path&) { return false; })  // no variant is the file the checkpoint needs
+          .run();
+  }
+
+  TEST_CASE("the tasks, the scores and attention flow under the hostile battery") {
+    // hostile battery: make_induction, previous_token_score, accuracy, pronoun_words, attention_flow
+    hostile::battery(
+        "make_induction", {"n", "vocab"},
+        [](std::size_t n, std::size_t vocab) {
+          attn::Rng rng(1282);
+          return ch12::make_induction(n, vocab, rng).tokens;
+        },
+        std::size_t{8}, std::size_t{10})
+        .fits([](std::size_t n, std::size_t vocab) {
+          return n >= 4 && n - std::max<std::size_t>(2, n / 4) <= vocab && n < (1u << 20) &&
+                 static_cast<long double>(vocab) * 8 < (1ull << 30);
+        })
+        .answer([](const std::vector<std::size_t>& t, std::size_t n, std::size_t vocab) {
+          bool ok = t.size() == n;
+          for (const std::size_t x : t) ok = ok && x < vocab;
+          return ok;
+        })
+        .exempt("vocab = 2^32",
+                "a shuffled vocabulary of 32 GiB: answered or refused by the memory available, past "
+                "the battery's 4 GiB")
+        .exempt("every size", "as vocab = 2^32")
+        .run();
+    const Matrix A = causal3(0.5f, 0.25f, 0.25f);
+    hostile::battery(
+        "previous_token_score", {"A"}, [](const Matrix& a) { return ch12::previous_token_score(a); }, A)
+        .fits([](const Matrix& a) { return a.shape(0) == a.shape(1); })
+        .run();
+    attn::Rng rng(1283);
+    hostile::battery(
+        "accuracy", {"logits", "targets"},
+        [](const Matrix& logits, const std::vector<std::size_t>& targets) { return ch12::accuracy(logits, targets); },
+        Matrix(rng.normal(3, 4)), std::vector<std::size_t>{1, ch12::kIgnore, 3})
+        .fits([](const Matrix& logits, const std::vector<std::size_t>& targets) {
+          return targets.size() == logits.shape(0) && logits.shape(1) > 0;
+        })
+        .answer([](double a, const Matrix&, const std::vector<std::size_t>&) { return a >= 0.0 && a <= 1.0; })
+        .run();
+    hostile::battery(
+        "pronoun_words", {"tokens"}, [](const std::vector<std::size_t>& t) { return ch12::pronoun_words(t); },
+        std::vector<std::size_t>{0, 3, 5})
+        .fits([](const std::vector<std::size_t>& t) {
+          bool ok = true;
+          for (const std::size_t x : t) ok = ok && x < ch12::pronoun_vocabulary().size();
+          return ok;
+        })
+        .run();
+    auto flow = hostile::battery(
+        "attention_flow", {"layers[0]|layers", "layers[1]|layers", "position"},
+        [](const Matrix& a1, const Matrix& a2, std::size_t position) {
+          return ch12::attention_flow({a1, a2}, position);
+        },
+        A, causal3(0.2f, 0.3f, 0.3f), std::size_t{2});
+    flow.fits([](const Matrix& a1, const Matrix& a2, std::size_t position) {
+      return a1.shape(0) == a1.shape(1) && a2.shape() == a1.shape() && position < a1.shape(0);
+    });
+    if (!ch12::attention_flow_available())
+      flow.exempt("", "this build has no Boost.Graph: attention_flow throws std::runtime_error for every call");
+    flow.run();
+  }
+
+  TEST_CASE("training and the accuracies under the hostile battery") {
+    // hostile battery: train, train_induction, train_pronoun, mean_accuracy, induction_accuracy, pronoun_accuracy
+    ch12::Config c;
+    c.vocab = 8;
+    c.d_model = 4;
+    c.heads = 2;
+    c.layers = 1;
+    c.context = 8;
+    const auto settings = [](std::size_t length, std::size_t batch, std::size_t steps) {
+      ch12::TrainSettings s;
+      s.length = length;
+      s.batch = batch;
+      s.steps = steps;
+      return s;
+    };
+    const auto train_fits = [](std::size_t batch, std::size_t steps) {
+      return batch >= 1 && batch < (1u << 24) && steps <= ch12::kMaxTrainSteps;
+    };
+    hostile::battery(
+        "train", {"batch|s", "steps|s"},
+        [&](std::size_t batch, std::size_t steps) {
+          return ch12::train(
+                     c, settings(6, batch, steps), [](attn::Rng& rng) { return ch12::make_induction(6, 8, rng); },
+                     [](std::size_t, const ch12::Model&) {})
+              .model;
+        },
+        std::size_t{2}, std::size_t{2})
+        .fits(train_fits)
+        .exempt("batch = 2^32",
+                "2^32 sequences' lists, 192 GiB: refused by the memory available, past the battery's "
+                "4 GiB")
+        .run();
+    hostile::battery(
+        "train_induction", {"length|s", "batch|s", "steps|s"},
+        [&](std::size_t length, std::size_t batch, std::size_t steps) {
+          return ch12::train_induction(c, settings(length, batch, steps)).model;
+        },
+        std::size_t{6}, std::size_t{2}, std::size_t{2})
+        .fits([&](std::size_t length, std::size_t batch, std::size_t steps) {
+          return train_fits(batch, steps) && (steps == 0 || (length >= 4 && length <= 8));
+        })
+        .run();
+    hostile::battery(
+        "train_pronoun", {"batch|s", "steps|s"},
+        [&](std::size_t batch, std::size_t steps) {
+          ch12::Config p = ch12::pronoun_config();
+          p.d_model = 4;
+          p.layers = 1;
+          return ch12::train_pronoun(p, settings(0, batch, steps)).model;
+        },
+        std::size_t{2}, std::size_t{1})
+        .fits(train_fits)
+        .run();
+    const ch12::Model model = ch12::init_model(c, 1284);
+    hostile::battery(
+        "mean_accuracy", {"model", "count"},
+        [](const ch12::Model& m, std::size_t count) {
+          return ch12::mean_accuracy(m, count, 1, [](attn::Rng& rng) { return ch12::make_induction(6, 8, rng); });
+        },
+        model, std::size_t{2})
+        .fits([](const ch12::Model& m, std::size_t count) {
+          return hostile::model_fits(m) && count >= 1 && count <= 1000000;
+        })
+        .run();
+    hostile::battery(
+        "induction_accuracy", {"model", "length", "count"},
+        [](const ch12::Model& m, std::size_t length, std::size_t count) {
+          return ch12::induction_accuracy(m, length, count, 1);
+        },
+        model, std::size_t{6}, std::size_t{2})
+        .fits([](const ch12::Model& m, std::size_t length, std::size_t count) {
+          return hostile::model_fits(m) && count >= 1 && count <= 1000000 && length >= 4 && length <= 8;
+        })
+        .run();
+    ch12::Config p = ch12::pronoun_config();
+    p.d_model = 4;
+    p.layers = 1;
+    hostile::battery(
+        "pronoun_accuracy", {"model", "count"},
+        [](const ch12::Model& m, std::size_t count) { return ch12::pronoun_accuracy(m, count, 1); },
+        ch12::init_model(p, 1285), std::size_t{2})
+        .fits([](const ch12::Model& m, std::size_t count) {
+          return hostile::model_fits(m) && count >= 1 && count <= 1000000;
+        })
+        .run();
   }
 }

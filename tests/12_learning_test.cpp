@@ -24,6 +24,7 @@
 #include "oracle/11_positions_oracle.hpp"
 #include "oracle/12_learning_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile_ch12.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -910,5 +911,174 @@ TEST_SUITE("12_learning") {
     CHECK_THROWS_AS(ch12::gradient_times_input(model, tokens, 5, target), std::invalid_argument);
     // The loss itself, for the case name's sake and as a sanity check of the ablated model's logits.
     CHECK(std::isfinite(attn::cross_entropy(tr.logits, {1, 4, 0, 2, kSkip}).loss));
+  }
+}
+
+// The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile values,
+// each call refused naming what was wrong or answered as the contract says. A model is battered weight by weight
+// (tests/support/hostile_ch12.hpp); a struct of settings or a list of layers, field by field.
+namespace {
+
+namespace hostile = attn::test::hostile;
+
+/// The battery's model: vocab 6, d_model 4, 2 heads of d_k = 2, 1 layer, context 6.
+ch12::Config battery_config() {
+  ch12::Config c;
+  c.vocab = 6;
+  c.d_model = 4;
+  c.heads = 2;
+  c.layers = 1;
+  c.context = 6;
+  return c;
+}
+
+/// A causal (3, 3) attention map whose rows sum to 1.
+Matrix lower_triangular_attention(float a10, float a20, float a21) {
+  Matrix A = xt::zeros<float>({3, 3});
+  A(0, 0) = 1.0f;
+  A(1, 0) = a10;
+  A(1, 1) = 1.0f - a10;
+  A(2, 0) = a20;
+  A(2, 1) = a21;
+  A(2, 2) = 1.0f - a20 - a21;
+  return A;
+}
+
+}  // namespace
+
+TEST_SUITE("12_learning: the hostile battery") {
+  TEST_CASE("rope_backward under the hostile battery" * doctest::test_suite("12_learning/rope_backward")) {
+    // hostile battery: rope_backward
+    attn::Rng rng(1290);
+    hostile::battery(
+        "rope_backward", {"G", "first_position", "base"},
+        [](Matrix& G, std::size_t first_position, float base) {
+          attn::rope_backward(G, first_position, base);
+          return G;
+        },
+        Matrix(rng.normal(3, 4)), std::size_t{2}, 100.0f)
+        .fits([](const Matrix& G, std::size_t first_position, float base) {
+          const std::size_t n = G.shape(0);
+          return G.shape(1) % 2 == 0 && std::isfinite(base) && base > 1.0f &&
+                 (n == 0 || first_position <= std::numeric_limits<std::size_t>::max() - (n - 1));
+        })
+        .answer([](const Matrix& R, const Matrix& G, std::size_t, float) { return R.shape() == G.shape(); })
+        .run();
+  }
+
+  TEST_CASE("layer_backward under the hostile battery" * doctest::test_suite("12_learning/layer_backward")) {
+    // hostile battery: layer_backward
+    attn::Rng rng(1291);
+    const ch12::Model model = ch12::init_model(battery_config(), 1291);
+    const ch12::Trace trace = ch12::forward(model, {1, 4, 2, 4, 0});
+    hostile::battery(
+        "layer_backward", {"model", "layer", "dY", "keep"},
+        [&](const ch12::Model& m, std::size_t layer, const Matrix& dY, const std::vector<bool>& keep) {
+          const attn::LayerGrads g = attn::layer_backward(m, trace, layer, dY, keep);
+          return std::vector<Matrix>{g.dW.W_Q, g.dW.W_K, g.dW.W_V, g.dW.W_O, g.dX};
+        },
+        model, std::size_t{0}, Matrix(rng.normal(5, 4)), std::vector<bool>{true, false})
+        .fits([](const ch12::Model& m, std::size_t layer, const Matrix& dY, const std::vector<bool>& keep) {
+          return hostile::model_fits(m) && layer == 0 && dY.shape(0) == 5 && dY.shape(1) == 4 &&
+                 (keep.empty() || keep.size() == 2);
+        })
+        .answer([](const std::vector<Matrix>& g, const ch12::Model&, std::size_t, const Matrix& dY,
+                   const std::vector<bool>&) { return g[4].shape() == dY.shape() && g[0].shape(0) == 4; })
+        .run();
+  }
+
+  TEST_CASE("cross_entropy under the hostile battery" * doctest::test_suite("12_learning/cross_entropy")) {
+    // hostile battery: cross_entropy
+    attn::Rng rng(1292);
+    hostile::battery(
+        "cross_entropy", {"logits", "targets"},
+        [](const Matrix& logits, const std::vector<std::size_t>& targets) {
+          const attn::LossAndGrad r = attn::cross_entropy(logits, targets);
+          return std::vector<Matrix>{r.dlogits, Matrix{{static_cast<float>(r.loss)}}};
+        },
+        Matrix(rng.normal(4, 3)), std::vector<std::size_t>{2, kSkip, 0, 1})
+        .fits([](const Matrix& logits, const std::vector<std::size_t>& targets) {
+          return targets.size() == logits.shape(0) && logits.shape(1) > 0;
+        })
+        .answer([](const std::vector<Matrix>& r, const Matrix& logits, const std::vector<std::size_t>&) {
+          return r[0].shape() == logits.shape() && std::isfinite(r[1](0, 0)) && r[1](0, 0) >= 0.0f;
+        })
+        .run();
+  }
+
+  TEST_CASE("adamw_step under the hostile battery" * doctest::test_suite("12_learning/adamw_step")) {
+    // hostile battery: adamw_step
+    attn::Rng rng(1293);
+    const Matrix m0 = 0.1f * rng.normal(2, 3), v0 = xt::abs(0.1f * rng.normal(2, 3));
+    hostile::battery(
+        "adamw_step",
+        {"param", "grad", "m", "v", "t", "lr|settings", "beta1|settings|β1", "beta2|settings|β2", "eps|settings|ε",
+         "weight_decay|settings"},
+        [](Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::size_t t, float lr, double beta1, double beta2,
+           float eps, float weight_decay) {
+          attn::adamw_step(param, grad, m, v, t, attn::AdamW{lr, beta1, beta2, eps, weight_decay});
+          return std::vector<Matrix>{param, m, v};
+        },
+        Matrix(rng.normal(2, 3)), Matrix(rng.normal(2, 3)), m0, v0, std::size_t{3}, 1e-2f, 0.9, 0.999, 1e-8f, 0.01f)
+        .fits([](const Matrix& param, const Matrix& grad, const Matrix& m, const Matrix& v, std::size_t t, float lr,
+                 double beta1, double beta2, float eps, float weight_decay) {
+          const auto ok = [](double x, double lo) { return std::isfinite(x) && x >= lo; };
+          return grad.shape() == param.shape() && m.shape() == param.shape() && v.shape() == param.shape() && t >= 1 &&
+                 ok(lr, 0) && ok(beta1, 0) && beta1 < 1 && ok(beta2, 0) && beta2 < 1 && ok(eps, 0) && eps > 0 &&
+                 ok(weight_decay, 0);
+        })
+        .answer([](const std::vector<Matrix>& r, const Matrix& param, const Matrix&, const Matrix&, const Matrix&,
+                   std::size_t, float, double, double, float, float) { return r[0].shape() == param.shape(); })
+        .run();
+  }
+
+  TEST_CASE("train_step under the hostile battery" * doctest::test_suite("12_learning/train_step")) {
+    // hostile battery: train_step
+    const ch12::Model model = ch12::init_model(battery_config(), 1294);
+    hostile::battery(
+        "train_step", {"model", "t", "tokens|batch", "targets|batch", "lr|settings"},
+        [](ch12::Model& m, std::size_t t, const std::vector<std::size_t>& tokens,
+           const std::vector<std::size_t>& targets, float lr) {
+          ch12::Model mm = ch12::zeros_like(m), vv = ch12::zeros_like(m);
+          const double loss = attn::train_step(m, mm, vv, t, {{tokens, targets}}, attn::AdamW{lr, 0.9, 0.98, 1e-8f, 0});
+          return std::vector<Matrix>{m.embed, Matrix{{static_cast<float>(loss)}}};
+        },
+        model, std::size_t{1}, std::vector<std::size_t>{1, 3, 1, 3}, std::vector<std::size_t>{kSkip, 1, 3, 1}, 1e-2f)
+        .fits([](const ch12::Model& m, std::size_t t, const std::vector<std::size_t>& tokens,
+                 const std::vector<std::size_t>& targets, float lr) {
+          bool ok = hostile::model_fits(m) && t >= 1 && !tokens.empty() && tokens.size() <= 6 &&
+                    targets.size() == tokens.size() && std::isfinite(lr) && lr >= 0;
+          for (const std::size_t x : tokens) ok = ok && x < 6;
+          return ok;
+        })
+        .run();
+  }
+
+  TEST_CASE("induction_score and attention_rollout under the hostile battery" *
+            doctest::test_suite("12_learning/induction_score")) {
+    // hostile battery: induction_score, attention_rollout
+    const Matrix A = lower_triangular_attention(0.3f, 0.2f, 0.5f);  // (3, 3)
+    hostile::battery(
+        "induction_score", {"A", "tokens"},
+        [](const Matrix& a, const std::vector<std::size_t>& tokens) { return attn::induction_score(a, tokens); }, A,
+        std::vector<std::size_t>{4, 7, 4})
+        .fits([](const Matrix& a, const std::vector<std::size_t>& tokens) {
+          return a.shape(0) == tokens.size() && a.shape(1) == tokens.size();
+        })
+        .run();
+    hostile::battery(
+        "attention_rollout", {"layers[0]|layers", "layers[1]|layers"},
+        [](const Matrix& a1, const Matrix& a2) {
+          return attn::attention_rollout({a1, a2});
+        },
+        A, lower_triangular_attention(0.6f, 0.1f, 0.1f))
+        .fits([](const Matrix& a1, const Matrix& a2) { return a1.shape(0) == a1.shape(1) && a2.shape() == a1.shape(); })
+        .answer([](const Matrix& R, const Matrix& a1, const Matrix&) { return R.shape() == a1.shape(); })
+        .run();
+    hostile::battery(
+        "attention_rollout", {"layers"},
+        [](const std::vector<Matrix>& layers) { return attn::attention_rollout(layers); }, std::vector<Matrix>{A})
+        .fits([](const std::vector<Matrix>& layers) { return !layers.empty(); })
+        .run();
   }
 }

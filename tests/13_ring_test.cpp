@@ -30,6 +30,7 @@
 #include "attn/rng.hpp"
 #include "oracle/05_flash_cpu_oracle.hpp"
 #include "support/allclose.hpp"
+#include "support/hostile_ch13.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -511,5 +512,152 @@ TEST_SUITE("13_ring") {
     CHECK_THROWS_NAMING(
         ch13::ring_attention_rank(0, 2, 10, Split::contiguous, rng.normal(6, 4), blocks[0], false, link),
         std::invalid_argument, "6", "4");
+  }
+}
+
+// The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile values,
+// each call refused naming what was wrong or answered as the contract says. Chunks are battered as their positions
+// (a flat list begin, end, …: support/hostile_ch13.hpp), a FlashOutput and a KVBlock matrix by matrix.
+namespace {
+
+namespace hostile = attn::test::hostile;
+
+constexpr std::size_t kMaxPos = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+
+}  // namespace
+
+TEST_SUITE("13_ring: the hostile battery") {
+  TEST_CASE("ring_source under the hostile battery" * doctest::test_suite("13_ring/ring_source")) {
+    // hostile battery: ring_source
+    hostile::battery(
+        "ring_source", {"rank", "step", "P"},
+        [](std::size_t rank, std::size_t step, std::size_t P) { return ch13::ring_source(rank, step, P); },
+        std::size_t{1}, std::size_t{2}, std::size_t{3})
+        .fits([](std::size_t rank, std::size_t step, std::size_t P) { return P > 0 && rank < P && step < P; })
+        .answer([](std::size_t r, std::size_t, std::size_t, std::size_t P) { return r < P; })
+        .run();
+  }
+
+  TEST_CASE("zigzag_chunks under the hostile battery" * doctest::test_suite("13_ring/zigzag_chunks")) {
+    // hostile battery: zigzag_chunks
+    hostile::battery(
+        "zigzag_chunks", {"rank", "P", "n"},
+        [](std::size_t rank, std::size_t P, std::size_t n) {
+          std::vector<std::size_t> flat;
+          for (const Chunk& c : ch13::zigzag_chunks(rank, P, n)) flat.insert(flat.end(), {c.begin, c.end});
+          return flat;
+        },
+        std::size_t{1}, std::size_t{3}, std::size_t{20})
+        .fits([](std::size_t rank, std::size_t P, std::size_t n) {
+          return P > 0 && rank < P && 2.0L * P * n <= 18446744073709551615.0L;
+        })
+        .answer([](const std::vector<std::size_t>& flat, std::size_t, std::size_t, std::size_t n) {
+          return flat.size() == 4 && flat[0] <= flat[1] && flat[1] <= n && flat[2] <= flat[3] && flat[3] <= n;
+        })
+        .run();
+  }
+
+  TEST_CASE("causal_block under the hostile battery" * doctest::test_suite("13_ring/causal_block")) {
+    // hostile battery: causal_block
+    hostile::battery(
+        "causal_block", {"q_begin|q|chunks", "q_end|q|chunks", "k_begin|k|chunks", "k_end|k|chunks"},
+        [](std::size_t qb, std::size_t qe, std::size_t kb, std::size_t ke) {
+          return static_cast<int>(ch13::causal_block({qb, qe}, {kb, ke}).visibility);
+        },
+        std::size_t{4}, std::size_t{8}, std::size_t{2}, std::size_t{6})
+        .fits([](std::size_t qb, std::size_t qe, std::size_t kb, std::size_t ke) {
+          return qb <= qe && kb <= ke && qe <= kMaxPos && ke <= kMaxPos;
+        })
+        .run();
+  }
+
+  TEST_CASE("merge_partial under the hostile battery" * doctest::test_suite("13_ring/merge_partial")) {
+    // hostile battery: merge_partial
+    attn::Rng rng(1390);
+    const FlashOutput running{rng.normal(4, 3), Vector(xt::row(rng.normal(1, 4), 0))};
+    const FlashOutput part{rng.normal(2, 3), Vector(xt::row(rng.normal(1, 2), 0))};
+    hostile::battery(
+        "merge_partial", {"running", "row0", "part"},
+        [](FlashOutput& run, std::size_t row0, const FlashOutput& p) {
+          ch13::merge_partial(run, row0, p);
+          return run.O;
+        },
+        running, std::size_t{1}, part)
+        .fits([](const FlashOutput& run, std::size_t row0, const FlashOutput& p) {
+          const std::size_t rows = run.O.shape(0);
+          return run.lse.size() == rows && p.lse.size() == p.O.shape(0) && p.O.shape(1) == run.O.shape(1) &&
+                 p.O.shape(0) <= rows && row0 <= rows - p.O.shape(0);
+        })
+        .run();
+  }
+
+  TEST_CASE("fold_block under the hostile battery" * doctest::test_suite("13_ring/fold_block")) {
+    // hostile battery: fold_block
+    // Rank 0 of 2 under the zigzag split of n = 8: positions 0, 1 and 6, 7, folding its own block (causal).
+    attn::Rng rng(1391);
+    const std::vector<std::size_t> chunks{0, 2, 6, 8};
+    const FlashOutput running{Matrix(xt::zeros<float>({4, 2})), Vector(Vector::shape_type{4}, kMinusInf)};
+    hostile::battery(
+        "fold_block", {"running", "Q", "q_chunks", "block", "k_chunks", "B_r|tiles", "B_c|tiles", "threads|tiles"},
+        [](FlashOutput& run, const Matrix& Q, const std::vector<std::size_t>& q, const KVBlock& block,
+           const std::vector<std::size_t>& k, std::size_t B_r, std::size_t B_c, int threads) {
+          ch13::fold_block(run, Q, hostile::chunks_of(q), block, hostile::chunks_of(k), true,
+                           ch13::Tiles{B_r, B_c, threads});
+          return run.O;
+        },
+        running, Matrix(rng.normal(4, 3)), chunks, KVBlock{rng.normal(4, 3), rng.normal(4, 2)}, chunks, std::size_t{2},
+        std::size_t{2}, 1)
+        .fits([&](const FlashOutput& run, const Matrix& Q, const std::vector<std::size_t>& q, const KVBlock& block,
+                  const std::vector<std::size_t>& k, std::size_t B_r, std::size_t B_c, int threads) {
+          // The chunks must be the rank's own (q_chunks and k_chunks a partition's chunks: a diagonal pair ends
+          // together); shapes as the contract says.
+          const bool own = hostile::chunks_of(q).size() == 2 && hostile::chunks_of(k).size() == 2 &&
+                           std::vector<std::size_t>(q.begin(), q.begin() + 4) == chunks &&
+                           std::vector<std::size_t>(k.begin(), k.begin() + 4) == chunks;
+          return own && Q.shape(0) == 4 && run.O.shape(0) == 4 && run.lse.size() == 4 && block.K.shape(0) == 4 &&
+                 block.V.shape(0) == 4 && block.K.shape(1) == Q.shape(1) && run.O.shape(1) == block.V.shape(1) &&
+                 B_r >= 1 && B_c >= 1 && threads >= 1 && threads <= 64 &&
+                 // the score tiles (flash_fast.hpp), key tiles cut to a chunk's 2 keys
+                 static_cast<long double>(B_r) * std::min<std::size_t>(B_c, 2) * threads * 4 < (1ull << 30);
+        })
+        .exempt("B_r = 2^32",
+                "score tiles of 32 GiB: answered or refused by the memory available, past the battery's "
+                "4 GiB")
+        .exempt("every size", "as B_r = 2^32")
+        .exempt("running.lse with -inf", "-inf marks a row that saw no key yet: a valid running lse (answered)")
+        .run();
+  }
+
+  TEST_CASE("ring_attention_rank under the hostile battery" * doctest::test_suite("13_ring/ring_attention_rank")) {
+    // hostile battery: ring_attention_rank
+    // Rank 0 of a ring of 2 over n = 8 positions, zigzag; its link (LocalLink) holds both ranks' blocks.
+    attn::Rng rng(1392);
+    const Matrix Q = rng.normal(8, 3), K = rng.normal(8, 3), V = rng.normal(8, 2);
+    std::vector<KVBlock> blocks;
+    for (std::size_t r = 0; r < 2; ++r) {
+      const Chunks c = ch13::rank_chunks(r, 2, 8, Split::zigzag);
+      blocks.push_back({ch13::gather_rows(K, c), ch13::gather_rows(V, c)});
+    }
+    const Matrix Q0 = ch13::gather_rows(Q, ch13::rank_chunks(0, 2, 8, Split::zigzag));
+    hostile::battery(
+        "ring_attention_rank", {"rank", "P", "n", "split", "Q", "own"},
+        [&](std::size_t rank, std::size_t P, std::size_t n, Split split, const Matrix& q, const KVBlock& own) {
+          ch13::LocalLink link(blocks, 0);
+          return ch13::ring_attention_rank(rank, P, n, split, q, own, true, link, ch13::Tiles{2, 2, 1}).O;
+        },
+        std::size_t{0}, std::size_t{2}, std::size_t{8}, Split::zigzag, Q0, blocks[0])
+        .fits([&](std::size_t rank, std::size_t P, std::size_t n, Split split, const Matrix& q, const KVBlock& own) {
+          // The link is rank 0's of this ring: any other ring is refused (by the link, naming the rank).
+          return rank == 0 && P == 2 && n == 8 && split == Split::zigzag && q.shape(0) == 4 && q.shape(1) == 3 &&
+                 own.K.shape() == blocks[0].K.shape() && own.V.shape() == blocks[0].V.shape();
+        })
+        .exempt("rank = 1",
+                "the link is rank 0's, and rank 1's block has rank 0's shapes: a RingLink does not say "
+                "whose it is, so the ring runs with it (the caller's pairing of rank and link)")
+        .exempt("own.K with",
+                "a value of own other than the link's block is refused by the link (it checks what is "
+                "sent against the ring's schedule) or answered when the block travels unchanged")
+        .exempt("own.V with", "as own.K")
+        .run();
   }
 }

@@ -20,7 +20,7 @@
 #include "attn/rng.hpp"
 #include "oracle/17_serving_oracle.hpp"
 #include "support/allclose.hpp"
-#include "support/hostile.hpp"
+#include "support/hostile_flash.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -646,16 +646,7 @@ TEST_SUITE("17_serving: chapter code") {
 
 // The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile values,
 // each call refused naming what was wrong or answered as the contract says. A block table is battered as its two
-// fields (blocks, length); a part of merge_splits through hostile::Weights<FlashOutput>.
-template <>
-struct attn::test::hostile::Weights<attn::FlashOutput> {
-  static constexpr bool defined = true;
-  template <class F>
-  static void visit(attn::FlashOutput& p, F&& f) {
-    f("O", p.O);
-    f("lse", p.lse);
-  }
-};
+// fields (blocks, length); a part of merge_splits through hostile::Weights<FlashOutput> (support/hostile_flash.hpp).
 
 namespace {
 

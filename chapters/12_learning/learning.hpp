@@ -27,7 +27,8 @@ namespace attn {
 /// \param G (n, d) the gradient after RoPE, d even; replaced by the gradient before it.
 /// \param first_position the position of row 0, as given to apply_rope().
 /// \param base RoPE's base, as given to apply_rope().
-/// \throws std::invalid_argument naming G's shape when d is odd; when base is not a finite number above 1, or
+/// \throws std::invalid_argument naming G's shape when d is odd; when base is not a finite number above 1, naming
+///         first_position when the last row's position first_position + n − 1 passes 2^64 − 1 (as apply_rope()), or
 ///         naming the first NaN/Inf of G (G is then unchanged).
 void rope_backward(Matrix& G, std::size_t first_position = 0, float base = 10000.0f);
 
@@ -97,7 +98,8 @@ struct AdamW {
 /// \param settings learning rate, β1, β2, ε and weight decay.
 /// \throws std::invalid_argument naming the shapes when they differ, when t is 0, when a setting is out of range
 ///         (lr < 0, β1 or β2 outside [0, 1), ε ≤ 0, weight_decay < 0, or any of them not finite), or naming the
-///         first NaN/Inf of grad or param (nothing is changed then).
+///         first NaN/Inf of grad, param, m or v, or naming the first negative entry of v (a mean of squares)
+///         (nothing is changed then).
 void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::size_t t, const AdamW& settings);
 
 /// One optimiser step on a batch of sequences (lengths may differ): every sequence's forward (ch12::forward()),

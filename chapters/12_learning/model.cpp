@@ -244,14 +244,20 @@ bool checkpoint_file_name(const std::string& name) {
 }
 
 [[noreturn]] void refuse_dir(const std::string& dir, const std::string& why) {
-  throw std::invalid_argument(fmt::format("save_checkpoint: '{}' {}", dir, why));
+  // A path of thousands of bytes is shown by its beginning and its length.
+  const std::string shown = dir.size() <= 200 ? dir : dir.substr(0, 200) + fmt::format("… ({} bytes)", dir.size());
+  throw std::invalid_argument(fmt::format("save_checkpoint: the folder dir = '{}' {}", shown, why));
 }
 
 }  // namespace
 
 void prepare_checkpoint_dir(const std::string& dir) {
   namespace fs = std::filesystem;
-  if (dir.empty()) throw std::invalid_argument("save_checkpoint: the folder is empty text; name a folder");
+  if (dir.empty()) throw std::invalid_argument("save_checkpoint: the folder dir is empty text; name a folder");
+  // The system reads a path up to its first NUL: "a\0b" would name the folder "a", not the one given.
+  if (const std::size_t nul = dir.find('\0'); nul != std::string::npos)
+    throw std::invalid_argument(fmt::format(
+        "save_checkpoint: the folder dir holds a NUL byte at {} of its {}; a path cannot", nul, dir.size()));
   const fs::path folder(dir), marker = folder / kCheckpointMarker;
   std::error_code ec;
   if (fs::exists(folder, ec)) {
@@ -281,6 +287,7 @@ void prepare_checkpoint_dir(const std::string& dir) {
 
 void save_checkpoint(const Model& model, const std::string& dir) {
   const std::filesystem::path folder(dir);
+  require_model("save_checkpoint", model);  // before the folder is touched
   prepare_checkpoint_dir(dir);
   const Config& c = model.config;
   const xt::xtensor<double, 1> config{static_cast<double>(c.vocab),   static_cast<double>(c.d_model),
@@ -325,6 +332,30 @@ Model load_checkpoint(const std::string& dir) {
   return m;
 }
 
+void require_model(const char* where, const Model& model) {
+  const Config& c = model.config;
+  require(c.heads > 0 && c.d_model % c.heads == 0 && head_width(c) % 2 == 0,
+          fmt::format("{}: the model's config has d_model = {} over {} heads; it needs an even head width", where,
+                      c.d_model, c.heads));
+  require(model.layers.size() == c.layers,
+          fmt::format("{}: the model has {} layers, but its config says {}", where, model.layers.size(), c.layers));
+  const auto check = [&](const std::string& name, const Matrix& W, std::size_t rows, std::size_t cols) {
+    require(W.shape(0) == rows && W.shape(1) == cols,
+            fmt::format("{}: the model's {} is {}, but its config (vocab = {}, d_model = {}) needs ({}, {})", where,
+                        name, shape_str(W), c.vocab, c.d_model, rows, cols));
+    require_finite(where, ("the model's " + name).c_str(), W.data(), W.size());
+  };
+  check("embed", model.embed, c.vocab, c.d_model);
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    const std::string at = fmt::format("layers[{}].", l);
+    check(at + "W_Q", model.layers[l].W_Q, c.d_model, c.d_model);
+    check(at + "W_K", model.layers[l].W_K, c.d_model, c.d_model);
+    check(at + "W_V", model.layers[l].W_V, c.d_model, c.d_model);
+    check(at + "W_O", model.layers[l].W_O, c.d_model, c.d_model);
+  }
+  check("unembed", model.unembed, c.d_model, c.vocab);
+}
+
 Matrix embed_tokens(const Model& model, const std::vector<std::size_t>& tokens) {
   const Config& c = model.config;
   require(!tokens.empty() && tokens.size() <= c.context,
@@ -350,6 +381,7 @@ Trace forward_embedded(const Model& model, const Matrix& X0, const HeadMask& kee
           fmt::format("forward: X0 is {}; the model takes (1 … {}, {})", shape_str(X0), c.context, c.d_model));
   require_finite("forward", "X0", X0.data(), X0.size());
   require_head_mask("forward", keep, c);
+  require_model("forward", model);
   Trace tr;
   tr.residual.push_back(X0);
   const Mask causal = causal_mask(n, n);  // (n, n)
@@ -399,6 +431,7 @@ bool same_shapes(const Model& a, const Model& b) {
 }
 
 void require_trace(const char* where, const Model& model, const Trace& tr) {
+  require_model(where, model);
   const Config& c = model.config;
   const std::size_t n = tr.logits.shape(0), d_k = head_width(c);
   const auto is = [](const Matrix& M, std::size_t rows, std::size_t cols) {
@@ -472,6 +505,7 @@ InductionSequence make_induction(std::size_t n, std::size_t vocab, Rng& rng) {
 double previous_token_score(const Matrix& A) {
   const std::size_t n = A.shape(0);
   require(A.shape(1) == n, fmt::format("previous_token_score: A is {}; an attention map is (n, n)", shape_str(A)));
+  require_finite("previous_token_score", "A", A.data(), A.size());
   if (n < 2) return 0.0;
   double sum = 0.0;
   for (std::size_t i = 1; i < n; ++i) sum += static_cast<double>(A(i, i - 1));
@@ -479,8 +513,11 @@ double previous_token_score(const Matrix& A) {
 }
 
 double accuracy(const Matrix& logits, const std::vector<std::size_t>& targets) {
-  require(targets.size() == logits.shape(0),
-          fmt::format("accuracy: logits are {} but there are {} targets", shape_str(logits), targets.size()));
+  require(targets.size() == logits.shape(0) && logits.shape(1) > 0,
+          fmt::format("accuracy: logits are {} and there are {} targets; one target per row, and at least one token",
+                      shape_str(logits), targets.size()));
+  require_finite("accuracy", "logits", logits.data(),
+                 logits.size());  // a NaN would make the largest logit's index garbage
   std::size_t counted = 0, right = 0;
   for (std::size_t i = 0; i < targets.size(); ++i) {
     if (targets[i] == kIgnore) continue;

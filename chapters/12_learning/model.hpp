@@ -78,18 +78,18 @@ std::vector<const Matrix*> parameters(const Model& model);
 inline constexpr const char* kCheckpointMarker = "written_by_ch12_learning.txt";
 
 /// Makes \p dir ready for save_checkpoint(), or refuses it (std::invalid_argument naming it) when it is empty
-/// text, exists and is not a folder, cannot be created or written, or holds files this chapter did not write:
-/// only a new or empty folder, or one holding a checkpoint written before (kCheckpointMarker and the
-/// checkpoint's own .npy files), is accepted, so a file of the user's (or '/') is never replaced. Creates the
-/// folder when missing and writes kCheckpointMarker into it. The chapter calls it when it parses the command
-/// line, so a bad --save-checkpoint fails with status 2 before training.
+/// text, holds a NUL byte (the system would read a shorter path), exists and is not a folder, cannot be created or
+/// written, or holds files this chapter did not write: only a new or empty folder, or one holding a checkpoint written
+/// before (kCheckpointMarker and the checkpoint's own .npy files), is accepted, so a file of the user's (or '/') is
+/// never replaced. Creates the folder when missing and writes kCheckpointMarker into it. The chapter calls it when it
+/// parses the command line, so a bad --save-checkpoint fails with status 2 before training.
 void prepare_checkpoint_dir(const std::string& dir);
 
 /// Writes \p model into the folder \p dir (prepare_checkpoint_dir() first) as NumPy .npy files, with xtensor's
 /// own xt::dump_npy: config.npy (vocab, d_model, heads, layers, context, rope_base, float64), embed.npy
 /// (vocab, d_model), layer1_W_Q.npy … layerL_W_O.npy (d_model, d_model) and unembed.npy (d_model, vocab).
 /// Python reads them with numpy.load. Throws std::invalid_argument when prepare_checkpoint_dir() refuses \p dir
-/// (nothing is written then), std::runtime_error naming the file it cannot write.
+/// or require_model() refuses \p model (nothing is written then), std::runtime_error naming the file it cannot write.
 void save_checkpoint(const Model& model, const std::string& dir);
 
 /// The model save_checkpoint() wrote into \p dir, bit for bit. Throws std::invalid_argument naming the file
@@ -99,6 +99,12 @@ void save_checkpoint(const Model& model, const std::string& dir);
 /// config.npy's, before any weight is allocated or read.
 Model load_checkpoint(const std::string& dir);
 
+/// Refuses, with std::invalid_argument naming \p where and the parameter, a model that is not one of its config: a
+/// config whose head width is not a positive even number, layers.size() ≠ config.layers, a parameter whose shape is
+/// not the config's (embed (vocab, d_model), W_Q … W_O (d_model, d_model), unembed (d_model, vocab)), or a NaN/Inf in
+/// one. Model is a plain struct: forward_embedded(), require_trace() and save_checkpoint() check it first.
+void require_model(const char* where, const Model& model);
+
 /// The rows of the embedding for \p tokens: (n, d_model).
 /// \throws std::invalid_argument naming the token when one is ≥ vocab, when n is 0 or above the context, or naming
 ///         the shapes when the model's embed is not (vocab, d_model).
@@ -107,7 +113,7 @@ Matrix embed_tokens(const Model& model, const std::vector<std::size_t>& tokens);
 /// The forward pass from an embedded sequence X0 (n, d_model) (forward() embeds tokens first; integrated
 /// gradients scales X0). \p keep ablates heads.
 /// \throws std::invalid_argument naming the shapes when X0 does not fit the model or n exceeds the context, naming
-///         the first NaN/Inf of X0, or when \p keep is not empty and not (layers) × (heads).
+///         the first NaN/Inf of X0, when \p keep is not empty and not (layers) × (heads), and as require_model() does.
 Trace forward_embedded(const Model& model, const Matrix& X0, const HeadMask& keep = HeadMask());
 
 /// The forward pass of \p tokens: logits (n, vocab) for the next token at every position, and the trace.
@@ -123,7 +129,8 @@ struct Sequence {
 /// moments must have the model's).
 bool same_shapes(const Model& a, const Model& b);
 
-/// Refuses, with std::invalid_argument naming \p where, a trace that is not one of \p model on some n tokens: its
+/// Refuses, with std::invalid_argument naming \p where, a model require_model() refuses, and a trace that is not one
+/// of \p model on some n tokens: its
 /// residual streams (layers + 1) × (n, d_model), heads_out (layers) × (n, d_model), q, k, v (layers) × (heads) ×
 /// (n, d_k) and attention (layers) × (heads) × (n, n), n the rows of its logits. A backward indexes all of them.
 void require_trace(const char* where, const Model& model, const Trace& trace);
@@ -156,11 +163,12 @@ InductionSequence make_induction(std::size_t n, std::size_t vocab, Rng& rng);
 
 /// Mean attention from each query i ≥ 1 to key i − 1: 1 for a perfect previous-token head.
 /// \param A (n, n) one head's attention.
-/// \throws std::invalid_argument when A is not square.
+/// \throws std::invalid_argument when A is not square, or naming its first NaN/Inf.
 double previous_token_score(const Matrix& A);
 
 /// Fraction of predictable positions (target ≠ kIgnore) whose largest logit is the target.
-/// \throws std::invalid_argument when there is not one target per row of \p logits.
+/// \throws std::invalid_argument when there is not one target per row of \p logits, when logits has no column (no
+///         token to predict), or naming the first NaN/Inf of logits.
 double accuracy(const Matrix& logits, const std::vector<std::size_t>& targets);
 
 }  // namespace attn::ch12

@@ -27,18 +27,25 @@ namespace attn::ch12 {
 // [backward]
 inline Matrix backward(const Model& model, const Trace& tr, const Matrix& dlogits,
                        const std::vector<std::size_t>& tokens, Model& grads, const HeadMask& keep = HeadMask()) {
-  require_backward_inputs(model, tr, dlogits, tokens, grads, keep);  // before grads is touched
-  grads.unembed += matmul_transpose_a(tr.residual.back(), dlogits);  // (d, vocab)
-  Matrix dX = matmul(dlogits, model.unembed, true);                  // (n, d): ∂L/∂(final stream)
+  require_backward_inputs(model, tr, dlogits, tokens, grads, keep);          // before grads is touched
+  const Matrix d_unembed = matmul_transpose_a(tr.residual.back(), dlogits);  // (d, vocab)
+  Matrix dX = matmul(dlogits, model.unembed, true);                          // (n, d): ∂L/∂(final stream)
+  // Every layer's gradients first, grads only after: a layer that refuses its dY (a gradient past float's range,
+  // overflowed on the way down) leaves grads as it was.
+  std::vector<LayerGrads> layer_grads(model.config.layers);
   for (std::size_t l = model.config.layers; l-- > 0;) {
     // The stream after layer l is that layer's output: its gradient goes in, the gradient at its input comes out.
-    LayerGrads g = layer_backward(model, tr, l, dX, keep.empty() ? std::vector<bool>() : keep[l]);
+    layer_grads[l] = layer_backward(model, tr, l, dX, keep.empty() ? std::vector<bool>() : keep[l]);
+    dX = layer_grads[l].dX;  // (n, d)
+  }
+  grads.unembed += d_unembed;
+  for (std::size_t l = 0; l < model.config.layers; ++l) {
     Layer& G = grads.layers[l];
-    G.W_Q += g.dW.W_Q;
-    G.W_K += g.dW.W_K;
-    G.W_V += g.dW.W_V;
-    G.W_O += g.dW.W_O;
-    dX = std::move(g.dX);  // (n, d)
+    const Layer& g = layer_grads[l].dW;
+    G.W_Q += g.W_Q;
+    G.W_K += g.W_K;
+    G.W_V += g.W_V;
+    G.W_O += g.W_O;
   }
   for (std::size_t t = 0; t < tokens.size(); ++t) xt::row(grads.embed, tokens[t]) += xt::row(dX, t);
   return dX;

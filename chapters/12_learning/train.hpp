@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "12_learning/learning.hpp"
 #include "12_learning/model.hpp"
 #include "12_learning/pronoun.hpp"
@@ -16,6 +18,10 @@
 #include "attn/rng.hpp"
 
 namespace attn::ch12 {
+
+/// The most optimiser steps train() takes, and the most sequences mean_accuracy() reads: a million, far past the
+/// chapter's runs (hundreds), so that 2^32 of them is refused instead of running for weeks.
+inline constexpr std::size_t kMaxTrainSteps = 1000000;
 
 /// What to train and how.
 struct TrainSettings {
@@ -34,12 +40,18 @@ struct TrainResult {
 
 /// Trains a fresh model (seeded) on fresh batches from \p draw (a sequence from an Rng&); \p on_step sees the
 /// model after each step, for snapshots. No steps give the fresh model and no losses.
-/// \throws std::invalid_argument when s.batch is 0 (a step with no sequence has no loss to follow), before any
-///         work; as init_model() does for \p config; as the sequences, the loss or adamw_step() refuse theirs.
+/// \throws std::invalid_argument when s.batch is 0 (a step with no sequence has no loss to follow) or its sequences
+///         would not fit in memory, or s.steps is above kMaxTrainSteps, before any work; as init_model() does for
+///         \p config; as the sequences, the loss or adamw_step() refuse theirs.
 // [train]
 template <class Draw, class OnStep>
 TrainResult train(const Config& config, const TrainSettings& s, Draw&& draw, OnStep&& on_step) {
   require(s.batch > 0, "train: batch = 0 sequences per step; a step needs at least one");
+  require(s.steps <= kMaxTrainSteps, fmt::format("train: steps = {}; at most {} (the chapter trains for hundreds; "
+                                                 "2^32 steps would run for weeks)",
+                                                 s.steps, kMaxTrainSteps));
+  // A step holds its batch's sequences (two lists each) at once: refused here, before drawing them one by one.
+  checked_allocation("train: the batch of sequences, batch × two token lists", {s.batch, 2 * sizeof(Sequence)});
   TrainResult r{init_model(config, s.seed), {}};
   Model m = zeros_like(r.model), v = zeros_like(r.model);  // AdamW's moments start at zero
   Rng data(s.seed + 1);
@@ -85,12 +97,15 @@ inline TrainResult train_pronoun(const Config& config, const TrainSettings& s) {
 
 /// Mean accuracy on the predictable part of \p count fresh sequences from \p draw, drawn from their own seed
 /// (unseen in training).
-/// \throws std::invalid_argument when count is 0 (the mean of nothing: it was 0/0 = NaN), and as forward() and
-///         accuracy() do.
+/// \throws std::invalid_argument when count is 0 (the mean of nothing: it was 0/0 = NaN) or above kMaxTrainSteps,
+///         and as forward() and accuracy() do.
 template <class Draw>
 double mean_accuracy(const Model& model, std::size_t count, std::uint64_t seed, Draw&& draw,
                      const HeadMask& keep = HeadMask()) {
   require(count > 0, "mean_accuracy: count = 0 sequences; the mean accuracy of none is undefined");
+  require(
+      count <= kMaxTrainSteps,
+      fmt::format("mean_accuracy: count = {} sequences; at most {} (more would run for days)", count, kMaxTrainSteps));
   Rng rng(seed);
   double sum = 0.0;
   for (std::size_t i = 0; i < count; ++i) {

@@ -78,11 +78,13 @@ std::size_t pairs_computed(const Chunks& q_chunks, std::size_t n, bool causal) {
 std::size_t ring_bytes_sent(std::size_t rank, const std::vector<std::size_t>& rows, std::size_t d_k, std::size_t d_v) {
   const std::size_t P = rows.size();
   require(rank < P, fmt::format("ring_bytes_sent: rank {} of {} ranks", rank, P));
-  constexpr const char* what = "ring_bytes_sent";  // refused, never wrapped
+  // Refused, never wrapped, each naming what it adds up.
   std::size_t n = 0;
-  for (std::size_t r : rows) n = checked_sum(what, {n, r});
+  for (std::size_t r : rows) n = checked_sum("ring_bytes_sent: n, the sum of rows", {n, r});
   // Steps 0 … P-2 pass on the blocks of ranks r, r-1, …, r-P+2: all but the block of r+1 (mod P).
-  return checked_product(what, {n - rows[(rank + 1) % P], checked_sum(what, {d_k, d_v}), sizeof(float)});
+  return checked_product(
+      "ring_bytes_sent: the bytes, (n - rows of rank + 1) × (d_k + d_v) × 4",
+      {n - rows[(rank + 1) % P], checked_sum("ring_bytes_sent: d_k + d_v", {d_k, d_v}), sizeof(float)});
 }
 
 }  // namespace attn::ch13

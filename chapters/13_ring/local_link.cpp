@@ -22,11 +22,14 @@ void LocalLink::start(const KVBlock& outgoing, std::size_t incoming_rows) {
   // of rank - s, and receives the block of rank - s - 1.
   const std::size_t held = (rank_ + P - step_) % P, arriving = (rank_ + 2 * P - step_ - 1) % P;
   require(outgoing.K == blocks_[held].K && outgoing.V == blocks_[held].V,
-          fmt::format("LocalLink: rank {} at step {} sends a block that is not the one it holds (rank {}'s)", rank_,
-                      step_, held));
-  require(incoming_rows == blocks_[arriving].K.shape(0),
-          fmt::format("LocalLink: rank {} at step {} expects {} rows, but rank {}'s block arriving has {}", rank_,
-                      step_, incoming_rows, arriving, blocks_[arriving].K.shape(0)));
+          fmt::format("LocalLink: rank {} at step {} sends an outgoing block (K {}, V {}) that is not the one it holds "
+                      "(rank {}'s: K {}, V {})",
+                      rank_, step_, shape_str(outgoing.K), shape_str(outgoing.V), held, shape_str(blocks_[held].K),
+                      shape_str(blocks_[held].V)));
+  require(
+      incoming_rows == blocks_[arriving].K.shape(0),
+      fmt::format("LocalLink: rank {} at step {} expects {} rows (incoming_rows), but rank {}'s block arriving has {}",
+                  rank_, step_, incoming_rows, arriving, blocks_[arriving].K.shape(0)));
   bytes_sent_ += block_bytes(outgoing);
   started_ = true;
 }

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "05_flash_cpu/flash_cpu.hpp"
 #include "attn/tensor.hpp"
 
@@ -118,7 +120,9 @@ void merge_partial(FlashOutput& running, std::size_t row0, const FlashOutput& pa
 /// \param k_chunks the positions of the block's rows.
 /// \param causal apply the causal rule on global positions.
 /// \param tiles block sizes and threads of the fast kernel.
-/// \throws std::invalid_argument naming the shapes when they do not fit the chunks.
+/// \throws std::invalid_argument naming the shapes when they do not fit the chunks, naming the first NaN/Inf of Q, K
+///         or V or the numbers when a score could overflow (attn/checks.hpp's overflow policy), and naming the
+///         chunks when a diagonal pair does not end together; all before running changes.
 void fold_block(FlashOutput& running, const Matrix& Q, const Chunks& q_chunks, const KVBlock& block,
                 const Chunks& k_chunks, bool causal, const Tiles& tiles);
 
@@ -146,7 +150,11 @@ FlashOutput ring_attention_rank(std::size_t rank, std::size_t P, std::size_t n, 
 Chunk even_chunk(std::size_t index, std::size_t parts, std::size_t n);
 
 /// The chunks rank \p rank owns under \p split (one for contiguous, two for zigzag).
+/// \throws std::invalid_argument naming split when it is neither value, and as even_chunk() and zigzag_chunks() do.
 inline Chunks rank_chunks(std::size_t rank, std::size_t P, std::size_t n, Split split) {
+  require(
+      split == Split::contiguous || split == Split::zigzag,
+      fmt::format("rank_chunks: split = {} is neither Split::contiguous nor Split::zigzag", static_cast<int>(split)));
   return split == Split::zigzag ? zigzag_chunks(rank, P, n) : Chunks{even_chunk(rank, P, n)};
 }
 

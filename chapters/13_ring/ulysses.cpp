@@ -64,12 +64,15 @@ std::size_t ulysses_bytes_sent(std::size_t rank, std::size_t P, std::size_t n, s
   require(P > 0 && P <= h && rank < P,
           fmt::format("ulysses_bytes_sent: rank {} of P = {} ranks, h = {} heads (needs rank < P ≤ h)", rank, P, h));
   const std::size_t rows = even_chunk(rank, P, n).size(), g = even_chunk(rank, P, h).size();
-  constexpr const char* what = "ulysses_bytes_sent";  // refused, never wrapped
-  const std::size_t width = checked_sum(what, {checked_product(what, {2, d_k}), d_v});
-  return checked_product(
-      what,
-      {checked_sum(what, {checked_product(what, {h - g, rows, width}), checked_product(what, {g, n - rows, d_v})}),
-       sizeof(float)});
+  // Refused, never wrapped, each naming the sizes it multiplies.
+  constexpr const char* width_what = "ulysses_bytes_sent: a token's Q, K and V, 2·d_k + d_v";
+  constexpr const char* bytes_what =
+      "ulysses_bytes_sent: the bytes, ((h - g)·rows·(2·d_k + d_v) + g·(n - rows)·d_v)·4 for this rank's g heads and "
+      "rows tokens";
+  const std::size_t width = checked_sum(width_what, {checked_product(width_what, {2, d_k}), d_v});
+  return checked_product(bytes_what, {checked_sum(bytes_what, {checked_product(bytes_what, {h - g, rows, width}),
+                                                               checked_product(bytes_what, {g, n - rows, d_v})}),
+                                      sizeof(float)});
 }
 
 }  // namespace attn::ch13

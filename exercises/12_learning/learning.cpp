@@ -24,7 +24,7 @@ constexpr const char* kChapter = "12_learning";
 
 void rope_backward(Matrix& G, std::size_t first_position, float base) {
   // TODO(learner): replace G, the gradient after apply_rope, by the gradient before it (learning.hpp); bad input
-  //   refused as the contract says, G unchanged then.
+  //   refused as the contract says (first_position + n − 1 must not wrap: checked_sum()), G unchanged then.
   throw not_implemented("rope_backward", kChapter,
                         "RoPE is a rotation of each pair: the backward of y = R·x is ∂L/∂x = Rᵀ·∂L/∂y.");
 }
@@ -48,7 +48,7 @@ LossAndGrad cross_entropy(const Matrix& logits, const std::vector<std::size_t>& 
 void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::size_t t, const AdamW& settings) {
   // TODO(learner): one AdamW step on every element, as learning.hpp writes it, to float32 rounding of the
   //   float64 formula (mind 1 − β2 in float); nothing changes when the shapes, t, the settings or the values
-  //   are refused.
+  //   are refused (grad, param, m and v finite, v never negative: a NaN moment would spread into the weights).
   throw not_implemented("adamw_step", kChapter,
                         "Adam's step is m̂ / (√v̂ + ε), about ±1 per coordinate; the decay is applied to θ itself.");
 }

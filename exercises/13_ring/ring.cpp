@@ -52,7 +52,9 @@ void merge_partial(FlashOutput& running, std::size_t row0, const FlashOutput& pa
 void fold_block(FlashOutput& running, const Matrix& Q, const Chunks& q_chunks, const KVBlock& block,
                 const Chunks& k_chunks, bool causal, const Tiles& tiles) {
   // TODO(learner): fold one received block into the rank's running result, chunk pair by chunk pair, with
-  //   the causal rule on global positions when asked; shapes that do not fit the chunks are refused.
+  //   the causal rule on global positions when asked; shapes that do not fit the chunks are refused, and so are
+  //   NaN/Inf or overflowing inputs (require_attention_inputs()) and a diagonal pair that does not end together,
+  //   all before the first merge (running unchanged on a refusal).
   throw not_implemented("fold_block", kChapter,
                         "two nested loops over chunks, keeping the first local row of each; xt::range picks the rows.");
 }

@@ -25,6 +25,8 @@ void rope_backward(Matrix& G, std::size_t first_position, float base) {
   require(std::isfinite(base) && base > 1.0f,
           fmt::format("rope_backward: base = {} must be a finite number above 1", base));
   require_finite("rope_backward", "G", G.data(), G.size());
+  // The last row's position first_position + n − 1 must not wrap past 2^64 back to 0 (apply_rope()'s check).
+  if (n > 0) checked_sum("rope_backward: the last position, first_position + n - 1", {first_position, n - 1});
   for (std::size_t p = 0; p < n; ++p) {
     const double position = static_cast<double>(first_position + p);
     for (std::size_t i = 0; i < d / 2; ++i) {
@@ -130,6 +132,12 @@ void adamw_step(Matrix& param, const Matrix& grad, Matrix& m, Matrix& v, std::si
           fmt::format("adamw_step: weight_decay = {}; it must be finite and ≥ 0", s.weight_decay));
   require_finite("adamw_step", "grad", grad.data(), grad.size());
   require_finite("adamw_step", "param", param.data(), param.size());
+  require_finite("adamw_step", "m", m.data(), m.size());
+  require_finite("adamw_step", "v", v.data(), v.size());
+  for (std::size_t i = 0; i < v.size(); ++i)  // a mean of squares: a negative one makes √v̂ NaN
+    require(
+        v.data()[i] >= 0.0f,
+        fmt::format("adamw_step: v[{}] = {}; the second moment is a mean of squares, never negative", i, v.data()[i]));
   const double c1 = 1.0 - std::pow(s.beta1, static_cast<double>(t));
   const double c2 = 1.0 - std::pow(s.beta2, static_cast<double>(t));
   for (std::size_t i = 0; i < param.size(); ++i) {

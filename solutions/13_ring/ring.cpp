@@ -103,6 +103,18 @@ void fold_block(FlashOutput& running, const Matrix& Q, const Chunks& q_chunks, c
           fmt::format("fold_block: Q {} ({} positions), running O {}, K {} and V {} ({} positions) do not fit",
                       shape_str(Q), rows_of(q_chunks), shape_str(running.O), shape_str(block.K), shape_str(block.V),
                       rows_of(k_chunks)));
+  // Every input checked before the first merge, so a refusal leaves running as it was: the values (finite, no score
+  // past float: the overflow policy), then every pair's causal relation.
+  require_attention_inputs("fold_block", Q, block.K, block.V);
+  if (causal)
+    for (const Chunk& qc : q_chunks)
+      for (const Chunk& kc : k_chunks) {
+        const CausalBlock cb = causal_block(qc, kc);
+        require(cb.visibility != Visibility::diagonal ||
+                    cb.offset == static_cast<std::ptrdiff_t>(kc.size()) - static_cast<std::ptrdiff_t>(qc.size()),
+                fmt::format("fold_block: query chunk [{}, {}) and key chunk [{}, {}) overlap without ending together",
+                            qc.begin, qc.end, kc.begin, kc.end));
+      }
   const ch05::FastConfig config{tiles.B_r, tiles.B_c, tiles.threads};
   std::size_t q_row = 0;
   for (const Chunk& qc : q_chunks) {
@@ -112,11 +124,8 @@ void fold_block(FlashOutput& running, const Matrix& Q, const Chunks& q_chunks, c
       const bool empty = qc.size() == 0 || kc.size() == 0;
       if (!empty && cb.visibility != Visibility::hidden) {
         // Chapter 05's causal rule is j ≤ i + (n_kv - n_q): it matches this pair's offset when the chunks end
-        // together, which is the only diagonal a partition of the positions produces (a chunk with itself).
-        require(cb.visibility != Visibility::diagonal ||
-                    cb.offset == static_cast<std::ptrdiff_t>(kc.size()) - static_cast<std::ptrdiff_t>(qc.size()),
-                fmt::format("fold_block: query chunk [{}, {}) and key chunk [{}, {}) overlap without ending together",
-                            qc.begin, qc.end, kc.begin, kc.end));
+        // together, which is the only diagonal a partition of the positions produces (a chunk with itself; checked
+        // above).
         const Matrix Q_c = xt::view(Q, xt::range(q_row, q_row + qc.size()), xt::all());        // (|qc|, d_k)
         const Matrix K_c = xt::view(block.K, xt::range(k_row, k_row + kc.size()), xt::all());  // (|kc|, d_k)
         const Matrix V_c = xt::view(block.V, xt::range(k_row, k_row + kc.size()), xt::all());  // (|kc|, d_v)
