@@ -155,19 +155,23 @@ void check_and_run(const Problem& p, std::size_t elements_q, std::size_t element
       fmt::format("{}: B_r = {}, B_c = {}, threads = {}; all must be positive", where, cfg.B_r, cfg.B_c, cfg.threads));
   require(!p.causal || p.n_q <= p.n_kv,
           fmt::format("{}: causal with {} queries but only {} keys; n_q <= n_kv", where, p.n_q, p.n_kv));
+  // No more threads than work items (a head's block of B_r query rows): a thread beyond them would only start and
+  // stop, and a count far past the machine's (threads = 2^31 − 1) would fail to start at all.
+  FastConfig used = cfg;
+  const std::size_t items = p.h * (p.n_q / cfg.B_r + (p.n_q % cfg.B_r != 0));  // no n_q + B_r − 1: it can wrap
+  used.threads = static_cast<int>(std::min(static_cast<std::size_t>(cfg.threads), std::max<std::size_t>(items, 1)));
   // On the kernel's own threads: on one, the scan was 2–3% of a call's time with the other core idle.
   require_attention_inputs(where, p.Q, elements_q, p.d_k, p.K, elements_kv, p.d_k, p.V, p.h * p.n_kv * p.d_v,
-                           static_cast<std::size_t>(cfg.threads));
+                           static_cast<std::size_t>(used.threads));
   // Key tiles larger than the sequence hold nothing more: one tile covers it either way, so B_c is cut to it (the
   // same bits; B_c stays a multiple of the key panels when it was one). B_r stays as given: chapter 10's backward
   // recomputes these scores bit for bit only from the forward's own row blocks. Then each thread's score tile is
   // refused, with the estimate, when it cannot fit.
-  FastConfig used = cfg;
   const std::size_t width = key_panel_width();
   const std::size_t keys = std::max<std::size_t>(p.n_kv, 1);
   used.B_c = std::min(cfg.B_c, width > 0 && cfg.B_c % width == 0 ? (keys + width - 1) / width * width : keys);
   checked_allocation("flash_attention_fast: the score tiles threads × B_r × B_c floats",
-                     {static_cast<std::size_t>(cfg.threads), used.B_r, used.B_c, sizeof(float)});
+                     {static_cast<std::size_t>(used.threads), used.B_r, used.B_c, sizeof(float)});
   if (p.h * p.n_q > 0) run(p, used);
 }
 

@@ -16,7 +16,8 @@ struct FastConfig {
   std::size_t B_r = 128;  ///< query rows per block: one work item is (head, query block)
   std::size_t B_c = 512;  ///< keys per tile: the score tile (B_r, B_c) stays in the core's L2 cache; the
                           ///< micro-kernels need a multiple of key_panel_width() (else OpenBLAS is used)
-  int threads = 2;        ///< std::threads; OpenBLAS runs single-threaded inside them, so 2 threads = 2 cores
+  int threads = 2;        ///< std::threads, at most one per work item (a head's block of B_r rows); OpenBLAS runs
+                          ///< single-threaded inside them, so 2 threads = 2 cores
 };
 
 /// Every head's output: O (h, n_q, d_v) and the log-sum-exp (h, n_q).

@@ -11,12 +11,11 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <numeric>
-#include <vector>
 #include <memory>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -219,7 +218,7 @@ struct ServeModel {
       W_qkv.push_back(pattern({kModel, kModel + 2 * kKvWidth}, l));
       W_O.push_back(pattern({kModel, kModel}, l + kLayers));
     }
-    while (cache.pool().free_blocks() > 0) cache.pool().allocate();  // every block a slot's, in order
+    while (cache.pool().free_blocks() > 0) cache.pool().allocate();                  // every block a slot's, in order
     const attn::RandomInputs& kv = attn::random_inputs(2, kG, kServeBlock, kD, 19);  // one block's keys and values
     for (std::size_t b = 0; b < cache.pool().total_blocks(); ++b)
       for (std::size_t l = 0; l < kLayers; ++l)
@@ -259,10 +258,10 @@ void run_step(ServeModel& m, const ch17::StepWork& work) {
   if (tokens.empty()) return;
   Matrix X = ServeModel::pattern({tokens.size(), kModel}, 99);  // (rows, d_model) the step's inputs
   for (std::size_t l = 0; l < kLayers; ++l) {
-    const Matrix QKV = attn::matmul(X, m.W_qkv[l]);  // (rows, d_model + 2 · kv width); only Q is used below
+    const Matrix QKV = attn::matmul(X, m.W_qkv[l]);        // (rows, d_model + 2 · kv width); only Q is used below
     Matrix A = xt::empty<float>({tokens.size(), kModel});  // (rows, d_model) each row's attention, heads side by side
     for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const Matrix q = xt::reshape_view(xt::view(QKV, i, xt::range(0, kModel)), {kH, kD});  // (h, d_k)
+      const Matrix q = xt::reshape_view(xt::view(QKV, i, xt::range(0, kModel)), {kH, kD});             // (h, d_k)
       const Matrix o = ch17::paged_decode(m.cache, l, m.table(tokens[i].first, tokens[i].second), q);  // (h, d_v)
       std::copy(o.begin(), o.end(), A.data() + i * kModel);
     }
@@ -283,11 +282,12 @@ void BM_Serve(benchmark::State& state) {
   const std::size_t budget = 4 * kServeMaxLen;  // tokens: 4 sequences of the longest length
   attn::BlasThreads blas(attn::hardware_threads());
   for (auto _ : state) {
-    std::vector<double> clock{0.0};  // clock[s]: seconds at the start of step s
-    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<double> clock{0.0};  // clock[s]: seconds at the start of step s, the steps' computation summed
+    double cpu = 0.0;                // CPU seconds of the steps, every thread's
     const ch17::StepObserver timed = [&](const ch17::StepWork& work) {
-      run_step(model, work);
-      clock.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      const attn::CallSeconds t = attn::time_calls([&] { run_step(model, work); }, {1, 0});
+      clock.push_back(clock.back() + t.wall);
+      cpu += t.cpu;
     };
     const ch17::ServeStats st =
         which == 2 ? ch17::serve_paged(trace, budget / kServeBlock, kServeBlock, kServeRunning, timed)
@@ -299,7 +299,9 @@ void BM_Serve(benchmark::State& state) {
     const double seconds = clock.back();
     state.SetIterationTime(seconds);
     state.counters["tokens/s"] = static_cast<double>(st.generated) / seconds;
-    state.counters["latency_mean_s"] = std::accumulate(latency.begin(), latency.end(), 0.0) / static_cast<double>(latency.size());
+    state.counters["tokens/cpu_s"] = static_cast<double>(st.generated) / cpu;
+    state.counters["latency_mean_s"] =
+        std::accumulate(latency.begin(), latency.end(), 0.0) / static_cast<double>(latency.size());
     state.counters["latency_p90_s"] = latency[(latency.size() * 9 + 9) / 10 - 1];
     state.counters["steps"] = static_cast<double>(st.steps);
     state.counters["mean_running"] = st.mean_running;
