@@ -31,6 +31,7 @@
 #include "12_learning/flow.hpp"
 #include "12_learning/learning.hpp"
 #include "16_real_model/backward.hpp"
+#include "16_real_model/fast_minilm.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/real_model.hpp"
 #include "attn/chapter.hpp"
@@ -486,6 +487,24 @@ void print_deletion(const ch16::MiniLM& m, const std::vector<std::string>& sente
 }
 // [deletion]
 
+// --- for ./course bench 16 --vs-torch: the fast forward's embeddings, to check the engines race the same model ---
+
+/// Writes the fast forward's embedding of every sentence of \p sentences_path (one at a time, as at batch 1) to
+/// \p out_path, one line of d numbers per sentence.
+void write_embeddings(const std::string& dir, const std::string& sentences_path, const std::string& out_path) {
+  const attn::SingleThreadedBlas one_thread;
+  const ch16::MiniLM m = ch16::load_minilm(dir);
+  const ch16::FastMiniLM fast(m);
+  ch16::ForwardScratch scratch;
+  std::ofstream out(out_path);
+  for (const std::string& s : ch16::read_sentences(sentences_path)) {
+    const Vector e = fast.embed_sentences({s}, scratch).front();
+    for (std::size_t j = 0; j < e.size(); ++j) out << fmt::format("{}{:.9g}", j == 0 ? "" : " ", e(j));
+    out << '\n';
+  }
+  if (!out) throw std::runtime_error(fmt::format("--write-embeddings {}: cannot write it", out_path));
+}
+
 void tell_the_story(const attn::Chapter& chapter, const std::string& dir, std::size_t head_sentences,
                     std::size_t prune_sentences) {
   if (const std::string why = ch16::model_missing_reason(dir); !why.empty()) {
@@ -539,5 +558,12 @@ int main(int argc, char** argv) {
       .add_option("--prune-sentences", prune_sentences,
                   "Sentences the pruning curve and the shortcuts are measured on (≥ 3)")
       ->check(CLI::Range(std::size_t{3}, std::size_t{100000}));
-  return chapter.run(argc, argv, [&] { tell_the_story(chapter, dir, head_sentences, prune_sentences); });
+  std::string embeddings_out, sentences_file = ATTN_CH16_SENTENCES;
+  chapter.cli().add_option("--write-embeddings", embeddings_out,
+                           "Only write the fast forward's embeddings of --sentences-file to this file (one line each)");
+  chapter.cli().add_option("--sentences-file", sentences_file, "The sentences --write-embeddings embeds");
+  return chapter.run(argc, argv, [&] {
+    if (!embeddings_out.empty()) return write_embeddings(dir, sentences_file, embeddings_out);
+    tell_the_story(chapter, dir, head_sentences, prune_sentences);
+  });
 }
