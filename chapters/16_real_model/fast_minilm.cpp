@@ -135,6 +135,8 @@ const char* step_name(ForwardStep step) {
   return kNames[i];
 }
 
+namespace detail {
+
 PackedLinear pack_linear(const char* name, const Matrix& W, const Vector& b) {
   const std::size_t out = W.shape(0), in = W.shape(1);
   require(out > 0 && in > 0 && b.shape(0) == out,
@@ -167,6 +169,8 @@ void apply_linear(const PackedLinear& L, const float* X, std::size_t n, float* Y
               i(L.out), 1.0f, Y, i(L.out));
 }
 
+}  // namespace detail
+
 FastMiniLM::FastMiniLM(const MiniLM& model) : model_(model) {
   const MiniLMConfig& c = model.config;
   // The tables the embedding step reads row by row, unchecked there: every token id below the vocabulary's size
@@ -180,13 +184,24 @@ FastMiniLM::FastMiniLM(const MiniLM& model) : model_(model) {
                       c.d, c.heads, c.max_tokens, model.vocab.token_of.size(), shape_str(model.word),
                       shape_str(model.position), shape_str(model.token_type), shape_str(model.ln_gamma),
                       shape_str(model.ln_beta)));
+  // Every number the forward reads unchecked, scanned once here: no product or LayerNorm scans them per call.
+  const auto finite = [](const std::string& what, const auto& t) { require_finite("FastMiniLM", what.c_str(), t.data(), t.size()); };
+  for (const auto& [what, table] : {std::pair{"word", &model.word}, {"position", &model.position},
+                                    {"token_type", &model.token_type}})
+    finite(what, *table);
+  finite("embedding γ", model.ln_gamma);
+  finite("embedding β", model.ln_beta);
   for (std::size_t l = 0; l < model.layers.size(); ++l) {
     const EncoderLayerWeights& W = model.layers[l];
     check_layer_weights(fmt::format("FastMiniLM: layer {}", l).c_str(), W, model.config.d, "config.json's hidden_size");
+    for (const auto& [what, v] : {std::pair{"ln1_gamma", &W.ln1_gamma}, {"ln1_beta", &W.ln1_beta},
+                                  {"ln2_gamma", &W.ln2_gamma}, {"ln2_beta", &W.ln2_beta}})
+      finite(fmt::format("layer {}'s {}", l, what), *v);
     // Q, K and V's weights stacked, (3d, d): one product gives the three side by side in each row.
     const Matrix W_qkv = xt::concatenate(xt::xtuple(W.W_Q, W.W_K, W.W_V), 0);
     const Vector b_qkv = xt::concatenate(xt::xtuple(W.b_Q, W.b_K, W.b_V));
     const std::string at = fmt::format("layer {}'s ", l);
+    using detail::pack_linear;
     layers_.push_back({pack_linear((at + "W_Q|W_K|W_V").c_str(), W_qkv, b_qkv),
                        pack_linear((at + "W_O").c_str(), W.W_O, W.b_O), pack_linear((at + "W_1").c_str(), W.W_1, W.b_1),
                        pack_linear((at + "W_2").c_str(), W.W_2, W.b_2), W.ln1_gamma, W.ln1_beta, W.ln2_gamma,
@@ -234,7 +249,7 @@ std::vector<Vector> FastMiniLM::embed_sentences(const std::vector<std::string>& 
     }
   clock.lap(ForwardStep::embed);
   for (const Layer& L : layers_) {
-    apply_linear(L.qkv, x, T, qkv);
+    detail::apply_linear(L.qkv, x, T, qkv);
     clock.lap(ForwardStep::qkv);
     for (std::size_t s = 0; s + 1 < scratch.starts.size(); ++s) {
       const std::size_t first = scratch.starts[s], n = scratch.starts[s + 1] - first;
@@ -242,15 +257,15 @@ std::vector<Vector> FastMiniLM::embed_sentences(const std::vector<std::string>& 
         attend_head(qkv + first * 3 * d, n, d, d_k, i, merged + first * d, keys_t, scores);
     }
     clock.lap(ForwardStep::attention);
-    apply_linear(L.out, merged, T, projected);
+    detail::apply_linear(L.out, merged, T, projected);
     clock.lap(ForwardStep::out_projection);
     add_layer_norm(x, projected, T, d, L.ln1_gamma, L.ln1_beta, c.ln_eps);  // x = H = LayerNorm(X + A)
     clock.lap(ForwardStep::layer_norm);
-    apply_linear(L.up, x, T, ff);
+    detail::apply_linear(L.up, x, T, ff);
     clock.lap(ForwardStep::ffn_up);
     gelu_in_place(ff, T * d_ff);
     clock.lap(ForwardStep::gelu);
-    apply_linear(L.down, ff, T, projected);
+    detail::apply_linear(L.down, ff, T, projected);
     clock.lap(ForwardStep::ffn_down);
     add_layer_norm(x, projected, T, d, L.ln2_gamma, L.ln2_beta, c.ln_eps);  // x = LayerNorm(H + F)
     clock.lap(ForwardStep::layer_norm);

@@ -53,6 +53,8 @@ struct ForwardProfile {
   std::size_t calls = 0, sentences = 0, tokens = 0;                             ///< what the seconds cover
 };
 
+namespace detail {
+
 /// One Linear, x·Wᵀ + b, with W laid out for the product: in panels of 16 output columns ((out/16, in, 16), each
 /// panel's 16 weights of one input contiguous) where the CPU has AVX-512 and out is a multiple of 16, else
 /// transposed, (in, out), for OpenBLAS's sgemm without a transpose.
@@ -70,6 +72,8 @@ PackedLinear pack_linear(const char* name, const Matrix& W, const Vector& b);
 
 /// Y (n, out) = X (n, in) · Wᵀ + b, with the layout pack_linear() chose. Raw buffers: the arena's.
 void apply_linear(const PackedLinear& L, const float* X, std::size_t n, float* Y);
+
+}  // namespace detail
 
 /// The growing buffers of one thread's forward: one per role, reused by every layer and call.
 struct ForwardScratch {
@@ -97,7 +101,7 @@ class FastMiniLM {
 
  private:
   struct Layer {
-    PackedLinear qkv, out, up, down;
+    detail::PackedLinear qkv, out, up, down;
     Vector ln1_gamma, ln1_beta, ln2_gamma, ln2_beta;
   };
   const MiniLM& model_;
