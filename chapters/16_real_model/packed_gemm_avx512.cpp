@@ -19,7 +19,7 @@ void rows_times_two_panels(const float* X, std::size_t in, const float* P0, cons
   __m512 a0[R], a1[R];
   for (int r = 0; r < R; ++r) a0[r] = _mm512_loadu_ps(b0), a1[r] = _mm512_loadu_ps(b0 + 16);
   for (std::size_t k = 0; k < in; ++k) {
-    // The weights are read once per call, from L3 at batch 1 (the model's 90 MB do not fit in L2): asked for
+    // The weights are read once per call, from L3 at batch 1 (the layers' 42 MB do not fit in L2): asked for
     // kPrefetch rows ahead, so that their latency hides behind the multiply-adds.
     _mm_prefetch(reinterpret_cast<const char*>(P0 + (k + kPrefetch) * 16), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(P1 + (k + kPrefetch) * 16), _MM_HINT_T0);
