@@ -327,6 +327,19 @@ TEST_SUITE("16_real_model: chapter code") {
       CHECK_ALLCLOSE(fast.embed_sentences({texts[s]}, scratch).front(), want[s], kEmbeddingTol, 0.0);
     }
     CHECK(fast.embed_sentences({}, scratch).empty());
+    // Longer than 16 tokens (attention's vectors of 16 keys, several and a partial one) and up to the 256-token cut:
+    // against the chapter's own forward.
+    for (const std::string& text : {std::string("The cat sat on the mat; it was tired, and so was the dog beside it."),
+                                    [] {
+                                      std::string s;
+                                      for (int i = 0; i < 60; ++i) s += "the cat sat on the mat. ";
+                                      return s;
+                                    }()}) {
+      INFO("long: ", text.substr(0, 40));
+      const Vector want_long = ch16::sentence_embedding(*model, text);
+      CHECK_ALLCLOSE(fast.embed_sentences({text}, scratch).front(),
+                     std::vector<double>(want_long.begin(), want_long.end()), kEmbeddingTol, 0.0);
+    }
     // The profile covers every call it was given, and every step but the arena's growth took time.
     CHECK(profile.calls == texts.size());
     CHECK(profile.sentences == texts.size());

@@ -19,6 +19,8 @@ namespace attn::ch16 {
 void gelu_in_place_avx512_fast(float* y, std::size_t n);  // gelu_avx512.cpp
 void packed_gemm_avx512(const float* X, std::size_t n, std::size_t in, const float* panels, std::size_t out,
                         const float* bias, float* Y);  // packed_gemm_avx512.cpp
+void attend_head_avx512(const float* qkv, std::size_t n, std::size_t d, std::size_t d_k, std::size_t head, float* out,
+                        float* keys_t, float* scores);  // attention_avx512.cpp
 }  // namespace attn::ch16
 #endif
 
@@ -95,6 +97,10 @@ void gelu_in_place(float* y, std::size_t n) {
 // over the keys (a dot product over d_k would not be, without reordering float sums).
 void attend_head(const float* qkv, std::size_t n, std::size_t d, std::size_t d_k, std::size_t head, float* out,
                  float* keys_t, float* scores) {
+#if ATTN_HAVE_SLEEF
+  // Sixteen keys at a time where the CPU has AVX-512 and a head is 1 to 4 vectors wide (all-MiniLM's d_k = 32).
+  if (cpu_has_avx512() && d_k % 16 == 0 && d_k <= 64) return attend_head_avx512(qkv, n, d, d_k, head, out, keys_t, scores);
+#endif
   const std::size_t row = 3 * d, q0 = head * d_k, k0 = d + head * d_k, v0 = 2 * d + head * d_k;
   for (std::size_t j = 0; j < n; ++j)
     for (std::size_t c = 0; c < d_k; ++c) keys_t[c * n + j] = qkv[j * row + k0 + c];
@@ -235,8 +241,9 @@ std::vector<Vector> FastMiniLM::embed_sentences(const std::vector<std::string>& 
   float* merged = at_least(scratch.merged, T * d);    // (T, d) every head's output in its d_k columns
   float* projected = at_least(scratch.projected, T * d);  // (T, d) a product's output before its residual
   float* ff = at_least(scratch.ff, T * d_ff);         // (T, d_ff) the feed-forward's inside
-  float* scores = at_least(scratch.scores, longest);  // (n) one row of scores
-  float* keys_t = at_least(scratch.keys_t, d_k * longest);  // (d_k, n) one head's keys, transposed
+  const std::size_t longest16 = (longest + 15) / 16 * 16;  // rounded up to whole vectors of 16 (attention_avx512.cpp)
+  float* scores = at_least(scratch.scores, longest16);          // (n) one row of scores
+  float* keys_t = at_least(scratch.keys_t, d_k * longest16);    // (d_k, n) one head's keys, transposed
   clock.lap(ForwardStep::buffers);
   // Embeddings: word + position (counted from 0 in each sentence) + token type 0, then LayerNorm, row by row.
   for (std::size_t s = 0; s + 1 < scratch.starts.size(); ++s)
