@@ -5,8 +5,6 @@
 // benchmark says so and is skipped.
 #include <benchmark/benchmark.h>
 
-#include <time.h>
-
 #include <algorithm>
 #include <atomic>
 #include <string>
@@ -17,6 +15,7 @@
 #include "16_real_model/real_model.hpp"
 #include "attn/ceilings.hpp"
 #include "attn/checks.hpp"
+#include "attn/measure.hpp"
 
 namespace {
 
@@ -24,28 +23,20 @@ namespace ch16 = attn::ch16;
 
 const attn::BenchCeilings ceilings_at{1, 2};  // the embeddings run on one thread and on two
 
-/// The CPU seconds of the whole process (every thread's), for the sentences per CPU-second beside the wall rate.
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 /// Runs \p embed_share(t, begin, end) on \p threads threads for every iteration of \p state, thread t taking an
 /// equal share [begin, end) of the \p n sentences; counts sentences per second (wall) and per CPU-second of the process.
 template <class EmbedShare>
 void embed_on_threads(benchmark::State& state, std::size_t n, std::size_t threads, const EmbedShare& embed_share) {
-  const double cpu0 = process_cpu_seconds();
-  for (auto _ : state) {
+  const attn::CallSeconds s = attn::time_benchmark_calls(state, [&] {
     std::atomic<std::size_t> next_thread{0};
     attn::run_on_threads(threads, [&] {
       const std::size_t t = next_thread.fetch_add(1);
       embed_share(t, t * n / threads, (t + 1) * n / threads);  // thread t's share
     });
-  }
+  });
   const double sentences = static_cast<double>(state.iterations() * n);
   state.counters["sentences/s"] = benchmark::Counter(sentences, benchmark::Counter::kIsRate);
-  state.counters["sentences/cpu_s"] = sentences / (process_cpu_seconds() - cpu0);
+  state.counters["sentences/cpu_s"] = static_cast<double>(n) / s.cpu;  // s.cpu: the process's, every thread's
   state.counters["sentences"] = static_cast<double>(n);
 }
 

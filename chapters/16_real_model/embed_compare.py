@@ -10,7 +10,7 @@ number of threads, in batches of 32 and one at a time; each result is mean-poole
 as sentence-transformers does.
   - The course (`EXECUTABLE bench`, BM_embed_fast/batch:B/threads:T): each thread takes the next batch and runs it
     packed, no padding, with the fast forward (fast_minilm.hpp); Google Benchmark's --repeats repetitions, median.
-    Its CPU time is the process's (CLOCK_PROCESS_CPUTIME_ID around the timed loop, every thread's).
+    Its CPU time is the process's (attn::time_benchmark_calls: CLOCK_PROCESS_CPUTIME_ID, every thread's).
   - sentence-transformers on PyTorch: torch.set_num_threads(T), model.encode(sentences, batch_size=B) (it sorts the
     sentences by length, so a batch pads little).
   - ONNX Runtime: the transformers BertModel of the same folder exported by torch.onnx.export (TorchScript exporter,
