@@ -42,6 +42,7 @@ CLOCK_READERS = {
     "chapters/05_flash_cpu/bench.cpp": "tile_phases times the three phases inside one tile call",
     "chapters/12_learning/main.cpp": "the lesson shows pronoun_story with its own clock (book/12_learning.md)",
     "chapters/14_state_space/scan.cpp": "the scan reports each of its threads' CPU time (ScanStats)",
+    "chapters/16_real_model/fast_minilm.cpp": "ForwardProfile times each step inside one forward call (StepClock)",
 }
 
 

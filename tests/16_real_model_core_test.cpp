@@ -20,6 +20,7 @@
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "16_real_model/backward.hpp"
+#include "16_real_model/fast_minilm.hpp"
 #include "16_real_model/layers.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/safetensors.hpp"
@@ -201,6 +202,12 @@ TEST_SUITE("16_real_model: bad input") {
     // The packed batch: the same refusals, and the good sentences of a batch change nothing when one is bad.
     CHECK_THROWS_AS(ch16::sentence_embeddings(m, {"a b", "\xc3"}), std::invalid_argument);
     CHECK_THROWS_NAMING(ch16::sentence_embeddings(nan_model, {"a b", "b a"}), std::invalid_argument, "output");
+    // The fast forward: a NaN weight refused once, at load, naming the layer and the weight; text as tokenize().
+    CHECK_THROWS_NAMING(ch16::FastMiniLM{nan_model}, std::invalid_argument, "layer 0's W_1", "nan");
+    const ch16::FastMiniLM fast(m);
+    ch16::ForwardScratch scratch;
+    CHECK_THROWS_AS(fast.embed_sentences({"a b", "\xc3"}, scratch), std::invalid_argument);
+    CHECK_THROWS_NAMING(ch16::step_name(ch16::ForwardStep::count), std::invalid_argument, "not a step");
   }
 
   TEST_CASE("read_config and load_minilm refuse a missing folder and a config that lies or is not BERT's") {
@@ -914,6 +921,37 @@ TEST_SUITE("16_real_model: hostile battery") {
         "sentence_embedding_with", {"text"},
         [&](const std::string& t) { return ch16::sentence_embedding_with(m, t, kExact); }, std::string("a b"))
         .fits([](const std::string& t) { return t.find('\xff') == std::string::npos; })
+        .run();
+    // hostile battery: FastMiniLM, embed_sentences, step_name
+    hostile::battery(
+        "FastMiniLM", {"layers|layer"},
+        [&](const std::vector<ch16::EncoderLayerWeights>& l) {
+          ch16::MiniLM changed = m;
+          changed.layers = l;
+          ch16::ForwardScratch scratch;
+          return ch16::FastMiniLM(changed).embed_sentences({"a b"}, scratch).front();
+        },
+        m.layers)
+        .fits([](const std::vector<ch16::EncoderLayerWeights>& layers) {
+          bool ok = true;
+          for (const auto& w : layers) ok = ok && layer_fits(w, 4);
+          return ok;
+        })
+        .run();
+    const ch16::FastMiniLM fast(m);
+    hostile::battery(
+        "embed_sentences", {"text"},
+        [&](const std::string& t) {
+          ch16::ForwardScratch scratch;
+          return fast.embed_sentences({"b a", t}, scratch);
+        },
+        std::string("a b"))
+        .fits([](const std::string& t) { return t.find('\xff') == std::string::npos; })
+        .run();
+    hostile::battery(
+        "step_name", {"step"}, [](ch16::ForwardStep step) { return std::string(ch16::step_name(step)); },
+        ch16::ForwardStep::qkv)
+        .fits([](ch16::ForwardStep step) { return step < ch16::ForwardStep::count; })
         .run();
     hostile::battery(
         "sentence_embeddings", {"text"},

@@ -19,6 +19,7 @@
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "16_real_model/backward.hpp"
+#include "16_real_model/fast_minilm.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/real_model.hpp"
 #include "attn/rng.hpp"
@@ -300,6 +301,67 @@ TEST_SUITE("16_real_model: chapter code") {
       CHECK_ALLCLOSE(got[s], want[s], kEmbeddingTol, 0.0);
     }
     CHECK(ch16::sentence_embeddings(*model, {}).empty());
+  }
+
+  TEST_CASE("the fast forward gives sentence-transformers' embeddings one at a time and packed, arena reused") {
+    const ch16::MiniLM* model = model_or_skip();
+    if (model == nullptr) return;
+    const ch16::FastMiniLM fast(*model);
+    std::vector<std::string> texts;
+    std::vector<std::vector<double>> want;  // (d) per text, as recorded
+    for (const ch16::ReferenceText& r : ch16::read_reference(ATTN_CH16_REFERENCE)) {
+      texts.push_back(r.text);
+      want.push_back(r.embedding);
+    }
+    ch16::ForwardScratch scratch;  // one arena for every call below: a larger batch after smaller ones, then smaller
+    ch16::ForwardProfile profile;
+    for (std::size_t s = 0; s < texts.size(); ++s) {
+      INFO("alone: ", texts[s]);
+      CHECK_ALLCLOSE(fast.embed_sentences({texts[s]}, scratch, &profile).front(), want[s], kEmbeddingTol, 0.0);
+    }
+    const std::vector<Vector> packed = fast.embed_sentences(texts, scratch);
+    REQUIRE(packed.size() == texts.size());
+    for (std::size_t s = 0; s < texts.size(); ++s) {
+      INFO("packed: ", texts[s]);
+      CHECK_ALLCLOSE(packed[s], want[s], kEmbeddingTol, 0.0);
+      CHECK_ALLCLOSE(fast.embed_sentences({texts[s]}, scratch).front(), want[s], kEmbeddingTol, 0.0);
+    }
+    CHECK(fast.embed_sentences({}, scratch).empty());
+    // Longer than 16 tokens (attention's vectors of 16 keys, several and a partial one) and up to the 256-token cut:
+    // against the chapter's own forward.
+    for (const std::string& text : {std::string("The cat sat on the mat; it was tired, and so was the dog beside it."),
+                                    [] {
+                                      std::string s;
+                                      for (int i = 0; i < 60; ++i) s += "the cat sat on the mat. ";
+                                      return s;
+                                    }()}) {
+      INFO("long: ", text.substr(0, 40));
+      const Vector want_long = ch16::sentence_embedding(*model, text);
+      CHECK_ALLCLOSE(fast.embed_sentences({text}, scratch).front(),
+                     std::vector<double>(want_long.begin(), want_long.end()), kEmbeddingTol, 0.0);
+    }
+    // The profile covers every call it was given, and every step but the arena's growth took time.
+    CHECK(profile.calls == texts.size());
+    CHECK(profile.sentences == texts.size());
+    for (std::size_t i = 0; i < profile.seconds.size(); ++i)
+      if (static_cast<ch16::ForwardStep>(i) != ch16::ForwardStep::buffers) CHECK(profile.seconds[i] > 0.0);
+  }
+
+  TEST_CASE("the packed-weight product equals x·Wᵀ + b for every row count and a last single panel") {
+    attn::Rng rng(1660);
+    const Matrix W = rng.normal(48, 40);  // out = 48: a pair of 16-column panels and one panel alone
+    const Vector b = xt::view(rng.normal(1, 48), 0, xt::all());
+    const ch16::detail::PackedLinear L = ch16::detail::pack_linear("W", W, b);
+    for (std::size_t n : {1, 2, 7, 8, 9, 12, 17, 33}) {
+      INFO("n = ", n);
+      const Matrix X = rng.normal(n, 40);
+      Matrix Y = Matrix::from_shape({n, 48});
+      ch16::detail::apply_linear(L, X.data(), n, Y.data());
+      const Matrix want = ch16::linear(X, W, b);  // (n, 48)
+      double worst = 0.0;
+      for (std::size_t i = 0; i < Y.size(); ++i) worst = std::max(worst, std::fabs(double(Y.data()[i]) - want.data()[i]));
+      CHECK(worst < 1e-4);  // sums of 40 products of normal entries: float rounding, far below one entry's size
+    }
   }
 }
 

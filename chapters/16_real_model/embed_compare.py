@@ -1,53 +1,178 @@
 #!/usr/bin/env python3
-"""Chapter 16's C++ forward beside sentence-transformers on PyTorch: sentence embeddings per second, one run.
+"""Chapter 16's C++ forward beside the engines people deploy this model with: sentence embeddings per second and
+per CPU-second, one run.
 
-usage: embed_compare.py EXECUTABLE MODEL_DIR SENTENCES [--threads 2] [--repeats 5] [--rounds 2]
+usage: embed_compare.py EXECUTABLE MODEL_DIR SENTENCES [--threads 2] [--repeats 5] [--rounds 3]
+                        [--engines course,sentence-transformers,onnxruntime,ctranslate2]
 
-Both embed the same sentences (chapters/16_real_model/sentences.txt) with the same model files on the same
-number of threads, in batches of 32 (sentence-transformers' default) and one at a time. The course
-(`EXECUTABLE bench`, BM_embed_sentences/batch:B/threads:T): each thread takes the next batch and runs it packed,
-no padding (sentence_embeddings()), OpenBLAS single-threaded in each thread; Google Benchmark's repetitions,
-median. sentence-transformers: torch.set_num_threads(T), model.encode(sentences, batch_size=B) (it sorts the
-sentences by length, so a batch pads little); one warm-up pass, then --repeats timed passes, median.
---rounds rounds of both in turn; medians over all.
+Every engine embeds the same sentences (chapters/16_real_model/sentences.txt) with the same model files on the same
+number of threads, in batches of 32 and one at a time; each result is mean-pooled over the tokens and L2-normalised,
+as sentence-transformers does.
+  - The course (`EXECUTABLE bench`, BM_embed_fast/batch:B/threads:T): each thread takes the next batch and runs it
+    packed, no padding, with the fast forward (fast_minilm.hpp); Google Benchmark's --repeats repetitions, median.
+    Its CPU time is the process's (attn::time_benchmark_calls: CLOCK_PROCESS_CPUTIME_ID, every thread's).
+  - sentence-transformers on PyTorch: torch.set_num_threads(T), model.encode(sentences, batch_size=B) (it sorts the
+    sentences by length, so a batch pads little).
+  - ONNX Runtime: the transformers BertModel of the same folder exported by torch.onnx.export (TorchScript exporter,
+    dynamic batch and length), a default InferenceSession (graph optimisations on: its own fusions) with
+    intra_op_num_threads = T; the tokenizer and the length-sorted batches as sentence-transformers'.
+  - CTranslate2: the same folder converted by its transformers converter (float32), ctranslate2.Encoder with
+    intra_threads = T; the same tokenizer and batches.
+For the Python engines: a warm-up pass, then --repeats timed passes over all sentences (wall: perf_counter; CPU:
+process_time, every thread of the process), median. --rounds rounds of every engine in turn, so that a change in
+the machine's load hits all alike; the table gives the median over rounds and the spread (lowest–highest round).
+Before timing, every engine's embeddings are compared with the course's: a cosine below 0.9999 stops the run.
+Exported and converted models are kept under build/ (build/ch16_engines/), never committed.
 Called by `./course bench 16 --vs-torch`; book page: book/measure_16_real_model.md.
 """
 import argparse
 import json
+import os
+import platform
 import statistics
 import subprocess
 import sys
 import time
 
+ENGINES = ["course", "sentence-transformers", "onnxruntime", "ctranslate2"]
+MIN_COSINE = 0.9999  # float32 rounding through six layers moves a cosine by ~1e-7; a wrong model by far more
 
-def course_rate(exe, batch, threads, repeats):
-    """The course's sentences per second in batches of \p batch on \p threads threads (median of Google
+
+def course_round(exe, batch, threads, repeats):
+    """The course's (sentences/s, sentences per CPU-second) at \\p batch on \\p threads threads (medians of Google
     Benchmark's repetitions) and its context (CPU, BLAS kernel)."""
     out = subprocess.run(
-        [exe, "bench", f"--benchmark_filter=^BM_embed_sentences/batch:{batch}/threads:{threads}/",
-         f"--benchmark_repetitions={repeats}",
-         "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
+        [exe, "bench", f"--benchmark_filter=^BM_embed_fast/batch:{batch}/threads:{threads}/",
+         f"--benchmark_repetitions={repeats}", "--benchmark_format=json"],
         check=True, capture_output=True, text=True).stdout
     run = json.loads(out)
+    walls, cpus = [], []
     for b in run["benchmarks"]:
         if b.get("error_occurred"):
             raise SystemExit(f"embed_compare: the course's benchmark failed: {b.get('error_message')}")
-        if b.get("aggregate_name") == "median":
-            return b["sentences/s"], run["context"]
-    raise SystemExit(f"embed_compare: no BM_embed_sentences/batch:{batch}/threads:{threads} in the course's output")
+        if b.get("run_type") == "iteration":
+            walls.append(b["sentences/s"])
+            cpus.append(b["sentences/cpu_s"])
+    if not walls:
+        raise SystemExit(f"embed_compare: no BM_embed_fast/batch:{batch}/threads:{threads} in the course's output")
+    return (statistics.median(walls), statistics.median(cpus)), run["context"]
 
 
-def torch_rate(model, sentences, batch, repeats):
-    """sentence-transformers' sentences per second (wall clock, median of \p repeats passes over all sentences)
-    and per CPU-second of the process."""
-    model.encode(sentences, batch_size=batch, convert_to_numpy=True)  # warm-up
+def course_embeddings(exe, sentences_path, cache):
+    """The course's embeddings of every sentence (ch16_real_model --write-embeddings), as a list of lists."""
+    path = os.path.join(cache, "course_embeddings.txt")
+    subprocess.run([exe, "--write-embeddings", path, "--sentences-file", sentences_path], check=True,
+                   capture_output=True, text=True)
+    with open(path, encoding="utf-8") as f:
+        return [[float(v) for v in line.split()] for line in f if line.strip()]
+
+
+def timed(encode, sentences, batch, repeats):
+    """(sentences/s, sentences per CPU-second): medians of \\p repeats passes after a warm-up pass."""
+    encode(sentences, batch)
     walls, cpus = [], []
     for _ in range(repeats):
         start, start_cpu = time.perf_counter(), time.process_time()
-        model.encode(sentences, batch_size=batch, convert_to_numpy=True)
+        encode(sentences, batch)
         walls.append(time.perf_counter() - start)
         cpus.append(time.process_time() - start_cpu)
     return len(sentences) / statistics.median(walls), len(sentences) / statistics.median(cpus)
+
+
+def pooled(np, hidden, mask):
+    """Mean pooling over the real tokens (mask) and L2 normalisation, as sentence-transformers' Pooling + Normalize."""
+    m = mask[..., None].astype(np.float32)
+    mean = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+    return mean / np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
+
+
+def by_length_batches(tokenizer, sentences, batch):
+    """Batches of sentence indices, longest first, as sentence-transformers forms them (little padding)."""
+    order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
+    return [order[i:i + batch] for i in range(0, len(order), batch)]
+
+
+def make_onnxruntime(model_dir, cache, threads, tokenizer):
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+    from transformers import BertModel
+    path = os.path.join(cache, "model.onnx")
+    if not os.path.exists(path):
+        class LastHiddenState(torch.nn.Module):  # BertModel's forward by keyword: its positional order varies
+            def __init__(self):
+                super().__init__()
+                # eager attention: the plain MatMul-Softmax-MatMul graph that ONNX Runtime's Attention fusion knows
+                self.bert = BertModel.from_pretrained(model_dir, add_pooling_layer=False,
+                                                      attn_implementation="eager").eval()
+
+            def forward(self, input_ids, attention_mask, token_type_ids):
+                return self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                                 token_type_ids=token_type_ids).last_hidden_state
+
+        example = tokenizer(["a sentence to trace"], return_tensors="pt")
+        dynamic = {0: "batch", 1: "tokens"}
+        with torch.no_grad():
+            torch.onnx.export(LastHiddenState(), (example["input_ids"], example["attention_mask"], example["token_type_ids"]),
+                              path + ".part", input_names=["input_ids", "attention_mask", "token_type_ids"],
+                              output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+                              dynamic_axes={"input_ids": dynamic, "attention_mask": dynamic, "token_type_ids": dynamic,
+                                            "last_hidden_state": dynamic})
+        os.replace(path + ".part", path)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+    def encode(sentences, batch):
+        out = [None] * len(sentences)
+        for idx in by_length_batches(tokenizer, sentences, batch):
+            t = tokenizer([sentences[i] for i in idx], padding=True, truncation=True, max_length=256, return_tensors="np")
+            feed = {k: t[k].astype(np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
+            e = pooled(np, session.run(None, feed)[0], t["attention_mask"])
+            for k, i in enumerate(idx):
+                out[i] = e[k]
+        return out
+    return encode, f"ONNX Runtime {ort.__version__} (opset 17, CPUExecutionProvider, default graph optimisations)"
+
+
+def make_ctranslate2(model_dir, cache, threads, tokenizer):
+    import ctranslate2
+    import numpy as np
+    path = os.path.join(cache, "ctranslate2")
+    if not os.path.exists(os.path.join(path, "model.bin")):
+        ctranslate2.converters.TransformersConverter(model_dir).convert(path, force=True)
+    encoder = ctranslate2.Encoder(path, device="cpu", intra_threads=threads, inter_threads=1, compute_type="float32")
+
+    def encode(sentences, batch):
+        out = [None] * len(sentences)
+        for idx in by_length_batches(tokenizer, sentences, batch):
+            ids = [tokenizer(sentences[i], truncation=True, max_length=256)["input_ids"] for i in idx]
+            hidden = np.array(encoder.forward_batch(ids).last_hidden_state)
+            mask = np.zeros(hidden.shape[:2], dtype=np.int64)
+            for k, row in enumerate(ids):
+                mask[k, :len(row)] = 1
+            e = pooled(np, hidden, mask)
+            for k, i in enumerate(idx):
+                out[i] = e[k]
+        return out
+    return encode, f"CTranslate2 {ctranslate2.__version__} (float32, converted by its transformers converter)"
+
+
+def make_sentence_transformers(model_dir, threads):
+    import sentence_transformers
+    import torch
+    from sentence_transformers import SentenceTransformer
+    model = SentenceTransformer(model_dir, device="cpu")
+
+    def encode(sentences, batch):
+        return list(model.encode(sentences, batch_size=batch, convert_to_numpy=True))
+    return encode, (f"sentence-transformers {sentence_transformers.__version__} on PyTorch {torch.__version__} "
+                    f"(CPU capability {torch.backends.cpu.get_cpu_capability()})")
+
+
+def cosine(a, b):
+    ab = sum(x * y for x, y in zip(a, b))
+    return ab / (sum(x * x for x in a) * sum(y * y for y in b)) ** 0.5
 
 
 def main():
@@ -57,56 +182,103 @@ def main():
     p.add_argument("sentences", help="chapters/16_real_model/sentences.txt")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--engines", default=",".join(ENGINES), help="a comma-separated subset of " + ",".join(ENGINES))
     a = p.parse_args()
+    engines = a.engines.split(",")
     if a.threads < 1 or a.repeats < 1 or a.rounds < 1:
         p.error("--threads, --repeats and --rounds must be at least 1")
+    if "course" not in engines or any(e not in ENGINES for e in engines):
+        p.error(f"--engines: a subset of {','.join(ENGINES)} that holds the course")
     try:
+        import numpy  # noqa: F401
         import torch
-        from sentence_transformers import SentenceTransformer
+        from transformers import AutoTokenizer
     except ImportError as e:
         print(f"embed_compare: {e.name} is not installed (./course bench 16 --vs-torch installs it)", file=sys.stderr)
         return 2
     with open(a.sentences, encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f]  # as the course reads them: whole lines, # lines skipped
     sentences = [line for line in lines if line and not line.startswith("#")]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(a.exe)))  # build/default/bin → build/default
+    cache = os.path.join(os.path.dirname(root), "ch16_engines")    # build/ch16_engines
+    os.makedirs(cache, exist_ok=True)
     torch.set_num_threads(a.threads)
-    model = SentenceTransformer(a.model, device="cpu")
+    tokenizer = AutoTokenizer.from_pretrained(a.model)
 
-    # Rounds of each contender in turn, so that a change in the machine's load hits all alike.
-    ours32, ours1, theirs32, theirs1, contexts = [], [], [], [], []
+    makers = {"sentence-transformers": lambda: make_sentence_transformers(a.model, a.threads),
+              "onnxruntime": lambda: make_onnxruntime(a.model, cache, a.threads, tokenizer),
+              "ctranslate2": lambda: make_ctranslate2(a.model, cache, a.threads, tokenizer)}
+    encoders, versions = {}, {}
+    for name in [e for e in engines if e != "course"]:
+        encoders[name], versions[name] = makers[name]()
+
+    # The same model first: every engine's embeddings against the course's.
+    ours = course_embeddings(a.exe, a.sentences, cache)
+    agreement = {}
+    for name, encode in encoders.items():
+        theirs = encode(sentences, 32)
+        cosines = [cosine(x, [float(v) for v in y]) for x, y in zip(ours, theirs)]
+        worst = max(max(abs(x - float(y)) for x, y in zip(u, v)) for u, v in zip(ours, theirs))
+        agreement[name] = (min(cosines), worst)
+        if min(cosines) < MIN_COSINE:
+            raise SystemExit(f"embed_compare: {name}'s embeddings differ from the course's (lowest cosine "
+                             f"{min(cosines):.6f} < {MIN_COSINE}): not the same model, nothing timed")
+
+    # Rounds of every engine in turn, so that a change in the machine's load hits all alike.
+    rates = {name: {1: [], 32: []} for name in engines}
+    context = {}
     for _ in range(a.rounds):
-        rate, context = course_rate(a.exe, 32, a.threads, a.repeats)
-        ours32.append(rate)
-        contexts.append(context)
-        ours1.append(course_rate(a.exe, 1, a.threads, a.repeats)[0])
-        time.sleep(0.5)
-        theirs32.append(torch_rate(model, sentences, 32, a.repeats))
-        theirs1.append(torch_rate(model, sentences, 1, a.repeats))
-        time.sleep(0.5)
-    c32, c1 = statistics.median(ours32), statistics.median(ours1)
-    t32 = statistics.median(r[0] for r in theirs32), statistics.median(r[1] for r in theirs32)
-    t1 = statistics.median(r[0] for r in theirs1), statistics.median(r[1] for r in theirs1)
-    context = contexts[-1]
-    import sentence_transformers
-    print(f"Problem: {len(sentences)} sentences of {a.sentences.split('/')[-1]}, all-MiniLM-L6-v2, float32, "
-          f"{a.threads} threads")
-    print(f"PyTorch {torch.__version__}, sentence-transformers {sentence_transformers.__version__}: "
-          f"CPU capability {torch.backends.cpu.get_cpu_capability()}, torch threads {torch.get_num_threads()}")
-    print(f"Course: chapter 16's forward, a batch per thread, packed; {context.get('cpu', '?')}")
-    print(f"  {context.get('blas', '?').split(' NO_')[0]}, kernel {context.get('blas_kernel', '?')}")
+        for name in engines:
+            for batch in (1, 32):
+                if name == "course":
+                    rate, context = course_round(a.exe, batch, a.threads, a.repeats)
+                else:
+                    rate = timed(encoders[name], sentences, batch, a.repeats)
+                rates[name][batch].append(rate)
+            time.sleep(0.5)
+
+    print(f"Problem: {len(sentences)} sentences of {os.path.basename(a.sentences)}, all-MiniLM-L6-v2, float32, "
+          f"{a.threads} threads; Python {platform.python_version()}")
+    print(f"Course: chapter 16's fast forward (BM_embed_fast), a batch per thread, packed; "
+          f"{context.get('cpu', '?')}")
+    print(f"  {context.get('blas', '?').split(' NO_')[0]}, kernel {context.get('blas_kernel', '?')} "
+          f"(the products use the course's own AVX-512 kernel on packed weights where the CPU has AVX-512)")
+    for name in encoders:
+        print(f"{name}: {versions[name]}")
     print()
-    header = f"{'batch':<6} {'course sentences/s':>18} {'sentence-transformers':>21} {'course/them':>11}"
+    print("The same model: every engine's embeddings of the sentences (batch 32) against the course's")
+    for name, (low, worst) in agreement.items():
+        print(f"  {name:<22} lowest cosine {low:.9f}, largest |difference| {worst:.2e}")
+    print()
+    header = (f"{'engine':<22} {'batch':>5} {'sentences/s':>12} {'spread':>15} {'per CPU-s':>10} {'spread':>15}"
+              f" {'course/it':>9} {'per CPU-s':>9}")
     print(header)
     print("-" * len(header))
-    for batch, ours, theirs in ((32, c32, t32), (1, c1, t1)):
-        print(f"{batch:<6} {ours:>18.1f} {theirs[0]:>21.1f} {ours / theirs[0]:>10.2f}x")
+    med = {name: {b: (statistics.median(r[0] for r in rates[name][b]), statistics.median(r[1] for r in rates[name][b]))
+                  for b in (1, 32)} for name in engines}
+    for batch in (1, 32):
+        for name in engines:
+            r = rates[name][batch]
+            wall, cpu = med[name][batch]
+            spread_w = f"{min(x[0] for x in r):.1f}-{max(x[0] for x in r):.1f}"
+            spread_c = f"{min(x[1] for x in r):.1f}-{max(x[1] for x in r):.1f}"
+            ratio = "" if name == "course" else (f"{med['course'][batch][0] / wall:>8.2f}x "
+                                                 f"{med['course'][batch][1] / cpu:>8.2f}x")
+            print(f"{name:<22} {batch:>5} {wall:>12.1f} {spread_w:>15} {cpu:>10.1f} {spread_c:>15} {ratio}")
     print()
-    print("course/them > 1 means the course's forward embeds more sentences per second.")
-    print(f"sentence-transformers per CPU-second: {t32[1]:.1f} (batch 32), {t1[1]:.1f} (batch 1) sentences.")
-    print(f"{a.rounds} rounds, each: the course ({a.repeats} Google Benchmark repetitions), then sentence-")
-    print(f"  transformers (a warm-up pass, then {a.repeats} timed passes over all sentences, each batch size);")
-    print("  medians over all.")
+    others = [n for n in engines if n != "course"]
+    for batch in (1, 32):
+        if others:
+            best_w = max(others, key=lambda n: med[n][batch][0])
+            best_c = max(others, key=lambda n: med[n][batch][1])
+            print(f"batch {batch:>2}: course / fastest other: {med['course'][batch][0] / med[best_w][batch][0]:.2f}x "
+                  f"wall ({best_w}), {med['course'][batch][1] / med[best_c][batch][1]:.2f}x per CPU-second ({best_c})")
+    print()
+    print("course/it > 1 means the course embeds more sentences per second (or per CPU-second) than that engine.")
+    print(f"{a.rounds} rounds, each: every engine in turn at batch 1 and 32; the course {a.repeats} Google Benchmark")
+    print(f"  repetitions, the others a warm-up pass then {a.repeats} timed passes over all sentences; medians, and")
+    print("  the spread over rounds (lowest-highest).")
     return 0
 
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "07_sparse/sparse.hpp"
@@ -31,6 +32,7 @@
 #include "12_learning/flow.hpp"
 #include "12_learning/learning.hpp"
 #include "16_real_model/backward.hpp"
+#include "16_real_model/fast_minilm.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/real_model.hpp"
 #include "attn/chapter.hpp"
@@ -486,8 +488,64 @@ void print_deletion(const ch16::MiniLM& m, const std::vector<std::string>& sente
 }
 // [deletion]
 
+// --- for ./course bench 16 --vs-torch: the fast forward's embeddings, to check the engines race the same model ---
+
+/// Writes the fast forward's embedding of every sentence of \p sentences_path (one at a time, as at batch 1) to
+/// \p out_path, one line of d numbers per sentence.
+void write_embeddings(const std::string& dir, const std::string& sentences_path, const std::string& out_path) {
+  const attn::SingleThreadedBlas one_thread;
+  const ch16::MiniLM m = ch16::load_minilm(dir);
+  const ch16::FastMiniLM fast(m);
+  ch16::ForwardScratch scratch;
+  std::ofstream out(out_path);
+  for (const std::string& s : ch16::read_sentences(sentences_path)) {
+    const Vector e = fast.embed_sentences({s}, scratch).front();
+    for (std::size_t j = 0; j < e.size(); ++j) out << fmt::format("{}{:.9g}", j == 0 ? "" : " ", e(j));
+    out << '\n';
+  }
+  if (!out) throw std::runtime_error(fmt::format("--write-embeddings {}: cannot write it", out_path));
+}
+
+// --- the measurements page's breakdown, drawn from the recording ---------------------------------------------------
+
+/// The measurements page's picture of where one forward's time goes: the share of each ForwardStep in the recorded
+/// BM_forward_steps (book/recorded/ch16_bench.json, `./course bench 16 --record`), one column for a 12-token
+/// sentence alone and one for 32 sentences packed. Drawn from the recording, not from this run: the page's numbers
+/// are the recording's, and the picture must show the same ones.
+void draw_breakdown(const attn::Chapter& chapter) {
+  const auto path = chapter.figure_path("ch16_breakdown.svg");
+  if (!path) return;
+  std::ifstream in(ATTN_CH16_RECORDED_BENCH);
+  const nlohmann::json run = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const std::array<const char*, 2> names{"BM_forward_steps/batch:1/real_time", "BM_forward_steps/batch:32/real_time"};
+  const std::size_t steps = static_cast<std::size_t>(ch16::ForwardStep::count);
+  Matrix share = xt::zeros<float>({steps, names.size()});  // (steps, 2): each step's share of the forward
+  std::size_t found = 0;
+  if (run.is_object() && run.contains("benchmarks") && run["benchmarks"].is_array())
+    for (const auto& b : run["benchmarks"])
+      for (std::size_t c = 0; c < names.size(); ++c)
+        if (b.value("name", "") == names[c] && b.contains("steps_total_us")) {
+          ++found;
+          for (std::size_t i = 0; i < steps; ++i)
+            share(i, c) = static_cast<float>(
+                b.value(std::string(ch16::step_name(static_cast<ch16::ForwardStep>(i))) + "_us", 0.0) /
+                b["steps_total_us"].get<double>());
+        }
+  if (found != names.size()) {  // a recording from before the breakdown existed
+    std::ofstream(*path) << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"480\" height=\"40\"><text x=\"10\" "
+                            "y=\"25\">No breakdown recorded: ./course bench 16 --record</text></svg>\n";
+    return;
+  }
+  std::vector<std::string> rows;
+  for (std::size_t i = 0; i < steps; ++i) rows.emplace_back(ch16::step_name(static_cast<ch16::ForwardStep>(i)));
+  attn::write_svg_heatmap(*path, share, rows, {"12 tokens, alone", "32 sentences, packed"},
+                          "share of the forward's time by step (recorded)");
+  chapter.announce_figure(*path);
+}
+
 void tell_the_story(const attn::Chapter& chapter, const std::string& dir, std::size_t head_sentences,
                     std::size_t prune_sentences) {
+  draw_breakdown(chapter);
   if (const std::string why = ch16::model_missing_reason(dir); !why.empty()) {
     fmt::print("This chapter needs the model, and it is not here:\n{}", attn::wrapped(why, 96));
     // The book's pages include the figures: without the model they say so instead of breaking the build.
@@ -539,5 +597,12 @@ int main(int argc, char** argv) {
       .add_option("--prune-sentences", prune_sentences,
                   "Sentences the pruning curve and the shortcuts are measured on (≥ 3)")
       ->check(CLI::Range(std::size_t{3}, std::size_t{100000}));
-  return chapter.run(argc, argv, [&] { tell_the_story(chapter, dir, head_sentences, prune_sentences); });
+  std::string embeddings_out, sentences_file = ATTN_CH16_SENTENCES;
+  chapter.cli().add_option("--write-embeddings", embeddings_out,
+                           "Only write the fast forward's embeddings of --sentences-file to this file (one line each)");
+  chapter.cli().add_option("--sentences-file", sentences_file, "The sentences --write-embeddings embeds");
+  return chapter.run(argc, argv, [&] {
+    if (!embeddings_out.empty()) return write_embeddings(dir, sentences_file, embeddings_out);
+    tell_the_story(chapter, dir, head_sentences, prune_sentences);
+  });
 }
