@@ -60,9 +60,9 @@ ATTN_VECTOR_CLONES float exp_shift_sum_loops(float* s, std::size_t n, float m) {
   float lane[kLanes] = {};
   std::size_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
-    for (std::size_t k = 0; k < kLanes; ++k) lane[k] += (s[j + k] = exp_nonpositive(s[j + k] - m));
+    for (std::size_t k = 0; k < kLanes; ++k) lane[k] += (s[j + k] = exp_nonpositive(std::min(s[j + k] - m, 0.0f)));
   float sum = 0.0f;
-  for (; j < n; ++j) sum += (s[j] = exp_nonpositive(s[j] - m));
+  for (; j < n; ++j) sum += (s[j] = exp_nonpositive(std::min(s[j] - m, 0.0f)));
   for (float v : lane) sum += v;
   return sum;
 }
@@ -77,17 +77,20 @@ namespace avx512 {
 
 // The same sums as exp_shift_sum_loops(): sixteen lanes, the tail added in order, then the lanes in order.
 float exp_shift_sum(float* s, std::size_t n, float m) {
-  const __m512 shift = _mm512_set1_ps(m);
+  const __m512 shift = _mm512_set1_ps(m), zero = _mm512_setzero_ps();
   __m512 lanes = _mm512_setzero_ps();
   std::size_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
-    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(s + j), shift));
+    // min(0, x) with 0 first: where x is NaN, vminps gives its second operand, so NaN stays NaN.
+    const __m512 x = _mm512_sub_ps(_mm512_loadu_ps(s + j), shift);
+    const __m512 e = exp_nonpositive(_mm512_maskz_min_ps(0xFFFF, zero, x));
     _mm512_storeu_ps(s + j, e);
     lanes = _mm512_add_ps(lanes, e);
   }
   const __mmask16 tail = static_cast<__mmask16>((1u << (n - j)) - 1u);  // n - j < 16
   float e[kLanes], lane[kLanes];
-  _mm512_storeu_ps(e, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + j), shift)));
+  const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + j), shift);
+  _mm512_storeu_ps(e, exp_nonpositive(_mm512_maskz_min_ps(0xFFFF, zero, x)));
   _mm512_mask_storeu_ps(s + j, tail, _mm512_loadu_ps(e));
   _mm512_storeu_ps(lane, lanes);
   float sum = 0.0f;

@@ -24,11 +24,12 @@ namespace attn::ch05 {
 float row_max(const float* s, std::size_t n);
 
 /// s[j] ← e^{s[j] - m} for j in [0, n), returning their sum. On a CPU with AVX-512, a copy written with its
-/// intrinsics runs instead of the compiler's (the same bits, a fifth less time). Needs every s[j] ≤ m (m is the row's
-/// running max); where s[j] − m < −87, e^{s[j] − m} is below the smallest normal float and the result is 0 (-inf, a
-/// masked score, included): never a subnormal number, which Intel cores compute many times slower, and
-/// nothing beside a sum ≥ 1. Outside the contract (NaN, s[j] > m)
-/// the result is meaningless (NaN stays NaN) but never undefined behaviour.
+/// intrinsics runs instead of the compiler's (the same bits, a fifth less time). m is the row's running max, or a
+/// backward's lse; a score above it counts as m itself (e^0 = 1: a probability is at most 1, where lse rounded below
+/// a huge score). Where s[j] − m < −87, e^{s[j] − m} is below the smallest normal float and the result is 0 (-inf, a
+/// masked score, included): never a subnormal number, which Intel cores compute many times slower, and nothing
+/// beside a sum ≥ 1. Outside the contract (NaN) the result is meaningless (NaN stays NaN) but never undefined
+/// behaviour.
 float exp_shift_sum(float* s, std::size_t n, float m);
 
 /// o[0, n) ← alpha · o[0, n) (nothing for n = 0; a NaN alpha makes the row NaN, as the product does).

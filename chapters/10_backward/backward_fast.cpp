@@ -155,9 +155,8 @@ void backward_tile(const Problem& p, const BackwardConfig& cfg, std::size_t head
     const std::size_t horizon = r0 + r + offset + 1;  // causal: row r sees keys [0, horizon)
     std::size_t visible = !p.causal ? cols : horizon <= c0 ? 0 : std::min(cols, horizon - c0);
     if (lse[r] == kMinusInf) visible = 0;  // the row saw no key in the forward: P = 0
-    // A probability is at most 1: a score above lse (lse rounded below a huge score, or not the forward's) is taken
-    // as lse, so its P is exp(0) = 1, not infinite (flash_backward's rule; the vectorised exp is not made for x > 88).
-    for (std::size_t c = 0; c < visible; ++c) s[c] = std::min(s[c], lse[r]);
+    // A probability is at most 1: exp_shift_sum() takes a score above lse (lse rounded below a huge score, or not the
+    // forward's) as lse, so its P is exp(0) = 1, not infinite (flash_backward's rule).
     ch05::exp_shift_sum(s, visible, lse[r]);
     std::fill(s + visible, s + cols, 0.0f);
   }
