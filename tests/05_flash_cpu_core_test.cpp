@@ -177,8 +177,8 @@ TEST_SUITE("05_flash_cpu: hostile battery") {
       };
     };
     using Counts = std::vector<std::uint64_t>;
-    hostile::battery("FastMemory::load", {"floats"},
-                     on_memory([](ch05::FastMemory& f, std::size_t n) { f.load(n); }), std::size_t{2})
+    hostile::battery("FastMemory::load", {"floats"}, on_memory([](ch05::FastMemory& f, std::size_t n) { f.load(n); }),
+                     std::size_t{2})
         .fits([](std::size_t n) { return n <= 6; })
         .answer([](const Counts& c, std::size_t n) { return c[0] == 3 + n && c[2] == std::max<std::size_t>(4, 4 + n); })
         .run();
@@ -187,8 +187,8 @@ TEST_SUITE("05_flash_cpu: hostile battery") {
         .fits([](std::size_t n) { return n <= 6; })
         .answer([](const Counts& c, std::size_t n) { return c[0] == 3 && c[2] == 4 + n; })
         .run();
-    hostile::battery("FastMemory::store", {"floats"},
-                     on_memory([](ch05::FastMemory& f, std::size_t n) { f.store(n); }), std::size_t{2})
+    hostile::battery("FastMemory::store", {"floats"}, on_memory([](ch05::FastMemory& f, std::size_t n) { f.store(n); }),
+                     std::size_t{2})
         .fits([](std::size_t n) { return n <= std::numeric_limits<std::uint64_t>::max() - 3; })
         .answer([](const Counts& c, std::size_t n) { return c[1] == 3 + n; })
         .run();
@@ -370,8 +370,9 @@ TEST_SUITE("05_flash_cpu: hostile battery") {
     // hostile battery: scores_tile, accumulate_pv
     const std::size_t w = ch05::key_panel_width();
     if (w == 0) {
-      MESSAGE("skipped: no micro-kernels on this CPU (tile_kernel_isa() is \"\"): scores_tile and accumulate_pv "
-              "refuse every call, as their bad-input case checks");
+      MESSAGE(
+          "skipped: no micro-kernels on this CPU (tile_kernel_isa() is \"\"): scores_tile and accumulate_pv "
+          "refuse every call, as their bad-input case checks");
       return;
     }
     using Row = std::vector<float>;
@@ -383,8 +384,8 @@ TEST_SUITE("05_flash_cpu: hostile battery") {
     constexpr std::size_t kMaxS = std::size_t{1} << 16;  // the largest S the battery's calls allocate
     hostile::battery(
         "scores_tile", {"Q", "rows", "ld_q", "d_k", "K_panels", "panels", "scale", "ld_s"},
-        [w](const Row& Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const Row& K_panels,
-            std::size_t panels, float scale, std::size_t ld_s) {
+        [w](const Row& Q, std::size_t rows, std::size_t ld_q, std::size_t d_k, const Row& K_panels, std::size_t panels,
+            float scale, std::size_t ld_s) {
           std::size_t S_size = 0, panel_floats = 0;
           if (__builtin_mul_overflow(rows, ld_s, &S_size) || S_size > kMaxS ||
               __builtin_mul_overflow(panels, d_k * w, &panel_floats) || panel_floats > K_panels.size() ||
@@ -418,7 +419,8 @@ TEST_SUITE("05_flash_cpu: hostile battery") {
           ch05::accumulate_pv(P.data(), rows, cols, ld_p, V.data(), ld_v, d_v, O.data(), ld_o);
           return O;
         },
-        probabilities, std::size_t{3}, std::size_t{5}, std::size_t{5}, values, std::size_t{2}, std::size_t{2}, std::size_t{2})
+        probabilities, std::size_t{3}, std::size_t{5}, std::size_t{5}, values, std::size_t{2}, std::size_t{2},
+        std::size_t{2})
         .fits([](const Row&, std::size_t, std::size_t cols, std::size_t ld_p, const Row&, std::size_t ld_v,
                  std::size_t d_v, std::size_t ld_o) { return ld_p >= cols && ld_v >= d_v && ld_o >= d_v; })
         .exempt("= 2^", "a size past the lists is not passed on (see the suite's comment): nothing to judge")
@@ -453,13 +455,13 @@ TEST_SUITE("05_flash_cpu: hostile battery") {
                  V.shape(1) == K.shape(1) && B_r > 0 && B_c > 0 && threads > 0 &&
                  (!causal || Q.shape(1) <= K.shape(1)) && B_r < (std::size_t{1} << 32);  // B_r is kept: its tiles
         })
-        .exempt("B_r = 2^32", "B_r is kept as given (chapter 10 recomputes its blocks): the threads' score tiles of "
-                              "68 GB are answered where they fit the memory available, refused naming it elsewhere")
+        .exempt("B_r = 2^32",
+                "B_r is kept as given (chapter 10 recomputes its blocks): the threads' score tiles of "
+                "68 GB are answered where they fit the memory available, refused naming it elsewhere")
         .exempt("every size 2^32", "as B_r = 2^32")
         .answer([](const attn::Tensor3& O, const attn::Tensor3& Q, const attn::Tensor3&, const attn::Tensor3& V, bool,
-                   std::size_t, std::size_t, int) {
-          return O.shape(0) == Q.shape(0) && O.shape(1) == Q.shape(1) && O.shape(2) == V.shape(2);
-        })
+                   std::size_t, std::size_t,
+                   int) { return O.shape(0) == Q.shape(0) && O.shape(1) == Q.shape(1) && O.shape(2) == V.shape(2); })
         .run();
   }
 }

@@ -376,7 +376,9 @@ TEST_SUITE("06_flash_cuda: hostile battery") {
     // hostile battery: attention_flops, roofline, round_to_bf16
     hostile::battery(
         "attention_flops", {"bh", "n_q", "n_kv", "d", "causal"},
-        [](int bh, int n_q, int n_kv, int d, bool causal) { return ch06::attention_flops({bh, n_q, n_kv, d, causal}); },
+        [](int bh, int n_q, int n_kv, int d, bool causal) {
+          return ch06::attention_flops({bh, n_q, n_kv, d, causal});
+        },
         2, 96, 128, 64, true)
         .fits(shape_fits)
         .answer([](double flops, int bh, int n_q, int n_kv, int d, bool causal) {

@@ -306,7 +306,8 @@ TEST_SUITE("06_flash_cuda") {
   TEST_CASE("flash_smem_bytes under the hostile battery" * doctest::test_suite("06_flash_cuda/flash_smem_bytes")) {
     // hostile battery: flash_smem_bytes
     // (B_r + 2·B_c)·d·element_bytes + 4·B_r·B_c, or nothing once it passes 64 bits
-    const auto bytes = [](std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t e) -> std::optional<std::size_t> {
+    const auto bytes = [](std::size_t B_r, std::size_t B_c, std::size_t d,
+                          std::size_t e) -> std::optional<std::size_t> {
       std::size_t rows = 0, tiles = 0, scores = 0, sum = 0;
       if (__builtin_mul_overflow(B_c, 2, &rows) || __builtin_add_overflow(rows, B_r, &rows) ||
           __builtin_mul_overflow(rows, d, &tiles) || __builtin_mul_overflow(tiles, e, &tiles) ||
@@ -317,7 +318,9 @@ TEST_SUITE("06_flash_cuda") {
     };
     hostile::battery(
         "flash_smem_bytes", {"B_r", "B_c", "d", "element_bytes"},
-        [](std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t e) { return attn::flash_smem_bytes(B_r, B_c, d, e); },
+        [](std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t e) {
+          return attn::flash_smem_bytes(B_r, B_c, d, e);
+        },
         std::size_t{64}, std::size_t{64}, std::size_t{64}, std::size_t{4})
         .fits([&](std::size_t B_r, std::size_t B_c, std::size_t d, std::size_t e) {
           return B_r > 0 && B_c > 0 && d > 0 && e > 0 && bytes(B_r, B_c, d, e).has_value();
@@ -341,10 +344,10 @@ TEST_SUITE("06_flash_cuda") {
           return batch > 0 && heads > 0 && n_q > 0 && B_r > 0 && batch <= 65535 && heads <= 65535 &&
                  n_q / B_r + (n_q % B_r != 0) <= 2147483647u;
         })
-        .answer([](const std::vector<unsigned>& g, std::size_t batch, std::size_t heads, std::size_t n_q,
-                   std::size_t B_r) {
-          return g[0] == n_q / B_r + (n_q % B_r != 0) && g[1] == heads && g[2] == batch && g[3] == 128;
-        })
+        .answer(
+            [](const std::vector<unsigned>& g, std::size_t batch, std::size_t heads, std::size_t n_q, std::size_t B_r) {
+              return g[0] == n_q / B_r + (n_q % B_r != 0) && g[1] == heads && g[2] == batch && g[3] == 128;
+            })
         .run();
   }
 
@@ -353,7 +356,9 @@ TEST_SUITE("06_flash_cuda") {
     // Any values have an answer (documented): within both limits, equal included.
     hostile::battery(
         "plan_fits", {"smem_bytes", "smem_per_block"},
-        [](std::size_t smem, std::size_t limit) { return attn::plan_fits(smem, 128, DeviceLimits{limit, 1024}); },
+        [](std::size_t smem, std::size_t limit) {
+          return attn::plan_fits(smem, 128, DeviceLimits{limit, 1024});
+        },
         std::size_t{49152}, std::size_t{101376})
         .answer([](bool fits, std::size_t smem, std::size_t limit) { return fits == (smem <= limit); })
         .run();

@@ -49,8 +49,9 @@ bool system_fits(const Matrix& a, const Matrix& b, const Matrix& c) {
   return ok;
 }
 
-const char* const kFitsMemory = "16 GiB or more: answered where the memory available holds it (the contract's "
-                                "limit, past the battery's 4 GiB), refused naming the estimate elsewhere";
+const char* const kFitsMemory =
+    "16 GiB or more: answered where the memory available holds it (the contract's "
+    "limit, past the battery's 4 GiB), refused naming the estimate elsewhere";
 
 }  // namespace
 
@@ -223,7 +224,8 @@ TEST_SUITE("14_state_space: hostile battery") {
         .fits([](const Matrix& a, const Matrix& b, const Matrix& c, std::size_t n) {
           return system_fits(a, b, c) && n < (std::size_t{1} << 32);
         })
-        .answer([](const Vector& K, const Matrix&, const Matrix&, const Matrix&, std::size_t n) { return K.size() == n; })
+        .answer(
+            [](const Vector& K, const Matrix&, const Matrix&, const Matrix&, std::size_t n) { return K.size() == n; })
         .exempt("n = 2^32", kFitsMemory)
         .run();
     hostile::battery(
@@ -276,8 +278,8 @@ TEST_SUITE("14_state_space: hostile battery") {
         .run();
     hostile::battery(
         "orthonormal_rows", {"rng", "m", "d"},
-        [](attn::Rng& rng, std::size_t m, std::size_t d) { return ch14::orthonormal_rows(rng, m, d); },
-        attn::Rng(1464), std::size_t{3}, std::size_t{5})
+        [](attn::Rng& rng, std::size_t m, std::size_t d) { return ch14::orthonormal_rows(rng, m, d); }, attn::Rng(1464),
+        std::size_t{3}, std::size_t{5})
         .fits([](const attn::Rng&, std::size_t m, std::size_t d) {
           std::size_t md = 0;
           return m <= d && !__builtin_mul_overflow(m, d, &md) && md < (std::size_t{1} << 32);
@@ -374,8 +376,9 @@ TEST_SUITE("14_state_space: hostile battery") {
         },
         from, std::size_t{32})
         .fits([](const std::vector<float>&, std::size_t n) { return n % 16 == 0; })
-        .exempt("from with", "its contract is values ≤ 0 (the scan's decays, checked there): any value is computed "
-                             "as its exponential, NaN stays NaN")
+        .exempt("from with",
+                "its contract is values ≤ 0 (the scan's decays, checked there): any value is computed "
+                "as its exponential, NaN stays NaN")
         .exempt("= 2^", "a multiple of 16 past the list: not passed on (a size past it cannot be seen)")
         .exempt("every size", "as = 2^")
         .run();

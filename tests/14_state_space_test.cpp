@@ -733,8 +733,9 @@ TEST_SUITE("14_state_space") {
           return p(0) == la * ea && p(1) == la * eb + lb;
         })
         .exempt("= NaN", "documented: a NaN propagates as float arithmetic does (the scans refuse it first)")
-        .exempt("inf", "documented: an infinity propagates as float arithmetic does, 0·inf a NaN (the scans refuse "
-                       "it first)")
+        .exempt("inf",
+                "documented: an infinity propagates as float arithmetic does, 0·inf a NaN (the scans refuse "
+                "it first)")
         .exempt("3e38", "documented: float arithmetic, whose 3e38·3e38 is inf and inf − inf NaN (the scans bound it)")
         .run();
   }

@@ -329,12 +329,12 @@ TEST_SUITE("16_real_model: chapter code") {
     CHECK(fast.embed_sentences({}, scratch).empty());
     // Longer than 16 tokens (attention's vectors of 16 keys, several and a partial one) and up to the 256-token cut:
     // against the chapter's own forward.
-    for (const std::string& text : {std::string("The cat sat on the mat; it was tired, and so was the dog beside it."),
-                                    [] {
-                                      std::string s;
-                                      for (int i = 0; i < 60; ++i) s += "the cat sat on the mat. ";
-                                      return s;
-                                    }()}) {
+    for (const std::string& text :
+         {std::string("The cat sat on the mat; it was tired, and so was the dog beside it."), [] {
+            std::string s;
+            for (int i = 0; i < 60; ++i) s += "the cat sat on the mat. ";
+            return s;
+          }()}) {
       INFO("long: ", text.substr(0, 40));
       const Vector want_long = ch16::sentence_embedding(*model, text);
       CHECK_ALLCLOSE(fast.embed_sentences({text}, scratch).front(),
@@ -359,7 +359,8 @@ TEST_SUITE("16_real_model: chapter code") {
       ch16::detail::apply_linear(L, X.data(), n, Y.data());
       const Matrix want = ch16::linear(X, W, b);  // (n, 48)
       double worst = 0.0;
-      for (std::size_t i = 0; i < Y.size(); ++i) worst = std::max(worst, std::fabs(double(Y.data()[i]) - want.data()[i]));
+      for (std::size_t i = 0; i < Y.size(); ++i)
+        worst = std::max(worst, std::fabs(double(Y.data()[i]) - want.data()[i]));
       CHECK(worst < 1e-4);  // sums of 40 products of normal entries: float rounding, far below one entry's size
     }
   }

@@ -60,8 +60,9 @@ double tiled_working_set(std::size_t d, std::size_t B_r, std::size_t B_c) {
 void require_model_sizes(const char* where, std::size_t M, double steps, std::size_t n = 0) {
   require(M <= kMaxFastMemory, fmt::format("{}: M = {} floats; the model takes at most {} (far beyond any cache)",
                                            where, M, kMaxFastMemory));
-  require(steps <= kMaxModelSteps, fmt::format("{}: n = {} needs {:.3g} transfers to simulate one by one; at most {:.0e}",
-                                               where, n, steps, kMaxModelSteps));
+  require(steps <= kMaxModelSteps,
+          fmt::format("{}: n = {} needs {:.3g} transfers to simulate one by one; at most {:.0e}", where, n, steps,
+                      kMaxModelSteps));
 }
 
 // ⌈n / b⌉ in double.

@@ -28,7 +28,8 @@ void attend_head_avx512(const float* qkv, std::size_t n, std::size_t d, std::siz
     __m512 top = _mm512_set1_ps(-INFINITY);
     for (std::size_t j = 0; j < n16; j += 16) {
       __m512 s = _mm512_setzero_ps();
-      for (std::size_t c = 0; c < d_k; ++c) s = _mm512_fmadd_ps(_mm512_set1_ps(q[c]), _mm512_loadu_ps(keys_t + c * n16 + j), s);
+      for (std::size_t c = 0; c < d_k; ++c)
+        s = _mm512_fmadd_ps(_mm512_set1_ps(q[c]), _mm512_loadu_ps(keys_t + c * n16 + j), s);
       s = _mm512_mul_ps(s, scale);
       const __mmask16 real = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1u);
       s = _mm512_mask_blend_ps(real, _mm512_set1_ps(-INFINITY), s);  // padding: exp(−∞) = 0

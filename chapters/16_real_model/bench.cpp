@@ -24,7 +24,8 @@ namespace ch16 = attn::ch16;
 const attn::BenchCeilings ceilings_at{1, 2};  // the embeddings run on one thread and on two
 
 /// Runs \p embed_share(t, begin, end) on \p threads threads for every iteration of \p state, thread t taking an
-/// equal share [begin, end) of the \p n sentences; counts sentences per second (wall) and per CPU-second of the process.
+/// equal share [begin, end) of the \p n sentences; counts sentences per second (wall) and per CPU-second of the
+/// process.
 template <class EmbedShare>
 void embed_on_threads(benchmark::State& state, std::size_t n, std::size_t threads, const EmbedShare& embed_share) {
   const attn::CallSeconds s = attn::time_benchmark_calls(state, [&] {

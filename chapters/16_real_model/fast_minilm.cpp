@@ -2,8 +2,6 @@
 // (fast_minilm.hpp says which engine does the same).
 #include "16_real_model/fast_minilm.hpp"
 
-
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -99,7 +97,8 @@ void attend_head(const float* qkv, std::size_t n, std::size_t d, std::size_t d_k
                  float* keys_t, float* scores) {
 #if ATTN_HAVE_SLEEF
   // Sixteen keys at a time where the CPU has AVX-512 and a head is 1 to 4 vectors wide (all-MiniLM's d_k = 32).
-  if (cpu_has_avx512() && d_k % 16 == 0 && d_k <= 64) return attend_head_avx512(qkv, n, d, d_k, head, out, keys_t, scores);
+  if (cpu_has_avx512() && d_k % 16 == 0 && d_k <= 64)
+    return attend_head_avx512(qkv, n, d, d_k, head, out, keys_t, scores);
 #endif
   const std::size_t row = 3 * d, q0 = head * d_k, k0 = d + head * d_k, v0 = 2 * d + head * d_k;
   for (std::size_t j = 0; j < n; ++j)
@@ -135,8 +134,9 @@ void require_finite_weight(const char* name, const float* data, std::size_t size
 }  // namespace
 
 const char* step_name(ForwardStep step) {
-  static constexpr const char* kNames[] = {"tokenize", "embed",      "qkv",     "attention", "out_projection", "ffn_up",
-                                           "gelu",     "ffn_down",   "layer_norm", "pooling", "buffers"};
+  static constexpr const char* kNames[] = {"tokenize",       "embed",   "qkv",    "attention",
+                                           "out_projection", "ffn_up",  "gelu",   "ffn_down",
+                                           "layer_norm",     "pooling", "buffers"};
   const auto i = static_cast<std::size_t>(step);
   require(i < static_cast<std::size_t>(ForwardStep::count), fmt::format("step_name: step {} is not a step", i));
   return kNames[i];
@@ -192,17 +192,21 @@ FastMiniLM::FastMiniLM(const MiniLM& model) : model_(model) {
                       shape_str(model.position), shape_str(model.token_type), shape_str(model.ln_gamma),
                       shape_str(model.ln_beta)));
   // Every number the forward reads unchecked, scanned once here: no product or LayerNorm scans them per call.
-  const auto finite = [](const std::string& what, const auto& t) { require_finite("FastMiniLM", what.c_str(), t.data(), t.size()); };
-  for (const auto& [what, table] : {std::pair{"word", &model.word}, {"position", &model.position},
-                                    {"token_type", &model.token_type}})
+  const auto finite = [](const std::string& what, const auto& t) {
+    require_finite("FastMiniLM", what.c_str(), t.data(), t.size());
+  };
+  for (const auto& [what, table] :
+       {std::pair{"word", &model.word}, {"position", &model.position}, {"token_type", &model.token_type}})
     finite(what, *table);
   finite("embedding γ", model.ln_gamma);
   finite("embedding β", model.ln_beta);
   for (std::size_t l = 0; l < model.layers.size(); ++l) {
     const EncoderLayerWeights& W = model.layers[l];
     check_layer_weights(fmt::format("FastMiniLM: layer {}", l).c_str(), W, model.config.d, "config.json's hidden_size");
-    for (const auto& [what, v] : {std::pair{"ln1_gamma", &W.ln1_gamma}, {"ln1_beta", &W.ln1_beta},
-                                  {"ln2_gamma", &W.ln2_gamma}, {"ln2_beta", &W.ln2_beta}})
+    for (const auto& [what, v] : {std::pair{"ln1_gamma", &W.ln1_gamma},
+                                  {"ln1_beta", &W.ln1_beta},
+                                  {"ln2_gamma", &W.ln2_gamma},
+                                  {"ln2_beta", &W.ln2_beta}})
       finite(fmt::format("layer {}'s {}", l, what), *v);
     // Q, K and V's weights stacked, (3d, d): one product gives the three side by side in each row.
     const Matrix W_qkv = xt::concatenate(xt::xtuple(W.W_Q, W.W_K, W.W_V), 0);
@@ -233,17 +237,18 @@ std::vector<Vector> FastMiniLM::embed_sentences(const std::vector<std::string>& 
   clock.lap(ForwardStep::tokenize);
   const std::size_t T = scratch.ids.size(), longest = [&] {
     std::size_t m = 0;
-    for (std::size_t s = 0; s + 1 < scratch.starts.size(); ++s) m = std::max(m, scratch.starts[s + 1] - scratch.starts[s]);
+    for (std::size_t s = 0; s + 1 < scratch.starts.size(); ++s)
+      m = std::max(m, scratch.starts[s + 1] - scratch.starts[s]);
     return m;
   }();
-  float* x = at_least(scratch.x, T * d);              // (T, d) the layers' input and output
-  float* qkv = at_least(scratch.qkv, T * 3 * d);      // (T, 3d) Q | K | V
-  float* merged = at_least(scratch.merged, T * d);    // (T, d) every head's output in its d_k columns
-  float* projected = at_least(scratch.projected, T * d);  // (T, d) a product's output before its residual
-  float* ff = at_least(scratch.ff, T * d_ff);         // (T, d_ff) the feed-forward's inside
+  float* x = at_least(scratch.x, T * d);                   // (T, d) the layers' input and output
+  float* qkv = at_least(scratch.qkv, T * 3 * d);           // (T, 3d) Q | K | V
+  float* merged = at_least(scratch.merged, T * d);         // (T, d) every head's output in its d_k columns
+  float* projected = at_least(scratch.projected, T * d);   // (T, d) a product's output before its residual
+  float* ff = at_least(scratch.ff, T * d_ff);              // (T, d_ff) the feed-forward's inside
   const std::size_t longest16 = (longest + 15) / 16 * 16;  // rounded up to whole vectors of 16 (attention_avx512.cpp)
-  float* scores = at_least(scratch.scores, longest16);          // (n) one row of scores
-  float* keys_t = at_least(scratch.keys_t, d_k * longest16);    // (d_k, n) one head's keys, transposed
+  float* scores = at_least(scratch.scores, longest16);     // (n) one row of scores
+  float* keys_t = at_least(scratch.keys_t, d_k * longest16);  // (d_k, n) one head's keys, transposed
   clock.lap(ForwardStep::buffers);
   // Embeddings: word + position (counted from 0 in each sentence) + token type 0, then LayerNorm, row by row.
   for (std::size_t s = 0; s + 1 < scratch.starts.size(); ++s)

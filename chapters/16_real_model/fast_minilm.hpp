@@ -51,7 +51,7 @@ const char* step_name(ForwardStep step);
 /// Seconds spent in each step, summed over many calls of embed_sentences() (std::chrono::steady_clock around each).
 struct ForwardProfile {
   std::array<double, static_cast<std::size_t>(ForwardStep::count)> seconds{};  ///< by ForwardStep
-  std::size_t calls = 0, sentences = 0, tokens = 0;                             ///< what the seconds cover
+  std::size_t calls = 0, sentences = 0, tokens = 0;                            ///< what the seconds cover
 };
 
 namespace detail {
@@ -61,7 +61,7 @@ namespace detail {
 /// transposed, (in, out), for OpenBLAS's sgemm without a transpose.
 struct PackedLinear {
   std::size_t in = 0, out = 0;
-  bool panels = false;       ///< which of the two layouts \p weights holds
+  bool panels = false;         ///< which of the two layouts \p weights holds
   std::vector<float> weights;  ///< (out/16, in, 16) or (in, out)
   std::vector<float> bias;     ///< (out)
 };

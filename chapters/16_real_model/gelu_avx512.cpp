@@ -37,10 +37,10 @@ __m512 xor_bits(__m512 a, __m512 b) {
 }  // namespace
 
 void gelu_in_place_avx512_fast(float* y, std::size_t n) {
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), inv_sqrt2 = _mm512_set1_ps(0.70710678118654752f),
-               neg_zero = _mm512_set1_ps(-0.0f), p = _mm512_set1_ps(0.3275911f), a1 = _mm512_set1_ps(0.254829592f),
-               a2 = _mm512_set1_ps(-0.284496736f), a3 = _mm512_set1_ps(1.421413741f),
-               a4 = _mm512_set1_ps(-1.453152027f), a5 = _mm512_set1_ps(1.061405429f);
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f),
+               inv_sqrt2 = _mm512_set1_ps(0.70710678118654752f), neg_zero = _mm512_set1_ps(-0.0f),
+               p = _mm512_set1_ps(0.3275911f), a1 = _mm512_set1_ps(0.254829592f), a2 = _mm512_set1_ps(-0.284496736f),
+               a3 = _mm512_set1_ps(1.421413741f), a4 = _mm512_set1_ps(-1.453152027f), a5 = _mm512_set1_ps(1.061405429f);
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 x = _mm512_loadu_ps(y + i), u = _mm512_mul_ps(x, inv_sqrt2);  // erf's argument x/√2

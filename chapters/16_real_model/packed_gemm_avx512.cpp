@@ -9,13 +9,14 @@ namespace attn::ch16 {
 namespace {
 
 constexpr std::size_t kPrefetch = 24;
-constexpr std::size_t kMaxRows = 12;  // 2 × 12 accumulators, two weight registers and a broadcast: 27 of 32 zmm  // rows of 16 weights (64 bytes each) ahead: past the end is harmless
+constexpr std::size_t kMaxRows = 12;  // 2 × 12 accumulators, two weight registers and a broadcast: 27 of 32 zmm  //
+                                      // rows of 16 weights (64 bytes each) ahead: past the end is harmless
 
 // R rows (R ≤ kMaxRows) of X times two panels (32 output columns): 2·R accumulators, each starting at the bias, so the
 // bias costs nothing; per input k, two loads of 16 weights and 2·R fused multiply-adds against x(r, k) broadcast.
 template <int R>
-void rows_times_two_panels(const float* X, std::size_t in, const float* P0, const float* P1, const float* b0,
-                           float* Y, std::size_t out) {
+void rows_times_two_panels(const float* X, std::size_t in, const float* P0, const float* P1, const float* b0, float* Y,
+                           std::size_t out) {
   __m512 a0[R], a1[R];
   for (int r = 0; r < R; ++r) a0[r] = _mm512_loadu_ps(b0), a1[r] = _mm512_loadu_ps(b0 + 16);
   for (std::size_t k = 0; k < in; ++k) {
@@ -47,8 +48,32 @@ void rows_times_one_panel(const float* X, std::size_t in, const float* P0, const
 
 using TwoPanels = void (*)(const float*, std::size_t, const float*, const float*, const float*, float*, std::size_t);
 using OnePanel = void (*)(const float*, std::size_t, const float*, const float*, float*, std::size_t);
-constexpr TwoPanels kTwo[13] = {nullptr, rows_times_two_panels<1>, rows_times_two_panels<2>, rows_times_two_panels<3>, rows_times_two_panels<4>, rows_times_two_panels<5>, rows_times_two_panels<6>, rows_times_two_panels<7>, rows_times_two_panels<8>, rows_times_two_panels<9>, rows_times_two_panels<10>, rows_times_two_panels<11>, rows_times_two_panels<12>};
-constexpr OnePanel kOne[13] = {nullptr, rows_times_one_panel<1>, rows_times_one_panel<2>, rows_times_one_panel<3>, rows_times_one_panel<4>, rows_times_one_panel<5>, rows_times_one_panel<6>, rows_times_one_panel<7>, rows_times_one_panel<8>, rows_times_one_panel<9>, rows_times_one_panel<10>, rows_times_one_panel<11>, rows_times_one_panel<12>};
+constexpr TwoPanels kTwo[13] = {nullptr,
+                                rows_times_two_panels<1>,
+                                rows_times_two_panels<2>,
+                                rows_times_two_panels<3>,
+                                rows_times_two_panels<4>,
+                                rows_times_two_panels<5>,
+                                rows_times_two_panels<6>,
+                                rows_times_two_panels<7>,
+                                rows_times_two_panels<8>,
+                                rows_times_two_panels<9>,
+                                rows_times_two_panels<10>,
+                                rows_times_two_panels<11>,
+                                rows_times_two_panels<12>};
+constexpr OnePanel kOne[13] = {nullptr,
+                               rows_times_one_panel<1>,
+                               rows_times_one_panel<2>,
+                               rows_times_one_panel<3>,
+                               rows_times_one_panel<4>,
+                               rows_times_one_panel<5>,
+                               rows_times_one_panel<6>,
+                               rows_times_one_panel<7>,
+                               rows_times_one_panel<8>,
+                               rows_times_one_panel<9>,
+                               rows_times_one_panel<10>,
+                               rows_times_one_panel<11>,
+                               rows_times_one_panel<12>};
 
 }  // namespace
 

@@ -151,8 +151,9 @@ BENCHMARK(BM_Chapter09Decode)
     ->MinTime(0.3);
 
 // [bench_split]
-/// Split-KV decoding at batch 1: the sequence's blocks of 32 tokens (the kernel's stretch: what paging costs is measured
-/// above) cut into 4 ranges per hardware thread, merged; its bytes per second against the triad on as many threads.
+/// Split-KV decoding at batch 1: the sequence's blocks of 32 tokens (the kernel's stretch: what paging costs is
+/// measured above) cut into 4 ranges per hardware thread, merged; its bytes per second against the triad on as many
+/// threads.
 void BM_SplitKvDecode(benchmark::State& state) {
   const std::size_t n = static_cast<std::size_t>(state.range(0));
   const auto threads = static_cast<std::size_t>(attn::hardware_threads());

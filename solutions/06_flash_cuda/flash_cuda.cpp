@@ -46,8 +46,8 @@ LaunchShape flash_launch_shape(std::size_t batch, std::size_t heads, std::size_t
                       batch, kMaxGridYZ));
   const std::size_t query_tiles = n_q / B_r + (n_q % B_r != 0);  // the last tile may be ragged; n_q + B_r − 1 can wrap
   require(query_tiles <= kMaxGridX,
-          fmt::format("flash_launch_shape: n_q = {} in tiles of B_r = {} is {} query tiles, past grid.x's limit {}", n_q,
-                      B_r, query_tiles, kMaxGridX));
+          fmt::format("flash_launch_shape: n_q = {} in tiles of B_r = {} is {} query tiles, past grid.x's limit {}",
+                      n_q, B_r, query_tiles, kMaxGridX));
   // The outer loop of chapter 05 (over query tiles) becomes the grid; the heads and the batch are more of it.
   LaunchShape s;
   s.grid = {static_cast<unsigned>(query_tiles), static_cast<unsigned>(heads), static_cast<unsigned>(batch)};
