@@ -500,30 +500,6 @@ TEST_SUITE("05_flash_cpu") {
 // The hostile-input battery (tests/support/hostile.hpp): every argument replaced in turn by its type's hostile
 // values, each call refused naming what was wrong or answered as the contract says.
 TEST_SUITE("05_flash_cpu") {
-  TEST_CASE("empty_state under the hostile battery" * doctest::test_suite("05_flash_cpu/empty_state")) {
-    // hostile battery: empty_state
-    hostile::battery(
-        "empty_state", {"rows", "d_v"},
-        [](std::size_t rows, std::size_t d_v) {
-          const OnlineState s = attn::empty_state(rows, d_v);
-          return std::vector<std::size_t>{s.m.size(), s.l.size(), s.acc.shape(0), s.acc.shape(1)};
-        },
-        std::size_t{3}, std::size_t{2})
-        .fits([](std::size_t rows, std::size_t d_v) {
-          // m and ℓ hold rows floats, acc rows·d_v: sizes of 2^63 and more are impossible (no d_v is with 0 rows)
-          std::size_t bytes = 0;
-          return rows < (std::size_t{1} << 61) && !__builtin_mul_overflow(rows, d_v, &bytes) &&
-                 !__builtin_mul_overflow(bytes, sizeof(float), &bytes);
-        })
-        .answer([](const std::vector<std::size_t>& r, std::size_t rows, std::size_t d_v) {
-          return r[0] == rows && r[1] == rows && r[2] == rows && r[3] == d_v;
-        })
-        .exempt("= 2^32",
-                "16 GiB or more: answered where the memory available holds it (the contract's limit, past the "
-                "battery's 4 GiB), refused naming the estimate elsewhere")
-        .run();
-  }
-
   TEST_CASE("merge_states under the hostile battery" * doctest::test_suite("05_flash_cpu/merge_states")) {
     // hostile battery: merge_states
     hostile::battery(

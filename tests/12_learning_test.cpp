@@ -1054,9 +1054,8 @@ TEST_SUITE("12_learning: the hostile battery") {
         .run();
   }
 
-  TEST_CASE("induction_score and attention_rollout under the hostile battery" *
-            doctest::test_suite("12_learning/induction_score")) {
-    // hostile battery: induction_score, attention_rollout
+  TEST_CASE("induction_score under the hostile battery" * doctest::test_suite("12_learning/induction_score")) {
+    // hostile battery: induction_score
     const Matrix A = lower_triangular_attention(0.3f, 0.2f, 0.5f);  // (3, 3)
     hostile::battery(
         "induction_score", {"A", "tokens"},
@@ -1066,6 +1065,11 @@ TEST_SUITE("12_learning: the hostile battery") {
           return a.shape(0) == tokens.size() && a.shape(1) == tokens.size();
         })
         .run();
+  }
+
+  TEST_CASE("attention_rollout under the hostile battery" * doctest::test_suite("12_learning/attention_rollout")) {
+    // hostile battery: attention_rollout
+    const Matrix A = lower_triangular_attention(0.3f, 0.2f, 0.5f);  // (3, 3)
     hostile::battery(
         "attention_rollout", {"layers[0]|layers", "layers[1]|layers"},
         [](const Matrix& a1, const Matrix& a2) {

@@ -43,15 +43,22 @@ struct TrainResult {
 /// \throws std::invalid_argument when s.batch is 0 (a step with no sequence has no loss to follow) or its sequences
 ///         would not fit in memory, or s.steps is above kMaxTrainSteps, before any work; as init_model() does for
 ///         \p config; as the sequences, the loss or adamw_step() refuse theirs.
-// [train]
-template <class Draw, class OnStep>
-TrainResult train(const Config& config, const TrainSettings& s, Draw&& draw, OnStep&& on_step) {
+namespace detail {
+/// train()'s refusals of \p s, before any work.
+inline void require_train_settings(const TrainSettings& s) {
   require(s.batch > 0, "train: batch = 0 sequences per step; a step needs at least one");
   require(s.steps <= kMaxTrainSteps, fmt::format("train: steps = {}; at most {} (the chapter trains for hundreds; "
                                                  "2^32 steps would run for weeks)",
                                                  s.steps, kMaxTrainSteps));
   // A step holds its batch's sequences (two lists each) at once: refused here, before drawing them one by one.
   checked_allocation("train: the batch of sequences, batch × two token lists", {s.batch, 2 * sizeof(Sequence)});
+}
+}  // namespace detail
+
+// [train]
+template <class Draw, class OnStep>
+TrainResult train(const Config& config, const TrainSettings& s, Draw&& draw, OnStep&& on_step) {
+  detail::require_train_settings(s);  // batch ≥ 1, steps ≤ kMaxTrainSteps, a batch that fits in memory
   TrainResult r{init_model(config, s.seed), {}};
   Model m = zeros_like(r.model), v = zeros_like(r.model);  // AdamW's moments start at zero
   Rng data(s.seed + 1);

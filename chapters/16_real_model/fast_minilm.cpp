@@ -127,8 +127,9 @@ void attend_head(const float* qkv, std::size_t n, std::size_t d, std::size_t d_k
 // A weight must be finite: the fast forward does not scan products for NaN as linear() does.
 void require_finite_weight(const char* name, const float* data, std::size_t size) {
   const auto bad = std::find_if(data, data + size, [](float v) { return !std::isfinite(v); });
-  require(bad == data + size,
-          fmt::format("pack_linear: {} holds {} at entry {}", name, *bad, static_cast<std::size_t>(bad - data)));
+  if (bad != data + size)  // the message reads *bad: formatted only when there is one (end is past the buffer)
+    throw std::invalid_argument(
+        fmt::format("pack_linear: {} holds {} at entry {}", name, *bad, static_cast<std::size_t>(bad - data)));
 }
 
 }  // namespace
@@ -261,7 +262,7 @@ std::vector<Vector> FastMiniLM::embed_sentences(const std::vector<std::string>& 
       layer_norm_row(row, d, model_.ln_gamma.data(), model_.ln_beta.data(), c.ln_eps);
     }
   clock.lap(ForwardStep::embed);
-  for (const Layer& L : layers_) {
+  for (const detail::FastLayer& L : layers_) {
     detail::apply_linear(L.qkv, x, T, qkv);
     clock.lap(ForwardStep::qkv);
     for (std::size_t s = 0; s + 1 < scratch.starts.size(); ++s) {

@@ -74,6 +74,12 @@ PackedLinear pack_linear(const char* name, const Matrix& W, const Vector& b);
 /// Y (n, out) = X (n, in) · Wᵀ + b, with the layout pack_linear() chose. Raw buffers: the arena's.
 void apply_linear(const PackedLinear& L, const float* X, std::size_t n, float* Y);
 
+/// One encoder layer of FastMiniLM: its four products laid out by pack_linear(), and its LayerNorms' (d) weights.
+struct FastLayer {
+  PackedLinear qkv, out, up, down;
+  Vector ln1_gamma, ln1_beta, ln2_gamma, ln2_beta;
+};
+
 }  // namespace detail
 
 /// The growing buffers of one thread's forward: one per role, reused by every layer and call.
@@ -101,12 +107,8 @@ class FastMiniLM {
   const MiniLM& model() const { return model_; }
 
  private:
-  struct Layer {
-    detail::PackedLinear qkv, out, up, down;
-    Vector ln1_gamma, ln1_beta, ln2_gamma, ln2_beta;
-  };
   const MiniLM& model_;
-  std::vector<Layer> layers_;
+  std::vector<detail::FastLayer> layers_;
 };
 
 }  // namespace attn::ch16
