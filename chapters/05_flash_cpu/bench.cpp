@@ -3,6 +3,7 @@
 // the exercise's flash_attention, flash_fast with OpenBLAS in its tiles and with its own micro-kernels, each
 // against the machine's ceilings measured in the same run; then tile_phases, the profile of one tile.
 // Figures from a run are on the measurements page (book/measure_05_flash_cpu.md), never in these comments.
+#include <cblas.h>
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

@@ -38,6 +38,7 @@
 #include <limits>
 #include <vector>
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 namespace attn::ch05 {

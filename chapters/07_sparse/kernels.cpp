@@ -18,6 +18,7 @@
 #include <limits>
 #include <memory>
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include "05_flash_cpu/row_ops.hpp"

@@ -37,6 +37,7 @@
 #include <memory>
 #include <vector>
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include "05_flash_cpu/row_ops.hpp"

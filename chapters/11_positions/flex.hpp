@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include "05_flash_cpu/flash_fast.hpp"

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include "16_real_model/layers.hpp"

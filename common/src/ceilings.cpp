@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include <cblas.h>
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 

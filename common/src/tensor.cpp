@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 namespace attn {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"

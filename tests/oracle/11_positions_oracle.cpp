@@ -1,6 +1,7 @@
 // Chapter 11's oracle: float64 loops written from the definitions (see 11_positions_oracle.hpp).
 #include "oracle/11_positions_oracle.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
