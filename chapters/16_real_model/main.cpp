@@ -598,9 +598,14 @@ int main(int argc, char** argv) {
                   "Sentences the pruning curve and the shortcuts are measured on (≥ 3)")
       ->check(CLI::Range(std::size_t{3}, std::size_t{100000}));
   std::string embeddings_out, sentences_file = ATTN_CH16_SENTENCES;
-  chapter.cli().add_option("--write-embeddings", embeddings_out,
-                           "Only write the fast forward's embeddings of --sentences-file to this file (one line each)");
-  chapter.cli().add_option("--sentences-file", sentences_file, "The sentences --write-embeddings embeds");
+  CLI::Option* write_embeddings_option = chapter.cli().add_option(
+      "--write-embeddings", embeddings_out,
+      "Only write the fast forward's embeddings of --sentences-file to this file (one line each)");
+  // The story reads its own sentences: a --sentences-file without --write-embeddings would be ignored without a
+  // word, so the command line refuses it, naming both options (status 2).
+  chapter.cli()
+      .add_option("--sentences-file", sentences_file, "The sentences --write-embeddings embeds (only with it)")
+      ->needs(write_embeddings_option);
   return chapter.run(argc, argv, [&] {
     if (!embeddings_out.empty()) return write_embeddings(dir, sentences_file, embeddings_out);
     tell_the_story(chapter, dir, head_sentences, prune_sentences);
