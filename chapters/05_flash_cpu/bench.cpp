@@ -3,7 +3,6 @@
 // the exercise's flash_attention, flash_fast with OpenBLAS in its tiles and with its own micro-kernels, each
 // against the machine's ceilings measured in the same run; then tile_phases, the profile of one tile.
 // Figures from a run are on the measurements page (book/measure_05_flash_cpu.md), never in these comments.
-#include <cblas.h>
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include "05_flash_cpu/row_ops.hpp"
 #include "05_flash_cpu/tile_kernels.hpp"
 #include "attn/bench.hpp"
+#include "attn/cblas.hpp"
 #include "attn/ceilings.hpp"
 #include "attn/measure.hpp"
 #include "attn/rng.hpp"

@@ -28,6 +28,7 @@
 #include "05_flash_cpu/flash_fast.hpp"
 #include "05_flash_cpu/row_ops.hpp"
 #include "05_flash_cpu/tile_kernels.hpp"
+#include "attn/cblas.hpp"
 #include "attn/checks.hpp"
 
 #include <algorithm>
@@ -38,7 +39,6 @@
 #include <limits>
 #include <vector>
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 namespace attn::ch05 {

@@ -18,12 +18,12 @@
 #include <limits>
 #include <memory>
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include "05_flash_cpu/row_ops.hpp"
 #include "05_flash_cpu/tile_kernels.hpp"
 #include "07_sparse/patterns.hpp"
+#include "attn/cblas.hpp"
 #include "attn/checks.hpp"
 
 namespace attn {

@@ -37,11 +37,11 @@
 #include <memory>
 #include <vector>
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include "05_flash_cpu/row_ops.hpp"
 #include "05_flash_cpu/tile_kernels.hpp"
+#include "attn/cblas.hpp"
 #include "attn/checks.hpp"
 
 namespace attn::ch10 {

@@ -20,7 +20,6 @@
 #include <type_traits>
 #include <vector>
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include "05_flash_cpu/flash_fast.hpp"
@@ -28,6 +27,7 @@
 #include "05_flash_cpu/tile_kernels.hpp"
 #include "11_positions/modifiers.hpp"
 #include "11_positions/positions.hpp"
+#include "attn/cblas.hpp"
 #include "attn/checks.hpp"
 #include "attn/tensor.hpp"
 
@@ -89,8 +89,8 @@ inline int blas_int(std::size_t v) { return static_cast<int>(v); }
 /// inlined modifier such as ALiBi runs 16 scores per instruction (an add and a multiply-add each) where the
 /// CPU allows.
 template <class ScoreMod>
-ATTN_VECTOR_CLONES void modify_row(float* s, std::size_t cols, const ScoreMod& score_mod, std::size_t head,
-                                   std::size_t q, std::size_t c0) {
+ATTN_VECTOR_CLONES_TEMPLATE void modify_row(float* s, std::size_t cols, const ScoreMod& score_mod, std::size_t head,
+                                            std::size_t q, std::size_t c0) {
   float* __restrict__ row = s;  // no other pointer reaches the tile: the modifier's own data stays in registers
   for (std::size_t c = 0; c < cols; ++c) row[c] = score_mod(row[c], head, q, c0 + c);
 }

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <stdexcept>
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include "16_real_model/layers.hpp"
+#include "attn/cblas.hpp"
 #include "attn/checks.hpp"
 
 #if ATTN_HAVE_SLEEF

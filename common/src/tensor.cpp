@@ -1,5 +1,6 @@
 // Shape checks and BLAS settings shared by every chapter.
 #include "attn/tensor.hpp"
+#include "attn/cblas.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +9,6 @@
 #include <cstring>
 #include <string>
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 namespace attn {

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <string>
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "attn/cblas.hpp"
 
 namespace attn {
 
