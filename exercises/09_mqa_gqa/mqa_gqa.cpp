@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
+#include "attn/cblas.hpp"
 #include "attn/errors.hpp"
 
 namespace attn {
