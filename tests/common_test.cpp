@@ -259,10 +259,40 @@ TEST_SUITE("common") {
     CHECK(attn::display_width(line.substr(split + 2)) <= 92);
   }
 
+  TEST_CASE("an arm64 /proc/cpuinfo (ATTN_FAKE_CPUINFO) names its core and NEON or SVE, and no x86 kernel") {
+    const std::string path = "attn_test_cpuinfo_arm64.txt";
+    // As arm64 Linux writes it: one block per core, no "model name", the features on a "Features" line.
+    std::ofstream(path) << "processor\t: 0\nBogoMIPS\t: 243.75\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 "
+                           "crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp ssbs\nCPU implementer\t: "
+                           "0x41\nCPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: 0xd0c\nCPU revision\t: 1\n";
+    setenv("ATTN_FAKE_CPUINFO", path.c_str(), 1);
+    const std::string name = attn::cpu_name(), isa = attn::vector_isa(), line = attn::machine_line();
+    const std::set<std::string> flags = attn::cpu_flags();
+    unsetenv("ATTN_FAKE_CPUINFO");
+    std::remove(path.c_str());
+    CHECK(name == "Arm Neoverse-N1");
+    CHECK(isa == "NEON");
+    CHECK(flags.count("asimd") == 1);
+    CHECK(line.find("Arm Neoverse-N1") != std::string::npos);
+    // OpenBLAS's arm64 kernels are its own pick: no x86 kernel is ever proposed for these features.
+    CHECK(attn::better_blas_kernel_for(flags, "NEOVERSEN1") == "");
+    CHECK(attn::better_blas_kernel_for(flags, "ARMV8") == "");
+    CHECK(attn::vector_isa_for({"fp", "asimd", "sve", "sve2"}) == "SVE");
+    CHECK(attn::vector_isa_for({"fpu", "sse2"}) == "baseline");
+    CHECK(attn::vector_isa_for({"avx2", "fma"}) == "AVX2+FMA");
+    CHECK(attn::arm_cpu_name("0x61", "0x022") == "Apple part 0x022");  // Apple silicon under Docker Desktop
+    CHECK(attn::arm_cpu_name("0x41", "0xd4f") == "Arm Neoverse-V2");
+    CHECK(attn::arm_cpu_name("0x99", "0x1") == "arm64 (0x99) part 0x1");
+    CHECK(attn::arm_cpu_name("", "") == "");
+    CHECK(attn::arm_cpu_name("0x41", "") == "Arm");
+  }
+
   TEST_CASE("the FMA peak loop runs the widest vector instructions the CPU reports") {
     std::string isa;
     CHECK(attn::fma_peak_gflops(1, &isa, 1) > 0.0);
-    CHECK(isa == (attn::vector_isa() == "baseline" ? "scalar" : attn::vector_isa()));
+    // An SVE machine's peak is measured with NEON's FMAs (see fma_loop_neon in ceilings.cpp).
+    const std::string widest = attn::vector_isa();
+    CHECK(isa == (widest == "baseline" ? "scalar" : widest == "SVE" ? "NEON" : widest));
   }
 
   TEST_CASE("checked_allocation refuses, with the estimate, a buffer past 64 bits or past the memory available") {

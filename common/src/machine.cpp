@@ -2,12 +2,17 @@
 #include "attn/machine.hpp"
 
 #include <unistd.h>
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -59,17 +64,54 @@ std::vector<std::string> own_command_line() {
 
 }  // namespace
 
-std::set<std::string> cpu_flags() {
+namespace {
+
+/// The value after "key:" on the first line of /proc/cpuinfo (or the fake) that starts with \p key; "" when none.
+std::string cpuinfo_field(const std::string& key) {
   std::ifstream cpuinfo(cpuinfo_path());
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream words(line.substr(line.find(':') + 1));
-    std::set<std::string> flags;
-    for (std::string w; words >> w;) flags.insert(w);
-    return flags;
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind(key, 0) != 0 || line.find(':') == std::string::npos) continue;
+    const std::string rest = line.substr(key.size(), line.find(':') - key.size());
+    if (rest.find_first_not_of(" \t") != std::string::npos) continue;  // "flags" is not "flagship"
+    const std::size_t start = line.find_first_not_of(" \t", line.find(':') + 1);
+    return start == std::string::npos ? "" : line.substr(start);
   }
-  return {};
+  return "";
+}
+
+#if defined(__aarch64__)
+/// An arm64 process's features as the kernel reports them to it (the auxiliary vector), named as arm64's
+/// /proc/cpuinfo names them. Under emulation (qemu-user) /proc/cpuinfo is the host's, an x86-64 list that says
+/// nothing about the CPU the program runs on; the auxiliary vector is the emulated CPU's.
+std::set<std::string> arm64_hwcaps() {
+  std::set<std::string> features;
+  const unsigned long caps = getauxval(AT_HWCAP), caps2 = getauxval(AT_HWCAP2);
+  if (caps & HWCAP_FP) features.insert("fp");
+  if (caps & HWCAP_ASIMD) features.insert("asimd");
+#ifdef HWCAP_SVE
+  if (caps & HWCAP_SVE) features.insert("sve");
+#endif
+#ifdef HWCAP2_SVE2
+  if (caps2 & HWCAP2_SVE2) features.insert("sve2");
+#endif
+  (void)caps2;
+  return features;
+}
+#endif
+
+}  // namespace
+
+std::set<std::string> cpu_flags() {
+#if defined(__aarch64__)
+  if (std::getenv("ATTN_FAKE_CPUINFO") == nullptr) return arm64_hwcaps();
+#endif
+  // x86-64 names them on its "flags" line, arm64 on its "Features" line.
+  std::string line = cpuinfo_field("flags");
+  if (line.empty()) line = cpuinfo_field("Features");
+  std::istringstream words(line);
+  std::set<std::string> flags;
+  for (std::string w; words >> w;) flags.insert(w);
+  return flags;
 }
 
 namespace {
@@ -111,21 +153,49 @@ std::string short_cpu_name(const std::string& model_name) {
   return name;
 }
 
+std::string arm_cpu_name(const std::string& implementer, const std::string& part) {
+  // The designers (the "CPU implementer" codes) and Arm's own cores most readers meet; others go by number.
+  static const std::map<unsigned long, const char*> designers{
+      {0x41, "Arm"},      {0x42, "Broadcom"}, {0x46, "Fujitsu"},   {0x48, "HiSilicon"}, {0x4e, "NVIDIA"},
+      {0x51, "Qualcomm"}, {0x61, "Apple"},    {0x6d, "Microsoft"}, {0xc0, "Ampere"}};
+  static const std::map<unsigned long, const char*> arm_cores{
+      {0xd03, "Cortex-A53"},  {0xd05, "Cortex-A55"},  {0xd07, "Cortex-A57"},  {0xd08, "Cortex-A72"},
+      {0xd0b, "Cortex-A76"},  {0xd0c, "Neoverse-N1"}, {0xd40, "Neoverse-V1"}, {0xd41, "Cortex-A78"},
+      {0xd49, "Neoverse-N2"}, {0xd4f, "Neoverse-V2"}, {0xd84, "Neoverse-V3"}, {0xd8e, "Neoverse-N3"}};
+  const auto number = [](const std::string& text, unsigned long& value) {
+    char* end = nullptr;
+    errno = 0;
+    value = std::strtoul(text.c_str(), &end, 0);
+    return !text.empty() && errno == 0 && end != nullptr && *end == '\0';
+  };
+  unsigned long who = 0, core = 0;
+  if (!number(implementer, who)) return "";
+  const auto designer = designers.find(who);
+  const std::string name = designer != designers.end() ? designer->second : fmt::format("arm64 ({})", implementer);
+  if (!number(part, core)) return name;
+  const auto known = who == 0x41 ? arm_cores.find(core) : arm_cores.end();
+  return known != arm_cores.end() ? fmt::format("{} {}", name, known->second) : fmt::format("{} part {}", name, part);
+}
+
 std::string cpu_name() {
-  std::ifstream cpuinfo(cpuinfo_path());
-  for (std::string line; std::getline(cpuinfo, line);)
-    if (line.rfind("model name", 0) == 0) return short_cpu_name(line.substr(line.find(':') + 1));
-  return "unknown CPU";
+  const std::string model = cpuinfo_field("model name");  // x86-64 (and 32-bit Arm)
+  if (!model.empty()) return short_cpu_name(model);
+  const std::string arm = arm_cpu_name(cpuinfo_field("CPU implementer"), cpuinfo_field("CPU part"));
+  return arm.empty() ? "unknown CPU" : short_cpu_name(arm);
 }
 
 std::string cpu_model() {
   return fmt::format("{} ({} hardware threads)", cpu_name(), std::thread::hardware_concurrency());
 }
 
-std::string vector_isa() {
+std::string vector_isa_for(const std::set<std::string>& flags) {
+  if (flags.count("sve") > 0) return "SVE";
+  if (flags.count("asimd") > 0) return "NEON";  // "Advanced SIMD", arm64's name for NEON
   static const char* names[] = {"baseline", "AVX2+FMA", "AVX-512"};
-  return names[isa_level(cpu_flags())];
+  return names[isa_level(flags)];
 }
+
+std::string vector_isa() { return vector_isa_for(cpu_flags()); }
 
 std::string better_blas_kernel_for(const std::set<std::string>& cpu_flags, const std::string& openblas_kernel) {
   const int cpu = isa_level(cpu_flags);
@@ -135,8 +205,12 @@ std::string better_blas_kernel_for(const std::set<std::string>& cpu_flags, const
 }
 
 std::string better_blas_kernel() {
+#if defined(__x86_64__)
   if (std::getenv(kCoreType) != nullptr) return "";
   return better_blas_kernel_for(cpu_flags(), openblas_pick());
+#else
+  return "";  // the kernel names and the rule are x86-64's; OpenBLAS's own pick stands elsewhere
+#endif
 }
 
 namespace {
@@ -193,7 +267,12 @@ BlasInfo blas_info() {
   info.threads = openblas_get_num_threads();
   const auto flags = cpu_flags();
   const int cpu = isa_level(flags);
+#if !defined(__x86_64__)
+  (void)cpu;
+  info.best_kernel = "";
+#else
   info.best_kernel = cpu == 2 ? (flags.count("avx512_bf16") ? "Cooperlake" : "SkylakeX") : cpu == 1 ? "Haswell" : "";
+#endif
   info.chosen_by = std::getenv(kCoreType) == nullptr       ? "OpenBLAS's pick by CPU model"
                    : getenv_or(kChosenByCourse, "") == "1" ? "picked by the course from the CPU flags"
                                                            : fmt::format("set by you: {}", kCoreType);

@@ -41,8 +41,18 @@ std::string short_cpu_name(const std::string& model_name);
 /// cpu_name() and the hardware threads: "AMD EPYC 9R14 96-Core (2 hardware threads)".
 std::string cpu_model();
 
-/// The widest vector instruction set the CPU and the OS support: "AVX-512", "AVX2+FMA" or "baseline".
+/// The widest vector instruction set the CPU and the OS support: "AVX-512", "AVX2+FMA", "SVE", "NEON" or
+/// "baseline" (vector_isa_for(cpu_flags())).
 std::string vector_isa();
+
+/// The rule vector_isa() applies, on its own: x86-64's flags (AVX-512 F, BW, DQ, VL and CD; AVX2 and FMA) or
+/// arm64's features ("sve"; "asimd", arm64's name for NEON).
+std::string vector_isa_for(const std::set<std::string>& cpu_flags);
+
+/// An arm64 CPU's name from its /proc/cpuinfo "CPU implementer" and "CPU part" values ("0x41", "0xd0c" →
+/// "Arm Neoverse-N1"; arm64 Linux writes no "model name"): the designer and, for Arm's own cores, the core;
+/// unknown ones by their numbers ("Arm part 0xd99"); "" when the implementer is not a number.
+std::string arm_cpu_name(const std::string& implementer, const std::string& part);
 
 /// The OpenBLAS kernel the course would pick for this CPU when OpenBLAS's own choice is a weaker one:
 /// "Cooperlake" (AVX-512 with BF16) or "SkylakeX" (AVX-512) or "Haswell" (AVX2 and FMA); "" when OpenBLAS's
@@ -55,8 +65,10 @@ std::string better_blas_kernel();
 /// pick uses narrower instructions. Decided from features, never from a table of CPU models.
 std::string better_blas_kernel_for(const std::set<std::string>& cpu_flags, const std::string& openblas_kernel);
 
-/// The words of the "flags" line of /proc/cpuinfo ("avx2", "avx512f", ...): what the CPU has and the
-/// operating system lets programs use. Empty when unreadable.
+/// The words of the "flags" line of /proc/cpuinfo ("avx2", "avx512f", ...; arm64: its "Features" line, "asimd",
+/// "sve", ...): what the CPU has and the operating system lets programs use. Empty when unreadable. An arm64
+/// build asks the kernel (the auxiliary vector's HWCAP bits) instead, unless ATTN_FAKE_CPUINFO is set: under
+/// emulation /proc/cpuinfo is the host's.
 std::set<std::string> cpu_flags();
 
 /// Called first in every course program: when better_blas_kernel() names a kernel, sets OPENBLAS_CORETYPE
