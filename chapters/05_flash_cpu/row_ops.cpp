@@ -6,12 +6,9 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
-#define ATTN_ROW_OPS_AVX512 1
-#else
-#define ATTN_ROW_OPS_AVX512 0
-#endif
+#include "attn/isa.hpp"
+
+#define ATTN_ROW_OPS_AVX512 ATTN_X86_KERNELS
 
 namespace attn::ch05 {
 namespace {
@@ -69,8 +66,7 @@ ATTN_VECTOR_CLONES float exp_shift_sum_loops(float* s, std::size_t n, float m) {
 // [vector_exp]
 
 #if ATTN_ROW_OPS_AVX512
-#pragma GCC push_options
-#pragma GCC target("avx512f")
+ATTN_BEGIN_AVX512
 namespace avx512 {
 
 #include "05_flash_cpu/exp_avx512.inl"
@@ -100,7 +96,7 @@ float exp_shift_sum(float* s, std::size_t n, float m) {
 }
 
 }  // namespace avx512
-#pragma GCC pop_options
+ATTN_END_ISA
 #endif
 
 }  // namespace

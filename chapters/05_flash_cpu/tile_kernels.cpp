@@ -2,8 +2,9 @@
 //
 // The kernels are written once, in tile_kernels.inl, against an instruction set `Isa` (a vector type and
 // a few operations). This file compiles them twice: for AVX-512 and for AVX2+FMA, each copy inside its own
-// namespace with GCC's `#pragma GCC target` around it, and picks at the first call the widest copy the CPU
-// runs (a CPU without AVX2 gets neither: flash_attention_fast() then calls OpenBLAS).
+// namespace between ATTN_BEGIN_AVX512 (or ATTN_BEGIN_AVX2_FMA) and ATTN_END_ISA (attn/isa.hpp: GCC's and
+// Clang's pragmas for it), and picks at the first call the widest copy the CPU runs (a CPU without AVX2 gets
+// neither: flash_attention_fast() then calls OpenBLAS).
 #include "05_flash_cpu/tile_kernels.hpp"
 
 #include <algorithm>
@@ -14,21 +15,16 @@
 #include <fmt/format.h>
 
 #include "attn/checks.hpp"
+#include "attn/isa.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
-#define ATTN_TILE_KERNELS 1
-#else
-#define ATTN_TILE_KERNELS 0
-#endif
+#define ATTN_TILE_KERNELS ATTN_X86_KERNELS
 
 namespace attn::ch05 {
 namespace {
 
 #if ATTN_TILE_KERNELS
 // [tile_isa]
-#pragma GCC push_options
-#pragma GCC target("avx512f")
+ATTN_BEGIN_AVX512
 namespace avx512 {
 struct Isa {
   using V = __m512;
@@ -48,10 +44,9 @@ struct Isa {
 };
 #include "05_flash_cpu/tile_kernels.inl"
 }  // namespace avx512
-#pragma GCC pop_options
+ATTN_END_ISA
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+ATTN_BEGIN_AVX2_FMA
 namespace avx2 {
 struct Isa {
   using V = __m256;
@@ -75,7 +70,7 @@ struct Isa {
 };
 #include "05_flash_cpu/tile_kernels.inl"
 }  // namespace avx2
-#pragma GCC pop_options
+ATTN_END_ISA
 // [tile_isa]
 #endif
 

@@ -81,8 +81,8 @@ inline void sum_lanes(const Vec (&acc)[U], float (&s)[U]) {
 /// each score are added up once, at the end. The same keys of the next block (K_next, unless nullptr) are
 /// prefetched on the way, a cache line per chunk.
 template <std::size_t R, std::size_t U>
-ATTN_VECTOR_CLONES void scores_of_keys(const float* Q, const float* K, std::size_t d, float* S, std::size_t ld_s,
-                                       const float* K_next) {
+ATTN_VECTOR_CLONES_TEMPLATE void scores_of_keys(const float* Q, const float* K, std::size_t d, float* S,
+                                                std::size_t ld_s, const float* K_next) {
   const std::size_t body = d - d % kW;  // the features a whole Vec covers; the rest plainly
   Vec acc[R][U] = {};
   for (std::size_t c = 0; c < body; c += kW) {
@@ -140,8 +140,8 @@ void block_scores(const float* Q, std::size_t r, const float* K, std::size_t key
 /// transposed queries, C zeroed first).
 /// B_next, unless nullptr, is prefetched as B is read: the same columns of the next block's rows.
 template <std::size_t R, std::size_t N>
-ATTN_VECTOR_CLONES void accumulate_rows(const float* A, std::size_t ld_a, std::size_t steps, const float* B,
-                                        std::size_t ld_b, float* C, std::size_t ld_c, const float* B_next) {
+ATTN_VECTOR_CLONES_TEMPLATE void accumulate_rows(const float* A, std::size_t ld_a, std::size_t steps, const float* B,
+                                                 std::size_t ld_b, float* C, std::size_t ld_c, const float* B_next) {
   Vec acc[R][N];
 #pragma GCC unroll 4
   for (std::size_t i = 0; i < R; ++i)

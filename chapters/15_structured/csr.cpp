@@ -12,15 +12,12 @@
 #include <limits>
 #include <new>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
-#endif
-
 #include <sys/mman.h>
 
 #include <fmt/format.h>
 
 #include "attn/checks.hpp"
+#include "attn/isa.hpp"
 #include "attn/rng.hpp"
 
 namespace attn::ch15 {
@@ -100,7 +97,8 @@ GatherRows::GatherRows(const Matrix& M, const char* name) : rows_(M.shape(0)), w
 #endif
   // Each row's padding is zeroed: the table is then one array of rows_ × stride_ defined floats, which
   // csr_attention() scans whole for the course's overflow policy (zeros change no maximum).
-  for (std::size_t j = 0; j < rows_; ++j) {
+  // Rows of width 0 hold nothing to copy or pad (2^63 of them were a loop of 2^63 empty copies: a hang).
+  for (std::size_t j = 0; stride_ > 0 && j < rows_; ++j) {
     std::copy_n(M.data() + j * width_, width_, data_.get() + j * stride_);
     std::fill(data_.get() + j * stride_ + width_, data_.get() + (j + 1) * stride_, 0.0f);
   }
@@ -168,10 +166,9 @@ void attend_node(const float* q, const GatherRows& K, const GatherRows& V, const
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if ATTN_X86_KERNELS
 #define ATTN_CSR_AVX512 1
-#pragma GCC push_options
-#pragma GCC target("avx512f")
+ATTN_BEGIN_AVX512
 // The same node for heads of d_k = 16, in groups of four, with AVX-512: one head of a row is one 16-float
 // register, so a key row's four heads are four loads and four products, and the softmax's exponentials run 16
 // at a time. The plain loops above leave the arithmetic to the compiler: it keeps one head's sum in one
@@ -244,7 +241,7 @@ void attend_node_dk16(const float* q, const GatherRows& K, const GatherRows& V, 
 }
 
 }  // namespace avx512
-#pragma GCC pop_options
+ATTN_END_ISA
 #else
 #define ATTN_CSR_AVX512 0
 #endif
