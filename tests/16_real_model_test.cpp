@@ -738,6 +738,78 @@ TEST_SUITE("16_real_model/read_safetensors_header") {
     CHECK_NOTHROW(header_of(safetensors_bytes("{" + f32("a", "[2]", 0, 8) + ", " + f32("e", "[0]", 4, 4) + "}", 8)));
   }
 
+  TEST_CASE("read_safetensors_header reads all 8 bytes of the length: the JSON's size plus 2^32 and more is a lie") {
+    // Each of the length's top four bytes set in turn, above the JSON's own size: a length read from bytes 0 … 3
+    // only (or built from an int shifted past 31 bits) is the JSON's size, and the file would be read as honest.
+    const std::string json = "{" + f32("w", "[2]", 0, 8) + "}";
+    for (int byte = 4; byte < 8; ++byte) {
+      const std::uint64_t claimed = json.size() + (std::uint64_t{1} << (8 * byte));
+      CAPTURE(byte);
+      CHECK_THROWS_NAMING(header_of(safetensors_bytes(json, 8, claimed)), std::invalid_argument, "memfile",
+                          std::to_string(claimed).c_str(), std::to_string(json.size() + 8).c_str());
+    }
+  }
+
+  TEST_CASE("read_safetensors_header takes a length up to the file's end and up to 10^8, and refuses one byte more") {
+    // 7 bytes: one short of the length itself. 8 bytes claiming 1: past the file by one, a lie about what follows.
+    const std::vector<unsigned char> seven{0, 0, 0, 0, 0, 0, 0};
+    CHECK_THROWS_NAMING(ch16::read_safetensors_header(seven.data(), 7, "memfile"), std::invalid_argument, "memfile",
+                        "7", "8");
+    CHECK_THROWS_NAMING(header_of(safetensors_bytes("", 0, 1)), std::invalid_argument, "memfile", "1", "0");
+    // N = every byte after the first 8: a header with no data after it (its one tensor holds no bytes).
+    const std::string no_data = "{" + f32("e", "[0]", 0, 0) + "}";
+    const ch16::SafetensorsHeader h = header_of(safetensors_bytes(no_data, 0));
+    CHECK(h.data_begin == 8 + no_data.size());
+    CHECK(h.entries.size() == 1);
+    // Safetensors' own limit: a header of exactly 10^8 bytes is read; one of 10^8 + 1 is refused, naming the limit,
+    // though the file holds every byte of it.
+    std::string big = "{}";
+    big.resize(100'000'000, ' ');  // JSON allows trailing spaces
+    CHECK(header_of(safetensors_bytes(big, 0)).data_begin == 8 + 100'000'000);
+    big.push_back(' ');
+    CHECK_THROWS_NAMING(header_of(safetensors_bytes(big, 0)), std::invalid_argument, "memfile", "100000001",
+                        "100000000");
+  }
+
+  TEST_CASE("read_safetensors_header refuses a shape whose bytes wrap past 64 bits to 0, whatever the offsets say") {
+    // 2^32 · 2^32 elements, and 2^62 floats of 4 bytes: 2^66 and 2^64 bytes, both 0 in 64-bit arithmetic, which the
+    // offsets [0, 0] match. Only a check of the product itself refuses them.
+    CHECK_THROWS_NAMING(header_of(safetensors_bytes("{" + f32("w", "[4294967296, 4294967296]", 0, 0) + "}", 0)),
+                        std::invalid_argument, "memfile", "w", "4294967296");
+    CHECK_THROWS_NAMING(header_of(safetensors_bytes("{" + f32("w", "[4611686018427387904]", 0, 0) + "}", 0)),
+                        std::invalid_argument, "memfile", "w", "4611686018427387904");
+    // Just inside 64 bits: 2^62 − 1 floats need 2^64 − 4 bytes, and 3 × 6148914691236517205 bytes of U8 need 2^64 − 1.
+    // Neither overflows; each is refused because its offsets give 16 bytes, naming both counts.
+    CHECK_THROWS_NAMING(header_of(safetensors_bytes("{" + f32("w", "[4611686018427387903]", 0, 16) + "}", 16)),
+                        std::invalid_argument, "memfile", "w", "18446744073709551612", "16");
+    CHECK_THROWS_NAMING(
+        header_of(safetensors_bytes(
+            R"({"w": {"dtype": "U8", "shape": [3, 6148914691236517205], "data_offsets": [0, 16]}})", 16)),
+        std::invalid_argument, "memfile", "w", "18446744073709551615", "16");
+  }
+
+  TEST_CASE("read_safetensors_header reads every dimension and offset in 64 bits, not 32") {
+    // 2^32 + 4 floats need 17179869200 bytes; read into 32 bits the shape would be [4], the 16 bytes the offsets give.
+    CHECK_THROWS_NAMING(header_of(safetensors_bytes("{" + f32("w", "[4294967300]", 0, 16) + "}", 16)),
+                        std::invalid_argument, "memfile", "w", "17179869200", "16");
+    // An end of 2^32 + 16, and a range [2^32, 2^32 + 16): in 32 bits both would be [0, 16), the whole data.
+    CHECK_THROWS_NAMING(header_of(safetensors_bytes("{" + f32("w", "[4]", 0, 4294967312) + "}", 16)),
+                        std::invalid_argument, "memfile", "w", "4294967312", "16");
+    CHECK_THROWS_NAMING(header_of(safetensors_bytes("{" + f32("w", "[4]", 4294967296, 4294967312) + "}", 16)),
+                        std::invalid_argument, "memfile", "w", "4294967296", "4294967312", "16");
+    // One byte past the data's end, beside the whole data (read in the case above): [0, 20) of 16 bytes.
+    CHECK_THROWS_NAMING(header_of(safetensors_bytes("{" + f32("w", "[5]", 0, 20) + "}", 16)), std::invalid_argument,
+                        "memfile", "w", "20", "16");
+    // 2^64 is no 64-bit size: JSON reads it as a float, neither a dimension nor an offset.
+    CHECK_THROWS_NAMING(
+        header_of(safetensors_bytes(
+            R"({"w": {"dtype": "F32", "shape": [18446744073709551616], "data_offsets": [0, 16]}})", 16)),
+        std::invalid_argument, "memfile", "w");
+    CHECK_THROWS_NAMING(header_of(safetensors_bytes(
+                            R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 18446744073709551616]}})", 16)),
+                        std::invalid_argument, "memfile", "w");
+  }
+
   TEST_CASE("a safetensors file written to disk is read back through read_safetensors_header") {
     const std::string path = temp_path("header.safetensors");
     ch16::write_safetensors(path, {{"w", {{2, 2}, {1, 2, 3, 4}}}});
@@ -790,6 +862,55 @@ TEST_SUITE("16_real_model/layer_norm") {
     CHECK_THROWS_NAMING(ch16::layer_norm(bad, three, three, 1e-12f), std::invalid_argument, "X");
     CHECK(ch16::layer_norm(Matrix(xt::zeros<float>({0, 3})), three, three, 1e-12f).shape(0) == 0);
   }
+
+  TEST_CASE("layer_norm adds the model's ε to σ²: rows of variance 1e-14, 1e-12 and 1e-10 beside ε = 1e-12") {
+    // Rows ±s about 0, σ² = s²: each entry becomes ±s / √(s² + 1e-12), ±0.0995, ±0.7071 and ±0.995; ε taken as a
+    // floor max(σ², ε) gives ±1 at σ² = ε, ε added to σ gives ±1 for the two larger rows.
+    Matrix X = xt::zeros<float>({3, 4});  // (n, d)
+    for (std::size_t i = 0; i < 3; ++i)
+      for (std::size_t c = 0; c < 4; ++c) X(i, c) = (c % 2 == 0 ? 1.0f : -1.0f) * std::pow(10.0f, -7.0f + float(i));
+    const Vector ones = xt::ones<float>({4}), zeros = xt::zeros<float>({4});
+    // The oracle in float64; the track rounds a square, a sum, a root and a quotient to float (≤ 4 · 2^-24 ≈ 2.4e-7
+    // relative, where it computes in float): rtol = 5e-7.
+    INFO("each row ±s / √(s² + ε): at σ² = ε = 1e-12 that is ±0.7071, where max(σ², ε) gives ±1 and σ + ε ±1");
+    CHECK_ALLCLOSE(ch16::layer_norm(X, ones, zeros, 1e-12f),
+                   attn::oracle::layer_norm(attn::test::to_oracle(X), attn::test::to_oracle(ones),
+                                            attn::test::to_oracle(zeros), static_cast<double>(1e-12f)),
+                   0.0, 5e-7);
+  }
+
+  TEST_CASE("layer_norm normalises rows at float's range: μ, x − μ and σ² past float's largest, the result not") {
+    // (3e38, −3e38, 3e38, −3e38): μ = 0, σ² = 9e76 → ±1. (3e38, 3e38, 3e38, −3e38): μ = 1.5e38, x − μ = −4.5e38
+    // and σ² = 6.75e76 → (0.577, 0.577, 0.577, −1.732). A float sum overflows to ∞ on both, and the rows become
+    // NaN or 0; μ, x − μ and σ² in double hold them.
+    const Matrix X = {{3e38f, -3e38f, 3e38f, -3e38f}, {3e38f, 3e38f, 3e38f, -3e38f}};
+    const Vector ones = xt::ones<float>({4}), zeros = xt::zeros<float>({4});
+    // Computed in double and rounded once to float: rtol = 2^-24 ≈ 6e-8, 1e-7 with the quotient's own rounding.
+    INFO(
+        "rows of ±3e38: a float sum, x − μ or σ² overflows to ∞ (NaN or 0 after); μ, x − μ and σ² in double hold them");
+    CHECK_ALLCLOSE(ch16::layer_norm(X, ones, zeros, 1e-12f),
+                   attn::oracle::layer_norm(attn::test::to_oracle(X), attn::test::to_oracle(ones),
+                                            attn::test::to_oracle(zeros), static_cast<double>(1e-12f)),
+                   0.0, 1e-7);
+  }
+
+  TEST_CASE("layer_norm takes every positive finite ε, from the smallest float to the largest, and refuses NaN and ∞") {
+    const Matrix X = {{1.0f, 3.0f}};  // μ = 2, σ² = 1
+    const Vector ones = xt::ones<float>({2}), zeros = xt::zeros<float>({2});
+    for (float eps : {std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()}) {
+      CAPTURE(eps);
+      // ±1/√(1 + ε): ±1, and ±1/√(3.4e38) ≈ ±5.4e-20. A root and a quotient rounded to float: rtol = 2e-7.
+      CHECK_ALLCLOSE(ch16::layer_norm(X, ones, zeros, eps),
+                     attn::oracle::layer_norm(attn::test::to_oracle(X), attn::test::to_oracle(ones),
+                                              attn::test::to_oracle(zeros), static_cast<double>(eps)),
+                     0.0, 2e-7);
+    }
+    // NaN passes a check "ε ≤ 0 is refused" (NaN ≤ 0 is false), and ∞ passes it too: both need isfinite.
+    CHECK_THROWS_NAMING(ch16::layer_norm(X, ones, zeros, std::numeric_limits<float>::quiet_NaN()),
+                        std::invalid_argument, "ε");
+    CHECK_THROWS_NAMING(ch16::layer_norm(X, ones, zeros, std::numeric_limits<float>::infinity()), std::invalid_argument,
+                        "ε");
+  }
 }
 
 TEST_SUITE("16_real_model/embed") {
@@ -824,6 +945,23 @@ TEST_SUITE("16_real_model/embed") {
     CHECK_THROWS_NAMING(ch16::embed({1}, word, rng.normal(5, 4), type, ones, zeros, 1e-12f), std::invalid_argument, "7",
                         "6", "5", "4");
   }
+
+  TEST_CASE("embed refuses a token-type table with no row or of another d, naming its shape, and takes a single row") {
+    attn::Rng rng(28);
+    const Matrix word = rng.normal(7, 6), position = rng.normal(5, 6);  // (rows, d)
+    const Vector ones = xt::ones<float>({6}), zeros = xt::zeros<float>({6});
+    CHECK_THROWS_NAMING(ch16::embed({1, 2}, word, position, rng.normal(2, 4), ones, zeros, 1e-12f),
+                        std::invalid_argument, "2", "4", "6");
+    const Matrix one_type = rng.normal(1, 6);  // (1, d): a model of a single token type
+    CHECK_ALLCLOSE(ch16::embed({1, 2}, word, position, one_type, ones, zeros, 1e-12f),
+                   attn::oracle::embed({1, 2}, attn::test::to_oracle(word), attn::test::to_oracle(position),
+                                       attn::test::to_oracle(one_type), attn::test::to_oracle(ones),
+                                       attn::test::to_oracle(zeros), static_cast<double>(1e-12f)),
+                   1e-5, 1e-5);
+    // Last: without the check, row 0 of a table of no rows is read past its end (a crash, or garbage).
+    CHECK_THROWS_NAMING(ch16::embed({1, 2}, word, position, Matrix(xt::zeros<float>({0, 6})), ones, zeros, 1e-12f),
+                        std::invalid_argument, "0", "6");
+  }
 }
 
 TEST_SUITE("16_real_model/mean_pool_normalized") {
@@ -847,6 +985,44 @@ TEST_SUITE("16_real_model/mean_pool_normalized") {
     CHECK(zero(1) == 0.0f);
     CHECK_THROWS_NAMING(ch16::mean_pool_normalized(Matrix(xt::zeros<float>({0, 3}))), std::invalid_argument, "0", "3");
     CHECK_THROWS_NAMING(ch16::mean_pool_normalized(Matrix{{1.0f, std::nanf("")}}), std::invalid_argument, "H");
+  }
+
+  TEST_CASE("mean_pool_normalized divides by n, not n − 1: a single row is its own mean") {
+    // Normalising cancels any factor of the mean, except 1/0: with n = 1, ÷ (n − 1) is ∞ · 0 and NaN.
+    const Vector e = ch16::mean_pool_normalized(Matrix{{3.0f, 4.0f}});
+    INFO("one row (3, 4): its mean is itself, e = (0.6, 0.8); NaN is a division by n − 1 = 0");
+    CHECK_ALLCLOSE(e, (std::vector<double>{0.6, 0.8}), 0.0, 1e-7);  // one float rounding per entry: 6e-8
+  }
+
+  TEST_CASE("mean_pool_normalized pools rows at float's range: their mean and its length do not overflow") {
+    // Two rows of (3e38, 0): the mean (3e38, 0) is a float, their sum 6e38 is not (∞, then ∞/∞ = NaN), and neither
+    // is ‖h̄‖² = 9e76 (in float ∞, and e = 0). In double both are held: e = (1, 0).
+    INFO("NaN: the rows summed, not averaged, or summed in float; 0: ‖h̄‖² squared in float; both overflow to ∞");
+    CHECK_ALLCLOSE(ch16::mean_pool_normalized(Matrix{{3e38f, 0.0f}, {3e38f, 0.0f}}), (std::vector<double>{1.0, 0.0}),
+                   0.0, 1e-7);
+    // One row of (3e38, 3e38): no sum to overflow, but ‖h̄‖² = 1.8e77 does in float: e = (1/√2, 1/√2).
+    CHECK_ALLCLOSE(ch16::mean_pool_normalized(Matrix{{3e38f, 3e38f}}),
+                   (std::vector<double>{1.0 / std::sqrt(2.0), 1.0 / std::sqrt(2.0)}), 0.0, 1e-7);
+  }
+
+  TEST_CASE("mean_pool_normalized floors the mean's length at 1e-12, not the length's square, and not the sum's") {
+    // Two rows of (1e-8, 0): ‖h̄‖ = 1e-8 is above 1e-12, so e = (1, 0). A floor on ‖h̄‖² (1e-12 on the square is
+    // 1e-6 on the length) gives (0.01, 0).
+    INFO("0.01 for a mean of length 1e-8: the floor 1e-12 put on ‖h̄‖² (1e-6 on ‖h̄‖) instead of on ‖h̄‖");
+    CHECK_ALLCLOSE(ch16::mean_pool_normalized(Matrix{{1e-8f, 0.0f}, {1e-8f, 0.0f}}), (std::vector<double>{1.0, 0.0}),
+                   0.0, 1e-7);
+    // Just above and just below the floor: a mean of length 1.01e-12 gives (1, 0), one of 0.99e-12 gives (0.99, 0):
+    // below it e = h̄ · 10^12.
+    INFO("below the floor e = h̄ / 1e-12, of length < 1: not scaled up to length 1, nor set to 0");
+    CHECK_ALLCLOSE(ch16::mean_pool_normalized(Matrix{{1.01e-12f, 0.0f}}), (std::vector<double>{1.0, 0.0}), 0.0, 1e-7);
+    CHECK_ALLCLOSE(ch16::mean_pool_normalized(Matrix{{0.99e-12f, 0.0f}}),
+                   (std::vector<double>{static_cast<double>(0.99e-12f) * 1e12, 0.0}), 0.0, 1.5e-7);
+    // Four rows of (2^-42 ≈ 2.27e-13, 0), exact in float whatever the order of the sum: the mean 2^-42 is below the
+    // floor, e = (2^-42 · 10^12, 0) = (0.227, 0). The sum, 2^-40, gives 0.909; a floor on ‖h̄‖² gives 2.3e-7.
+    INFO("0.909: the four rows summed, not averaged (under the floor the 1/n does not cancel)");
+    const float tiny = std::ldexp(1.0f, -42);
+    CHECK_ALLCLOSE(ch16::mean_pool_normalized(Matrix{{tiny, 0.0f}, {tiny, 0.0f}, {tiny, 0.0f}, {tiny, 0.0f}}),
+                   (std::vector<double>{std::ldexp(1.0, -42) * 1e12, 0.0}), 0.0, 1.5e-7);
   }
 
   // Credited to mean_pool_normalized, the last exercise it needs (every exercise of the chapter computes it).

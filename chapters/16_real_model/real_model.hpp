@@ -51,27 +51,38 @@ std::vector<int> wordpiece(const std::string& word, const Vocab& vocab);
 /// little-endian 64-bit integer; N bytes of JSON, an object whose every key but "__metadata__" names a tensor
 /// {"dtype": "F32", "shape": [r, c], "data_offsets": [begin, end]}; then the data, which the offsets count from.
 /// Nothing in the file is trusted: every number is checked against the file before anything is read through it.
+/// Every number is 64 bits wide, and every one of its bits counts: N read from 4 bytes only, a dimension or an
+/// offset read into 32 bits, or a product that wraps past 2^64, lets a lying header through.
 /// \param file the file's bytes (memory-mapped: SafetensorsFile calls this), may be null when \p bytes is 0.
 /// \param bytes the file's size.
 /// \param path the file's name, for the messages.
-/// \return every tensor's entry by name, and data_begin = 8 + N.
-/// \throws std::invalid_argument naming \p path: when the file has fewer than 8 bytes; when N is more than the
-///         bytes after the first 8, or more than 10^8 bytes (safetensors' own limit); when the header is not a JSON
-///         object. Naming the tensor as well: an entry that is not an object with "dtype", "shape" and
-///         "data_offsets"; a dtype that is not a string or that dtype_bytes() does not know; a shape that is not a
-///         list of non-negative integers, or whose bytes (product × the dtype's size) pass 64 bits; offsets that
-///         are not two non-negative integers [begin, end] with begin ≤ end ≤ the data's size; end − begin other
-///         than the shape's bytes. Naming both tensors: two tensors whose byte ranges overlap (a tensor of no bytes
-///         overlaps nothing).
+/// \return every tensor's entry by name, and data_begin = 8 + N. A file of no data (N = the bytes after the first 8)
+///         is read, and so is a header of exactly 10^8 bytes.
+/// \throws std::invalid_argument naming \p path: when the file has fewer than 8 bytes (naming its size and 8); when N
+///         is more than the bytes after the first 8, naming N and those bytes (N = the JSON's size + 2^32 is such a
+///         lie: its fifth byte is 1); when N is more than 10^8 bytes, safetensors' own limit, naming N and the limit,
+///         100000000, even where the file is that long; when the header is not a JSON object. Naming the tensor as
+///         well: an entry that is not an object with "dtype", "shape" and "data_offsets"; a dtype that is not a string
+///         or that dtype_bytes() does not know; a shape that is not a list of non-negative integers below 2^64; a shape
+///         whose bytes pass 64 bits (the dtype's size times each dimension in turn: a partial product past 2^64 − 1),
+///         naming the shape, whatever the offsets say (F32 [4294967296, 4294967296] and F32 [4611686018427387904] wrap
+///         to 0 bytes; F32 [4611686018427387903] needs 18446744073709551612 and is checked against its offsets);
+///         offsets that are not two non-negative integers [begin, end] with begin ≤ end ≤ the data's size, naming
+///         begin, end and the data's size; end − begin other than the shape's bytes, naming both. Naming both tensors:
+///         two tensors whose byte ranges overlap (a tensor of no bytes overlaps nothing).
 SafetensorsHeader read_safetensors_header(const unsigned char* file, std::size_t bytes, const std::string& path);
 
 /// LayerNorm over each row x of \p X: (x − μ) / √(σ² + ε) · γ + β, with μ the row's mean and σ² its biased variance
 /// (the mean of (x − μ)², divided by d, as PyTorch's LayerNorm). ε is the model's (1e-12 for this one, where
-/// PyTorch's default is 1e-5): on a row of tiny variance the two give different rows, and the tests have one.
-/// \param X (n, d). \param gamma (d) the scale γ. \param beta (d) the shift β. \param eps ε > 0, finite.
+/// PyTorch's default is 1e-5): on a row of tiny variance the two give different rows, and the tests have one; they
+/// also have rows whose σ² is 1e-14, 1e-12 and 1e-10, beside the model's ε. Any finite X is normalised: μ, x − μ and
+/// σ² must not overflow where the result does not (a row of ±3e38 has σ² = 9e76, and in (3e38, 3e38, 3e38, −3e38)
+/// x − μ reaches −4.5e38, both past float's range: compute them in double); that first row normalises to ±1.
+/// \param X (n, d). \param gamma (d) the scale γ. \param beta (d) the shift β.
+/// \param eps ε > 0, finite: the smallest positive float is an ε, and so is the largest finite one.
 /// \return (n, d); n = 0 gives (0, d).
-/// \throws std::invalid_argument naming the shapes when γ or β is not (d), when ε ≤ 0 or is not finite (naming
-///         ε), or naming the first NaN/Inf of X, γ or β.
+/// \throws std::invalid_argument naming the shapes when γ or β is not (d), when ε ≤ 0 or is not finite (NaN, ∞;
+///         naming ε), or naming the first NaN/Inf of X, γ or β.
 Matrix layer_norm(const Matrix& X, const Vector& gamma, const Vector& beta, float eps);
 
 /// BERT's embedding layer: token t at position i (counted from 0, [CLS] included) becomes
@@ -109,8 +120,13 @@ Matrix encoder_layer(const Matrix& X, const EncoderLayerWeights& W, const std::v
 /// The sentence embedding from the last layer's rows: their mean, divided by its Euclidean length (sentence-
 /// transformers' Pooling in "mean" mode, then Normalize): e = h̄ / max(‖h̄‖₂, 1e-12), h̄ = (1/n) Σ_i h_i. Every row
 /// counts, [CLS] and [SEP] included; a mean of length 0 stays 0 (Normalize's 1e-12).
+/// The mean, not the sum: the two differ where the 1/n does not cancel. The floor 1e-12 is on the length ‖h̄‖₂, not
+/// on its square: a mean shorter than 1e-12 is not scaled up to length 1 but comes out as h̄ · 10^12 (a mean of
+/// length 5e-13 gives an e of length 0.5), while a mean of length 1e-8 gives length 1. Any finite H is pooled: h̄ and
+/// ‖h̄‖₂ must not overflow where h̄ itself does not (two rows of (3e38, 0) sum past float's range and (3e38)² is far
+/// past it: sum and square in double), and those rows give e = (1, 0).
 /// \param H (n, d) the encoder's output, n ≥ 1.
-/// \return (d), of length 1 (or 0).
+/// \return (d), of length 1 when ‖h̄‖₂ ≥ 1e-12, else ‖h̄‖₂ · 10^12 (0 for a mean of zeros).
 /// \throws std::invalid_argument naming the shape when n = 0, or naming the first NaN/Inf of H.
 Vector mean_pool_normalized(const Matrix& H);
 

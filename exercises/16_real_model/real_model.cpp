@@ -71,8 +71,9 @@ Matrix encoder_layer(const Matrix& X, const EncoderLayerWeights& W, const std::v
 }
 
 Vector mean_pool_normalized(const Matrix& H) {
-  // TODO(learner): the sentence embedding: the mean of all rows of H, scaled to Euclidean length 1 (a mean of
-  //   length 0 stays 0). No rows, or a NaN/Inf in H, is std::invalid_argument.
+  // TODO(learner): the sentence embedding: the mean of all rows of H, divided by max(its Euclidean length, 1e-12):
+  //   length 1, or less for a mean shorter than 1e-12 (0 stays 0). Sum and square in double, so that rows at float's
+  //   range do not overflow. No rows, or a NaN/Inf in H, is std::invalid_argument.
   throw not_implemented("mean_pool_normalized", kChapter,
                         "average each column over the tokens, then divide the vector by its length.");
 }

@@ -101,10 +101,13 @@ SafetensorsHeader read_safetensors_header(const unsigned char* file, std::size_t
   if (bytes < 8) refuse(path, fmt::format("{} bytes, fewer than the 8 of the header's length (truncated)", bytes));
   std::uint64_t header_bytes = 0;  // little-endian u64, read byte by byte (no alignment, any host)
   for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | file[i];
-  if (header_bytes > kMaxHeaderBytes || header_bytes > bytes - 8)
+  if (header_bytes > bytes - 8)
     refuse(path, fmt::format("the header claims {} bytes but the file has {} after the length (truncated file or "
                              "lying header)",
                              header_bytes, bytes - 8));
+  if (header_bytes > kMaxHeaderBytes)
+    refuse(path, fmt::format("the header claims {} bytes, more than safetensors' limit of {}", header_bytes,
+                             kMaxHeaderBytes));
   const auto* text = reinterpret_cast<const char*>(file + 8);
   const nlohmann::json j = nlohmann::json::parse(text, text + header_bytes, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) refuse(path, "the header is not a JSON object");
