@@ -448,6 +448,14 @@ TEST_SUITE("12_learning: bad input") {
     CHECK_THROWS_NAMING(ch12::embed_tokens(model, {5}), std::invalid_argument, "(3, 8)", "(10, 8)");
   }
 
+  TEST_CASE("forward refuses a model whose config has 0 heads before dividing by them, naming heads") {
+    ch12::Model model = small_model(1, 1202);
+    model.config.heads = 0;  // d_model / heads was computed before the model's check: SIGFPE
+    CHECK_THROWS_NAMING(ch12::forward(model, {1, 2, 3}), std::invalid_argument, "heads", "0");
+    CHECK_THROWS_NAMING(ch12::forward_embedded(model, xt::zeros<float>({std::size_t{2}, model.config.d_model})),
+                        std::invalid_argument, "heads", "0");
+  }
+
   TEST_CASE("prepare_checkpoint_dir refuses empty text, a file, and a folder holding a file it did not write") {
     namespace fs = std::filesystem;
     const fs::path dir = fs::temp_directory_path() / ("attn_ch12_prepare_" + std::to_string(::getpid()));

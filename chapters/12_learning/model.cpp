@@ -376,12 +376,13 @@ Matrix embed_tokens(const Model& model, const std::vector<std::size_t>& tokens) 
 // [forward]
 Trace forward_embedded(const Model& model, const Matrix& X0, const HeadMask& keep) {
   const Config& c = model.config;
-  const std::size_t n = X0.shape(0), d_k = head_width(c);
+  const std::size_t n = X0.shape(0);
   require(X0.shape(1) == c.d_model && n > 0 && n <= c.context,
           fmt::format("forward: X0 is {}; the model takes (1 … {}, {})", shape_str(X0), c.context, c.d_model));
   require_finite("forward", "X0", X0.data(), X0.size());
   require_head_mask("forward", keep, c);
-  require_model("forward", model);
+  require_model("forward", model);  // before d_model / heads: a config of 0 heads divided by zero (SIGFPE)
+  const std::size_t d_k = head_width(c);
   Trace tr;
   tr.residual.push_back(X0);
   const Mask causal = causal_mask(n, n);  // (n, n)
