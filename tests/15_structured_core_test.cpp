@@ -178,6 +178,15 @@ TEST_SUITE("15_structured: hostile input") {
     CHECK_THROWS_NAMING(ch15::check_parents(std::vector<long>(n + 1, 0)), std::invalid_argument, "check_parents");
   }
 
+  TEST_CASE("GatherRows of rows of width 0 answers at once, however many rows: there is nothing to copy") {
+    // 2^63 rows of no columns hold no float: the copy loop ran 2^63 times over them (a hang in the release build).
+    const Matrix empty_rows = Matrix::from_shape({std::size_t{1} << 63, 0});
+    const ch15::GatherRows rows(empty_rows, "K");
+    CHECK(rows.rows() == std::size_t{1} << 63);
+    CHECK(rows.width() == 0);
+    CHECK(rows.padded_size() == 0);
+  }
+
   TEST_CASE("the dense tables of 2^20 nodes are refused with their estimate, before allocating") {
     const ch15::Graph big{std::size_t{1} << 20, {}};
     CHECK_NOTHROW(ch15::check_graph(big));  // the lists of 2^20 nodes fit: the check itself allocates nothing dense
