@@ -246,6 +246,131 @@ TEST_SUITE("17_serving: chapter code") {
     }
   }
 
+  TEST_CASE("the fast paged decode refuses a length whose blocks' ceiling (length + B - 1) / B would wrap, naming it") {
+    PagedKVCache cache = cache_of(4);
+    attn::Rng rng(1760);
+    const Matrix q = rng.normal(4, 4);
+    // SIZE_MAX − 1 tokens need 2^62 blocks of 4; (length + 3) / 4 wraps to 0, the table's count, and blocks[0] was
+    // read.
+    const BlockTable none{{}, std::numeric_limits<std::size_t>::max() - 1};
+    CHECK_THROWS_NAMING(ch17::paged_decode_range(cache, 0, none, q, 0, 5), std::invalid_argument,
+                        "18446744073709551614");
+    CHECK_THROWS_NAMING(ch17::paged_decode(cache, 0, none, q), std::invalid_argument, "18446744073709551614");
+    CHECK_THROWS_NAMING(ch17::split_kv_decode(cache, 0, none, q, 2, 2), std::invalid_argument, "18446744073709551614");
+  }
+
+  TEST_CASE("the fast paged decode names the values, not a score, when only the values' unnormalised sum overflows") {
+    PagedKVCache cache = cache_of(4);
+    attn::Rng rng(1761);
+    BlockTable t;
+    for (std::size_t i = 0; i < 6; ++i) {  // keys N(0, 1), values 2e38 … 3e38: finite, as the cache holds
+      if (i % 4 == 0) t.blocks.push_back(*cache.pool().allocate());
+      cache.write(0, t.blocks.back(), i % 4, rng.normal(2, 4),
+                  xt::ones<float>({2, 3}) * (2e38f + 1e37f * static_cast<float>(i)));
+      ++t.length;
+    }
+    const Matrix q = xt::zeros<float>({4, 4});  // every score 0: no score can overflow, the six weights are 1 each
+    const auto message_of = [](const auto& call) -> std::string {
+      try {
+        call();
+      } catch (const std::invalid_argument& e) {
+        return e.what();
+      }
+      return "(answered)";
+    };
+    for (const std::string& m : {message_of([&] { ch17::paged_decode(cache, 0, t, q); }),
+                                 message_of([&] { ch17::paged_decode_range(cache, 0, t, q, 0, 6); }),
+                                 message_of([&] { ch17::split_kv_decode(cache, 0, t, q, 2, 2); })}) {
+      CAPTURE(m);
+      CHECK(attn::test::detail::names_word(m, "values"));
+      CHECK(m.find("score") == std::string::npos);
+    }
+  }
+
+  TEST_CASE("release_table of a table that lists a block twice but holds it once refuses, the pool unchanged") {
+    BlockAllocator pool(4, 2);
+    const attn::BlockId b = *pool.allocate();
+    BlockTable twice{{b, b}, 4};
+    CHECK_THROWS_NAMING(attn::release_table(pool, twice), std::invalid_argument, "0", "2", "1");
+    CHECK(pool.ref_count(b) == 1);  // released once before the second release refused: the block was freed
+    CHECK(pool.free_blocks() == 3);
+    CHECK(twice.blocks.size() == 2);
+    pool.retain(b);  // held twice now: the table's two entries are two references
+    attn::release_table(pool, twice);
+    CHECK(pool.free_blocks() == 4);
+  }
+
+  TEST_CASE("copy_block says which of its two blocks is free") {
+    PagedKVCache cache = cache_of(4);
+    const attn::BlockId held = *cache.pool().allocate();
+    CHECK_THROWS_WITH_AS(cache.copy_block(2, held, 1), doctest::Contains("from block 2 is free"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(cache.copy_block(held, 3, 1), doctest::Contains("to block 3 is free"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(cache.copy_block(1, 3, 1), doctest::Contains("from block 1 and to block 3 are free"),
+                         std::invalid_argument);
+  }
+
+  TEST_CASE("request_trace refuses a rate so low that an arrival step would pass SIZE_MAX, and serves a slow one") {
+    ch17::TraceSpec s;
+    s.requests = 5;
+    s.arrivals_per_step = 1e-300;  // arrivals near step 1e300: converted to std::size_t unchecked, every one was 0
+    CHECK_THROWS_NAMING(ch17::request_trace(s), std::invalid_argument, "arrivals_per_step");
+    s.arrivals_per_step = 1e-12;  // arrivals near step 1e12: valid steps
+    const std::vector<ch17::Request> trace = ch17::request_trace(s);
+    CHECK(trace.front().arrival > 1000000);
+    CHECK(trace.back().arrival >= trace.front().arrival);
+  }
+
+  TEST_CASE("the schedulers jump over idle steps: a request arriving at step 2^40 is served at once, the same clock") {
+    const std::size_t late = std::size_t{1} << 40;
+    // Request 0: admitted at 0, its second token at 1, gone at 2. Request 1: admitted at 2^40, three decodes, gone at
+    // 2^40 + 4: its latency is 4 steps, and the run took 2^40 + 4 steps (0 … 2^40 + 3), as stepping one at a time.
+    const std::vector<ch17::Request> trace{{0, 0, 3, 2}, {1, late, 5, 4}};
+    const hostile::detail::Guard guard("the schedulers over 2^40 idle steps");  // a hang ends the run, naming this
+    for (int which = 0; which < 3; ++which) {
+      CAPTURE(which);
+      std::size_t observed = 0;
+      const ch17::StepObserver count = [&](const ch17::StepWork& w) { observed += 1 + w.idle_before; };
+      const ch17::ServeStats st =
+          which == 2 ? ch17::serve_paged(trace, 8, 4, 2, count)
+                     : ch17::serve_reserving(trace, which == 0 ? ch17::Batching::fixed : ch17::Batching::continuous, 64,
+                                             16, 2, count);
+      CHECK(st.steps == late + 4);
+      CHECK(st.latency == std::vector<std::size_t>{2, 4});
+      CHECK(st.generated == 6);
+      CHECK(observed == st.steps + 1);  // every step, the idle ones counted by the step after them
+    }
+  }
+
+  TEST_CASE("serve_paged's waste is the share of slots held unused even when blocks × B passes 2^64") {
+    const std::size_t B = std::size_t{1} << 63;
+    // Two requests of one prompt token and three tokens out, each in a block of 2^63 slots, for three steps: 12
+    // cached token-steps of 3 · 2^64 held; 1 − 12 / (3 · 2^64) rounds to 1 in double. 2 · 2^63 wrapped to 0 held.
+    const std::vector<ch17::Request> trace{{0, 0, 1, 3}, {1, 0, 1, 3}};
+    const ch17::ServeStats st = ch17::serve_paged(trace, 2, B, 2);
+    CHECK(st.reserved_token_steps == 3 * 18446744073709551616.0);
+    CHECK(st.waste() == 1.0);
+  }
+
+  TEST_CASE("serving chapter 12's model refuses a model whose config and tensors disagree, naming what disagrees") {
+    const attn::ch12::Model good = attn::ch12::init_model(attn::ch12::Config{}, 3);  // d_model 32, 2 heads, 2 layers
+    const std::vector<ch17::Prompt> prompts{{{1, 2, 3}, 2}, {{1, 2, 4}, 2}};
+    ch17::ModelServeLog log;
+    attn::ch12::Model m = good;
+    m.config.heads = 0;  // d_model / heads: SIGFPE in both
+    CHECK_THROWS_NAMING(ch17::generate_batched(m, prompts, 4, 8, 2, log), std::invalid_argument, "heads", "0");
+    CHECK_THROWS_NAMING(ch17::generate_one_at_a_time(m, prompts), std::invalid_argument, "heads", "0");
+    m = good;
+    m.config.layers = 3;  // a third layer read past model.layers
+    CHECK_THROWS_NAMING(ch17::generate_batched(m, prompts, 4, 8, 2, log), std::invalid_argument, "layers", "3", "2");
+    m = good;
+    m.layers[1].W_Q = xt::zeros<float>({32, 16});  // served silently
+    CHECK_THROWS_NAMING(ch17::generate_batched(m, prompts, 4, 8, 2, log), std::invalid_argument, "W_Q", "(32, 16)");
+    m = good;
+    m.layers[0].W_V(3, 5) = std::nanf("");  // reported as a NaN written into the cache
+    CHECK_THROWS_NAMING(ch17::generate_batched(m, prompts, 4, 8, 2, log), std::invalid_argument, "W_V");
+  }
+
   TEST_CASE("serving chapter 12's model refuses empty prompts, zero tokens and prompts past its context") {
     const attn::ch12::Model model = attn::ch12::init_model(attn::ch12::Config{}, 3);
     ch17::ModelServeLog log;

@@ -63,10 +63,12 @@ inline void require_prompts(const char* where, const ch12::Model& model, const s
 /// Greedy generation one request at a time, with chapter 12's forward() over the whole sequence at every token (no
 /// cache: keys and values recomputed, contiguous): the reference the paged, batched run must equal.
 /// \return (prompts) the generated tokens of each prompt.
-/// \throws std::invalid_argument when a prompt is empty, asks for 0 tokens, or would outgrow the model's context, and
-///         as chapter 12's forward() does (a token outside the vocabulary).
+/// \throws std::invalid_argument as chapter 12's require_model() does (a config and tensors that disagree, a NaN
+///         weight), when a prompt is empty, asks for 0 tokens, or would outgrow the model's context, and as chapter
+///         12's forward() does (a token outside the vocabulary).
 inline std::vector<std::vector<std::size_t>> generate_one_at_a_time(const ch12::Model& model,
                                                                     const std::vector<Prompt>& prompts) {
+  ch12::require_model("generate_one_at_a_time", model);  // config and tensors agree, before any division by heads
   detail::require_prompts("generate_one_at_a_time", model, prompts);
   std::vector<std::vector<std::size_t>> out;
   for (const Prompt& p : prompts) {
@@ -129,12 +131,17 @@ inline Vector model_token_step(const ch12::Model& model, PagedKVCache& cache, Bl
 /// prompts' longest common beginning are computed once and shared by every request (share_table()); the rest of
 /// each prompt is prefilled when the request is admitted, again after a preemption (recompute).
 /// \return (prompts) the generated tokens of each prompt; \p log says what the run did.
-/// \throws std::invalid_argument when a prompt is empty, asks for 0 tokens, or would outgrow the model's context,
-///         and as PagedKVCache and schedule_step() do.
+/// \throws std::invalid_argument as chapter 12's require_model() does (heads 0 or not dividing d_model, a layer
+///         count other than the config's, a weight of the wrong shape, a NaN weight: named, before anything is
+///         computed), when a prompt is empty, asks for 0 tokens, or would outgrow the model's context, and as
+///         PagedKVCache and schedule_step() do.
 inline std::vector<std::vector<std::size_t>> generate_batched(const ch12::Model& model,
                                                               const std::vector<Prompt>& prompts,
                                                               std::size_t block_size, std::size_t blocks,
                                                               std::size_t max_running, ModelServeLog& log) {
+  // The model is a plain struct: its config and its tensors are checked to agree (heads > 0 dividing d_model, as
+  // many layers as the config says, every weight's shape, no NaN) before d_model / heads and every layer are used.
+  ch12::require_model("generate_batched", model);
   const ch12::Config& c = model.config;
   const std::size_t d_k = c.d_model / c.heads;
   detail::require_prompts("generate_batched", model, prompts);

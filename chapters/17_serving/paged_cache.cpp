@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -50,8 +52,23 @@ void BlockAllocator::release(BlockId block) {
 }
 
 void release_table(BlockAllocator& pool, BlockTable& table) {
-  for (const BlockId b : table.blocks)  // checked first, so a bad table leaves the pool as it was
-    require(pool.ref_count(b) > 0, fmt::format("release_table: the table points at block {}, which is free", b));
+  // Checked first, so a bad table leaves the pool as it was: a block the table lists k times is released k times, so
+  // it must be held at least k times (a table that lists a held block twice would free it, then refuse).
+  std::vector<BlockId> sorted = table.blocks;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t k = i + 1;
+    while (k < sorted.size() && sorted[k] == sorted[i]) ++k;
+    const std::size_t listed = k - i, held = pool.ref_count(sorted[i]);  // ref_count() refuses a block past the pool
+    if (held == 0)
+      throw std::invalid_argument(fmt::format("release_table: the table points at block {}, which is free", sorted[i]));
+    if (listed > held)
+      throw std::invalid_argument(
+          fmt::format("release_table: the table lists block {} {} times, but its reference "
+                      "count is {}: releasing it would free it and then release a free block",
+                      sorted[i], listed, held));
+    i = k;
+  }
   for (const BlockId b : table.blocks) pool.release(b);
   table = BlockTable{};
 }
@@ -143,9 +160,12 @@ void PagedKVCache::copy_block(BlockId from, BlockId to, std::size_t rows) {
   require(from < n && to < n && from != to,
           fmt::format("PagedKVCache::copy_block: from block {} to block {}: both must be different blocks of 0 … {}",
                       from, to, n - 1));
-  require(
-      pool_.ref_count(from) > 0 && pool_.ref_count(to) > 0,
-      fmt::format("PagedKVCache::copy_block: block {} or block {} is free; copy between blocks tables hold", from, to));
+  const bool from_free = pool_.ref_count(from) == 0, to_free = pool_.ref_count(to) == 0;
+  if (from_free || to_free)
+    throw std::invalid_argument(fmt::format(
+        "PagedKVCache::copy_block: {} (reference count 0); copy between blocks tables hold",
+        from_free && to_free ? fmt::format("from block {} and to block {} are free", from, to)
+                             : fmt::format("{} block {} is free", from_free ? "from" : "to", from_free ? from : to)));
   require(rows <= shape_.block_size,
           fmt::format("PagedKVCache::copy_block: rows = {} is more than a block's B = {}", rows, shape_.block_size));
   for (std::size_t l = 0; l < shape_.layers; ++l)

@@ -68,9 +68,11 @@ class BlockAllocator {
   std::vector<BlockId> free_;      // the free blocks, a stack: the last one freed is reused first
 };
 
-/// Releases every block of \p table and empties it (length 0): what a finished or preempted sequence does.
-/// \throws std::invalid_argument naming the block when one of the table's blocks is already free (the table
-///         and the pool are then unchanged).
+/// Releases every block of \p table and empties it (length 0): what a finished or preempted sequence does. A block
+/// the table lists k times is released k times.
+/// \throws std::invalid_argument naming the block when one of the table's blocks is already free or does not exist,
+///         or is listed more times than its reference count (it would be freed, then released free); the table and
+///         the pool are then unchanged.
 void release_table(BlockAllocator& pool, BlockTable& table);
 
 /// A second table over the same blocks as \p table, each block retained once more: a request that starts with
@@ -120,8 +122,8 @@ class PagedKVCache {
   void write(std::size_t layer, BlockId block, std::size_t offset, const Matrix& k, const Matrix& v);
 
   /// Copies the first \p rows slots of block \p from into block \p to, for every layer and KV head.
-  /// \throws std::invalid_argument naming the blocks when one does not exist, is free, or they are the same
-  ///         block, or naming rows when it exceeds B.
+  /// \throws std::invalid_argument naming the blocks when one does not exist or they are the same block, naming
+  ///         which of them is free ("from block 2 is free") when one or both are, or naming rows when it exceeds B.
   void copy_block(BlockId from, BlockId to, std::size_t rows);
 
  private:

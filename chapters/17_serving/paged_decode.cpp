@@ -17,6 +17,8 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -31,12 +33,44 @@ namespace {
 
 constexpr float kNoKey = -std::numeric_limits<float>::infinity();
 
-/// Throws unless the table holds the blocks its length needs.
+/// Throws unless the table holds the blocks its length needs: ⌈length / B⌉, computed without wrapping ((length + B −
+/// 1) / B wraps for a length near SIZE_MAX, and a table of no blocks passed).
 void require_blocks(const char* where, const BlockTable& table, std::size_t B) {
-  const std::size_t needed = (table.length + B - 1) / B;
-  require(table.blocks.size() == needed, fmt::format("{}: the table holds {} tokens in {} blocks; with B = {} that "
-                                                     "needs {} blocks",
-                                                     where, table.length, table.blocks.size(), B, needed));
+  const std::size_t needed = table.length / B + (table.length % B != 0 ? 1 : 0);
+  if (table.blocks.size() != needed)
+    throw std::invalid_argument(
+        fmt::format("{}: the table holds {} tokens in {} blocks; with B = {} that needs {} "
+                    "blocks",
+                    where, table.length, table.blocks.size(), B, needed));
+}
+
+/// Why a pass over tokens [first, end) left O non-finite (the pass sums e^{s − m}·v before dividing by Σ e^{s − m},
+/// so the sum can pass float's limit even when no score does): the scores when d_k · max|q| · max|k| over the range is
+/// past the course's bound, else the values.
+std::string overflow_reason(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q,
+                            std::size_t first, std::size_t end) {
+  const KvShape& s = cache.shape();
+  float max_q = 0.0f, max_k = 0.0f, max_v = 0.0f;
+  for (std::size_t c = 0; c < q.size(); ++c) max_q = std::max(max_q, std::abs(q.data()[c]));
+  for (std::size_t t = first; t < end; ++t)
+    for (std::size_t j = 0; j < s.kv_heads; ++j) {
+      const BlockId b = table.blocks[t / s.block_size];
+      const float* k = cache.keys(layer, b, j) + (t % s.block_size) * s.d_k;
+      const float* v = cache.values(layer, b, j) + (t % s.block_size) * s.d_v;
+      for (std::size_t c = 0; c < s.d_k; ++c) max_k = std::max(max_k, std::abs(k[c]));
+      for (std::size_t c = 0; c < s.d_v; ++c) max_v = std::max(max_v, std::abs(v[c]));
+    }
+  const double bound = static_cast<double>(s.d_k) * max_q * max_k;
+  if (bound > kMaxScoreBound)
+    return fmt::format(
+        "paged_decode: a score q·k overflowed float: d_k = {} times max|q| = {} times max|k| = {} is "
+        "past the bound {}; scale the query or the keys down",
+        s.d_k, max_q, max_k, kMaxScoreBound);
+  return fmt::format(
+      "paged_decode: the values' weighted sum overflowed float: values up to max|v| = {} over {} "
+      "tokens, summed before the division by the softmax's total (every q·k within the bound); scale "
+      "the values down",
+      max_v, end - first);
 }
 
 /// The keys and values of one stretch of tokens that lie together in the cache: a whole block, or part of one.
@@ -103,10 +137,10 @@ FlashOutput paged_decode_range(const PagedKVCache& cache, std::size_t layer, con
     ch05::scale_row(out.O.data() + i * s.d_v, s.d_v, 1.0f / l(i));
     out.lse(i) = m(i) + std::log(l(i));
   }
-  // The overflow policy needs the largest cached key, which only this pass reads: an overflowed score shows as a NaN.
-  require(
-      std::all_of(out.O.begin(), out.O.end(), [](float x) { return std::isfinite(x); }),
-      fmt::format("paged_decode: a score q·k overflowed float (d_k = {}): scale the query or the keys down", s.d_k));
+  // The overflow policy needs the largest cached key, which only this pass reads: an overflowed score, or a sum of
+  // values near float's limit, shows as a NaN or an infinity. Which of the two is found after the fact.
+  if (!std::all_of(out.O.begin(), out.O.end(), [](float x) { return std::isfinite(x); }))
+    throw std::invalid_argument(overflow_reason(cache, layer, table, q, first, end));
   return out;
 }
 

@@ -25,11 +25,16 @@ namespace attn::ch17 {
 /// \return O (h, d_v) and lse (h): the part's result, for merge_splits() or chapter 05's merge.
 /// \throws std::invalid_argument naming the shapes when q's width is not d_k, h and g when g does not divide h, the
 ///         range when first > end or end > table.length, the length when the table does not hold ⌈length / B⌉
-///         blocks, the layer when it does not exist, and the first NaN/Inf of q.
+///         blocks (computed without wrapping, for any length), the layer when it does not exist, the first NaN/Inf
+///         of q; and, after the pass, when O is not finite: naming q and k when d_k · max|q| · max|k| over the range
+///         is past attn/checks.hpp's bound (a score overflowed), else naming the values (their sum e^{s − m}·v,
+///         made before the division by Σ e^{s − m} as chapter 09's one pass makes it, overflowed: values near
+///         float's limit, which paged_attention() answers).
 FlashOutput paged_decode_range(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q,
                                std::size_t first, std::size_t end);
 
-/// paged_decode_range() over the whole table: (h, d_v), what paged_attention() computes.
+/// paged_decode_range() over the whole table: (h, d_v), what paged_attention() computes, up to float rounding, for
+/// values whose unnormalised sum stays finite (the learner's normalised weights answer beyond that too).
 /// \throws std::invalid_argument as paged_decode_range() does, and naming the length when the table is empty.
 Matrix paged_decode(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q);
 

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <deque>
+#include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
@@ -39,8 +41,11 @@ inline StepWork step_work(const StepPlan& plan, const std::vector<Sequence>& run
 // [serve_paged]
 /// Serves \p trace with continuous batching over a pool of \p blocks blocks of \p block_size tokens, at most
 /// \p max_running sequences at once: schedule_step() decides every step.
-/// \p observe, unless empty, is given each step's work.
-/// \throws std::invalid_argument as BlockAllocator and schedule_step() do (a request that could never fit), and
+/// \p observe, unless empty, is given each step's work. Idle stretches (nothing running or waiting) cost nothing: the
+/// clock jumps to the next arrival, with the same statistics as stepping through them. A step's cost is
+/// schedule_step()'s: what it runs, admits and preempts, not the queue's length. \throws std::invalid_argument as
+/// BlockAllocator and schedule_step() do, naming the request when it arrives with a
+///         prompt or output of 0 or could never fit in the pool (prompt + output − 1 past its tokens), and
 ///         naming the request whose id is not its place in the trace (the statistics are indexed by it).
 inline ServeStats serve_paged(const std::vector<Request>& trace, std::size_t blocks, std::size_t block_size,
                               std::size_t max_running, const StepObserver& observe = {}) {
@@ -53,25 +58,48 @@ inline ServeStats serve_paged(const std::vector<Request>& trace, std::size_t blo
   std::vector<Sequence> running;
   ServeStats st;
   st.latency.assign(trace.size(), 0);
-  std::size_t next = 0, done = 0, step = 0;
+  std::size_t next = 0, done = 0, step = 0, idle = 0;
   for (; done < trace.size(); ++step) {
-    for (; next < trace.size() && trace[next].arrival <= step; ++next)
-      waiting.push_back(Sequence{trace[next].id, trace[next].prompt, trace[next].output, {}});
+    for (; next < trace.size() && trace[next].arrival <= step; ++next) {
+      const Request& r = trace[next];  // checked once, as it arrives (schedule_step() checks only its front)
+      const std::size_t most = block_size > std::numeric_limits<std::size_t>::max() / blocks
+                                   ? std::numeric_limits<std::size_t>::max()
+                                   : blocks * block_size;
+      if (r.prompt == 0 || r.output == 0 || r.prompt > most || r.output - 1 > most - r.prompt)
+        throw std::invalid_argument(
+            fmt::format("serve_paged: request {} has prompt {} and output {}; it needs at "
+                        "least one of each, and the pool's {} blocks of B = {} hold {} tokens",
+                        r.id, r.prompt, r.output, blocks, block_size, most));
+      waiting.push_back(Sequence{r.id, r.prompt, r.output, {}});
+    }
     const StepPlan plan = schedule_step(pool, waiting, running, max_running);
     for (const std::size_t id : plan.finished) st.latency[id] = step - trace[id].arrival;
-    if (observe) observe(detail::step_work(plan, running));
+    if (observe) {
+      StepWork work = detail::step_work(plan, running);
+      work.idle_before = idle;
+      observe(work);
+    }
+    idle = 0;
     done += plan.finished.size();
     st.generated += plan.decoded.size() + plan.admitted.size();
     st.preemptions += plan.preempted.size();
-    for (const Sequence& w : waiting)  // the preempted wait at the front, their prompts to be prefilled again
-      if (std::find(plan.preempted.begin(), plan.preempted.end(), w.id) != plan.preempted.end())
-        st.recomputed += w.prompt;
-    std::size_t cached = 0;
-    for (const Sequence& s : running) cached += s.table.length;
-    st.cached_token_steps += static_cast<double>(cached);
-    st.reserved_token_steps += static_cast<double>(pool.used_blocks() * block_size);
+    // The preempted wait at the front, their prompts to be prefilled again: only the front is read (the rest of the
+    // queue is the step's business no more than the scheduler's).
+    for (std::size_t i = 0; i < plan.preempted.size() && i < waiting.size(); ++i)
+      if (std::find(plan.preempted.begin(), plan.preempted.end(), waiting[i].id) != plan.preempted.end())
+        st.recomputed += waiting[i].prompt;
+    double cached = 0.0;  // in double: a sum of lengths, like blocks × B below, may pass 2^64
+    for (const Sequence& s : running) cached += static_cast<double>(s.table.length);
+    st.cached_token_steps += cached;
+    st.reserved_token_steps += static_cast<double>(pool.used_blocks()) * static_cast<double>(block_size);
     st.mean_running += static_cast<double>(running.size());
     st.most_running = std::max(st.most_running, running.size());
+    // Nothing runs or waits: the steps up to the next arrival change nothing and add nothing to the sums, so the clock
+    // jumps over them (one at a time, a request arriving at step 2^40 was never reached).
+    if (running.empty() && waiting.empty() && next < trace.size() && trace[next].arrival > step + 1) {
+      idle = trace[next].arrival - step - 1;
+      step = trace[next].arrival - 1;  // the loop's ++step lands on the arrival
+    }
   }
   st.steps = step == 0 ? 0 : step - 1;  // the last step only saw the last sequences leave (an empty trace: none)
   st.mean_running /= static_cast<double>(std::max<std::size_t>(st.steps, 1));

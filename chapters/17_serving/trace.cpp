@@ -6,6 +6,7 @@
 #include <cmath>
 #include <deque>
 #include <random>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -36,6 +37,12 @@ std::vector<Request> request_trace(const TraceSpec& s) {
   double clock = 0.0;
   for (std::size_t i = 0; i < s.requests; ++i) {
     clock += gap(rng);
+    // A double at or past 2^64 has no std::size_t (the conversion is undefined: at a rate of 1e-300 it gave 0).
+    if (!(clock < 18446744073709551616.0))
+      throw std::invalid_argument(
+          fmt::format("request_trace: arrivals_per_step = {} puts request {} at step {}, past "
+                      "the last step a std::size_t counts (2^64 - 1); use a higher rate",
+                      s.arrivals_per_step, i, clock));
     const std::size_t p = prompt(rng), o = std::min(s.output_max, 1 + extra(rng));
     trace.push_back({i, static_cast<std::size_t>(clock), p, o});
   }
@@ -93,10 +100,12 @@ ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching,
   st.latency.assign(trace.size(), 0);
   std::deque<std::size_t> waiting;  // request indices, in arrival order
   std::vector<Reserved> running;
-  std::size_t next = 0, done = 0, step = 0;
+  std::size_t next = 0, done = 0, step = 0, idle = 0;
   StepWork work;
   for (; done < trace.size(); ++step) {
     work = StepWork{};
+    work.idle_before = idle;
+    idle = 0;
     while (next < trace.size() && trace[next].arrival <= step) waiting.push_back(next++);
     // Finished sequences leave; their last token was generated at the step before this one.
     for (auto it = running.begin(); it != running.end();) {
@@ -131,6 +140,12 @@ ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching,
     st.reserved_token_steps += static_cast<double>(running.size() * max_len);
     st.mean_running += static_cast<double>(running.size());
     st.most_running = std::max(st.most_running, running.size());
+    // Nothing runs or waits: the steps up to the next arrival change nothing and add nothing to the sums, so the clock
+    // jumps over them (one at a time, a request arriving at step 2^40 was never reached).
+    if (running.empty() && waiting.empty() && next < trace.size() && trace[next].arrival > step + 1) {
+      idle = trace[next].arrival - step - 1;
+      step = trace[next].arrival - 1;  // the loop's ++step lands on the arrival
+    }
   }
   st.steps = step == 0 ? 0 : step - 1;  // the last step only saw the last sequences leave (an empty trace: none)
   st.mean_running /= static_cast<double>(std::max<std::size_t>(st.steps, 1));

@@ -34,7 +34,8 @@ struct TraceSpec {
 /// The requests of \p spec, in arrival order (std::mt19937_64 seeded with spec.seed: the same trace every run).
 /// \throws std::invalid_argument naming the field when requests is 0, the rate is not a positive finite number,
 ///         prompt_min is 0 or above prompt_max, output_mean is not in [1, 1e15] (above, the geometric
-///         draw's 1 − 1/output_mean rounds to 1), or output_max is 0.
+///         draw's 1 − 1/output_mean rounds to 1), or output_max is 0; naming arrivals_per_step when the rate is so
+///         low that an arrival falls past step 2^64 − 1 (no std::size_t counts it).
 std::vector<Request> request_trace(const TraceSpec& spec);
 
 /// What one scheduler did over a whole trace.
@@ -61,8 +62,10 @@ struct StepWork {
                                              ///< included (what its attention reads)
   std::vector<std::size_t> prefill_prompts;  ///< per sequence admitted (or readmitted): the tokens prefilled
   std::vector<std::size_t> finished;         ///< requests that finished at the step before this one, by id
+  std::size_t idle_before = 0;  ///< steps just before this one with nothing running or waiting, not observed (skipped)
 };
-/// Called once per step with its work, before the next step is planned.
+/// Called once per step with its work, before the next step is planned; steps with nothing running or waiting are
+/// skipped (the clock jumps to the next arrival) and counted in the next observed step's idle_before.
 using StepObserver = std::function<void(const StepWork&)>;
 
 /// The mean of \p latency (steps per request).
@@ -81,7 +84,8 @@ enum class Batching {
 /// A scheduler that reserves \p max_len token slots for every sequence it admits (the longest it may grow: the
 /// memory a contiguous cache must set aside before it knows the output's length), \p budget_tokens slots in all, at
 /// most \p max_running sequences at once, first come first served.
-/// \p observe, unless empty, is given each step's work.
+/// \p observe, unless empty, is given each step's work. Idle stretches (nothing running or waiting) cost nothing: the
+/// clock jumps to the next arrival, with the same statistics as stepping through them.
 /// \throws std::invalid_argument naming the sizes when max_running or max_len is 0, when budget_tokens holds no
 ///         sequence of max_len, naming batching when it is neither value, or naming the request whose id is not its
 ///         place in the trace, or whose prompt or output is 0 or prompt + output − 1 exceeds max_len.
