@@ -8,8 +8,12 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <stdexcept>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "04_complexity/heap_counter.hpp"
 #include "12_learning/model.hpp"
 #include "12_learning/train.hpp"
 #include "17_serving/model_serving.hpp"
@@ -173,6 +177,17 @@ TEST_SUITE("17_serving") {
     CHECK_THROWS_AS(attn::append_slot(empty_with_block, pool), std::invalid_argument);
   }
 
+  TEST_CASE("append_slot refuses a table that holds SIZE_MAX tokens: one more does not fit in its length, unchanged" *
+            doctest::test_suite("17_serving/append_slot")) {
+    const std::size_t B = std::size_t{1} << 63, most = std::numeric_limits<std::size_t>::max();
+    BlockAllocator pool(4, B);
+    BlockTable full{{*pool.allocate(), *pool.allocate()}, most};  // ⌈(2^64 − 1) / 2^63⌉ = 2 blocks, the last not full
+    CHECK_THROWS_NAMING(attn::append_slot(full, pool), std::invalid_argument, "18446744073709551615");
+    CHECK(full.length == most);  // length + 1 wrapped to 0
+    CHECK(full.blocks.size() == 2);
+    CHECK(pool.free_blocks() == 2);
+  }
+
   // --- paged_attention ------------------------------------------------------------------------------------------
 
   TEST_CASE("paged_attention equals contiguous attention for any block size, ragged lengths and grouped heads" *
@@ -255,6 +270,47 @@ TEST_SUITE("17_serving") {
     Matrix q = rng.normal(4, 4);
     q(2, 1) = std::nanf("");
     CHECK_THROWS_NAMING(attn::paged_attention(cache, 0, table, q), std::invalid_argument, "q");
+  }
+
+  TEST_CASE("paged_attention weighs values near float's limit without overflow: each weight is normalised first" *
+            doctest::test_suite("17_serving/paged_attention")) {
+    // Values of 1e38 … 3e38 (finite, as the cache holds): softmax weights sum to 1, so O is a weighted mean of them
+    // and never passes the largest. A sum of e^{s − m}·v made before dividing by Σ e^{s − m} (chapter 09's one pass,
+    // the chapter's fast ch17::paged_decode) passes float's limit with a handful of them.
+    attn::Rng rng(179);
+    const std::size_t h = 4, g = 2, d = 4, n = 7;
+    PagedKVCache cache = small_cache(g, d, 4, 4);
+    const Tensor3 K = gaussian_heads(rng, g, n, d);
+    const Tensor3 V = (xt::clip(gaussian_heads(rng, g, n, d), -1.0f, 1.0f) + 2.0f) * 1e38f;
+    BlockTable table;
+    write_tokens(cache, table, K, V);
+    for (const float scale : {0.0f, 0.1f}) {  // every score 0 (equal weights), and small scores
+      CAPTURE(scale);
+      const Matrix q = rng.normal(h, d) * scale;
+      const Mat expected = attn::oracle::decode_attention(attn::test::to_oracle(q), as_heads(K), as_heads(V));
+      CHECK_ALLCLOSE(attn::paged_attention(cache, 0, table, q), expected, kAtol, kRtol);
+    }
+  }
+
+  TEST_CASE("paged_attention reads the keys where the table puts them: its heap stays far below a gathered copy" *
+            doctest::test_suite("17_serving/paged_attention")) {
+    // 4,096 tokens, g = 2 KV heads of d = 64: gathered into contiguous K and V they take 2 · 2 · 4096 · 64 floats,
+    // 4 MiB. Attention through the table needs at most every score of every head and its weights (2 · h · n floats)
+    // and O (h · d_v): 258 KiB, the bound.
+    attn::Rng rng(180);
+    const std::size_t h = 8, g = 2, d = 64, B = 16, n = 4096;
+    PagedKVCache cache = small_cache(g, d, B, n / B);
+    BlockTable table;
+    write_tokens(cache, table, gaussian_heads(rng, g, n, d), gaussian_heads(rng, g, n, d));
+    const Matrix q = rng.normal(h, d);
+    Matrix O;
+    const std::size_t peak = attn::ch04::measure_heap_peak([&] { O = attn::paged_attention(cache, 0, table, q); });
+    const std::size_t bound = (2 * h * n + h * d) * sizeof(float), gathered = 2 * g * n * d * sizeof(float);
+    CHECK_MESSAGE(peak <= bound, "paged_attention held ", peak,
+                  " bytes of heap at its peak; attention through the "
+                  "table needs at most ",
+                  bound, ", a copy of the keys and values gathered from the blocks ", gathered);
+    CHECK(O.shape(0) == h);
   }
 
   // --- merge_splits ---------------------------------------------------------------------------------------------
@@ -397,6 +453,29 @@ TEST_SUITE("17_serving") {
     CHECK_THROWS_NAMING(attn::copy_on_write(cache, a, 7), std::invalid_argument, "7", "2");
   }
 
+  TEST_CASE("copy_on_write copies every layer of the shared block, not only the first" *
+            doctest::test_suite("17_serving/copy_on_write")) {
+    attn::Rng rng(181);
+    const attn::KvShape shape{3, 2, 4, 4, 4};  // 3 layers
+    PagedKVCache cache(shape, 6 * attn::kv_block_bytes(shape, sizeof(float)));
+    BlockTable a;
+    for (std::size_t t = 0; t < 6; ++t) {  // blocks 0 (full) and 1 (2 of 4 slots), every layer its own numbers
+      const std::optional<attn::Slot> slot = attn::append_slot(a, cache.pool());
+      REQUIRE(slot.has_value());
+      for (std::size_t l = 0; l < 3; ++l) cache.write(l, slot->block, slot->offset, rng.normal(2, 4), rng.normal(2, 4));
+    }
+    BlockTable b = attn::share_table(cache.pool(), a);
+    REQUIRE(attn::copy_on_write(cache, b, 1));
+    REQUIRE(b.blocks[1] != a.blocks[1]);
+    for (std::size_t l = 0; l < 3; ++l)
+      for (std::size_t j = 0; j < 2; ++j)
+        for (std::size_t c = 0; c < 2 * 4; ++c) {  // the two slots the table uses, in every layer and KV head
+          CAPTURE(l);
+          CHECK(cache.keys(l, b.blocks[1], j)[c] == cache.keys(l, a.blocks[1], j)[c]);
+          CHECK(cache.values(l, b.blocks[1], j)[c] == cache.values(l, a.blocks[1], j)[c]);
+        }
+  }
+
   // --- schedule_step --------------------------------------------------------------------------------------------
 
   TEST_CASE("schedule_step admits waiting requests first come first served while their prompts fit" *
@@ -499,6 +578,42 @@ TEST_SUITE("17_serving") {
     REQUIRE(waiting.size() == 1);
     CHECK(waiting.front().prompt == 3);
     check_pool_accounts(pool, running, waiting);
+  }
+
+  TEST_CASE("schedule_step sends a preempted sequence to the front of the queue, ahead of requests that waited" *
+            doctest::test_suite("17_serving/schedule_step")) {
+    BlockAllocator pool(4, 2);
+    std::deque<Sequence> waiting{{0, 4, 5, {}}, {1, 4, 5, {}}, {2, 1, 3, {}}};  // 0 and 1 fill the pool; 2 waits
+    std::vector<Sequence> running;
+    attn::schedule_step(pool, waiting, running, 8);
+    REQUIRE(pool.free_blocks() == 0);
+    REQUIRE(waiting.size() == 1);
+    // Request 0 needs a third block: 1 goes back (2 blocks freed, 0 takes one). Its prompt of 5 needs 3 blocks and 1
+    // is free: it waits at the front, and request 2 (one block, which is free) waits behind it (first come first
+    // served: 1 came first).
+    const attn::StepPlan plan = attn::schedule_step(pool, waiting, running, 8);
+    CHECK(plan.preempted == std::vector<std::size_t>{1});
+    CHECK(plan.admitted.empty());
+    REQUIRE(waiting.size() == 2);
+    CHECK(waiting[0].id == 1);
+    CHECK(waiting[1].id == 2);
+    CHECK(pool.free_blocks() == 1);
+  }
+
+  TEST_CASE("schedule_step looks only at the requests a step could admit: a long queue costs a step nothing" *
+            doctest::test_suite("17_serving/schedule_step")) {
+    // 5,000 requests wait; the last could never fit (40 tokens: 10 blocks of a pool of 8). A step admits at most
+    // min(max_running, blocks) = 4 of them, and checks those: the request at the back is checked when it gets there.
+    BlockAllocator pool(8, 4);
+    std::deque<Sequence> waiting;
+    for (std::size_t i = 0; i < 5000; ++i) waiting.push_back({i, 3, 2, {}});
+    waiting.push_back({5000, 40, 1, {}});
+    std::vector<Sequence> running;
+    const attn::StepPlan plan = attn::schedule_step(pool, waiting, running, 4);
+    CHECK(plan.admitted == std::vector<std::size_t>{0, 1, 2, 3});
+    CHECK(waiting.size() == 4997);
+    std::deque<Sequence> near{{0, 3, 2, {}}, {5000, 40, 1, {}}};  // within the first four: refused, naming it
+    CHECK_THROWS_NAMING(attn::schedule_step(pool, near, running, 4), std::invalid_argument, "5000");
   }
 
   TEST_CASE("schedule_step serves a whole random trace within the budget, every request its tokens" *
@@ -700,22 +815,36 @@ TEST_SUITE("17_serving: the hostile battery") {
     PagedKVCache cache = small_cache(2, 4, 4, 4);
     BlockTable table;
     write_tokens(cache, table, gaussian_heads(rng, 2, 5, 4), gaussian_heads(rng, 2, 5, 4));
-    hostile::battery(
-        "paged_attention", {"layer", "blocks|table", "length|table", "q"},
-        [&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const Matrix& q) {
-          return attn::paged_attention(cache, layer, BlockTable{blocks, length}, q);
-        },
-        std::size_t{0}, table.blocks, table.length, Matrix(rng.normal(4, 4)))
-        .fits([&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const Matrix& q) {
-          bool exist = true;
-          for (const std::size_t b : blocks) exist = exist && b < cache.pool().total_blocks();
-          return layer == 0 && length > 0 && blocks.size() == blocks_needed(length, 4) && exist && q.shape(1) == 4 &&
-                 q.shape(0) > 0 && q.shape(0) % 2 == 0;
-        })
-        .answer([](const Matrix& O, std::size_t, const std::vector<std::size_t>&, std::size_t, const Matrix& q) {
-          return O.shape(0) == q.shape(0) && O.shape(1) == 4 && hostile::all_finite(O);
-        })
-        .run();
+    const Matrix good_q = rng.normal(4, 4);
+    // The contract's words for each refusal: a wrong d_k names the shapes (q's), a g that does not divide h names h
+    // and g, a bad table its length, a missing layer the layer.
+    const auto run = [&](const auto& attend) {
+      hostile::battery(
+          "paged_attention", {"layer", "blocks|table", "length|table", "q|h|g"},
+          [&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const Matrix& q) {
+            return attend(layer, BlockTable{blocks, length}, q);
+          },
+          std::size_t{0}, table.blocks, table.length, good_q)
+          .fits([&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const Matrix& q) {
+            bool exist = true;
+            for (const std::size_t b : blocks) exist = exist && b < cache.pool().total_blocks();
+            return layer == 0 && length > 0 && blocks.size() == blocks_needed(length, 4) && exist && q.shape(1) == 4 &&
+                   q.shape(0) > 0 && q.shape(0) % 2 == 0;
+          })
+          .answer([](const Matrix& O, std::size_t, const std::vector<std::size_t>&, std::size_t, const Matrix& q) {
+            return O.shape(0) == q.shape(0) && O.shape(1) == 4 && hostile::all_finite(O);
+          })
+          .run();
+    };
+    run([&](std::size_t layer, const BlockTable& t, const Matrix& q) {
+      return attn::paged_attention(cache, layer, t, q);
+    });
+    // A refusal of g ∤ h that names h and g, as the contract asks, and not q's shape: the battery takes it too.
+    run([&](std::size_t layer, const BlockTable& t, const Matrix& q) {
+      if (q.shape(1) == 4 && (q.shape(0) == 0 || q.shape(0) % 2 != 0))
+        throw std::invalid_argument(fmt::format("paged_attention: h = {} is not a multiple of g = 2", q.shape(0)));
+      return attn::paged_attention(cache, layer, t, q);
+    });
   }
 
   TEST_CASE("merge_splits under the hostile battery" * doctest::test_suite("17_serving/merge_splits")) {

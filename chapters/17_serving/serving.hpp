@@ -31,13 +31,15 @@ struct Slot {
 
 /// Reserves the slot of the table's next token (position table.length): offset length % B of the last block,
 /// after allocating a new block from \p pool when the last one is full (length a multiple of B, 0 included).
-/// The table then holds one token more.
+/// The table then holds one token more. A shared last block (reference count above 1) is not copied here: the slot
+/// is in it, and the caller makes the block its own (copy_on_write()) before writing, which the cache demands.
 /// \param table the sequence's block table; grows by one token (and by one block at a block boundary).
 /// \param pool the blocks; one fewer free block when a new one was needed.
 /// \return the slot, or nothing when a new block was needed and none is free (table and pool unchanged).
 /// \throws std::invalid_argument naming the length and the number of blocks when the table does not hold
-///         ⌈length / B⌉ blocks, and naming the block when the token goes into the table's last block (length not
-///         a multiple of B) and that block is not one the pool holds (past its blocks, or free).
+///         ⌈length / B⌉ blocks, naming the length when it is SIZE_MAX (length + 1 does not fit), and naming the
+///         block when the token goes into the table's last block (length not a multiple of B) and that block is
+///         not one the pool holds (past its blocks, or free); table and pool unchanged then.
 std::optional<Slot> append_slot(BlockTable& table, BlockAllocator& pool);
 
 /// The attention of one new token's queries over every token of a block table (the token's own key and value
@@ -50,12 +52,15 @@ std::optional<Slot> append_slot(BlockTable& table, BlockAllocator& pool);
 /// \param q (h, d_k) the new token's query, one row per query head.
 /// \return (h, d_v): each query head's attention output, finite for any finite cache and q the other checks let
 ///         through (scores of ±1e4 included: subtract each head's largest score before exponentiating, as
-///         chapter 09's decode does).
+///         chapter 09's decode does; and values near float's limit: weigh each value by its normalised weight, so
+///         that O, a weighted mean, never passes the largest value). The keys and values are read in the blocks,
+///         where the table puts them: no contiguous copy of them is made (the heap holds at most the scores and O).
 /// \throws std::invalid_argument naming the shapes when q's width is not d_k, naming h and g when g does not
-///         divide h, naming the length when the table is empty or does not hold ⌈length / B⌉ blocks, naming the
-///         layer when it does not exist, naming the first NaN/Inf of q, naming a block of the table the cache does
-///         not have, and naming q and k when d_k · max|q| · max|k| over the table's keys is past attn/checks.hpp's
-///         overflow bound (a score could overflow float).
+///         divide h or h = 0 (q of no rows), naming the length when the table is empty or does not hold ⌈length / B⌉
+///         blocks, naming the layer when it does not exist, naming the first NaN/Inf of q, naming a block of the
+///         table the cache does not have, and naming q and k when d_k · max|q| · max|k| over the table's keys
+///         (tokens 0 … length − 1 only: the unused slots of the last block are neither attended nor bounded) is
+///         past attn/checks.hpp's overflow bound (a score could overflow float).
 Matrix paged_attention(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q);
 
 /// The attention of the same query rows over the union of disjoint sets of keys, from each set's result
@@ -64,7 +69,7 @@ Matrix paged_attention(const PagedKVCache& cache, std::size_t layer, const Block
 /// overflow for any finite lse (e^{lse} itself may be far past float's range). A part with lse = −inf for a row
 /// saw no key for it and weighs nothing; a row with −inf in every part gets O = 0 and lse = −inf.
 /// \param parts (S ≥ 1) results, each with O (rows, d_v) and lse (rows); tiles_visited is ignored.
-/// \return O (rows, d_v) and lse (rows) over all parts.
+/// \return O (rows, d_v) and lse (rows) over all parts; its tiles_visited is 0 (a merge visits no tile).
 /// \throws std::invalid_argument when parts is empty, naming the shapes when parts differ in rows or d_v or
 ///         a part's lse does not have one entry per row, naming the part and the row when an lse is NaN or +inf.
 FlashOutput merge_splits(const std::vector<FlashOutput>& parts);
@@ -105,7 +110,8 @@ struct StepPlan {
 ///     (append_slot()) and then has remaining − 1. When the pool has no block for it, the youngest running
 ///     sequence (the back of \p running, possibly itself) is preempted until it fits: its blocks are released,
 ///     its prompt becomes table.length + 1 (recompute: its cached tokens and the last token it generated are
-///     prefilled again when it returns), and it goes to the front of \p waiting, listed in preempted.
+///     prefilled again when it returns), its remaining is unchanged (it decoded nothing this step), and it goes
+///     to the front of \p waiting, ahead of every request that waited already, listed in preempted.
 ///  3. Admit: while \p waiting is not empty and fewer than \p max_running sequences run, the front request is
 ///     admitted (a sequence preempted in step 2 too: it is at the front now) when the free blocks hold the
 ///     blocks its prompt adds to its table (⌈(table.length + prompt) / B⌉ − table.blocks.size(): ⌈prompt / B⌉
@@ -119,10 +125,13 @@ struct StepPlan {
 /// \param running the sequences that run, oldest first.
 /// \param max_running the most sequences that may run at once (≥ 1).
 /// \return what the step did.
-/// \throws std::invalid_argument naming max_running when it is 0; naming the request's id when a waiting one has
-///         prompt = 0 or remaining = 0, holds a table whose length is not a multiple of B, or could never fit
+/// \throws std::invalid_argument naming max_running when it is 0; naming the request's id when one of the requests
+///         the step could admit (the first min(max_running, the pool's blocks) of \p waiting) has prompt = 0 or
+///         remaining = 0, holds a table whose length is not a multiple of B, or could never fit
 ///         (⌈(table.length + prompt + remaining − 1) / B⌉ above the pool's blocks, computed without wrapping), or
-///         holds a block the pool does not have or has free. Checked before anything changes.
+///         holds a block the pool does not have or has free. Checked before anything changes. A request further
+///         back is checked when it comes that far: a step costs what it runs, admits and preempts, never the
+///         queue's length (a serving system checks a request once, when it arrives; see serve_paged()).
 StepPlan schedule_step(BlockAllocator& pool, std::deque<Sequence>& waiting, std::vector<Sequence>& running,
                        std::size_t max_running);
 

@@ -22,16 +22,19 @@ constexpr const char* kChapter = "17_serving";
 std::optional<Slot> append_slot(BlockTable& table, BlockAllocator& pool) {
   // TODO(learner): reserve the slot of token table.length. It lands at offset length % B of the last block; when
   //   that offset is 0 the token needs a fresh block from the pool first (nothing free: return std::nullopt and
-  //   change nothing). Refuse a table that does not hold ⌈length / B⌉ blocks, naming the length and the blocks, and
-  //   a last block the token would go into that the pool does not hold (past its blocks, or free), naming it.
+  //   change nothing). Refuse a table that does not hold ⌈length / B⌉ blocks, naming the length and the blocks, a
+  //   length of SIZE_MAX (one more token does not fit in it), and a last block the token would go into that the pool
+  //   does not hold (past its blocks, or free), naming it.
   throw not_implemented("append_slot", kChapter,
                         "which offset does token `length` get in its block, and when is that a block no one has yet?");
 }
 
 Matrix paged_attention(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q) {
   // TODO(learner): chapter 09's decode attention, (h, d_v), but token t's key and value for KV head j live at row
-  //   t % B of cache.keys(layer, table.blocks[t / B], j) and cache.values(...). Check what the contract lists first,
-  //   the overflow bound d_k · max|q| · max|k| over the table's keys included (require_bounded_products()).
+  //   t % B of cache.keys(layer, table.blocks[t / B], j) and cache.values(...): read them there, one token at a time,
+  //   never copied out into a contiguous K and V. Weigh each value by its normalised weight (values near float's
+  //   limit must not overflow). Check what the contract lists first, the overflow bound d_k · max|q| · max|k| over
+  //   the table's keys included (require_bounded_products()).
   throw not_implemented("paged_attention", kChapter,
                         "the same softmax(q·kᵀ/√d_k)·V per query head; only where a key lives has changed.");
 }
@@ -57,8 +60,9 @@ StepPlan schedule_step(BlockAllocator& pool, std::deque<Sequence>& waiting, std:
                        std::size_t max_running) {
   // TODO(learner): the contract's three stages in order: finished sequences leave; every running one reserves the
   //   slot of its next token (append_slot), preempting the youngest when the pool runs dry; then waiting requests
-  //   join, front first, while their prompts fit and fewer than max_running run. Check the inputs before changing
-  //   anything (length + prompt + remaining can wrap past SIZE_MAX: compare without adding).
+  //   join, front first, while their prompts fit and fewer than max_running run. Check the requests the step could
+  //   admit (the first min(max_running, blocks) of the queue, not all of it) before changing anything (length +
+  //   prompt + remaining can wrap past SIZE_MAX: compare without adding).
   throw not_implemented("schedule_step", kChapter,
                         "release_table() and append_slot() do the block work; the order of the stages is the policy.");
 }

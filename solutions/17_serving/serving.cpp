@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -22,11 +23,14 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 /// ⌈n / B⌉: the blocks n tokens occupy (without wrapping for n near SIZE_MAX).
 std::size_t blocks_for(std::size_t n, std::size_t B) { return n / B + (n % B != 0 ? 1 : 0); }
 
-/// Throws unless \p table holds exactly the blocks its length needs.
+/// Throws unless \p table holds exactly the blocks its length needs (the message formatted only then: append_slot()
+/// runs for every token of every step).
 void require_table(const char* where, const BlockTable& table, std::size_t B) {
-  require(table.blocks.size() == blocks_for(table.length, B),
-          fmt::format("{}: the table holds {} tokens in {} blocks; with B = {} that needs {} blocks", where,
-                      table.length, table.blocks.size(), B, blocks_for(table.length, B)));
+  if (table.blocks.size() != blocks_for(table.length, B))
+    throw std::invalid_argument(
+        fmt::format("{}: the table holds {} tokens in {} blocks; with B = {} that needs {} "
+                    "blocks",
+                    where, table.length, table.blocks.size(), B, blocks_for(table.length, B)));
 }
 
 }  // namespace
@@ -35,13 +39,19 @@ void require_table(const char* where, const BlockTable& table, std::size_t B) {
 std::optional<Slot> append_slot(BlockTable& table, BlockAllocator& pool) {
   const std::size_t B = pool.block_size();
   require_table("append_slot", table, B);
+  if (table.length == std::numeric_limits<std::size_t>::max())  // length + 1 would wrap to 0
+    throw std::invalid_argument(
+        fmt::format("append_slot: the table holds length = {} tokens, the most a std::size_t "
+                    "counts: one more does not fit",
+                    table.length));
   const std::size_t offset = table.length % B;
   if (offset != 0) {  // the token goes into the table's last block: it must be one the pool holds
     const BlockId last = table.blocks.back();
-    require(last < pool.total_blocks() && pool.ref_count(last) > 0,
-            fmt::format("append_slot: the table's last block {} is not a block the pool holds (the pool has blocks "
-                        "0 … {}{})",
-                        last, pool.total_blocks() - 1, last < pool.total_blocks() ? "; it is free" : ""));
+    if (last >= pool.total_blocks() || pool.ref_count(last) == 0)
+      throw std::invalid_argument(
+          fmt::format("append_slot: the table's last block {} is not a block the pool holds "
+                      "(the pool has blocks 0 … {}{})",
+                      last, pool.total_blocks() - 1, last < pool.total_blocks() ? "; it is free" : ""));
   }
   if (offset == 0) {  // the last block is full (or there is none): the token opens a new one
     const std::optional<BlockId> fresh = pool.allocate();
@@ -57,14 +67,19 @@ std::optional<Slot> append_slot(BlockTable& table, BlockAllocator& pool) {
 Matrix paged_attention(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q) {
   const KvShape& s = cache.shape();
   const std::size_t h = q.shape(0), g = s.kv_heads, B = s.block_size, n = table.length;
-  require(q.shape(1) == s.d_k,
-          fmt::format("paged_attention: q is {} but the cache holds keys of d_k = {}", shape_str(q), s.d_k));
-  require(h > 0 && h % g == 0, fmt::format("paged_attention: q is {}: h = {} query heads cannot share g = {} "
-                                           "key/value heads evenly; g must divide h",
-                                           shape_str(q), h, g));
+  if (q.shape(1) != s.d_k)
+    throw std::invalid_argument(
+        fmt::format("paged_attention: q is {} but the cache holds keys of d_k = {}", shape_str(q), s.d_k));
+  if (h == 0 || h % g != 0)
+    throw std::invalid_argument(
+        fmt::format("paged_attention: q is {}: h = {} query heads cannot share g = {} "
+                    "key/value heads evenly; g must divide h (and h be at least 1)",
+                    shape_str(q), h, g));
   require(n > 0, "paged_attention: the table is empty (length 0): write the new token's key and value first");
   require_table("paged_attention", table, B);
-  require(layer < s.layers, fmt::format("paged_attention: layer {} does not exist; the cache has {}", layer, s.layers));
+  if (layer >= s.layers)
+    throw std::invalid_argument(
+        fmt::format("paged_attention: layer {} does not exist; the cache has {}", layer, s.layers));
   require_finite("paged_attention", "q", q.data(), q.size());
   // The overflow policy (attn/checks.hpp) over the keys the table names: d_k · max|q| · max|k| within the bound,
   // checked block by block (cache.keys() refuses, naming it, a block the cache does not have).
@@ -105,14 +120,17 @@ FlashOutput merge_splits(const std::vector<FlashOutput>& parts) {
   const std::size_t rows = parts[0].O.shape(0), d_v = parts[0].O.shape(1);
   for (std::size_t s = 0; s < parts.size(); ++s) {
     const FlashOutput& p = parts[s];
-    require(p.O.shape(0) == rows && p.O.shape(1) == d_v && p.lse.shape(0) == rows,
-            fmt::format("merge_splits: part {} has O {} and lse {}; part 0 has O {}: every part needs O (rows, d_v) "
-                        "and lse (rows) of the same rows",
-                        s, shape_str(p.O), shape_str(p.lse), shape_str(parts[0].O)));
-    for (std::size_t r = 0; r < rows; ++r)
-      require(!std::isnan(p.lse(r)) && p.lse(r) != std::numeric_limits<float>::infinity(),
-              fmt::format("merge_splits: part {} row {} has lse = {}; an lse is finite, or -inf for no key", s, r,
-                          p.lse(r)));
+    if (p.O.shape(0) != rows || p.O.shape(1) != d_v || p.lse.shape(0) != rows)
+      throw std::invalid_argument(
+          fmt::format("merge_splits: part {} has O {} and lse {}; part 0 has O {}: every part "
+                      "needs O (rows, d_v) and lse (rows) of the same rows",
+                      s, shape_str(p.O), shape_str(p.lse), shape_str(parts[0].O)));
+    for (std::size_t r = 0; r < rows; ++r)  // the message formatted only for a bad row, not for every row
+      if (std::isnan(p.lse(r)) || p.lse(r) == std::numeric_limits<float>::infinity())
+        throw std::invalid_argument(
+            fmt::format("merge_splits: part {} row {} has lse = {}; an lse is finite, or -inf "
+                        "for no key",
+                        s, r, p.lse(r)));
   }
   FlashOutput out{xt::zeros<float>({rows, d_v}), Vector(Vector::shape_type{rows}, kMinusInf), 0};
   for (std::size_t r = 0; r < rows; ++r) {
@@ -134,14 +152,17 @@ FlashOutput merge_splits(const std::vector<FlashOutput>& parts) {
 
 // [copy_on_write]
 bool copy_on_write(PagedKVCache& cache, BlockTable& table, std::size_t index) {
-  require(index < table.blocks.size(),
-          fmt::format("copy_on_write: index {} is past the table's {} blocks", index, table.blocks.size()));
+  if (index >= table.blocks.size())
+    throw std::invalid_argument(
+        fmt::format("copy_on_write: index {} is past the table's {} blocks", index, table.blocks.size()));
   BlockAllocator& pool = cache.pool();
   require_table("copy_on_write", table, pool.block_size());
   const BlockId shared = table.blocks[index];
-  require(pool.ref_count(shared) > 0,  // ref_count() refuses, naming it, a block the pool does not have
-          fmt::format("copy_on_write: block {} (index {} of the table) is free: the table points at a freed block",
-                      shared, index));
+  if (pool.ref_count(shared) == 0)  // ref_count() refuses, naming it, a block the pool does not have
+    throw std::invalid_argument(
+        fmt::format("copy_on_write: block {} (index {} of the table) is free: the table "
+                    "points at a freed block",
+                    shared, index));
   if (pool.ref_count(shared) == 1) return true;  // already ours alone: write in place
   const std::optional<BlockId> copy = pool.allocate();
   if (!copy) return false;
@@ -156,34 +177,39 @@ bool copy_on_write(PagedKVCache& cache, BlockTable& table, std::size_t index) {
 
 namespace {
 
-/// Throws, naming the request, unless every waiting request can be admitted some day.
-void require_waiting(const std::deque<Sequence>& waiting, const BlockAllocator& pool) {
-  for (const Sequence& w : waiting) {
-    require(w.remaining > 0 && w.prompt > 0,
-            fmt::format("schedule_step: request {} waits with prompt = {} and remaining = {}; each must be at least 1",
-                        w.id, w.prompt, w.remaining));
-    const std::size_t B = pool.block_size(), blocks = pool.total_blocks();  // the whole pool's tokens (saturated):
-    const std::size_t most =
-        B > std::numeric_limits<std::size_t>::max() / blocks ? std::numeric_limits<std::size_t>::max() : blocks * B;
-    require(w.table.length <= most && w.prompt <= most - w.table.length &&
-                w.remaining - 1 <= most - w.table.length - w.prompt,
-            fmt::format("schedule_step: request {} waits holding {} tokens with prompt = {} and remaining = {}; the "
-                        "pool's {} blocks of B = {} hold {} tokens: it could never finish",
-                        w.id, w.table.length, w.prompt, w.remaining, pool.total_blocks(), B, most));
-    require(w.table.length % pool.block_size() == 0 && w.table.blocks.size() == w.table.length / pool.block_size(),
-            fmt::format("schedule_step: request {} waits holding {} tokens in {} blocks; a waiting request holds only "
-                        "whole shared blocks of B = {} tokens",
-                        w.id, w.table.length, w.table.blocks.size(), pool.block_size()));
-    for (const BlockId b : w.table.blocks)
-      require(b < pool.total_blocks() && pool.ref_count(b) > 0,
-              fmt::format("schedule_step: request {} waits holding block {}, which the pool {}", w.id, b,
-                          b < pool.total_blocks() ? "has free" : "does not have"));
-    const std::size_t longest = blocks_for(w.table.length + w.prompt + w.remaining - 1, pool.block_size());
-    require(longest <= pool.total_blocks(),
-            fmt::format("schedule_step: request {} needs {} blocks at its longest, more than the pool's {}: it could "
-                        "never finish",
-                        w.id, longest, pool.total_blocks()));
-  }
+/// Throws, naming the request, unless waiting request \p w can be admitted some day. The messages are formatted only
+/// on failure: a step checks up to max_running requests.
+void require_waiting(const Sequence& w, const BlockAllocator& pool) {
+  const std::size_t B = pool.block_size(), blocks = pool.total_blocks();
+  if (w.remaining == 0 || w.prompt == 0)
+    throw std::invalid_argument(
+        fmt::format("schedule_step: request {} waits with prompt = {} and remaining = {}; "
+                    "each must be at least 1",
+                    w.id, w.prompt, w.remaining));
+  // The whole pool's tokens, saturated at SIZE_MAX; the request's longest compared without adding (it can wrap).
+  const std::size_t most =
+      B > std::numeric_limits<std::size_t>::max() / blocks ? std::numeric_limits<std::size_t>::max() : blocks * B;
+  if (w.table.length > most || w.prompt > most - w.table.length || w.remaining - 1 > most - w.table.length - w.prompt)
+    throw std::invalid_argument(
+        fmt::format("schedule_step: request {} waits holding {} tokens with prompt = {} and "
+                    "remaining = {}; the pool's {} blocks of B = {} hold {} tokens: it could "
+                    "never finish",
+                    w.id, w.table.length, w.prompt, w.remaining, blocks, B, most));
+  if (w.table.length % B != 0 || w.table.blocks.size() != w.table.length / B)
+    throw std::invalid_argument(
+        fmt::format("schedule_step: request {} waits holding {} tokens in {} blocks; a waiting "
+                    "request holds only whole shared blocks of B = {} tokens",
+                    w.id, w.table.length, w.table.blocks.size(), B));
+  for (const BlockId b : w.table.blocks)
+    if (b >= blocks || pool.ref_count(b) == 0)
+      throw std::invalid_argument(fmt::format("schedule_step: request {} waits holding block {}, which the pool {}",
+                                              w.id, b, b < blocks ? "has free" : "does not have"));
+  const std::size_t longest = blocks_for(w.table.length + w.prompt + w.remaining - 1, B);  // fits: checked above
+  if (longest > blocks)
+    throw std::invalid_argument(
+        fmt::format("schedule_step: request {} needs {} blocks at its longest, more than the "
+                    "pool's {}: it could never finish",
+                    w.id, longest, blocks));
 }
 
 /// Sends the youngest running sequence back to the front of the queue, its blocks freed (recompute).
@@ -203,7 +229,12 @@ void preempt_youngest(BlockAllocator& pool, std::deque<Sequence>& waiting, std::
 StepPlan schedule_step(BlockAllocator& pool, std::deque<Sequence>& waiting, std::vector<Sequence>& running,
                        std::size_t max_running) {
   require(max_running > 0, "schedule_step: max_running = 0; at least one sequence must be able to run");
-  require_waiting(waiting, pool);
+  // The requests this step could admit, checked before anything changes: at most max_running join, each needs a
+  // block of its own (its prompt goes past the whole blocks it may hold), and the preempted that go ahead of them
+  // were running. A request further back is checked when it gets this far: a step costs what it runs, admits and
+  // preempts, not the queue's length (checking all of it at every step made a long trace quadratic).
+  const std::size_t window = std::min({waiting.size(), max_running, pool.total_blocks()});
+  for (std::size_t i = 0; i < window; ++i) require_waiting(waiting[i], pool);
   StepPlan plan;
   // 1. Finished sequences leave, and their blocks go back to the pool.
   for (auto it = running.begin(); it != running.end();) {

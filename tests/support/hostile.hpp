@@ -673,14 +673,19 @@ class Battery {
     // A value near float's limit is refused where it overflows, naming that intermediate (Q, K, the scores): any
     // refusal of it counts. Every other refusal names the argument (a word of its name), its shape or its value.
     bool named = kind == Kind::huge;
-    for (const std::string& w : words) named = named || detail::names_word(message, w);
+    std::vector<std::string> wanted = words;  // what the message may name: the variant's words, every argument's names
     for (const std::string& n : names_)
       for (std::size_t at = 0; at <= n.size();) {
         const std::size_t bar = std::min(n.find('|', at), n.size());
-        named = named || detail::names_word(message, n.substr(at, bar - at));
+        wanted.push_back(n.substr(at, bar - at));
         at = bar + 1;
       }
-    if (!named) fail(where, "refused without naming what was wrong: \"" + message + "\"");
+    for (const std::string& w : wanted) named = named || detail::names_word(message, w);
+    if (!named) {
+      std::string list;
+      for (const std::string& w : wanted) list += (list.empty() ? "" : ", ") + w;
+      fail(where, "refused without naming what was wrong (it names none of: " + list + "): \"" + message + "\"");
+    }
     if (!same_args(before, args, std::index_sequence_for<Args...>{})) fail(where, "refused but changed an argument");
   }
 
