@@ -3,7 +3,10 @@
 # attn_strict_warnings(target): the course's own code: loud, and errors when ATTN_WERROR is ON.
 # GCC 12's -Wmaybe-uninitialized fires inside xtl/xtensor templates inlined at -O3 (false positives in
 # system headers that -isystem cannot silence): it stays off; ASan/UBSan and the tests catch the real thing.
-set(ATTN_WARNINGS -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Wno-maybe-uninitialized)
+set(ATTN_WARNINGS -Wall -Wextra -Wpedantic -Wconversion -Wshadow)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  list(APPEND ATTN_WARNINGS -Wno-maybe-uninitialized)  # a GCC warning: Clang has no such option
+endif()
 # GCC 14's -Warray-bounds fires inside xtensor 0.25's shape copies (std::array<size_t, 1> through memcpy, inlined
 # into the course's functions, where -isystem cannot silence it), on code that reads nothing out of bounds: the same
 # kind of false positive, handled the same way. GCC 12 and Clang keep it.
