@@ -6,6 +6,10 @@
 set(ATTN_WARNINGS -Wall -Wextra -Wpedantic -Wconversion -Wshadow)
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   list(APPEND ATTN_WARNINGS -Wno-maybe-uninitialized)  # a GCC warning: Clang has no such option
+else()
+  # Clang's -Wconversion includes sign conversions, which GCC's leaves out for C++ (it has -Wsign-conversion for
+  # them): the same set of warnings on both compilers.
+  list(APPEND ATTN_WARNINGS -Wno-sign-conversion)
 endif()
 # GCC 14's -Warray-bounds fires inside xtensor 0.25's shape copies (std::array<size_t, 1> through memcpy, inlined
 # into the course's functions, where -isystem cannot silence it), on code that reads nothing out of bounds: the same

@@ -72,11 +72,14 @@ TEST_SUITE("09_mqa_gqa: decode_attend_fast") {
     const std::size_t B = attn::ch09::kDecodeKeysPerBlock;
     // (h, g): r = 1 (MHA), 4 (GQA), 32 (MQA); r = 3 (rows not a multiple of the kernel's four); r = 20 and
     // 48 (from r = 16 on, the queries are transposed into panels of 32 and 16 columns, zero-padded).
-    for (auto [h, g] : {std::array<std::size_t, 2>{4, 4}, {8, 2}, {32, 1}, {6, 2}, {40, 2}, {48, 1}}) {
+    // Plain variables, not structured bindings: Clang 14 cannot capture those (CAPTURE does).
+    for (const auto& heads : {std::array<std::size_t, 2>{4, 4}, {8, 2}, {32, 1}, {6, 2}, {40, 2}, {48, 1}}) {
+      const std::size_t h = heads[0], g = heads[1];
       // n: one token, a small odd count, a block and five, two whole blocks (the kernel's edges).
       for (std::size_t n : {std::size_t{1}, std::size_t{7}, B + 5, 2 * B}) {
         // d: below one vector, a vector and a tail (20, 24), and the bench's 128 (whole 64-column chunks).
-        for (auto [d_k, d_v] : {std::array<std::size_t, 2>{3, 5}, {20, 24}, {128, 128}}) {
+        for (const auto& widths : {std::array<std::size_t, 2>{3, 5}, {20, 24}, {128, 128}}) {
+          const std::size_t d_k = widths[0], d_v = widths[1];
           CAPTURE(h);
           CAPTURE(g);
           CAPTURE(n);

@@ -176,7 +176,9 @@ TEST_SUITE("common") {
       CAPTURE(threads);
       CHECK_NOTHROW(attn::require_attention_inputs("here", clean_q.data(), n, d_k, clean_k.data(), n, d_k,
                                                    clean_v.data(), n + 1, threads));
-      for (const auto& [bad, message] : cases) {
+      for (const auto& entry : cases) {  // not a structured binding: Clang 14 cannot capture one (CAPTURE does)
+        const std::vector<Bad>& bad = entry.first;
+        const std::string& message = entry.second;
         CAPTURE(message);
         std::vector<float> x[3] = {clean_q, clean_k, clean_v};
         for (const Bad& b : bad) x[b.array][b.at] = b.value;
