@@ -6,7 +6,9 @@ set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
 set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/aarch64-linux-gnu)
+# OpenBLAS's worker threads spin forever under qemu-user (a 2 × 2 sgemm never returns once its pool has started):
+# under emulation it runs on the calling thread. The course's own threads run as they are.
+set(CMAKE_CROSSCOMPILING_EMULATOR env;OPENBLAS_NUM_THREADS=1;qemu-aarch64;-L;/usr/aarch64-linux-gnu)
 # Headers of architecture-independent packages (xtensor, doctest, CLI11) stay in /usr/include; libraries and
 # their configs come from the multiarch folders only, never the host's x86-64 ones.
 set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu)
