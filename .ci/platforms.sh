@@ -14,14 +14,15 @@ core_test_targets() {
 }
 
 # run_core_tests BUILD_DIR [LAUNCHER...]: runs every core test program of BUILD_DIR (under LAUNCHER, e.g. qemu),
-# each in its own scratch folder; one line per program, and its output when it fails.
+# each in its own scratch folder, with doctest's options CORE_TEST_ARGS; one line per program, and its output when
+# it fails.
 run_core_tests() {
   local dir=$PWD/$1 failed=0 t out rc
   shift
   for t in $(core_test_targets); do
     out=$(
       scratch=$(mktemp -d) && cd "$scratch" || exit 1
-      "$@" "$dir/bin/$t" --no-intro 2>&1
+      "$@" "$dir/bin/$t" --no-intro ${CORE_TEST_ARGS:-} 2>&1
       status=$?
       rm -rf "$scratch"
       exit $status
@@ -108,6 +109,8 @@ arm64_core_tests() {
     -DCMAKE_BUILD_TYPE=Release -DATTN_BOOK=OFF -DATTN_CUDA=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null ||
     return 1
   cmake --build build/arm64 --target $(core_test_targets) || return 1
-  # The toolchain's emulator: qemu-user, with OpenBLAS on one thread (its pool spins forever under emulation).
-  run_core_tests build/arm64 env OPENBLAS_NUM_THREADS=1 qemu-aarch64 -L /usr/aarch64-linux-gnu
+  # Under the toolchain's emulator. The hostile battery's cases are left out: their hang alarm and address-space limit
+  # would measure qemu (a refusal that takes microseconds natively ran past the alarm under emulation), not the
+  # course; they run natively in the other lanes.
+  CORE_TEST_ARGS="-tce=*hostile battery*" run_core_tests build/arm64 qemu-aarch64
 }

@@ -6,9 +6,10 @@ set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
 set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
-# OpenBLAS's worker threads spin forever under qemu-user (a 2 × 2 sgemm never returns once its pool has started):
-# under emulation it runs on the calling thread. The course's own threads run as they are.
-set(CMAKE_CROSSCOMPILING_EMULATOR env;OPENBLAS_NUM_THREADS=1;qemu-aarch64;-L;/usr/aarch64-linux-gnu)
+# qemu-user loads the arm64 C library that multiarch installed (libc6:arm64, beside the arm64 -dev packages) from
+# /lib/aarch64-linux-gnu, as the arm64 machine would. Not `-L /usr/aarch64-linux-gnu`, the cross compiler's own copy
+# of glibc: under Debian 12's qemu 7.2 with that one, every thread's start hung (std::thread, OpenBLAS's pool).
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64)
 # Headers of architecture-independent packages (xtensor, doctest, CLI11) stay in /usr/include; libraries and
 # their configs come from the multiarch folders only, never the host's x86-64 ones.
 set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu)
