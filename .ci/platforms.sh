@@ -22,7 +22,7 @@ run_core_tests() {
   for t in $(core_test_targets); do
     out=$(
       scratch=$(mktemp -d) && cd "$scratch" || exit 1
-      "$@" "$dir/bin/$t" --no-intro ${CORE_TEST_ARGS:-} 2>&1
+      "$@" "$dir/bin/$t" --no-intro ${CORE_TEST_ARGS:-} 2>&1 # split into words; the scratch folder is empty, so no glob matches
       status=$?
       rm -rf "$scratch"
       exit $status
@@ -112,5 +112,5 @@ arm64_core_tests() {
   # Under the toolchain's emulator. The hostile battery's cases are left out: their hang alarm and address-space limit
   # would measure qemu (a refusal that takes microseconds natively ran past the alarm under emulation), not the
   # course; they run natively in the other lanes.
-  CORE_TEST_ARGS="-tce=*hostile battery*" run_core_tests build/arm64 qemu-aarch64
+  CORE_TEST_ARGS="-tce=*hostile?battery*" run_core_tests build/arm64 qemu-aarch64
 }
