@@ -487,7 +487,7 @@ def fonts_report(fonts):
 
 
 def check_page(browser, session, book, name, args, fonts, heights):
-    """Opens one page and returns (problems, what MathJax did); adds the fonts it was rendered in to \p fonts."""
+    r"""Opens one page and returns (problems, what MathJax did); adds the fonts it was rendered in to \p fonts."""
     browser.events.clear()
     deadline = time.monotonic() + args.timeout
     browser.send("Page.navigate", {"url": book.url(name)}, session)
