@@ -55,6 +55,10 @@ debian13_unmount() {
 debian13_reader() {
   command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
   debian13_unmount
+  if grep -q " $debian13_root/" /proc/mounts; then # never delete through a mount of the machine's /dev or /sys
+    echo "a mount under $debian13_root is still there: not removing it"
+    return 1
+  fi
   rm -rf "$debian13_root"
   mkdir -p "$CI_CACHE/ccache-debian13"
   echo "debootstrap: a minimal Debian 13 (trixie) with git, python3 and sudo"
