@@ -726,6 +726,57 @@ TEST_SUITE("17_serving: chapter code") {
         }
   }
 
+  TEST_CASE("the paged prefill of a chunk equals causal attention over the prefix and the chunk, for any cut") {
+    attn::Rng rng(179);
+    // Chunks that start inside a block and end inside another, a chunk of one token (a decode), a chunk that is the
+    // whole prompt (first = 0), and r = 1, 2 and 8 rows per group; B = 48 is longer than the kernel's stretch.
+    const std::size_t h = 8, d = 20, n = 53;
+    for (std::size_t g : {8, 4, 1})
+      for (std::size_t B : {1, 5, 16, 48})
+        for (const auto& [first, c] : std::vector<std::pair<std::size_t, std::size_t>>{
+                 {0, n}, {0, 1}, {7, 19}, {16, 16}, {52, 1}, {3, 40}}) {
+          CAPTURE(g);
+          CAPTURE(B);
+          CAPTURE(first);
+          CAPTURE(c);
+          PagedKVCache cache = small_cache(g, d, B, 2 * n + 2);
+          const Tensor3 K = gaussian_heads(rng, g, n, d), V = gaussian_heads(rng, g, n, d);
+          const Tensor3 Q = gaussian_heads(rng, h, c, d);  // (h, c, d_k)
+          BlockTable table, other;
+          write_tokens(cache, table, K, V, &other);  // the whole sequence: tokens past first + c are not attended
+          const Heads expected = attn::oracle::prefill_attention(as_heads(Q), as_heads(K), as_heads(V), first);
+          const Tensor3 O = attn::ch17::paged_prefill(cache, 0, table, Q, first);  // (h, c, d_v)
+          REQUIRE(O.shape(0) == h);
+          REQUIRE(O.shape(1) == c);
+          for (std::size_t i = 0; i < h; ++i) {
+            CAPTURE(i);
+            const Matrix O_i = xt::view(O, i, xt::all(), xt::all());  // (c, d_v)
+            CHECK_ALLCLOSE(O_i, expected[i], kAtol, kRtol);
+          }
+        }
+  }
+
+  TEST_CASE("the paged prefill refuses a chunk past the table, bad shapes and a NaN query, naming them") {
+    attn::Rng rng(180);
+    PagedKVCache cache = small_cache(2, 4, 4, 4);
+    BlockTable table;
+    write_tokens(cache, table, gaussian_heads(rng, 2, 6, 4), gaussian_heads(rng, 2, 6, 4));
+    const Tensor3 Q = gaussian_heads(rng, 4, 3, 4);  // (h = 4, c = 3, d_k = 4)
+    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, Q, 4), std::invalid_argument, "first", "c", "6");
+    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, Q, std::numeric_limits<std::size_t>::max()),
+                        std::invalid_argument, "first");
+    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, gaussian_heads(rng, 3, 3, 4), 0),
+                        std::invalid_argument, "h", "g");
+    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, gaussian_heads(rng, 4, 3, 5), 0),
+                        std::invalid_argument, "(4, 3, 5)");
+    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, gaussian_heads(rng, 4, 0, 4), 0),
+                        std::invalid_argument, "(4, 0, 4)");
+    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 1, table, Q, 0), std::invalid_argument, "layer");
+    Tensor3 bad = Q;
+    bad(1, 2, 3) = std::nanf("");
+    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, bad, 0), std::invalid_argument, "Q");
+  }
+
   TEST_CASE("an empty range gives zeros and lse = -inf") {
     attn::Rng rng(178);
     PagedKVCache cache = small_cache(1, 4, 4, 4);

@@ -47,7 +47,7 @@ void require_blocks(const char* where, const BlockTable& table, std::size_t B) {
 /// Why a pass over tokens [first, end) left O non-finite (the pass sums e^{s − m}·v before dividing by Σ e^{s − m},
 /// so the sum can pass float's limit even when no score does): the scores when d_k · max|q| · max|k| over the range is
 /// past the course's bound, else the values.
-std::string overflow_reason(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q,
+std::string overflow_reason(const char* where, const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q,
                             std::size_t first, std::size_t end) {
   const KvShape& s = cache.shape();
   float max_q = 0.0f, max_k = 0.0f, max_v = 0.0f;
@@ -63,14 +63,14 @@ std::string overflow_reason(const PagedKVCache& cache, std::size_t layer, const 
   const double bound = static_cast<double>(s.d_k) * max_q * max_k;
   if (bound > kMaxScoreBound)
     return fmt::format(
-        "paged_decode: a score q·k overflowed float: d_k = {} times max|q| = {} times max|k| = {} is "
+        "{}: a score q·k overflowed float: d_k = {} times max|q| = {} times max|k| = {} is "
         "past the bound {}; scale the query or the keys down",
-        s.d_k, max_q, max_k, kMaxScoreBound);
+        where, s.d_k, max_q, max_k, kMaxScoreBound);
   return fmt::format(
-      "paged_decode: the values' weighted sum overflowed float: values up to max|v| = {} over {} "
+      "{}: the values' weighted sum overflowed float: values up to max|v| = {} over {} "
       "tokens, summed before the division by the softmax's total (every q·k within the bound); scale "
       "the values down",
-      max_v, end - first);
+      where, max_v, end - first);
 }
 
 /// The keys and values of one stretch of tokens that lie together in the cache: a whole block, or part of one.
@@ -140,7 +140,7 @@ FlashOutput paged_decode_range(const PagedKVCache& cache, std::size_t layer, con
   // The overflow policy needs the largest cached key, which only this pass reads: an overflowed score, or a sum of
   // values near float's limit, shows as a NaN or an infinity. Which of the two is found after the fact.
   if (!std::all_of(out.O.begin(), out.O.end(), [](float x) { return std::isfinite(x); }))
-    throw std::invalid_argument(overflow_reason(cache, layer, table, q, first, end));
+    throw std::invalid_argument(overflow_reason("paged_decode", cache, layer, table, q, first, end));
   return out;
 }
 
@@ -148,6 +148,53 @@ Matrix paged_decode(const PagedKVCache& cache, std::size_t layer, const BlockTab
   require(table.length > 0, "paged_decode: the table is empty (length 0): there is no token to attend to");
   return paged_decode_range(cache, layer, table, q, 0, table.length).O;
 }
+
+// [paged_prefill]
+Tensor3 paged_prefill(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Tensor3& Q,
+                      std::size_t first) {
+  const KvShape& s = cache.shape();
+  const std::size_t h = Q.shape(0), c = Q.shape(1), g = s.kv_heads;
+  require(Q.shape(2) == s.d_k && c > 0, fmt::format("paged_prefill: Q is {} but the cache holds keys of d_k = {}; Q "
+                                                    "must be (h, c, {}) with c ≥ 1 tokens",
+                                                    shape_str(Q), s.d_k, s.d_k));
+  require(h > 0 && h % g == 0, fmt::format("paged_prefill: Q is {}: h = {} query heads cannot share g = {} "
+                                           "key/value heads evenly; g must divide h",
+                                           shape_str(Q), h, g));
+  require(first <= table.length && c <= table.length - first,  // first + c ≤ length, without adding
+          fmt::format("paged_prefill: a chunk of c = {} tokens from first = {} passes the table's {} tokens; write "
+                      "the chunk's keys and values first",
+                      c, first, table.length));
+  require_blocks("paged_prefill", table, s.block_size);
+  require(layer < s.layers, fmt::format("paged_prefill: layer {} does not exist; the cache has {}", layer, s.layers));
+  require_finite("paged_prefill", "Q", Q.data(), Q.size());
+  const std::size_t r = h / g, rows = c * r;  // per group: the chunk's c tokens × its r query heads
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d_k));
+  Tensor3 O = xt::zeros<float>({h, c, s.d_v});  // (h, c, d_v)
+  std::vector<float> Qg(rows * s.d_k), m(rows), l(rows), acc(rows * s.d_v);  // group j's rows, token-major
+  for (std::size_t j = 0; j < g; ++j) {
+    for (std::size_t i = 0; i < c; ++i)  // row i·r + a: token first + i, query head j·r + a, scaled by 1/√d_k once
+      for (std::size_t a = 0; a < r; ++a)
+        for (std::size_t x = 0; x < s.d_k; ++x) Qg[(i * r + a) * s.d_k + x] = Q(j * r + a, i, x) * scale;
+    std::fill(m.begin(), m.end(), kNoKey);
+    std::fill(l.begin(), l.end(), 0.0f);
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    // The cached prefix: every query of the chunk sees all of it, so its keys are read once for all c·r rows.
+    attend_group_paged(cache, layer, table, j, Qg.data(), rows, 0, first, m.data(), l.data(), acc.data());
+    // The chunk itself, causal: token first + i sees the chunk's keys first … first + i.
+    for (std::size_t i = 0; i < c; ++i)
+      attend_group_paged(cache, layer, table, j, Qg.data() + i * r * s.d_k, r, first, first + i + 1, m.data() + i * r,
+                         l.data() + i * r, acc.data() + i * r * s.d_v);
+    for (std::size_t i = 0; i < c; ++i)  // normalise: every row saw at least its own key, so ℓ > 0
+      for (std::size_t a = 0; a < r; ++a)
+        for (std::size_t x = 0; x < s.d_v; ++x) O(j * r + a, i, x) = acc[(i * r + a) * s.d_v + x] / l[i * r + a];
+  }
+  if (!std::all_of(O.begin(), O.end(), [](float x) { return std::isfinite(x); })) {
+    const Matrix q_all = xt::reshape_view(Q, {h * c, s.d_k});  // (h·c, d_k): only its largest entry is read
+    throw std::invalid_argument(overflow_reason("paged_prefill", cache, layer, table, q_all, 0, first + c));
+  }
+  return O;
+}
+// [paged_prefill]
 
 FlashOutput split_kv_decode(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q,
                             std::size_t splits, std::size_t threads) {

@@ -38,6 +38,28 @@ FlashOutput paged_decode_range(const PagedKVCache& cache, std::size_t layer, con
 /// \throws std::invalid_argument as paged_decode_range() does, and naming the length when the table is empty.
 Matrix paged_decode(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q);
 
+/// Chunked prefill (Sarathi-Serve; vLLM V1 with max_num_batched_tokens): the attention of a chunk of c consecutive
+/// tokens of one sequence, at positions first … first + c − 1 of \p table, each over every token up to itself
+/// (causal): the cached prefix [0, first), read once for the whole chunk, and the chunk's own keys before it. The
+/// chunk's keys and values are already written into the table. A prompt prefilled chunk by chunk over several steps
+/// gives, row for row, what one prefill of the whole prompt gives; the last chunk's last row is the first token's.
+/// Per group of r = h/g query heads, the prefix is attended by the c·r rows together (each key row loaded once for
+/// every query of the chunk: what makes a prefill compute-bound where a decode is memory-bound), then each token's r
+/// rows continue over the chunk's keys up to its own, on the same block step as paged_decode_range().
+/// \param cache the paged cache; g = cache.shape().kv_heads divides h.
+/// \param layer the layer attended.
+/// \param table the sequence's table, holding at least first + c tokens (tokens past first + c are not attended).
+/// \param Q (h, c, d_k) the chunk's queries, c ≥ 1.
+/// \param first the position of the chunk's first token (the tokens cached before it).
+/// \return (h, c, d_v): row i of head h' is token first + i's attention output.
+/// \throws std::invalid_argument naming the shapes when Q's width is not d_k or it has no rows, h and g when g does
+///         not divide h or h = 0, first and c when first + c passes table.length (computed without wrapping), the
+///         length when the table does not hold ⌈length / B⌉ blocks, the layer when it does not exist, the first
+///         NaN/Inf of Q; and, after the pass, when the output is not finite, the scores or the values as
+///         paged_decode_range() does.
+Tensor3 paged_prefill(const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Tensor3& Q,
+                      std::size_t first);
+
 /// Split-KV decoding (Flash-Decoding): the table's tokens cut into \p splits ranges of whole blocks, each attended by
 /// paged_decode_range() on one of \p threads threads, the parts merged with chapter 05's merge_states() (a part
 /// (O, lse) is the state m = lse, ℓ = 1, acc = O). Equal to paged_decode() up to float rounding.

@@ -49,4 +49,27 @@ std::vector<double> decode_lse(const Mat& q, const Heads& K) {
   return lse;
 }
 
+Heads prefill_attention(const Heads& Q, const Heads& K, const Heads& V, std::size_t first) {
+  const std::size_t h = Q.size(), g = K.size();
+  Heads O;
+  for (std::size_t i = 0; i < h; ++i) {
+    const Mat &q = Q[i], &k = K[i * g / h], &v = V[i * g / h];
+    Mat o(q.rows, v.cols);
+    for (std::size_t t = 0; t < q.rows; ++t) {
+      const std::size_t seen = first + t + 1;  // keys 0 … first + t
+      std::vector<double> s(seen);
+      for (std::size_t u = 0; u < seen; ++u) {
+        double dot = 0.0;
+        for (std::size_t c = 0; c < q.cols; ++c) dot += q(t, c) * k(u, c);
+        s[u] = dot / std::sqrt(static_cast<double>(q.cols));
+      }
+      const std::vector<double> w = softmax(s);
+      for (std::size_t u = 0; u < seen; ++u)
+        for (std::size_t c = 0; c < v.cols; ++c) o(t, c) += w[u] * v(u, c);
+    }
+    O.push_back(o);
+  }
+  return O;
+}
+
 }  // namespace attn::oracle

@@ -17,4 +17,9 @@ Mat decode_attention(const Mat& q, const Heads& K, const Heads& V);
 /// The log-sum-exp of each query head's scaled scores, log Σ_t e^{q_i·k_t/√d_k} → (h); −inf when n = 0.
 std::vector<double> decode_lse(const Mat& q, const Heads& K);
 
+/// Causal attention of a chunk of c tokens at positions first … first + c − 1: query heads Q, h × (c, d_k), over keys
+/// K and values V, g × (n, d_k) and g × (n, d_v), n ≥ first + c; row t of query head i attends to keys 0 … first + t
+/// of KV head ⌊i·g/h⌋ → h × (c, d_v).
+Heads prefill_attention(const Heads& Q, const Heads& K, const Heads& V, std::size_t first);
+
 }  // namespace attn::oracle
