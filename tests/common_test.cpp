@@ -23,6 +23,7 @@
 #include "attn/rng.hpp"
 #include "attn/svg.hpp"
 #include "attn/tensor.hpp"
+#include "attn/vector.hpp"
 
 TEST_SUITE("common") {
   TEST_CASE("display_width counts CJK characters as two columns") {
@@ -280,7 +281,7 @@ TEST_SUITE("common") {
     CHECK(attn::better_blas_kernel_for(flags, "NEOVERSEN1") == "");
     CHECK(attn::better_blas_kernel_for(flags, "ARMV8") == "");
     CHECK(attn::vector_isa_for({"fp", "asimd", "sve", "sve2"}) == "SVE");
-    CHECK(attn::vector_isa_for({"fpu", "sse2"}) == "baseline");
+    CHECK(attn::vector_isa_for({"fpu", "sse2"}) == "portable");
     CHECK(attn::vector_isa_for({"avx2", "fma"}) == "AVX2+FMA");
     CHECK(attn::arm_cpu_name("0x61", "0x022") == "Apple part 0x022");  // Apple silicon under Docker Desktop
     CHECK(attn::arm_cpu_name("0x41", "0xd4f") == "Arm Neoverse-V2");
@@ -289,12 +290,50 @@ TEST_SUITE("common") {
     CHECK(attn::arm_cpu_name("0x41", "") == "Arm");
   }
 
-  TEST_CASE("the FMA peak loop runs the widest vector instructions the CPU reports") {
+  TEST_CASE("the vector path is the widest this CPU runs, or the one ATTN_VECTOR_ISA forces, and kernels run it") {
+    using attn::VectorPath;
+    const std::vector<VectorPath> available = attn::vector_paths_available();
+    REQUIRE(!available.empty());
+    CHECK(available.back() == VectorPath::portable);  // every CPU runs the portable path
+    const VectorPath path = attn::vector_path();
+    CHECK(std::find(available.begin(), available.end(), path) != available.end());
+    const char* forced = std::getenv("ATTN_VECTOR_ISA");  // ctest runs this program once per path (tests/)
+    CHECK(path == (forced != nullptr && *forced != '\0' ? attn::vector_path_for(forced, available) : available[0]));
+    if (forced != nullptr && *forced != '\0') CHECK(std::string(attn::vector_path_key(path)) == forced);
+    // The lanes a dispatched kernel sees: Highway really switched to the path, not only the name.
+    const std::size_t lanes = attn::vector_lanes();
+    switch (path) {
+      case VectorPath::avx512: CHECK(lanes == 16); break;
+      case VectorPath::avx2: CHECK(lanes == 8); break;
+      case VectorPath::neon: CHECK(lanes == 4); break;
+      case VectorPath::sve: CHECK(lanes >= 4); break;
+      case VectorPath::portable: CHECK((lanes == 1 || lanes == 4)); break;  // Highway's SCALAR or EMU128
+    }
+    // The machine line names the path in use.
+    CHECK(attn::machine_line().find(attn::vector_path_name(path)) != std::string::npos);
+  }
+
+  TEST_CASE("vector_path_for takes the widest path, or the forced one the CPU can run") {
+    using attn::VectorPath;
+    const std::vector<VectorPath> x86{VectorPath::avx512, VectorPath::avx2, VectorPath::portable};
+    CHECK(attn::vector_path_for(nullptr, x86) == VectorPath::avx512);
+    CHECK(attn::vector_path_for("", x86) == VectorPath::avx512);
+    CHECK(attn::vector_path_for("avx2", x86) == VectorPath::avx2);
+    CHECK(attn::vector_path_for("portable", x86) == VectorPath::portable);
+    CHECK(attn::vector_path_for("neon", {VectorPath::sve, VectorPath::neon, VectorPath::portable}) ==
+          VectorPath::neon);
+    for (const VectorPath p : x86)
+      CHECK(attn::vector_path_for(attn::vector_path_key(p), x86) == p);  // each key names its path
+    CHECK(std::string(attn::vector_path_name(VectorPath::avx2)) == "AVX2+FMA");
+    CHECK(std::string(attn::vector_path_name(VectorPath::avx512)) == "AVX-512");
+  }
+
+  TEST_CASE("the FMA peak loop runs the vector path the kernels run") {
     std::string isa;
     CHECK(attn::fma_peak_gflops(1, &isa, 1) > 0.0);
     // An SVE machine's peak is measured with NEON's FMAs (see fma_loop_neon in ceilings.cpp).
-    const std::string widest = attn::vector_isa();
-    CHECK(isa == (widest == "baseline" ? "scalar" : widest == "SVE" ? "NEON" : widest));
+    const attn::VectorPath path = attn::vector_path();
+    CHECK(isa == (path == attn::VectorPath::sve ? "NEON" : attn::vector_path_name(path)));
   }
 
   TEST_CASE("checked_allocation refuses, with the estimate, a buffer past 64 bits or past the memory available") {
@@ -358,6 +397,23 @@ TEST_SUITE("common") {
 }
 
 TEST_SUITE("common: bad input") {
+  TEST_CASE("ATTN_VECTOR_ISA refuses a path the CPU cannot run, or no path at all, naming the value and the paths") {
+    using attn::VectorPath;
+    const std::vector<VectorPath> avx2_cpu{VectorPath::avx2, VectorPath::portable};
+    CHECK_THROWS_WITH_AS(attn::vector_path_for("avx512", avx2_cpu),
+                         "ATTN_VECTOR_ISA=avx512: this CPU cannot run the AVX-512 path; it can run avx2, portable",
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::vector_path_for("neon", avx2_cpu),
+                         "ATTN_VECTOR_ISA=neon: this CPU cannot run the NEON path; it can run avx2, portable",
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::vector_path_for("AVX2", avx2_cpu),  // keys are lower case, as the README writes them
+                         "ATTN_VECTOR_ISA=AVX2: not a vector path (one of avx512, avx2, sve, neon, portable); this "
+                         "CPU can run avx2, portable",
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::vector_path_for("sse4", {VectorPath::portable}),
+                         doctest::Contains("not a vector path"), std::invalid_argument);
+  }
+
   TEST_CASE("Rng refuses sizes that wrap or cannot fit, before allocating, and parameters its distributions forbid") {
     attn::Rng rng(35);
     constexpr std::size_t kBig = std::size_t{1} << 40;

@@ -22,6 +22,7 @@
 #include "attn/errors.hpp"
 #include "attn/measure.hpp"
 #include "attn/tensor.hpp"
+#include "attn/vector.hpp"
 
 namespace attn {
 namespace {
@@ -98,22 +99,26 @@ float fma_loop_scalar(long iterations) {
   return sum;
 }
 
-/// The widest loop this CPU runs, its name and the float lanes of one FMA.
+/// The loop of the vector path the course's kernels run (attn::vector_path(), so ATTN_VECTOR_ISA moves the peak
+/// with them), its name and the float lanes of one FMA.
 struct FmaLoop {
   float (*run)(long);
   const char* isa;
   int lanes;
 };
 
-FmaLoop widest_fma_loop() {
+FmaLoop fma_loop_of_vector_path() {
+  switch (vector_path()) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return {fma_loop_avx512, "AVX-512", 16};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {fma_loop_avx2, "AVX2+FMA", 8};
+    case VectorPath::avx512: return {fma_loop_avx512, "AVX-512", 16};
+    case VectorPath::avx2: return {fma_loop_avx2, "AVX2+FMA", 8};
 #elif defined(__aarch64__)
-  return {fma_loop_neon, "NEON", 4};
+    case VectorPath::sve:  // NEON's 128-bit FMAs reach the core's peak on SVE machines too (see fma_loop_neon)
+    case VectorPath::neon: return {fma_loop_neon, "NEON", 4};
 #endif
-  return {fma_loop_scalar, "scalar", 1};
+    default: break;
+  }
+  return {fma_loop_scalar, "portable", 1};
 }
 // [fma_peak]
 
@@ -121,7 +126,7 @@ FmaLoop widest_fma_loop() {
 
 double fma_peak_gflops(int threads, std::string* isa, int repeats) {
   require(threads > 0, fmt::format("fma_peak_gflops: threads must be positive, got {}", threads));
-  const FmaLoop loop = widest_fma_loop();
+  const FmaLoop loop = fma_loop_of_vector_path();
   if (isa != nullptr) *isa = loop.isa;
   std::atomic<float> sink{0.0f};
   const double seconds = median_seconds(
@@ -160,7 +165,7 @@ const Ceilings& ceilings(int threads) {
   c.fma_peak = fma_peak_gflops(threads, &c.fma_isa);
   c.square_sgemm = square_sgemm_gflops(threads);
   if (threads == 1) {
-    const FmaLoop loop = widest_fma_loop();  // one thread, timed by the CPU time it gets
+    const FmaLoop loop = fma_loop_of_vector_path();  // one thread, timed by the CPU time it gets
     const std::clock_t cpu_start = std::clock();
     benchmark::DoNotOptimize(loop.run(kIterations));
     const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "attn/print.hpp"
+#include "attn/vector.hpp"
 
 // OpenBLAS's own extensions (the build insists on OpenBLAS: see the top-level CMakeLists.txt).
 extern "C" {
@@ -191,7 +192,7 @@ std::string cpu_model() {
 std::string vector_isa_for(const std::set<std::string>& flags) {
   if (flags.count("sve") > 0) return "SVE";
   if (flags.count("asimd") > 0) return "NEON";  // "Advanced SIMD", arm64's name for NEON
-  static const char* names[] = {"baseline", "AVX2+FMA", "AVX-512"};
+  static const char* names[] = {"portable", "AVX2+FMA", "AVX-512"};  // vector_path_name()'s spellings
   return names[isa_level(flags)];
 }
 
@@ -285,13 +286,14 @@ std::string machine_line() {
   std::istringstream words(blas.library);
   std::string name, version;
   words >> name >> version;
-  return fmt::format("{}, {}; {} {}, kernel {} ({}), {} BLAS threads", cpu_model(), vector_isa(), name, version,
+  return fmt::format("{}, {}; {} {}, kernel {} ({}), {} BLAS threads", cpu_model(),
+                     vector_path_description(), name, version,
                      blas.kernel, blas.chosen_by, blas.threads);
 }
 
 void add_machine_to_benchmark_context() {
   const BlasInfo blas = blas_info();
-  benchmark::AddCustomContext("cpu", fmt::format("{}, {}", cpu_model(), vector_isa()));
+  benchmark::AddCustomContext("cpu", fmt::format("{}, {}", cpu_model(), vector_path_description()));
   benchmark::AddCustomContext("blas", blas.library);
   benchmark::AddCustomContext("blas_kernel", fmt::format("{} ({})", blas.kernel, blas.chosen_by));
   benchmark::AddCustomContext("blas_threads",

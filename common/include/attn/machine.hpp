@@ -42,7 +42,8 @@ std::string short_cpu_name(const std::string& model_name);
 std::string cpu_model();
 
 /// The widest vector instruction set the CPU and the OS support: "AVX-512", "AVX2+FMA", "SVE", "NEON" or
-/// "baseline" (vector_isa_for(cpu_flags())).
+/// "portable" (vector_isa_for(cpu_flags())), read from the CPU's flags. The one the course's kernels run is
+/// attn::vector_path() (attn/vector.hpp), which ATTN_VECTOR_ISA can narrow: the machine lines print that one.
 std::string vector_isa();
 
 /// The rule vector_isa() applies, on its own: x86-64's flags (AVX-512 F, BW, DQ, VL and CD; AVX2 and FMA) or
@@ -80,7 +81,8 @@ std::set<std::string> cpu_flags();
 /// that it was restarted, with its arguments.
 void use_best_blas_kernel();
 
-/// One line naming the CPU, the BLAS library, its kernel (and who chose it) and the thread counts, e.g.
+/// One line naming the CPU, the vector path its kernels run (attn::vector_path_description()), the BLAS library,
+/// its kernel (and who chose it) and the thread counts, e.g.
 /// "AMD EPYC (2 hardware threads), AVX-512; OpenBLAS 0.3.21, kernel Cooperlake (OpenBLAS's pick by CPU
 /// model), 2 BLAS threads". Each side of the "; " fits 92 columns with any CPU (recordings put them on
 /// lines of their own).
