@@ -348,10 +348,10 @@ void show_ablation(const HandBuilt& r) {
 
 void tell_the_story(const attn::Chapter& chapter, std::size_t h, std::size_t d_model, std::uint64_t seed,
                     const std::string& sentence) {
-  attn::require(d_model % h == 0,
-                fmt::format("d_model = {} cannot be cut into h = {} heads of equal width ({} % {} = {}); choose "
-                            "--heads that divides --d-model",
-                            d_model, h, d_model, h, d_model % h));
+  attn::require_option(d_model % h == 0,
+                       fmt::format("d_model = {} cannot be cut into h = {} heads of equal width ({} % {} = {}); choose "
+                                   "--heads that divides --d-model",
+                                   d_model, h, d_model, h, d_model % h));
   const std::vector<std::string> tokens =
       sentence.empty() ? attn::ch01::sentences()[1].tokens : attn::ch01::tokenize(sentence);
   fmt::print("Sentence: {}\n", joined(tokens));

@@ -246,14 +246,15 @@ void tell_the_story(const attn::Chapter& chapter, Options o) {
   } else if (const double available = static_cast<double>(attn::available_memory_bytes());
              available > 0 && o.memory_limit > available) {
     // A limit the machine cannot honour would let the guard pass what then fails to allocate.
-    throw std::invalid_argument(fmt::format("--memory-limit {:.3g}: more than the {} this machine has available now",
-                                            o.memory_limit, decimal_bytes(available)));
+    throw attn::UsageError(fmt::format("--memory-limit {:.3g}: more than the {} this machine has available now",
+                                       o.memory_limit, decimal_bytes(available)));
   }
-  attn::require(o.min_n <= o.max_n, fmt::format("--max-n {} is below --min-n {}", o.max_n, o.min_n));
-  // Refuse the whole request up front when its largest point cannot fit: nothing is allocated yet.
+  attn::require_option(o.min_n <= o.max_n, fmt::format("--max-n {} is below --min-n {}", o.max_n, o.min_n));
+  // Refuse the whole request up front when its largest point cannot fit: nothing is allocated yet. The options
+  // asked for it, so it is a command-line refusal, in the guard's words.
   for (const auto& [n, d] : {std::pair{o.max_n, o.d}, std::pair{o.n_for_d, o.max_d}}) {
     const double need = attn::attention_bytes(n, n, d, d).peak_extra;
-    if (need > o.memory_limit) throw attn::memory_refusal(n, n, need, o.memory_limit);
+    if (need > o.memory_limit) throw attn::UsageError(attn::memory_refusal(n, n, need, o.memory_limit).what());
   }
 
   fmt::print("Full attention is chapter 02's scaled_dot_product_attention.\n");

@@ -149,7 +149,7 @@ void refuse_a_memory_run_that_cannot_fit(std::size_t n, std::size_t d) {
   const double need = 16.0 * static_cast<double>(n) * static_cast<double>(d);
   const double available = static_cast<double>(attn::available_memory_bytes());
   if (available > 0 && need > 0.5 * available)
-    throw std::invalid_argument(
+    throw attn::UsageError(
         fmt::format("--n {} --d {}: the memory run would hold {} (Q, K, V and O, n·d floats "
                     "each), more than half of the {} available now; choose a smaller --n or --d",
                     n, d, attn::human_bytes(need), attn::human_bytes(available)));

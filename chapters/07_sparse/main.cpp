@@ -269,6 +269,9 @@ void show_tiles(const attn::Chapter& chapter) {
 
 void tell_the_story(const attn::Chapter& chapter, std::size_t w, const std::vector<std::size_t>& global,
                     std::size_t n) {
+  for (const std::size_t g : global)  // checked before any output: the demo sentence is fixed, --global is not
+    attn::require_option(g < sentence().size(),
+                         fmt::format("--global {}: the demo sentence has positions 0 … {}", g, sentence().size() - 1));
   const attn::BlasThreads blas(1);  // the block kernel runs its own threads; OpenBLAS must not add more
   fmt::print(
       "Full attention lets every token look at every other: n² pairs.\n"

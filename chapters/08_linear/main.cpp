@@ -341,7 +341,8 @@ void show_measured_crossover(std::size_t d) {
 }
 
 void tell_the_story(const attn::Chapter& chapter, float decay, std::size_t features) {
-  attn::require(decay > 0.0f && decay <= 1.0f, fmt::format("--decay is {}; the decay λ must be in (0, 1]", decay));
+  attn::require_option(decay > 0.0f && decay <= 1.0f,
+                       fmt::format("--decay is {}; the decay λ must be in (0, 1]", decay));
   show_associativity();
   show_feature_maps(chapter);
   show_recurrence(decay);

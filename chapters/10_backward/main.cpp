@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -301,7 +302,11 @@ int main(int argc, char** argv) {
   return chapter.run(argc, argv, [&] {
     // The long run holds about twelve (n, d) float matrices (Q, K, V, dO, O, dQ, dK, dV, K and V packed, a lane's dQ
     // and the data's draw): refused with the estimate before the chapter starts, not in std::bad_alloc at its end.
-    attn::checked_allocation("--n and --d: the long run's 12 × n × d floats", {12, n, d, sizeof(float)});
+    try {
+      attn::checked_allocation("--n and --d: the long run's 12 × n × d floats", {12, n, d, sizeof(float)});
+    } catch (const std::invalid_argument& e) {
+      throw attn::UsageError(e.what());  // the options asked for it: a command-line refusal, status 2
+    }
     softmax_jacobian();
     full_backward_traced();
     flash_equals_full();

@@ -85,11 +85,6 @@ std::string course_rule_broken(const CLI::App& app, const CLI::ParseError& e) {
   return e.what();
 }
 
-/// A command-line mistake: reported as "name: option: what", with exit status 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 /// A chapter writes only files named chNN_…; a directory holding anything else is not its to write into.
 bool written_by_chapters(const std::filesystem::path& dir) {
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -260,10 +255,16 @@ int Chapter::run(int argc, char** argv, const std::function<void()>& story) {
                "To watch the reference solution instead: ./course run {}\n",
                name_, e.what(), e.chapter().substr(0, 2));
     return kExitNotImplemented;
-  } catch (const std::invalid_argument& e) {
+  } catch (const UsageError& e) {
     std::fflush(stdout);
     fmt::print(stderr, "{}: error: {}\nRun '{} --help' for the options.\n", name_, e.what(), name_);
     return kExitUsage;
+  } catch (const std::invalid_argument& e) {
+    // A contract check inside the code that ran (in the exercise track, often the learner's function, or what it
+    // passed on): the command line is not at fault, so no pointer to --help.
+    std::fflush(stdout);
+    fmt::print(stderr, "{}: a function refused its input: {}\n", name_, e.what());
+    return kExitError;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     fmt::print(stderr, "{}: failed: {}\n", name_, e.what());

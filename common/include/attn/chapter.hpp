@@ -1,11 +1,13 @@
 /// \file
-/// attn::Chapter: the frame of every chapter executable. It parses the command line (CLI11), turns bad
-/// input into a clear message and exit status 2, runs the chapter's story, captures it for the book,
-/// and runs the chapter's Google Benchmarks for `chNN_name bench`.
+/// attn::Chapter: the frame of every chapter executable. It parses the command line (CLI11), turns a bad
+/// command line into a clear message and exit status 2, runs the chapter's story (a function's refusal inside it
+/// is reported as that, status 1), captures it for the book, and runs the chapter's Google Benchmarks for
+/// `chNN_name bench`.
 #pragma once
 
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,10 +19,23 @@ namespace attn {
 /// Exit statuses shared by every chapter executable.
 enum ExitStatus : int {
   kExitOk = 0,
-  kExitError = 1,           ///< something went wrong that is not the reader's input
-  kExitUsage = 2,           ///< bad command line or bad input: the message says what
+  kExitError = 1,           ///< something went wrong that is not the command line: a function refused its input
+  kExitUsage = 2,           ///< a bad command line: the message names the option (attn::UsageError)
   kExitNotImplemented = 3,  ///< the exercise track ran a function the learner has not written yet
 };
+
+/// A bad command line that only the story can see (an option checked against another option or against the
+/// machine): its message names the option. attn::Chapter::run() prints it with "Run '… --help'" and exits with
+/// status 2. Any other std::invalid_argument that reaches run() is a check inside a function the story called
+/// (the learner's, in the exercise track), and is reported as that, with status 1.
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+/// Throws attn::UsageError with \p message, which names the option, when \p ok is false.
+inline void require_option(bool ok, const std::string& message) {
+  if (!ok) throw UsageError(message);
+}
 
 /// Parses \p argv into \p app by the rules every chapter's command line follows (attn::Chapter uses it; so do the
 /// MPI programs, which are not Chapters but parse their own command line on every rank): every value is checked
