@@ -306,7 +306,6 @@ TEST_SUITE("common") {
       case VectorPath::avx512: CHECK(lanes == 16); break;
       case VectorPath::avx2: CHECK(lanes == 8); break;
       case VectorPath::neon: CHECK(lanes == 4); break;
-      case VectorPath::sve: CHECK(lanes >= 4); break;
       case VectorPath::portable: CHECK((lanes == 1 || lanes == 4)); break;  // Highway's SCALAR or EMU128
     }
     // The machine line names the path in use.
@@ -320,8 +319,7 @@ TEST_SUITE("common") {
     CHECK(attn::vector_path_for("", x86) == VectorPath::avx512);
     CHECK(attn::vector_path_for("avx2", x86) == VectorPath::avx2);
     CHECK(attn::vector_path_for("portable", x86) == VectorPath::portable);
-    CHECK(attn::vector_path_for("neon", {VectorPath::sve, VectorPath::neon, VectorPath::portable}) ==
-          VectorPath::neon);
+    CHECK(attn::vector_path_for("neon", {VectorPath::neon, VectorPath::portable}) == VectorPath::neon);
     for (const VectorPath p : x86)
       CHECK(attn::vector_path_for(attn::vector_path_key(p), x86) == p);  // each key names its path
     CHECK(std::string(attn::vector_path_name(VectorPath::avx2)) == "AVX2+FMA");
@@ -331,9 +329,7 @@ TEST_SUITE("common") {
   TEST_CASE("the FMA peak loop runs the vector path the kernels run") {
     std::string isa;
     CHECK(attn::fma_peak_gflops(1, &isa, 1) > 0.0);
-    // An SVE machine's peak is measured with NEON's FMAs (see fma_loop_neon in ceilings.cpp).
-    const attn::VectorPath path = attn::vector_path();
-    CHECK(isa == (path == attn::VectorPath::sve ? "NEON" : attn::vector_path_name(path)));
+    CHECK(isa == attn::vector_path_name(attn::vector_path()));
   }
 
   TEST_CASE("checked_allocation refuses, with the estimate, a buffer past 64 bits or past the memory available") {
@@ -407,7 +403,7 @@ TEST_SUITE("common: bad input") {
                          "ATTN_VECTOR_ISA=neon: this CPU cannot run the NEON path; it can run avx2, portable",
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(attn::vector_path_for("AVX2", avx2_cpu),  // keys are lower case, as the README writes them
-                         "ATTN_VECTOR_ISA=AVX2: not a vector path (one of avx512, avx2, sve, neon, portable); this "
+                         "ATTN_VECTOR_ISA=AVX2: not a vector path (one of avx512, avx2, neon, portable); this "
                          "CPU can run avx2, portable",
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(attn::vector_path_for("sse4", {VectorPath::portable}),

@@ -46,6 +46,14 @@ HWY_INLINE V ExpNonpositive(D d, V x) {
 }
 // [vector_exp]
 
+// min(x, 0) lane by lane, a NaN kept: a score above the max counts as the max itself (e^0 = 1), and a NaN (an
+// overflowed score, inf − inf) reaches the result for the caller's check. Not hn::Min, which keeps or drops a NaN
+// depending on the instruction set (x86's min returns its second operand, Highway's portable one the first).
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V MinZero(D d, V x) {
+  return hn::IfThenZeroElse(hn::Gt(x, hn::Zero(d)), x);
+}
+
 }  // namespace attn::ch05::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

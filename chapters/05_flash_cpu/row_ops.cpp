@@ -28,19 +28,18 @@ float ExpShiftSum(float* s, std::size_t n, float m) {
   if (n == 0) return 0.0f;
   const hn::ScalableTag<float> d;
   const std::size_t lanes = hn::Lanes(d);
-  const auto shift = hn::Set(d, m), zero = hn::Zero(d);
-  auto sum = zero;
+  const auto shift = hn::Set(d, m);
+  auto sum = hn::Zero(d);
   std::size_t j = 0;
   for (; j + lanes <= n; j += lanes) {
-    // min(0, x), with 0 first: where x is NaN the result is x (NaN stays NaN), on every instruction set.
-    const auto e = ExpNonpositive(d, hn::Min(zero, hn::Sub(hn::LoadU(d, s + j), shift)));
+    const auto e = ExpNonpositive(d, MinZero(d, hn::Sub(hn::LoadU(d, s + j), shift)));
     hn::StoreU(e, d, s + j);
     sum = hn::Add(sum, e);
   }
   if (j < n) {
     HWY_ALIGN float tail[kMaxLanes] = {};
     std::memcpy(tail, s + j, (n - j) * sizeof(float));
-    const auto e = ExpNonpositive(d, hn::Min(zero, hn::Sub(hn::Load(d, tail), shift)));
+    const auto e = ExpNonpositive(d, MinZero(d, hn::Sub(hn::Load(d, tail), shift)));
     hn::Store(e, d, tail);
     std::memcpy(s + j, tail, (n - j) * sizeof(float));
     sum = hn::Add(sum, hn::IfThenElseZero(hn::FirstN(d, n - j), e));  // the row's lanes only

@@ -3,19 +3,22 @@
 // The kernels are written once, in tile_kernels.inl, against an instruction set `Isa` (a vector type and
 // a few operations). This file compiles them twice: for AVX-512 and for AVX2+FMA, each copy inside its own
 // namespace between ATTN_BEGIN_AVX512 (or ATTN_BEGIN_AVX2_FMA) and ATTN_END_ISA (attn/isa.hpp: GCC's and
-// Clang's pragmas for it), and picks at the first call the widest copy the CPU runs (a CPU without AVX2 gets
-// neither: flash_attention_fast() then calls OpenBLAS).
+// Clang's pragmas for it): register blocking is the lesson here, so the registers are named, not left to a
+// library. The copy that runs is the vector layer's path (attn/vector.hpp: the widest the CPU has, or the one
+// ATTN_VECTOR_ISA forces); on the NEON and portable paths there is none, and flash_attention_fast() calls OpenBLAS.
 #include "05_flash_cpu/tile_kernels.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "attn/checks.hpp"
 #include "attn/isa.hpp"
+#include "attn/vector.hpp"
 
 #define ATTN_TILE_KERNELS ATTN_X86_KERNELS
 
@@ -84,17 +87,17 @@ struct Kernels {
              std::size_t) = nullptr;
 };
 
-/// \p wanted if the CPU runs it ("auto": the widest copy it runs; "none": none), else an empty Kernels.
+/// \p wanted if the CPU runs it ("auto": the copy of the vector path in use; "none": none), else an empty Kernels.
 Kernels choose_kernels(const std::string& wanted) {
 #if ATTN_TILE_KERNELS
-  __builtin_cpu_init();
   const Kernels wide{"AVX-512", 32, avx512::scores_tile, avx512::accumulate_pv};
   const Kernels narrow{"AVX2+FMA", 16, avx2::scores_tile, avx2::accumulate_pv};
-  const bool has_wide = __builtin_cpu_supports("avx512f");
-  const bool has_narrow = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (wanted == "auto") return has_wide ? wide : has_narrow ? narrow : Kernels{};
-  if (wanted == wide.isa && has_wide) return wide;
-  if (wanted == narrow.isa && has_narrow) return narrow;
+  const std::vector<VectorPath> paths = vector_paths_available();
+  const auto runs = [&](VectorPath p) { return std::find(paths.begin(), paths.end(), p) != paths.end(); };
+  if (wanted == "auto")
+    return vector_path() == VectorPath::avx512 ? wide : vector_path() == VectorPath::avx2 ? narrow : Kernels{};
+  if (wanted == wide.isa && runs(VectorPath::avx512)) return wide;
+  if (wanted == narrow.isa && runs(VectorPath::avx2)) return narrow;
 #else
   (void)wanted;
 #endif
@@ -112,7 +115,7 @@ const char* tile_kernel_isa() { return kernels().isa; }
 
 bool use_tile_kernels(const std::string& isa) {
   const Kernels wanted = choose_kernels(isa);
-  if (isa != "none" && wanted.panel_width == 0) return false;
+  if (isa != "none" && isa != "auto" && wanted.panel_width == 0) return false;  // "auto" may be none (NEON, portable)
   kernels() = wanted;
   return true;
 }

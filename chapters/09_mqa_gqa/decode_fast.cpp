@@ -17,10 +17,17 @@
 //      accumulate_rows): each value row loaded once feeds all r rows.
 // So the keys and values are each read from memory once per step, the scores never leave L1, and the cache
 // is never packed or copied. The loops are written on GCC's vector extensions (16 floats: one AVX-512
-// register, two AVX2) and compiled once per instruction set (ATTN_VECTOR_CLONES, chapter 05's row_ops.hpp),
-// chosen at load time; this file alone is compiled with -ffp-contract=fast so that a·b + c becomes one fused
-// multiply-add. `ch09_mqa_gqa bench` times it beside the learner's version (its rows with fast:1 and fast:0),
+// register, two AVX2 or four NEON registers), and the course's vector layer (attn/vector.hpp: Google Highway)
+// compiles them once per instruction set and calls the copy of the path in use; this file alone is compiled with
+// -ffp-contract=fast so that a·b + c becomes one fused multiply-add. `ch09_mqa_gqa bench` times it beside the learner's version (its rows with fast:1 and fast:0),
 // against the roofline bound of each step.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "09_mqa_gqa/decode_fast.cpp"
+#include "attn/vector.hpp"  // first: it names the instruction sets
+
+#include <hwy/foreach_target.h>
+#include <hwy/highway.h>
+
 #include "09_mqa_gqa/decode_fast.hpp"
 #include "09_mqa_gqa/decode_blocks.hpp"
 
@@ -35,9 +42,9 @@
 #include "05_flash_cpu/row_ops.hpp"
 #include "attn/checks.hpp"
 
-namespace attn::ch09 {
-
-namespace {
+// The kernels, compiled once per instruction set (HWY_NAMESPACE names the copy: N_AVX3, N_AVX2, ...).
+HWY_BEFORE_NAMESPACE();
+namespace attn::ch09::HWY_NAMESPACE {
 
 /// 16 floats, one AVX-512 register (two AVX2, four SSE registers): GCC lowers the operators on it to the
 /// instruction set each clone is compiled for. Loaded and stored with memcpy (any alignment).
@@ -81,8 +88,7 @@ inline void sum_lanes(const Vec (&acc)[U], float (&s)[U]) {
 /// each score are added up once, at the end. The same keys of the next block (K_next, unless nullptr) are
 /// prefetched on the way, a cache line per chunk.
 template <std::size_t R, std::size_t U>
-ATTN_VECTOR_CLONES_TEMPLATE void scores_of_keys(const float* Q, const float* K, std::size_t d, float* S,
-                                                std::size_t ld_s, const float* K_next) {
+void scores_of_keys(const float* Q, const float* K, std::size_t d, float* S, std::size_t ld_s, const float* K_next) {
   const std::size_t body = d - d % kW;  // the features a whole Vec covers; the rest plainly
   Vec acc[R][U] = {};
   for (std::size_t c = 0; c < body; c += kW) {
@@ -140,8 +146,8 @@ void block_scores(const float* Q, std::size_t r, const float* K, std::size_t key
 /// transposed queries, C zeroed first).
 /// B_next, unless nullptr, is prefetched as B is read: the same columns of the next block's rows.
 template <std::size_t R, std::size_t N>
-ATTN_VECTOR_CLONES_TEMPLATE void accumulate_rows(const float* A, std::size_t ld_a, std::size_t steps, const float* B,
-                                                 std::size_t ld_b, float* C, std::size_t ld_c, const float* B_next) {
+void accumulate_rows(const float* A, std::size_t ld_a, std::size_t steps, const float* B, std::size_t ld_b, float* C,
+                     std::size_t ld_c, const float* B_next) {
   Vec acc[R][N];
 #pragma GCC unroll 4
   for (std::size_t i = 0; i < R; ++i)
@@ -208,9 +214,19 @@ void accumulate_pv_block(const float* P, std::size_t r, std::size_t ld_p, std::s
 }
 // [accumulate_pv_block]
 
-}  // namespace
+}  // namespace attn::ch09::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace attn::ch09 {
+
+HWY_EXPORT(panel_scores);
+HWY_EXPORT(block_scores);
+HWY_EXPORT(accumulate_pv_block);
 
 namespace detail {
+
+constexpr std::size_t kW = HWY_NAMESPACE::kW;  // floats per Vec (the same on every instruction set)
 
 GroupAttention::GroupAttention(const float* Q_j, std::size_t r, std::size_t d_k, std::size_t d_v)
     : Q_(Q_j), r_(r), d_k_(d_k), d_v_(d_v), r_pad_(r >= kW ? (r + kW - 1) / kW * kW : 0) {
@@ -228,11 +244,11 @@ void GroupAttention::add_block(const float* K, const float* V, std::size_t keys,
                                const float* V_next, float* m, float* l, float* O) {
   constexpr std::size_t B = kDecodeKeysPerBlock;  // S's leading dimension
   if (r_pad_ > 0) {
-    panel_scores(Qt_.data(), r_pad_, K, keys, d_k_, St_.data());  // (keys, r_pad)
+    ATTN_DISPATCH(panel_scores)(Qt_.data(), r_pad_, K, keys, d_k_, St_.data());  // (keys, r_pad)
     for (std::size_t i = 0; i < r_; ++i)
       for (std::size_t j = 0; j < keys; ++j) S_[i * B + j] = St_[j * r_pad_ + i];
   } else {
-    block_scores(Q_, r_, K, keys, d_k_, S_.data(), B, K_next);
+    ATTN_DISPATCH(block_scores)(Q_, r_, K, keys, d_k_, S_.data(), B, K_next);
   }
   for (std::size_t i = 0; i < r_; ++i) {  // chapter 05's online softmax, row by row
     float* s = S_.data() + i * B;
@@ -242,7 +258,7 @@ void GroupAttention::add_block(const float* K, const float* V, std::size_t keys,
     if (alpha != 1.0f) ch05::scale_row(O + i * d_v_, d_v_, alpha);
     m[i] = m_new;
   }
-  accumulate_pv_block(S_.data(), r_, B, keys, V, d_v_, O, V_next);  // the block's values still in L1
+  ATTN_DISPATCH(accumulate_pv_block)(S_.data(), r_, B, keys, V, d_v_, O, V_next);  // its values still in L1
 }
 // [add_block]
 
@@ -307,3 +323,4 @@ Matrix decode_attend_fast(const KVCache& cache, const Matrix& q) {
 // [decode_attend_fast]
 
 }  // namespace attn::ch09
+#endif  // HWY_ONCE

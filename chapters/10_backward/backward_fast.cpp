@@ -24,7 +24,7 @@
 //      take a product whose operands both run along d only by packing them, on every call), and S agrees with
 //      the forward's to rounding only.
 //   4. P is recomputed with chapter 05's vectorised exp (row_ops.cpp) as exp(S − lse), and dS = P ∘ (dP − D)
-//      is one vectorised loop. Causal: query blocks that cannot see a key block are never visited, the tile
+//      is one vectorised loop (grad_row.cpp). Causal: query blocks that cannot see a key block are never visited, the tile
 //      the diagonal crosses is cut at its last row's last visible key, and row by row inside.
 // Measured by `ch10_backward bench` (numbers and load in book/recorded/ch10_bench.txt and on the book page).
 #include "10_backward/backward_fast.hpp"
@@ -41,6 +41,7 @@
 
 #include "05_flash_cpu/row_ops.hpp"
 #include "05_flash_cpu/tile_kernels.hpp"
+#include "10_backward/grad_row.hpp"
 #include "attn/cblas.hpp"
 #include "attn/checks.hpp"
 
@@ -49,12 +50,6 @@ namespace attn::ch10 {
 namespace {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-
-/// dp[0, n) ← scale · p ∘ (dp − D): the softmax's backward with D standing in for rowsum(dP ∘ P), times the
-/// 1/√d_k that both dQ and dK carry (so their products need no alpha).
-ATTN_VECTOR_CLONES void softmax_grad_row(const float* p, float* dp, std::size_t n, float D, float scale) {
-  for (std::size_t j = 0; j < n; ++j) dp[j] = scale * (p[j] * (dp[j] - D));
-}
 
 /// One problem: h heads of contiguous (n, d) matrices.
 struct Problem {

@@ -30,6 +30,7 @@
 #include "attn/cblas.hpp"
 #include "attn/checks.hpp"
 #include "attn/tensor.hpp"
+#include "attn/vector.hpp"
 
 namespace attn::ch11 {
 
@@ -85,14 +86,42 @@ struct Scratch {
 inline int blas_int(std::size_t v) { return static_cast<int>(v); }
 
 /// s[c] ← score_mod(s[c], head, q, c0 + c) for c in [0, cols): one row of the score tile (in L1), right after
-/// the product that made it. Compiled for AVX-512, AVX2 and the baseline like chapter 05's row passes, so an
-/// inlined modifier such as ALiBi runs 16 scores per instruction (an add and a multiply-add each) where the
-/// CPU allows.
+/// the product that made it. The loop the compiler vectorises, inlined into one copy per x86 path below.
 template <class ScoreMod>
-ATTN_VECTOR_CLONES_TEMPLATE void modify_row(float* s, std::size_t cols, const ScoreMod& score_mod, std::size_t head,
-                                            std::size_t q, std::size_t c0) {
+[[gnu::always_inline]] inline void modify_row_loop(float* s, std::size_t cols, const ScoreMod& score_mod,
+                                                   std::size_t head, std::size_t q, std::size_t c0) {
   float* __restrict__ row = s;  // no other pointer reaches the tile: the modifier's own data stays in registers
   for (std::size_t c = 0; c < cols; ++c) row[c] = score_mod(row[c], head, q, c0 + c);
+}
+#if ATTN_VECTOR_X86
+template <class ScoreMod>
+ATTN_TARGET_AVX512 void modify_row_avx512(float* s, std::size_t cols, const ScoreMod& score_mod, std::size_t head,
+                                          std::size_t q, std::size_t c0) {
+  modify_row_loop(s, cols, score_mod, head, q, c0);
+}
+template <class ScoreMod>
+ATTN_TARGET_AVX2 void modify_row_avx2(float* s, std::size_t cols, const ScoreMod& score_mod, std::size_t head,
+                                      std::size_t q, std::size_t c0) {
+  modify_row_loop(s, cols, score_mod, head, q, c0);
+}
+#endif
+
+/// modify_row_loop() compiled for the vector path in use (attn/vector.hpp), so an inlined modifier such as ALiBi
+/// runs 16 scores per instruction on AVX-512 (an add and a multiply-add each). A template over the caller's
+/// modifier cannot be compiled per instruction set by Highway, which compiles whole files: the layer's x86
+/// attributes serve it instead, chosen by vector_path() as Highway chooses (so ATTN_VECTOR_ISA forces it too).
+/// On arm64 the loop is compiled once, for NEON, which every arm64 CPU has.
+template <class ScoreMod>
+void modify_row(float* s, std::size_t cols, const ScoreMod& score_mod, std::size_t head, std::size_t q,
+                std::size_t c0) {
+#if ATTN_VECTOR_X86
+  switch (vector_path()) {
+    case VectorPath::avx512: return modify_row_avx512(s, cols, score_mod, head, q, c0);
+    case VectorPath::avx2: return modify_row_avx2(s, cols, score_mod, head, q, c0);
+    default: break;
+  }
+#endif
+  modify_row_loop(s, cols, score_mod, head, q, c0);
 }
 
 // [flex_block]

@@ -8,14 +8,11 @@
 // where e^{A·ΣΔ} underflows float32, so its size is the model's memory, not the chunk's length (the book measures
 // both).
 //
-// The kernels, in the order they were written; the sequential scan's time with each (n = 65,536, d = 64, N = 16,
-// `ch14_state_space bench`, BM_ScanKernel) is in the recording book/recorded/ch14_bench.txt, which the measurements
-// page (book/measure_14_state_space.md) reads:
-//   0. before scan_kernels.inl: 16-float GCC vectors and chapter 05's exponential, a separate pass checking the
-//      inputs, the 16 MiB output copied on return;
-//   1. portable: 4-float GCC vectors and chapter 05's exponential, the checks in the kernel, the output moved;
-//   2. AVX2+FMA with SLEEF's Sleef_expf8_u10avx2;
-//   3. AVX-512 with SLEEF's Sleef_expf16_u10avx512f.
+// The kernels run on the course's vector layer (scan_kernels.cpp: Highway's vectors and exponential, compiled per
+// instruction set). The sequential scan's time with each (n = 65,536, d = 64, N = 16, `ch14_state_space bench`,
+// BM_ScanKernel) is in the recording book/recorded/ch14_bench.txt, which the measurements page
+// (book/measure_14_state_space.md) reads; that recording was made with the kernels before the layer (a portable
+// copy on 4-float GCC vectors and chapter 05's exponential, and AVX2+FMA and AVX-512 copies with SLEEF's).
 #include "14_state_space/scan.hpp"
 
 #include <algorithm>
@@ -30,62 +27,22 @@
 
 #include <fmt/format.h>
 
-#include "05_flash_cpu/row_ops.hpp"
 #include "14_state_space/scan_kernels.hpp"
 #include "attn/checks.hpp"
-#include "attn/machine.hpp"
+#include "attn/vector.hpp"
 #include "attn/measure.hpp"
 
 namespace attn::ch14 {
 
 namespace {
 
-// The portable kernels: GCC's vector extension (4 floats: one SSE register, which every x86-64 has; wider vectors
-// would be passed in memory without AVX) and chapter 05's exponential (its own polynomial, compiled by GCC for
-// AVX-512, AVX2 and the baseline and picked at load time). Its values below e^−87 become e^−87: a decay of 1.6e−38
-// instead of a smaller one, nothing beside the new input.
-namespace portable {
-// [isa_portable]
-struct Isa {
-  static constexpr std::size_t W = 4;
-  typedef float V __attribute__((vector_size(W * sizeof(float))));
-  static V load(const float* p) {
-    V v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-  static void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
-  static V broadcast(float x) { return V{} + x; }
-  static V add(V a, V b) { return a + b; }
-  static V mul(V a, V b) { return a * b; }
-  static V fma(V a, V b, V c) { return a * b + c; }
-  static V min(V a, V b) { return a < b ? a : b; }
-  static V max(V a, V b) { return a > b ? a : b; }
-  static bool all_less(V a, V b) {
-    bool less = true;
-    for (std::size_t i = 0; i < W; ++i) less = less && a[i] < b[i];
-    return less;
-  }
-  static constexpr bool kExpOnBlocks = true;  // one call of chapter 05's exponential per block of decays
-  static void exp_block(float* p, std::size_t n) { ch05::exp_shift_sum(p, n, 0.0f); }
-};
-// [isa_portable]
-#include "14_state_space/scan_kernels.inl"
-}  // namespace portable
-
 // [choose_kernels]
-/// The kernels \p wanted names, if this CPU and build can run them ("auto": the fastest that can), else empty ones.
+/// The kernels \p wanted names ("AVX-512", "AVX2+FMA", "NEON" or "portable": a vector path's name), if this CPU
+/// runs them ("auto": those of the vector path in use, attn/vector.hpp), else empty ones.
 ScanKernels choose_kernels(const std::string& wanted) {
-  const bool any = wanted == "auto";
-#if ATTN_HAVE_SLEEF
-  const std::string cpu = attn::vector_isa();  // from the CPU's feature flags, as for OpenBLAS's kernel
-  const bool wide = cpu == "AVX-512", narrow = wide || cpu == "AVX2+FMA";
-  if ((any || wanted == "AVX-512") && wide) return scan_kernels_avx512();
-  if ((any || wanted == "AVX2+FMA") && narrow) return scan_kernels_avx2();
-#endif
-  if (any || wanted == "portable")
-    return {"portable",         portable::Isa::W, "chapter 05's exp_shift_sum",
-            portable::exp_to<>, portable::scan,   portable::correct};
+  if (wanted == "auto") return scan_kernels_of(vector_path());
+  for (const VectorPath path : vector_paths_available())
+    if (wanted == vector_path_name(path)) return scan_kernels_of(path);
   return {};
 }
 // [choose_kernels]

@@ -1,8 +1,8 @@
 /// \file
 /// Chapter 14's selective scan over a whole sequence, sequential and on several threads: chapter code the
 /// book presents and benchmarks, not an exercise. Token by token it is the contract's attn::selective_step();
-/// here the same update runs vectorised over the channels (scan_kernels.hpp), with SLEEF's vectorised
-/// exponential where the CPU has AVX2 or AVX-512.
+/// here the same update runs vectorised over the channels (scan_kernels.hpp) on the course's vector layer, with
+/// Highway's vectorised exponential.
 #pragma once
 
 #include <cstddef>
@@ -60,15 +60,15 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
                                    const Matrix& C, int threads = 1, ScanSplit split = ScanSplit::time,
                                    ScanStats* stats = nullptr);
 
-/// The instruction set selective_scan()'s kernels run: "AVX-512" or "AVX2+FMA" (with SLEEF's exponential), or
-/// "portable" (GCC's vector extension and chapter 05's exponential: without SLEEF, or on a CPU without AVX2).
+/// The instruction set selective_scan()'s kernels run: the vector path's name (attn/vector.hpp), "AVX-512",
+/// "AVX2+FMA", "NEON" or "portable", each with Highway's vectorised exponential.
 const char* scan_kernel_isa();
 
-/// The exponential those kernels call, in words ("SLEEF Sleef_expf16_u10avx512f", ...).
+/// The exponential those kernels call, in words ("Highway's Exp (hwy/contrib/math)").
 const char* scan_kernel_exp();
 
-/// For tests and comparisons: run the kernels of \p isa ("AVX-512", "AVX2+FMA", "portable"), or the fastest this
-/// CPU and build have ("auto", the default). Returns false, changing nothing, when they cannot run here or \p isa
+/// For tests and comparisons: run the kernels of \p isa ("AVX-512", "AVX2+FMA", "NEON", "portable"), or those of
+/// the vector path in use ("auto", the default). Returns false, changing nothing, when they cannot run here or \p isa
 /// names no kernels. Not thread-safe: call it while no scan runs.
 bool use_scan_kernels(const std::string& isa);
 

@@ -1,16 +1,14 @@
 /// \file
 /// The inner loops of chapter 14's selective scan, which scan.cpp runs on its threads: the scan of a slice of
 /// channels over a range of tokens, and the time-parallel scan's fix-up. Written once (scan_kernels.inl) and
-/// compiled three times: for AVX-512 and for AVX2+FMA with SLEEF's vectorised exponential (Debian's libsleef-dev),
-/// and portably with chapter 05's exponential; scan.cpp picks one at run time from the CPU's features.
+/// compiled by the course's vector layer (attn/vector.hpp, scan_kernels.cpp) for each instruction set, with
+/// Highway's vectorised exponential; scan.cpp runs those of the vector path in use.
 /// Chapter code, not an exercise.
-///
-/// This header is included by files compiled with -mavx512f or -mavx2: it declares plain structs and functions
-/// only, no inline function and no standard-library header, so that nothing compiled for a wide instruction set
-/// can be picked by the linker for the rest of the program.
 #pragma once
 
 #include <cstddef>
+
+#include "attn/vector.hpp"
 
 namespace attn::ch14 {
 
@@ -36,7 +34,7 @@ constexpr std::size_t kScanScratchRows = 5;
 
 /// The kernels of one instruction set.
 struct ScanKernels {
-  const char* isa = "";   ///< "AVX-512", "AVX2+FMA" or "portable"
+  const char* isa = "";   ///< the vector path's name: "AVX-512", "AVX2+FMA", "NEON" or "portable"
   std::size_t lanes = 0;  ///< floats per vector: the multiple ScanSlice::wp is rounded to
   const char* exp = "";   ///< which exponential the kernels call
 
@@ -59,11 +57,7 @@ struct ScanKernels {
   std::size_t (*correct)(const ScanSlice& s, const float* AT, const float* H, float* work) = nullptr;
 };
 
-/// The AVX-512 kernels with SLEEF's Sleef_expf16_u10avx512f (scan_kernels_avx512.cpp; only when built with SLEEF
-/// on x86-64, and only to be run where the CPU has AVX-512).
-ScanKernels scan_kernels_avx512();
-
-/// The AVX2+FMA kernels with SLEEF's Sleef_expf8_u10avx2 (scan_kernels_avx2.cpp; the same conditions, AVX2 and FMA).
-ScanKernels scan_kernels_avx2();
+/// The kernels of \p path (whether the CPU runs it is the caller's question: attn::vector_paths_available()).
+ScanKernels scan_kernels_of(VectorPath path);
 
 }  // namespace attn::ch14

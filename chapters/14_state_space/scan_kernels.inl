@@ -1,14 +1,13 @@
-// Chapter 14's selective-scan kernels (see scan_kernels.hpp), written once for any instruction set `Isa`: each file
-// that includes this one defines, in a namespace of its own, a struct Isa with a vector type V of W floats and
-// the operations below, and is compiled for that instruction set. No include guard on purpose, and no #include:
-// a file compiled with -mavx512f must not emit inline library code the rest of the program could link to.
+// Chapter 14's selective-scan kernels (see scan_kernels.hpp), written once for any instruction set `Isa`:
+// scan_kernels.cpp defines, in Highway's namespace of each instruction set, a struct Isa with a vector type V of W
+// floats and the operations below, and includes this file there. No include guard on purpose: it is read once per
+// instruction set.
 // Book page: book/14_state_space.md, "The selective scan".
 //
 // Layout: the state and Aᵀ are (N, wp), channels contiguous, so every loop over channels is whole vectors. A token
 // costs N·w exponentials (the decays exp(Δ_c·A(c, k)): no two are the same) and N·w updates of the state; at
 // d_state = 16 the exponentials are most of the time. They are computed in one call over the whole (N, wp) block,
-// then used: SLEEF's exponential is a function call, and all vector registers are the caller's to save across
-// one, so nothing else is kept live around it.
+// then used: an exponential's polynomial needs many registers, so nothing else is kept live around it.
 
 /// Lanes [w, wp) of a staged row: a unit step (Δ = 1) with no input (x = 0), so that the padding's state stays 0
 /// and its decay reaches the fix-up's underflow like any channel's.
@@ -25,9 +24,9 @@ inline void stage(const float* from, std::size_t w, float* to) {
 }
 
 /// E (N, wp) ← exp(A(c, k) · s(c)) for every state entry k and lane c: the decay of a step (s = Δ) or of many
-/// (s = ΣΔ). A loop of its own, apart from the update that uses E: SLEEF's exponential is a function call, all
-/// vector registers are the caller's to save across one, and here nothing else is live. An exponential that works
-/// on whole blocks (Isa::kExpOnBlocks, the portable kernels') gets the products first, then one call.
+/// (s = ΣΔ). A loop of its own, apart from the update that uses E: the exponential's polynomial needs many
+/// registers, and here nothing else is live. An exponential that works on whole blocks (Isa::kExpOnBlocks) gets
+/// the products first, then one call.
 template <class I = Isa>  // a template, so that only the branch for I is compiled
 void decays(const float* AT, const float* s, std::size_t N, std::size_t wp, float* E) {
   for (std::size_t k = 0; k < N; ++k)

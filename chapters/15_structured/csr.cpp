@@ -3,7 +3,16 @@
 // gathers: the heads of a node sit side by side in one row (one cache line holds a 16-float head), the sender
 // ids are 4 bytes, and each node's senders are sorted. And the arithmetic must be cheap enough to hide behind
 // them: with plain loops it was not (book/measure_15_structured.md, "It was the arithmetic after all"), hence
-// the AVX-512 node kernel below for heads of 16.
+// the vector node kernel below for heads of 16, written once on the course's vector layer (attn/vector.hpp:
+// Highway compiles this file again per instruction set).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "15_structured/csr.cpp"
+#include "attn/vector.hpp"  // first: it names the instruction sets
+
+#include <hwy/foreach_target.h>
+#include <hwy/highway.h>
+
+#include "05_flash_cpu/exp_nonpositive.inl"
 #include "15_structured/csr.hpp"
 
 #include <algorithm>
@@ -17,9 +26,9 @@
 #include <fmt/format.h>
 
 #include "attn/checks.hpp"
-#include "attn/isa.hpp"
 #include "attn/rng.hpp"
 
+#if HWY_ONCE
 namespace attn::ch15 {
 
 namespace {
@@ -104,6 +113,13 @@ GatherRows::GatherRows(const Matrix& M, const char* name) : rows_(M.shape(0)), w
   }
 }
 
+}  // namespace attn::ch15
+#endif  // HWY_ONCE
+
+// What the plain kernel and every instruction set's kernel share: read once, in the first pass over this file.
+#ifndef ATTN_CH15_CSR_SHARED
+#define ATTN_CH15_CSR_SHARED
+namespace attn::ch15 {
 namespace {
 
 /// How far ahead, in edges, the kernel asks the memory for a sender's rows. A random sender's row is a trip to
@@ -116,9 +132,92 @@ constexpr std::size_t kAhead = 16;
 /// Asks for \p width floats from \p row on without waiting for them, a cache line (16 floats) at a time, into
 /// the L2 cache only (prefetcht1): a request for L1 holds one of its few line-fill buffers until the line
 /// arrives, and 16 edges ahead there are more lines in flight than L1 has buffers (at 8 ahead, 15% faster there).
-void prefetch(const float* row, std::size_t width) {
+inline void prefetch(const float* row, std::size_t width) {
   for (std::size_t t = 0; t < width; t += 16) __builtin_prefetch(row + t, 0, 2);
 }
+
+}  // namespace
+}  // namespace attn::ch15
+#endif  // ATTN_CH15_CSR_SHARED
+
+// [csr_node16]
+HWY_BEFORE_NAMESPACE();
+namespace attn::ch15::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The node for heads of d_k = 16, in groups of four: a key row's four heads are 64 consecutive floats, the
+// softmax's exponentials run a vector at a time (chapter 05's ExpNonpositive), and the weighted sum of values
+// keeps the group's 64 output floats in registers. The plain loops of attend_node() leave the arithmetic to the
+// compiler: it keeps one head's sum in one register and calls std::exp once per score, and on a large graph that
+// arithmetic, not the gathers, set the time (the measurements page has both).
+// \p scores is group-major here: (heads/4, degree, 4), so that each group's softmax runs over one contiguous
+// array, a vector of edges at a time.
+void AttendNodeDk16(const float* q, const GatherRows& K, const GatherRows& V, const std::uint32_t* senders,
+                    std::size_t degree, std::size_t stream, std::size_t heads, float* scores, float* o) {
+  using D = hn::CappedTag<float, 16>;  // at most one head per vector: 16, 8, 4 or 1 lanes
+  const D d;
+  constexpr std::size_t kL = hn::MaxLanes(d);  // this instruction set's lanes (a power of two, at most 16)
+  constexpr std::size_t kChunks = 64 / kL;     // a group's four heads: 64 floats
+  const std::size_t groups = heads / 4, per_group = degree * 4;
+  for (std::size_t e = 0; e < degree; ++e) {  // the scores, q_c·k_c / √16 for the four heads c of each group
+    if (e + kAhead < stream) prefetch(K.row(senders[e + kAhead]), K.width());
+    const float* k = K.row(senders[e]);
+    for (std::size_t c = 0; c < heads; ++c) {
+      auto acc = hn::Zero(d);
+      for (std::size_t t = 0; t < 16; t += kL)
+        acc = hn::MulAdd(hn::LoadU(d, q + 16 * c + t), hn::Load(d, k + 16 * c + t), acc);
+      scores[(c / 4) * per_group + 4 * e + c % 4] = hn::GetLane(hn::SumOfLanes(d, acc)) * 0.25f;
+    }
+  }
+  HWY_ALIGN float pattern[kL], tail[kL];
+  for (std::size_t g = 0; g < groups; ++g) {
+    float* s = scores + g * per_group;  // (degree, 4)
+    float m[4], l[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (std::size_t c = 0; c < 4; ++c) {
+      m[c] = s[c];
+      for (std::size_t e = 1; e < degree; ++e) m[c] = std::max(m[c], s[4 * e + c]);
+    }
+    // p = e^{s − m} with each lane's own head's max (the heads alternate along s), and each head's sum ℓ.
+    const auto zero = hn::Zero(d);
+    std::size_t j = 0;
+    if constexpr (kL % 4 == 0) {  // a vector holds whole edges (four heads each): the heads' maxima repeat
+      for (std::size_t t = 0; t < kL; ++t) pattern[t] = m[t % 4];
+      const auto m_lanes = hn::Load(d, pattern);
+      auto sum = zero;
+      for (; j + kL <= per_group; j += kL) {
+        const auto p = ch05::HWY_NAMESPACE::ExpNonpositive(d, hn::Sub(hn::LoadU(d, s + j), m_lanes));
+        hn::StoreU(p, d, s + j);
+        sum = hn::Add(sum, p);
+      }
+      hn::Store(sum, d, pattern);
+      for (std::size_t t = 0; t < kL; ++t) l[t % 4] += pattern[t];
+    }
+    for (; j < per_group; ++j) {  // the edges past the last whole vector, one score at a time
+      hn::Store(hn::Set(d, s[j] - m[j % 4]), d, tail);
+      s[j] = hn::GetLane(ch05::HWY_NAMESPACE::ExpNonpositive(d, hn::Load(d, tail)));
+      l[j % 4] += s[j];
+    }
+    // o_c = Σ_e p_ec · v_ec / ℓ_c: the group's 64 output floats in kChunks registers over all its edges.
+    hn::Vec<D> acc[kChunks];
+    for (auto& a : acc) a = zero;
+    for (std::size_t e = 0; e < degree; ++e) {
+      if (g == 0 && e + kAhead < stream) prefetch(V.row(senders[e + kAhead]), V.width());
+      const float* v = V.row(senders[e]) + 64 * g;
+      for (std::size_t u = 0; u < kChunks; ++u)
+        acc[u] = hn::MulAdd(hn::Set(d, s[4 * e + u * kL / 16]), hn::Load(d, v + u * kL), acc[u]);
+    }
+    for (std::size_t u = 0; u < kChunks; ++u)
+      hn::StoreU(hn::Mul(acc[u], hn::Set(d, 1.0f / l[u * kL / 16])), d, o + 64 * g + u * kL);
+  }
+}
+
+}  // namespace attn::ch15::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+// [csr_node16]
+
+#if HWY_ONCE
+namespace attn::ch15 {
+namespace {
 
 /// q·k of one head: four partial sums, so that the additions do not wait on one another in a single chain (the
 /// compiler may not reorder a float sum by itself).
@@ -166,95 +265,18 @@ void attend_node(const float* q, const GatherRows& K, const GatherRows& V, const
   }
 }
 
-#if ATTN_X86_KERNELS
-#define ATTN_CSR_AVX512 1
-ATTN_BEGIN_AVX512
-// The same node for heads of d_k = 16, in groups of four, with AVX-512: one head of a row is one 16-float
-// register, so a key row's four heads are four loads and four products, and the softmax's exponentials run 16
-// at a time. The plain loops above leave the arithmetic to the compiler: it keeps one head's sum in one
-// register and calls std::exp once per score, and on a large graph that arithmetic, not the gathers, set the
-// time (the measurements page has both).
-namespace avx512 {
+HWY_EXPORT(AttendNodeDk16);
 
-// e^x for x ≤ 0, 16 at a time: chapter 05's (exp_nonpositive, the one its exp_shift_sum runs).
-#include "05_flash_cpu/exp_avx512.inl"
-
-/// The sum of each 128-bit quarter of \p x: (4) sums, lane c of the result = Σ over the quarters of lane c.
-__m128 sum_quarters(__m512 x) {
-  x = _mm512_add_ps(x, _mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(1, 0, 3, 2)));  // halves swapped
-  x = _mm512_add_ps(x, _mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(2, 3, 0, 1)));  // quarters swapped
-  return _mm512_castps512_ps128(x);
-}
-
-/// The four dot products q_c·k_c of four 16-float heads (q: 4 registers, k: 64 floats, 64-byte aligned), as
-/// (4) scores in one 128-bit register: each fold halves the partial sums per head and keeps the heads apart.
-__m128 four_dots(const __m512 q[4], const float* k) {
-  const __m512 p0 = _mm512_mul_ps(q[0], _mm512_load_ps(k)), p1 = _mm512_mul_ps(q[1], _mm512_load_ps(k + 16));
-  const __m512 p2 = _mm512_mul_ps(q[2], _mm512_load_ps(k + 32)), p3 = _mm512_mul_ps(q[3], _mm512_load_ps(k + 48));
-  const __m512 a = _mm512_add_ps(_mm512_unpacklo_ps(p0, p1), _mm512_unpackhi_ps(p0, p1));  // p0 p1 p0 p1 per quarter
-  const __m512 b = _mm512_add_ps(_mm512_unpacklo_ps(p2, p3), _mm512_unpackhi_ps(p2, p3));  // p2 p3 p2 p3
-  return sum_quarters(_mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)),      // p0 p1 p2 p3
-                                    _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2))));
-}
-
-/// attend_node() for d_k = 16 and heads a multiple of 4. \p scores is group-major here: (heads/4, degree, 4),
-/// so that each group's softmax runs over one contiguous array, four edges per register.
 void attend_node_dk16(const float* q, const GatherRows& K, const GatherRows& V, const std::uint32_t* senders,
                       std::size_t degree, std::size_t stream, std::size_t heads, float* scores, float* o) {
-  const std::size_t groups = heads / 4, per_group = degree * 4;
-  const __m128 scale = _mm_set1_ps(0.25f);  // 1/√16
-  for (std::size_t e = 0; e < degree; ++e) {
-    if (e + kAhead < stream) prefetch(K.row(senders[e + kAhead]), K.width());
-    const float* k = K.row(senders[e]);
-    for (std::size_t g = 0; g < groups; ++g) {
-      const __m512 q4[4] = {_mm512_loadu_ps(q + 64 * g), _mm512_loadu_ps(q + 64 * g + 16),
-                            _mm512_loadu_ps(q + 64 * g + 32), _mm512_loadu_ps(q + 64 * g + 48)};
-      _mm_storeu_ps(scores + g * per_group + 4 * e, _mm_mul_ps(four_dots(q4, k + 64 * g), scale));
-    }
-  }
-  for (std::size_t g = 0; g < groups; ++g) {
-    float* s = scores + g * per_group;  // (degree, 4)
-    __m128 m = _mm_loadu_ps(s);
-    for (std::size_t e = 1; e < degree; ++e) m = _mm_max_ps(m, _mm_loadu_ps(s + 4 * e));
-    const __m512 m16 = _mm512_broadcast_f32x4(m);  // each head's max, four times: four edges per register
-    __m512 sum = _mm512_setzero_ps();
-    for (std::size_t j = 0; j < per_group; j += 16) {
-      const __mmask16 lanes =
-          per_group - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (per_group - j)) - 1);
-      const __m512 p =
-          _mm512_maskz_mov_ps(lanes, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, s + j), m16)));
-      _mm512_mask_storeu_ps(s + j, lanes, p);
-      sum = _mm512_add_ps(sum, p);
-    }
-    const __m128 inv_l = _mm_div_ps(_mm_set1_ps(1.0f), sum_quarters(sum));  // (4) one division per head
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (std::size_t e = 0; e < degree; ++e) {
-      if (g == 0 && e + kAhead < stream) prefetch(V.row(senders[e + kAhead]), V.width());
-      const float* v = V.row(senders[e]) + 64 * g;
-      for (int c = 0; c < 4; ++c)
-        acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(s[4 * e + c]), _mm512_load_ps(v + 16 * c), acc[c]);
-    }
-    alignas(16) float inv[4];
-    _mm_store_ps(inv, inv_l);
-    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(o + 64 * g + 16 * c, _mm512_mul_ps(acc[c], _mm512_set1_ps(inv[c])));
-  }
+  ATTN_DISPATCH(AttendNodeDk16)(q, K, V, senders, degree, stream, heads, scores, o);
 }
 
-}  // namespace avx512
-ATTN_END_ISA
-#else
-#define ATTN_CSR_AVX512 0
-#endif
-
-/// The node kernel for \p d_k and \p heads on this CPU: the AVX-512 one where it applies, else the plain one.
+/// The node kernel for \p d_k and \p heads: the vector one where it applies (on every path), else the plain one.
 using NodeKernel = void (*)(const float*, const GatherRows&, const GatherRows&, const std::uint32_t*, std::size_t,
                             std::size_t, std::size_t, float*, float*);
 NodeKernel node_kernel(std::size_t d_k, std::size_t heads) {
-#if ATTN_CSR_AVX512
-  if (d_k == 16 && heads % 4 == 0 && __builtin_cpu_supports("avx512f")) return avx512::attend_node_dk16;
-#endif
-  (void)d_k;
-  (void)heads;
+  if (d_k == 16 && heads % 4 == 0) return attend_node_dk16;
   return attend_node;
 }
 
@@ -330,3 +352,4 @@ Matrix csr_attention(const Matrix& Q, const Matrix& K, const Matrix& V, const Cs
 }
 
 }  // namespace attn::ch15
+#endif  // HWY_ONCE

@@ -113,7 +113,6 @@ FmaLoop fma_loop_of_vector_path() {
     case VectorPath::avx512: return {fma_loop_avx512, "AVX-512", 16};
     case VectorPath::avx2: return {fma_loop_avx2, "AVX2+FMA", 8};
 #elif defined(__aarch64__)
-    case VectorPath::sve:  // NEON's 128-bit FMAs reach the core's peak on SVE machines too (see fma_loop_neon)
     case VectorPath::neon: return {fma_loop_neon, "NEON", 4};
 #endif
     default: break;

@@ -31,8 +31,7 @@ std::size_t vector_lanes() { return ATTN_DISPATCH(FloatLanes)(); }
 
 namespace {
 
-constexpr VectorPath kEveryPath[] = {VectorPath::avx512, VectorPath::avx2, VectorPath::sve, VectorPath::neon,
-                                     VectorPath::portable};
+constexpr VectorPath kEveryPath[] = {VectorPath::avx512, VectorPath::avx2, VectorPath::neon, VectorPath::portable};
 
 // Highway's target bits for one path. The portable path is Highway's EMU128 or SCALAR (which of the two this
 // compiler builds: GCC before 12.3 miscompiles EMU128, and Highway then builds SCALAR).
@@ -40,7 +39,6 @@ std::int64_t highway_targets(VectorPath path) {
   switch (path) {
     case VectorPath::avx512: return HWY_AVX3;
     case VectorPath::avx2: return HWY_AVX2;
-    case VectorPath::sve: return HWY_SVE;
     case VectorPath::neon: return HWY_NEON;
     case VectorPath::portable: break;
   }
@@ -61,7 +59,6 @@ const char* vector_path_name(VectorPath path) {
   switch (path) {
     case VectorPath::avx512: return "AVX-512";
     case VectorPath::avx2: return "AVX2+FMA";
-    case VectorPath::sve: return "SVE";
     case VectorPath::neon: return "NEON";
     case VectorPath::portable: break;
   }
@@ -72,7 +69,6 @@ const char* vector_path_key(VectorPath path) {
   switch (path) {
     case VectorPath::avx512: return "avx512";
     case VectorPath::avx2: return "avx2";
-    case VectorPath::sve: return "sve";
     case VectorPath::neon: return "neon";
     case VectorPath::portable: break;
   }

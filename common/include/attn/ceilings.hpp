@@ -25,7 +25,7 @@ namespace attn {
 
 /// GFLOP/s of the register-only FMA loop on \p threads threads at once (each FMA counted as 2 FLOPs),
 /// median of \p repeats runs; \p isa receives the instruction set used, that of attn::vector_path() ("AVX-512",
-/// "AVX2+FMA", "NEON" (also on SVE) or "portable").
+/// "AVX2+FMA", "NEON" or "portable").
 double fma_peak_gflops(int threads, std::string* isa = nullptr, int repeats = 3);
 
 /// GFLOP/s of OpenBLAS's sgemm (n, n)·(n, n) with \p threads BLAS threads (2n³ FLOPs), median of \p repeats.

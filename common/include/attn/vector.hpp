@@ -8,7 +8,6 @@
 /// |-----------------|-------------------------|------------------------------------------------------------|
 /// | avx512          | "AVX-512"               | x86-64 with AVX-512 F, BW, DQ and VL (16 floats a vector)  |
 /// | avx2            | "AVX2+FMA"              | x86-64 with AVX2, FMA, BMI2 and F16C (8 floats)            |
-/// | sve             | "SVE"                   | arm64 with SVE (the vector length the CPU has)             |
 /// | neon            | "NEON"                  | arm64's Advanced SIMD, with AES (Highway's NEON target)    |
 /// | portable        | "portable"              | plain C++, one or a few lanes: any CPU                     |
 ///
@@ -34,9 +33,11 @@
 #include <string>
 #include <vector>
 
-// The instruction sets Highway compiles every kernel for: AVX-512, AVX2 (with FMA), SVE, NEON and the portable
-// fallback, nothing else (Highway would also build SSSE3, SSE4 and further AVX-512 and SVE variants: more
-// compile time and more paths to test, for no kernel of the course). Highway reads this before its own headers,
+// The instruction sets Highway compiles every kernel for: AVX-512, AVX2 (with FMA), NEON and the portable
+// fallback, nothing else (Highway would also build SSSE3, SSE4 and further AVX-512 variants: more compile time
+// and more paths to test, for no kernel of the course). Not SVE: its vectors have no size the compiler knows, so
+// they cannot be held in arrays, and the register-blocked kernels (chapters 09 and 15) hold their accumulators
+// so; an SVE CPU runs the NEON path, which every arm64 CPU has. Highway reads this before its own headers,
 // so this header comes first in a kernel's file; one definition for every file, because a kernel compiled for a
 // set another file lacks would make the "path in use" differ between kernels.
 #if defined(HIGHWAY_HWY_DETECT_TARGETS_H_)
@@ -45,20 +46,39 @@
 #if defined(HWY_DISABLED_TARGETS)
 #error "HWY_DISABLED_TARGETS is set by attn/vector.hpp alone (the course's one list of instruction sets)"
 #endif
-#define HWY_DISABLED_TARGETS (~(HWY_AVX3 | HWY_AVX2 | HWY_SVE | HWY_NEON | HWY_EMU128 | HWY_SCALAR))
+#define HWY_DISABLED_TARGETS (~(HWY_AVX3 | HWY_AVX2 | HWY_NEON | HWY_EMU128 | HWY_SCALAR))
+// Every one of them, the portable one included: by default Highway compiles only the baseline and better ones, and
+// on arm64 (NEON is arm64's baseline) there would be no portable copy for ATTN_VECTOR_ISA=portable to run.
+#if defined(HWY_COMPILE_ALL_ATTAINABLE)
+#error "HWY_COMPILE_ALL_ATTAINABLE is set by attn/vector.hpp alone"
+#endif
+#define HWY_COMPILE_ALL_ATTAINABLE
 
 /// HWY_DYNAMIC_DISPATCH(fn), once the path is chosen (ATTN_VECTOR_ISA applied): use it, never Highway's own.
 #define ATTN_DISPATCH(fn) ((void)::attn::vector_path(), HWY_DYNAMIC_DISPATCH(fn))
 
+// For the one kind of kernel Highway cannot compile per instruction set: a template a header must keep, because
+// its caller's type is part of it (chapter 11's loop over any score_mod). Such a template is instantiated with each
+// of these attributes (Highway's own instruction sets for its AVX3 and AVX2 targets) and picks the copy by
+// vector_path(); an always_inline body is compiled with its caller's instructions. ATTN_VECTOR_X86: they exist.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ATTN_VECTOR_X86 1
+#define ATTN_TARGET_AVX2 __attribute__((target("sse4.2,popcnt,avx,avx2,bmi,bmi2,fma,f16c")))
+#define ATTN_TARGET_AVX512 \
+  __attribute__((target("sse4.2,popcnt,avx,avx2,bmi,bmi2,fma,f16c,avx512f,avx512vl,avx512dq,avx512bw")))
+#else
+#define ATTN_VECTOR_X86 0
+#endif
+
 namespace attn {
 
 /// One of the instruction sets a kernel runs on, widest x86 first.
-enum class VectorPath { avx512, avx2, sve, neon, portable };
+enum class VectorPath { avx512, avx2, neon, portable };
 
-/// The name a program prints: "AVX-512", "AVX2+FMA", "SVE", "NEON" or "portable".
+/// The name a program prints: "AVX-512", "AVX2+FMA", "NEON" or "portable".
 const char* vector_path_name(VectorPath path);
 
-/// The value of ATTN_VECTOR_ISA that forces \p path: "avx512", "avx2", "sve", "neon" or "portable".
+/// The value of ATTN_VECTOR_ISA that forces \p path: "avx512", "avx2", "neon" or "portable".
 const char* vector_path_key(VectorPath path);
 
 /// The paths this CPU can run, widest first (portable always last), as the course compiled them.
@@ -83,7 +103,7 @@ inline VectorPath vector_path() {
 }
 
 /// The floats in one vector of the path in use, as a kernel dispatched by ATTN_DISPATCH sees them: 16 on
-/// AVX-512, 8 on AVX2+FMA, 4 on NEON, 4 or more on SVE, 1 or 4 on the portable path (Highway's SCALAR or EMU128).
+/// AVX-512, 8 on AVX2+FMA, 4 on NEON, 1 or 4 on the portable path (Highway's SCALAR or EMU128).
 std::size_t vector_lanes();
 
 /// vector_path_name(vector_path()), and when ATTN_VECTOR_ISA forced a path narrower than the CPU's widest, that
