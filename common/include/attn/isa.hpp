@@ -1,9 +1,10 @@
 /// \file
-/// Compiling a region of code for one x86-64 instruction set, with GCC or Clang: the kernels written with
-/// intrinsics (chapter 05's tile kernels and exponential, chapter 15's CSR kernel) sit between ATTN_BEGIN_AVX512
-/// (or ATTN_BEGIN_AVX2_FMA) and ATTN_END_ISA, and the caller picks a region's functions at run time only on a CPU
-/// that has the instructions (__builtin_cpu_supports). ATTN_X86_KERNELS says whether such regions exist in this
-/// build: x86-64 with GCC or Clang.
+/// Compiling a region of code for one x86-64 instruction set, with GCC or Clang: the micro-kernels written with
+/// intrinsics, where register blocking is the lesson (chapter 05's tile kernels, chapter 16's packed product), sit
+/// between ATTN_BEGIN_AVX512 (or ATTN_BEGIN_AVX2_FMA) and ATTN_END_ISA, and the caller runs a region's functions
+/// only on the vector path of their instruction set (attn::vector_path(), attn/vector.hpp). Every other kernel is
+/// written once on the vector layer instead. ATTN_X86_KERNELS says whether such regions exist in this build:
+/// x86-64 with GCC or Clang.
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)
