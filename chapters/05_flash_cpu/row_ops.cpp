@@ -59,7 +59,12 @@ float RowMax(const float* s, std::size_t n) {
     const auto v = hn::LoadU(d, s + j);
     best = hn::IfThenElse(hn::Gt(v, best), v, best);
   }
-  float m = hn::GetLane(hn::MaxOfLanes(d, best));
+  // The lanes' maxima one by one, not hn::MaxOfLanes: Highway's portable one starts from the largest finite
+  // negative float, and a row of masked scores would end at −3.4e38 instead of −inf.
+  HWY_ALIGN float lane[kMaxLanes];
+  hn::Store(best, d, lane);
+  float m = kMinusInf;
+  for (std::size_t k = 0; k < lanes; ++k) m = lane[k] > m ? lane[k] : m;
   for (; j < n; ++j) m = s[j] > m ? s[j] : m;
   return m;
 }

@@ -155,7 +155,9 @@ std::size_t heads_that_fit(std::size_t h, std::size_t n_kv, std::size_t d_k, boo
 }  // namespace
 
 PackedKeys::PackedKeys(const float* K, std::size_t h, std::size_t n_kv, std::size_t d_k, bool use)
-    : K_(K), n_kv_(n_kv), d_k_(d_k), packed_(heads_that_fit(h, n_kv, d_k, use)) {
+    // A flag per head only where heads are packed: without micro-kernels (the NEON and portable paths) nothing
+    // is, and 2^32 heads would have been 16 GiB of flags for nothing.
+    : K_(K), n_kv_(n_kv), d_k_(d_k), packed_(use && key_panel_width() > 0 ? heads_that_fit(h, n_kv, d_k, use) : 0) {
   if (!use || key_panel_width() == 0) return;
   per_head_ = key_panels(n_kv) * d_k * key_panel_width();
   if (h * per_head_ > 0) panels_.reset(new float[h * per_head_]);  // none for no keys or d_k = 0: OpenBLAS then
@@ -163,9 +165,10 @@ PackedKeys::PackedKeys(const float* K, std::size_t h, std::size_t n_kv, std::siz
 
 const float* PackedKeys::head(std::size_t h) {
   // One comparison per call (a call per work item): never a read past packed_ or a pack into no buffer.
-  if (h >= packed_.size() || panels_ == nullptr)
-    throw std::out_of_range(fmt::format("PackedKeys::head: head {} of {} heads{}", h, packed_.size(),
-                                        panels_ == nullptr ? ", none of them packed (used() is false)" : ""));
+  if (panels_ == nullptr)
+    throw std::out_of_range(fmt::format("PackedKeys::head: head {}: none of the heads is packed (used() is false)", h));
+  if (h >= packed_.size())
+    throw std::out_of_range(fmt::format("PackedKeys::head: head {} of {} heads", h, packed_.size()));
   std::call_once(packed_[h], [&] { pack_keys(K_ + h * n_kv_ * d_k_, n_kv_, d_k_, panels_.get() + h * per_head_); });
   return panels_.get() + h * per_head_;
 }
