@@ -226,10 +226,10 @@ TEST_SUITE("17_serving: chapter code") {
       const ch17::StepObserver count = [&](const ch17::StepWork& w) {
         ++steps;
         decoded += w.decode_lengths.size();
-        admitted += w.prefill_prompts.size();
+        admitted += w.prefills.size();
         finished += w.finished.size();
         for (const std::size_t n : w.decode_lengths) attended += n;
-        for (const std::size_t p : w.prefill_prompts) prefilled += p;
+        for (const ch17::PrefillChunk& c : w.prefills) prefilled += c.tokens;
       };
       const ch17::ServeStats st =
           which == 2 ? ch17::serve_paged(trace, 400 / 8, 8, 6, count)
@@ -330,7 +330,9 @@ TEST_SUITE("17_serving: chapter code") {
     for (int which = 0; which < 3; ++which) {
       CAPTURE(which);
       std::size_t observed = 0;
-      const ch17::StepObserver count = [&](const ch17::StepWork& w) { observed += 1 + w.idle_before; };
+      const ch17::StepObserver count = [&](const ch17::StepWork& w) {
+        observed += 1 + static_cast<std::size_t>(w.idle_before);
+      };
       const ch17::ServeStats st =
           which == 2 ? ch17::serve_paged(trace, 8, 4, 2, count)
                      : ch17::serve_reserving(trace, which == 0 ? ch17::Batching::fixed : ch17::Batching::continuous, 64,
@@ -385,6 +387,240 @@ TEST_SUITE("17_serving: chapter code") {
     CHECK_THROWS_AS(ch17::generate_batched(model, fine, 4, 1, 2, log), std::invalid_argument);  // a block too few
     CHECK(ch17::generate_batched(model, fine, 4, 8, 2, log) == ch17::generate_one_at_a_time(model, fine));
   }
+
+  // --- the prefix cache ---------------------------------------------------------------------------------------
+
+  TEST_CASE("a block's key chains to its parent's: the same tokens after another prefix have another key") {
+    const std::vector<attn::TokenId> a{1, 2, 3, 4}, b{5, 6, 7, 8};
+    const std::uint64_t ka = attn::block_hash(attn::kNoParent, a.data(), 4);
+    CHECK(ka == attn::block_hash(attn::kNoParent, a.data(), 4));
+    CHECK(attn::block_hash(ka, b.data(), 4) != attn::block_hash(attn::kNoParent, b.data(), 4));
+    CHECK(attn::block_hash(ka, b.data(), 4) != attn::block_hash(attn::block_hash(attn::kNoParent, b.data(), 4),
+                                                                a.data(), 4));
+    CHECK_THROWS_NAMING(attn::block_hash(ka, b.data(), 0), std::invalid_argument, "B");
+  }
+
+  TEST_CASE("the prefix cache evicts the least recently used block no table holds, only when no block is free") {
+    BlockAllocator pool(4, 2);
+    attn::PrefixCache cache(pool);
+    const std::vector<attn::TokenId> x{1, 2, 3, 4}, y{9, 8, 7, 6};
+    const auto table_of = [&](const std::vector<attn::TokenId>& tokens) {
+      BlockTable t;
+      for (std::size_t i = 0; i < tokens.size(); i += 2) t.blocks.push_back(*cache.allocate());
+      t.length = tokens.size();
+      cache.insert(t, tokens);
+      return t;
+    };
+    BlockTable tx = table_of(x), ty = table_of(y);  // blocks 0, 1 and 2, 3: the pool is full
+    CHECK(cache.cached() == 4);
+    CHECK(pool.ref_count(tx.blocks[0]) == 2);  // the table's and the cache's
+    const std::vector<attn::BlockId> bx = tx.blocks, by = ty.blocks;
+    cache.release(tx);  // x first: least recently used; its last block before its first
+    cache.release(ty);
+    CHECK(cache.eviction_order() == std::vector<attn::BlockId>{bx[1], bx[0], by[1], by[0]});
+    CHECK(pool.free_blocks() == 0);
+    // x's first block is used again: taken out of the eviction order, then released: now the most recent.
+    const std::uint64_t kx0 = attn::block_hash(attn::kNoParent, x.data(), 2);
+    REQUIRE(cache.find(kx0) == bx[0]);
+    cache.take(bx[0]);
+    CHECK(cache.eviction_order() == std::vector<attn::BlockId>{bx[1], by[1], by[0]});
+    BlockTable again{{bx[0]}, 2};
+    cache.release(again);
+    CHECK(cache.eviction_order() == std::vector<attn::BlockId>{bx[1], by[1], by[0], bx[0]});
+    CHECK(cache.allocate() == bx[1]);  // not the last freed (bx[0]): the least recently used
+    CHECK(cache.evictions() == 1);
+    CHECK(cache.find(attn::block_hash(kx0, x.data() + 2, 2)) == std::nullopt);  // its key is forgotten
+    CHECK(cache.find(kx0) == bx[0]);
+    CHECK_THROWS_NAMING(cache.take(bx[1]), std::invalid_argument, std::to_string(bx[1]).c_str());
+  }
+
+  TEST_CASE("the prefix cache uses free blocks before it evicts, and keeps the first block computed for a key") {
+    BlockAllocator pool(6, 2);
+    attn::PrefixCache cache(pool);
+    const std::vector<attn::TokenId> x{1, 2, 3};
+    BlockTable t1{{*cache.allocate(), *cache.allocate()}, 3};
+    cache.insert(t1, x);  // one full block cached; the half-full one is not
+    CHECK(cache.cached() == 1);
+    BlockTable t2{{*cache.allocate(), *cache.allocate()}, 3};
+    cache.insert(t2, x);  // the same key: the first block keeps it
+    CHECK(cache.cached() == 1);
+    CHECK(cache.find(attn::block_hash(attn::kNoParent, x.data(), 2)) == t1.blocks[0]);
+    cache.release(t1);
+    CHECK(cache.evictable() == 1);
+    CHECK(cache.allocate().has_value());  // 2 blocks were free: no eviction
+    CHECK(cache.evictions() == 0);
+    CHECK_THROWS_NAMING(cache.insert(BlockTable{{0}, 3}, x), std::invalid_argument, "3", "1");
+  }
+
+  // --- the clock and chunked prefill -----------------------------------------------------------------------------
+
+  TEST_CASE("the chunked scheduler prefills a prompt in chunks of the budget, its first token after the last chunk") {
+    // One request, prompt 10, output 3, budget 4, B = 4: chunks of 4, 4 and 2 tokens over 0, 4 and 8 cached tokens
+    // (steps 0-2), the first token at the end of step 2, decodes at steps 3 and 4, gone at step 5.
+    const std::vector<ch17::Request> trace{{0, 0, 10, 3}};
+    std::vector<ch17::StepWork> steps;
+    const ch17::ServeStats st =
+        ch17::serve_chunked(trace, 8, 4, 2, 4, [&](const ch17::StepWork& w) { steps.push_back(w); });
+    REQUIRE(steps.size() == 6);
+    const std::vector<std::pair<std::size_t, std::size_t>> chunks{{0, 4}, {4, 4}, {8, 2}};
+    for (std::size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      REQUIRE(steps[i].prefills.size() == 1);
+      CHECK(steps[i].prefills[0].cached == chunks[i].first);
+      CHECK(steps[i].prefills[0].tokens == chunks[i].second);
+      CHECK(steps[i].prefills[0].last == (i == 2));
+      CHECK(steps[i].first_token == std::vector<std::size_t>(i == 2 ? 1 : 0, 0));
+    }
+    CHECK(steps[3].decode_lengths == std::vector<std::size_t>{11});
+    CHECK(steps[4].decode_lengths == std::vector<std::size_t>{12});
+    CHECK(steps[5].finished == std::vector<std::size_t>{0});
+    CHECK(st.first_token_at[0] == 3.0);
+    CHECK(st.latency[0] == 5);
+    CHECK(st.generated == 3);
+    const ch17::TokenLatency lat = ch17::token_latency(st, trace, {0.0});
+    CHECK(lat.ttft == std::vector<double>{3.0});
+    CHECK(lat.tpot == std::vector<double>{1.0});  // (5 − 3) / (3 − 1)
+  }
+
+  TEST_CASE("the chunked scheduler runs decodes first and fills the rest of the budget with a prompt's chunk") {
+    // Request 0 (prompt 2, output 6) decodes from step 1; request 1 (prompt 9) arrives at step 1: with a budget of 4
+    // each step carries the decode and a chunk of 3, so its prompt takes three steps, never more than 4 tokens.
+    const std::vector<ch17::Request> trace{{0, 0, 2, 6}, {1, 1, 9, 2}};
+    std::vector<ch17::StepWork> steps;
+    ch17::serve_chunked(trace, 16, 4, 4, 4, [&](const ch17::StepWork& w) { steps.push_back(w); });
+    REQUIRE(steps.size() >= 4);
+    for (std::size_t i = 1; i <= 3; ++i) {
+      CAPTURE(i);
+      CHECK(steps[i].decode_lengths.size() == 1);
+      REQUIRE(steps[i].prefills.size() == 1);
+      CHECK(steps[i].prefills[0].id == 1);
+      CHECK(steps[i].prefills[0].tokens == 3);
+      CHECK(steps[i].prefills[0].cached == 3 * (i - 1));
+      CHECK(steps[i].tokens() == 4);
+    }
+  }
+
+  TEST_CASE("the chunked scheduler keeps every step within its budget and the pool, every request its tokens") {
+    ch17::TraceSpec spec;
+    spec.requests = 60;
+    spec.arrivals_per_step = 0.8;
+    spec.prompt_min = 1;
+    spec.prompt_max = 70;
+    spec.output_mean = 15.0;
+    spec.output_max = 50;
+    const std::vector<ch17::Request> trace = ch17::request_trace(spec);
+    std::size_t outputs = 0, prompts = 0;
+    for (const ch17::Request& r : trace) outputs += r.output, prompts += r.prompt;
+    for (const std::size_t budget : {1, 5, 16, 64, 1000}) {
+      for (const std::size_t blocks : {30, 400}) {  // 30 blocks of 4: preemptions; 400: none
+        CAPTURE(budget);
+        CAPTURE(blocks);
+        std::vector<std::size_t> prefilled(trace.size(), 0), finished(trace.size(), 0), next_cached(trace.size(), 0);
+        std::size_t recomputed = 0, most = 0;
+        bool contiguous = true;
+        const ch17::ServeStats st = ch17::serve_chunked(trace, blocks, 4, 6, budget, [&](const ch17::StepWork& w) {
+          most = std::max(most, w.tokens());
+          for (const std::size_t id : w.preempted) next_cached[id] = 0;  // it starts again from nothing (and may in
+                                                                         // this very step: it is at the queue's front)
+          for (const ch17::PrefillChunk& c : w.prefills) {
+            contiguous = contiguous && c.cached == next_cached[c.id] && c.tokens > 0;  // the chunks follow each other
+            next_cached[c.id] = c.last ? 0 : c.cached + c.tokens;
+            prefilled[c.id] += c.tokens;
+          }
+          for (const std::size_t id : w.finished) ++finished[id];
+          recomputed += w.recomputed;
+        });
+        CHECK(most <= budget);
+        CHECK(contiguous);
+        CHECK(st.generated == outputs);
+        CHECK(finished == std::vector<std::size_t>(trace.size(), 1));
+        std::size_t total = 0;
+        for (const std::size_t p : prefilled) total += p;
+        CHECK(total == prompts + st.recomputed);  // every prompt once, and again what preemptions threw away
+        CHECK(st.recomputed == recomputed);
+        CHECK(st.most_running <= 6);
+        if (blocks == 400) CHECK(st.preemptions == 0);
+        if (blocks == 30 && budget >= 16) CHECK(st.preemptions > 0);
+      }
+    }
+  }
+
+  TEST_CASE("with a budget no step reaches, the chunked scheduler schedules as schedule_step does") {
+    // Two schedulers written apart (the learner's schedule_step() and the chunked one): the same admissions,
+    // preemptions and recomputes when no prompt is ever cut.
+    ch17::TraceSpec spec;
+    spec.requests = 80;
+    spec.arrivals_per_step = 1.5;
+    spec.prompt_max = 60;
+    spec.output_mean = 20.0;
+    spec.output_max = 60;
+    const std::vector<ch17::Request> trace = ch17::request_trace(spec);
+    for (const std::size_t blocks : {40, 1000}) {
+      CAPTURE(blocks);
+      const ch17::ServeStats paged = ch17::serve_paged(trace, blocks, 4, 8);
+      const ch17::ServeStats chunked =
+          ch17::serve_chunked(trace, blocks, 4, 8, std::numeric_limits<std::size_t>::max());
+      CHECK(chunked.steps == paged.steps);
+      CHECK(chunked.latency == paged.latency);
+      CHECK(chunked.first_token_at == paged.first_token_at);
+      CHECK(chunked.preemptions == paged.preemptions);
+      CHECK(chunked.recomputed == paged.recomputed);
+      CHECK(chunked.waste() == paged.waste());
+      if (blocks == 40) CHECK(paged.preemptions > 0);
+    }
+  }
+
+  TEST_CASE("a clock that charges a step for its tokens makes a prefill cost its prompt, where the step clock is free") {
+    // Prompt 10, output 3, whole-prompt prefill: on the step clock the first token comes at 1 and the last at 3; on a
+    // clock of one unit per token computed, the prefill step takes 10, each decode 1: first token at 10, done at 12.
+    const std::vector<ch17::Request> trace{{0, 0, 10, 3}};
+    const ch17::ServeStats steps = ch17::serve_paged(trace, 8, 4, 2);
+    CHECK(steps.first_token_at[0] == 1.0);
+    CHECK(steps.finished_at[0] == 3.0);
+    ch17::PagedScheduler paged(8, 4, 2);
+    const ch17::ServeStats work = ch17::serve(trace, {0.0}, paged, [](const ch17::StepWork& w) {
+      return static_cast<double>(w.tokens());
+    });
+    CHECK(work.first_token_at[0] == 10.0);
+    CHECK(work.finished_at[0] == 12.0);
+    CHECK(work.elapsed == 12.0);
+    CHECK(work.steps == 3);
+    // Open loop: a request arriving at 10.5 on that clock waits for the step running then (10 … 11) to end.
+    const std::vector<ch17::Request> two{{0, 0, 10, 3}, {1, 0, 2, 1}};
+    ch17::PagedScheduler again(8, 4, 1);
+    const ch17::ServeStats late = ch17::serve(two, {0.0, 10.5}, again, [](const ch17::StepWork& w) {
+      return static_cast<double>(w.tokens());
+    });
+    CHECK(late.first_token_at[1] == 14.0);  // admitted at 12, when request 0 has left: its prefill of 2 ends at 14
+  }
+
+  TEST_CASE("the clock refuses arrivals that do not fit the trace and steps that take no time, naming them") {
+    const std::vector<ch17::Request> trace{{0, 0, 2, 2}, {1, 0, 2, 2}};
+    ch17::PagedScheduler s(8, 4, 2);
+    const ch17::StepClock one = [](const ch17::StepWork&) { return 1.0; };
+    CHECK_THROWS_NAMING(ch17::serve(trace, {0.0}, s, one), std::invalid_argument, "arrivals", "1", "2");
+    CHECK_THROWS_NAMING(ch17::serve(trace, {1.0, 0.5}, s, one), std::invalid_argument, "arrivals", "0.5");
+    CHECK_THROWS_NAMING(ch17::serve(trace, {0.0, std::nan("")}, s, one), std::invalid_argument, "arrivals");
+    CHECK_THROWS_NAMING(ch17::serve(trace, {0.0, 0.0}, s, [](const ch17::StepWork&) { return -1.0; }),
+                        std::invalid_argument, "duration", "-1");
+    CHECK_THROWS_NAMING(ch17::serve_chunked(trace, 8, 4, 2, 0), std::invalid_argument, "token_budget");
+    CHECK_THROWS_NAMING(ch17::serve_chunked(trace, 8, 4, 0, 4), std::invalid_argument, "max_running");
+    CHECK_THROWS_NAMING(ch17::serve_chunked({{0, 0, 30, 5}}, 8, 4, 2, 4), std::invalid_argument, "0", "30");
+    CHECK_THROWS_NAMING(ch17::poisson_arrivals(3, 0.0, 1), std::invalid_argument, "rate");
+    CHECK_THROWS_NAMING(ch17::poisson_arrivals(0, 1.0, 1), std::invalid_argument, "requests");
+    CHECK_THROWS_NAMING(ch17::time_quantile({}, 0.5), std::invalid_argument, "times");
+  }
+
+  TEST_CASE("Poisson arrivals are in order with a mean gap of 1 / rate") {
+    const std::vector<double> at = ch17::poisson_arrivals(20000, 4.0, 7);
+    CHECK(std::is_sorted(at.begin(), at.end()));
+    CHECK(at.front() > 0.0);
+    // The mean of 20,000 Exponential(4) gaps is 0.25 with a standard deviation of 0.25 / √20000 ≈ 0.0018: 4 of them.
+    CHECK(at.back() / 20000.0 == doctest::Approx(0.25).epsilon(0.03));
+    CHECK(ch17::time_quantile({3.0, 1.0, 2.0, 4.0}, 0.5) == 2.0);
+    CHECK(ch17::time_quantile({3.0, 1.0, 2.0, 4.0}, 0.99) == 4.0);
+  }
+
 }
 
 namespace {

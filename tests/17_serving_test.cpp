@@ -105,6 +105,25 @@ FlashOutput as_part(const Mat& O, const std::vector<double>& lse) {
   return p;
 }
 
+/// n tokens 100·salt, 100·salt + 1, …: a prompt no other salt shares.
+std::vector<attn::TokenId> prompt_of(std::size_t n, std::size_t salt) {
+  std::vector<attn::TokenId> p(n);
+  for (std::size_t i = 0; i < n; ++i) p[i] = 100 * salt + i;
+  return p;
+}
+
+/// A table of \p prompt's tokens in blocks of \p cache (allocated through it), its full blocks cached: a prefill.
+BlockTable prefilled(attn::PrefixCache& cache, const std::vector<attn::TokenId>& prompt) {
+  const std::size_t B = cache.block_size();
+  BlockTable t;
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    if (i % B == 0) t.blocks.push_back(*cache.allocate());
+    ++t.length;
+  }
+  cache.insert(t, prompt);
+  return t;
+}
+
 /// Every running table holds exactly its length's blocks, and the pool's used blocks are theirs (nothing shared).
 void check_pool_accounts(const BlockAllocator& pool, const std::vector<Sequence>& running,
                          const std::deque<Sequence>& waiting) {
@@ -663,6 +682,93 @@ TEST_SUITE("17_serving") {
     CHECK_THROWS_NAMING(attn::schedule_step(pool, nothing_to_do, running, 4), std::invalid_argument, "5");
     std::deque<Sequence> no_prompt{{6, 0, 2, {}}};
     CHECK_THROWS_NAMING(attn::schedule_step(pool, no_prompt, running, 4), std::invalid_argument, "6");
+  }
+
+  // --- lookup_prefix --------------------------------------------------------------------------------------------
+
+  TEST_CASE("lookup_prefix finds every full block of a cached prefix, in order, and takes each" *
+            doctest::test_suite("17_serving/lookup_prefix")) {
+    const std::size_t B = 4;
+    BlockAllocator pool(16, B);
+    attn::PrefixCache cache(pool);
+    const std::vector<attn::TokenId> prompt = prompt_of(3 * B + 2, 1);  // 3 full blocks and 2 tokens
+    BlockTable first = prefilled(cache, prompt);
+    const std::vector<attn::BlockId> cached(first.blocks.begin(), first.blocks.begin() + 3);
+    cache.release(first);  // its 3 full blocks stay cached, evictable
+    REQUIRE(cache.evictable() == 3);
+    const BlockTable found = attn::lookup_prefix(cache, prompt);
+    INFO("a block's key is block_hash(the previous block's key, its tokens, B), from kNoParent: the keys chain");
+    CHECK(found.blocks == cached);
+    CHECK(found.length == 3 * B);
+    INFO("each block found must be taken (cache.take()): the table holds it, and the cache must not evict it");
+    for (const attn::BlockId b : cached) CHECK(pool.ref_count(b) == 2);
+    CHECK(cache.evictable() == 0);
+  }
+
+  TEST_CASE("lookup_prefix stops at the first block not found: a block after a miss is another prefix's" *
+            doctest::test_suite("17_serving/lookup_prefix")) {
+    const std::size_t B = 4;
+    BlockAllocator pool(4, B);  // exactly the prompt's blocks: the next allocation must evict
+    attn::PrefixCache cache(pool);
+    const std::vector<attn::TokenId> prompt = prompt_of(4 * B, 2);
+    BlockTable table = prefilled(cache, prompt);
+    const std::vector<attn::BlockId> blocks = table.blocks;
+    cache.release(table);  // evictable, the last block first: 3, 2, 1, 0
+    // Take blocks 2 and 3 back (as another request would), then evict: block 1 goes, 0, 2 and 3 stay cached.
+    std::uint64_t key = attn::kNoParent;
+    for (std::size_t k = 0; k < 4; ++k) {
+      key = attn::block_hash(key, prompt.data() + k * B, B);
+      if (k >= 2) cache.take(*cache.find(key));
+    }
+    const std::optional<attn::BlockId> fresh = cache.allocate();
+    REQUIRE(fresh == blocks[1]);
+    std::vector<attn::TokenId> longer = prompt;
+    longer.push_back(99);
+    const BlockTable found = attn::lookup_prefix(cache, longer);
+    INFO("blocks 2 and 3 are cached but block 1 is not: the walk must stop at block 1 (break, not continue)");
+    CHECK(found.blocks == std::vector<attn::BlockId>{blocks[0]});
+    CHECK(found.length == B);
+  }
+
+  TEST_CASE("lookup_prefix leaves the prompt's last token to compute, even when the whole prompt is cached" *
+            doctest::test_suite("17_serving/lookup_prefix")) {
+    const std::size_t B = 4;
+    BlockAllocator pool(16, B);
+    attn::PrefixCache cache(pool);
+    const std::vector<attn::TokenId> prompt = prompt_of(3 * B, 3);
+    BlockTable table = prefilled(cache, prompt);
+    const std::vector<attn::BlockId> blocks = table.blocks;
+    cache.release(table);
+    INFO("at most (n − 1) / B blocks: the last prompt token's output is the first token, so it is always computed");
+    const BlockTable whole = attn::lookup_prefix(cache, prompt);  // 3B tokens: 2 blocks, not 3
+    CHECK(whole.blocks == std::vector<attn::BlockId>{blocks[0], blocks[1]});
+    CHECK(whole.length == 2 * B);
+    std::vector<attn::TokenId> one_more = prompt;
+    one_more.push_back(7);  // 3B + 1 tokens: all three blocks
+    const BlockTable three = attn::lookup_prefix(cache, one_more);
+    CHECK(three.blocks == blocks);
+    CHECK(three.length == 3 * B);
+    const std::vector<attn::TokenId> short_prompt(prompt.begin(), prompt.begin() + 3);  // no full block
+    CHECK(attn::lookup_prefix(cache, short_prompt).blocks.empty());
+  }
+
+  TEST_CASE("lookup_prefix finds nothing for a prompt whose first block differs, whatever follows" *
+            doctest::test_suite("17_serving/lookup_prefix")) {
+    const std::size_t B = 4;
+    BlockAllocator pool(16, B);
+    attn::PrefixCache cache(pool);
+    const std::vector<attn::TokenId> prompt = prompt_of(3 * B + 1, 4);
+    BlockTable table = prefilled(cache, prompt);
+    cache.release(table);
+    std::vector<attn::TokenId> other = prompt;
+    other[0] += 1000;  // the same blocks 1 and 2, after another first block: their keys and values differ
+    INFO("equal tokens in a block are not enough: its key must chain to the keys of every block before it");
+    const BlockTable found = attn::lookup_prefix(cache, other);
+    CHECK(found.blocks.empty());
+    CHECK(found.length == 0);
+    CHECK(cache.evictable() == 3);  // nothing taken
+    CHECK_THROWS_NAMING(attn::lookup_prefix(cache, {}), std::invalid_argument, "prompt");
+    CHECK(cache.evictable() == 3);
   }
 
   TEST_CASE("chapter 12's model generates the same tokens paged and batched with a shared prefix as one at a time" *

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -29,10 +30,12 @@
 #include "attn/ceilings.hpp"
 #include "attn/machine.hpp"
 #include "attn/measure.hpp"
+#include "attn/plot.hpp"
 
 namespace {
 
 using attn::Matrix;
+using attn::Tensor3;
 namespace ch17 = attn::ch17;
 
 const attn::BenchCeilings ceilings_at{1, attn::hardware_threads()};  // one core, and every hardware thread
@@ -185,25 +188,35 @@ BENCHMARK(BM_SplitKvDecode)
     ->MinTime(0.3);
 // [bench_split]
 
-/// The timed serving run: a small trace (24 requests, prompts of 16 … 64 tokens, outputs of 32 tokens on average,
-/// at most 96) served three ways under one KV budget that reserving schedulers fill with 4 sequences of the longest
-/// length, while paging fits 8. Every step runs for real on kLayers attention layers of Llama-3-8B's shape with
-/// random weights: the projections of every token in the step (each decoding sequence's new token and every
-/// prompt token prefilled) through OpenBLAS on every hardware thread, and each token's attention over its
-/// sequence's cached tokens by the paged decode kernel. The weights (kLayers × 168 MB, more than the caches of
-/// most CPUs) are read once per step whatever the batch: that is what batching shares, and why the number of steps
-/// decides the throughput. Appending each token's keys and values (8 KiB per layer) is left out.
-constexpr std::size_t kLayers = 2, kModel = kH * kD, kKvWidth = kG * kD;  // d_model 4096; K and V 1024 each
-constexpr std::size_t kServeMaxLen = 64 + 96, kServeBlock = 16, kServeRunning = 8;
+/// The serving benchmark, measured as serving is measured: open-loop arrivals in seconds (a Poisson process of a given
+/// rate that does not wait for the server) at rising request rates, every step run for real and timed, each
+/// request's time to first token (TTFT) and time per output token (TPOT) in seconds. A step runs on kLayers attention
+/// layers of Llama-3-8B's shape with random weights: the projections of every token the step computes (a decode's
+/// new token, every token of a prompt chunk) through OpenBLAS on every hardware thread, a decode's attention by the
+/// paged decode kernel and a chunk's by the paged prefill kernel. So a prefill, and a recompute after a preemption,
+/// cost what they compute; the weights (kLayers × 168 MB) are read once per step whatever the batch. Four schedulers
+/// under one KV budget (4 sequences of the longest length): static batching and continuous batching reserving the
+/// maximum, paged continuous batching (the learner's schedule_step(), each prompt prefilled whole in one step), and
+/// paged with chunked prefill under a per-step budget of kChunkBudget tokens. Idle time between arrivals is skipped on
+/// the clock (nothing is computed in it), so a run costs the time of its steps. Appending each token's keys and values
+/// (8 KiB per layer) is left out.
+constexpr std::size_t kLayers = 1, kModel = kH * kD, kKvWidth = kG * kD;  // d_model 4096; K and V 1024 each
+constexpr std::size_t kServePromptMax = 256, kServeOutputMax = 64;
+constexpr std::size_t kServeMaxLen = kServePromptMax + kServeOutputMax, kServeBlock = 16, kServeRunning = 8;
+constexpr std::size_t kServeBudget = 4 * kServeMaxLen;  // KV tokens: 4 sequences of the longest length
+constexpr std::size_t kChunkBudget = 32;                 // tokens a chunked step computes at most
+constexpr std::size_t kServeRequests = 16;
+constexpr double kServeRates[] = {0.25, 0.5, 1.0, 2.0, 4.0};  // requests per second, offered
+const char* const kSchedulers[] = {"static, reserve max", "continuous, reserve max", "continuous, paged",
+                                   "paged, chunked prefill"};
 
 ch17::TraceSpec serve_trace_spec() {
   ch17::TraceSpec spec;
-  spec.requests = 24;
-  spec.arrivals_per_step = 0.5;
-  spec.prompt_min = 16;
-  spec.prompt_max = 64;
-  spec.output_mean = 32.0;
-  spec.output_max = 96;
+  spec.requests = kServeRequests;
+  spec.prompt_min = 32;
+  spec.prompt_max = kServePromptMax;
+  spec.output_mean = 16.0;
+  spec.output_max = kServeOutputMax;
   return spec;
 }
 
@@ -248,24 +261,31 @@ struct ServeModel {
   }
 };
 
-/// Runs one step's work on \p m: its tokens' projections, layer by layer, and each token's attention.
+/// Runs one step's work on \p m: its tokens' projections, layer by layer, and their attention: each decode's new
+/// token over its sequence's cached tokens (paged_decode()), each prefill chunk's tokens over the cached ones and the
+/// chunk's before them (paged_prefill()). A step computes one row per decode and one per prompt token of a chunk.
 void run_step(ServeModel& m, const ch17::StepWork& work) {
-  std::vector<std::pair<std::size_t, std::size_t>> tokens;  // (slot, length attended) of each row
-  std::size_t slot = 0;
-  for (const std::size_t n : work.decode_lengths) tokens.emplace_back(slot++, n);
-  for (const std::size_t p : work.prefill_prompts) {  // a prompt's token t attends to tokens 0 … t
-    for (std::size_t t = 1; t <= p; ++t) tokens.emplace_back(slot, t);
-    ++slot;
-  }
-  if (tokens.empty()) return;
-  Matrix X = ServeModel::pattern({tokens.size(), kModel}, 99);  // (rows, d_model) the step's inputs
+  const std::size_t rows = work.tokens();
+  if (rows == 0) return;
+  Matrix X = ServeModel::pattern({rows, kModel}, 99);  // (rows, d_model) the step's inputs: decodes, then chunks
   for (std::size_t l = 0; l < kLayers; ++l) {
-    const Matrix QKV = attn::matmul(X, m.W_qkv[l]);        // (rows, d_model + 2 · kv width); only Q is used below
-    Matrix A = xt::empty<float>({tokens.size(), kModel});  // (rows, d_model) each row's attention, heads side by side
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const Matrix q = xt::reshape_view(xt::view(QKV, i, xt::range(0, kModel)), {kH, kD});             // (h, d_k)
-      const Matrix o = ch17::paged_decode(m.cache, l, m.table(tokens[i].first, tokens[i].second), q);  // (h, d_v)
-      std::copy(o.begin(), o.end(), A.data() + i * kModel);
+    const Matrix QKV = attn::matmul(X, m.W_qkv[l]);  // (rows, d_model + 2 · kv width); only Q is used below
+    Matrix A = xt::empty<float>({rows, kModel});     // (rows, d_model) each row's attention, heads side by side
+    std::size_t row = 0, slot = 0;
+    for (const std::size_t n : work.decode_lengths) {
+      const Matrix q = xt::reshape_view(xt::view(QKV, row, xt::range(0, kModel)), {kH, kD});  // (h, d_k)
+      const Matrix o = ch17::paged_decode(m.cache, l, m.table(slot++, n), q);                // (h, d_v)
+      std::copy(o.begin(), o.end(), A.data() + row++ * kModel);
+    }
+    for (const ch17::PrefillChunk& c : work.prefills) {
+      Tensor3 Q = xt::empty<float>({kH, c.tokens, kD});  // (h, c, d_k): the chunk's rows, by head
+      for (std::size_t t = 0; t < c.tokens; ++t)
+        for (std::size_t i = 0; i < kH; ++i)
+          std::copy_n(QKV.data() + (row + t) * QKV.shape(1) + i * kD, kD, &Q(i, t, 0));
+      const Tensor3 O = ch17::paged_prefill(m.cache, l, m.table(slot++, c.cached + c.tokens), Q, c.cached);
+      for (std::size_t t = 0; t < c.tokens; ++t)  // (h, c, d_v) back to (rows, d_model)
+        for (std::size_t i = 0; i < kH; ++i) std::copy_n(&O(i, t, 0), kD, A.data() + (row + t) * kModel + i * kD);
+      row += c.tokens;
     }
     X = attn::matmul(A, m.W_O[l]);  // (rows, d_model)
   }
@@ -273,46 +293,129 @@ void run_step(ServeModel& m, const ch17::StepWork& work) {
 }
 
 // [bench_serve]
-/// Serves the trace with scheduler \p which (0: static batching reserving the maximum, 1: continuous batching
-/// reserving the maximum, 2: continuous batching paged), every step run on the model; tokens per second and each
-/// request's latency in seconds (from the start of the step it arrived at to the end of the step its last token
-/// came out of).
-void BM_Serve(benchmark::State& state) {
-  static ServeModel model;
-  const auto which = static_cast<int>(state.range(0));
-  const std::vector<ch17::Request> trace = ch17::request_trace(serve_trace_spec());
-  const std::size_t budget = 4 * kServeMaxLen;  // tokens: 4 sequences of the longest length
-  attn::BlasThreads blas(attn::hardware_threads());
-  for (auto _ : state) {
-    std::vector<double> clock{0.0};  // clock[s]: seconds at the start of step s, the steps' computation summed
-    double cpu = 0.0;                // CPU seconds of the steps, every thread's
-    const ch17::StepObserver timed = [&](const ch17::StepWork& work) {
-      const attn::CallSeconds t = attn::time_calls([&] { run_step(model, work); }, {1, 0});
-      clock.push_back(clock.back() + t.wall);
-      cpu += t.cpu;
-    };
-    const ch17::ServeStats st =
-        which == 2 ? ch17::serve_paged(trace, budget / kServeBlock, kServeBlock, kServeRunning, timed)
-                   : ch17::serve_reserving(trace, which == 0 ? ch17::Batching::fixed : ch17::Batching::continuous,
-                                           budget, kServeMaxLen, kServeRunning, timed);
-    std::vector<double> latency;  // seconds, per request
-    for (const ch17::Request& r : trace) latency.push_back(clock[r.arrival + st.latency[r.id]] - clock[r.arrival]);
-    std::sort(latency.begin(), latency.end());
-    const double seconds = clock.back();
-    state.SetIterationTime(seconds);
-    state.counters["tokens/s"] = static_cast<double>(st.generated) / seconds;
-    state.counters["tokens/cpu_s"] = static_cast<double>(st.generated) / cpu;
-    state.counters["latency_mean_s"] =
-        std::accumulate(latency.begin(), latency.end(), 0.0) / static_cast<double>(latency.size());
-    state.counters["latency_p90_s"] = latency[(latency.size() * 9 + 9) / 10 - 1];
-    state.counters["steps"] = static_cast<double>(st.steps);
-    state.counters["mean_running"] = st.mean_running;
-    state.counters["s_per_step"] = seconds / static_cast<double>(clock.size() - 1);
-    attn::record("serve tokens/s", static_cast<std::size_t>(which), static_cast<double>(st.generated) / seconds);
+/// The scheduler \p which of kSchedulers over the KV budget.
+std::unique_ptr<ch17::Scheduler> make_scheduler(int which) {
+  switch (which) {
+    case 0:
+      return std::make_unique<ch17::ReservingScheduler>(ch17::Batching::fixed, kServeBudget, kServeMaxLen,
+                                                        kServeRunning);
+    case 1:
+      return std::make_unique<ch17::ReservingScheduler>(ch17::Batching::continuous, kServeBudget, kServeMaxLen,
+                                                        kServeRunning);
+    case 2:
+      return std::make_unique<ch17::PagedScheduler>(kServeBudget / kServeBlock, kServeBlock, kServeRunning);
+    default:
+      return std::make_unique<ch17::ChunkedScheduler>(kServeBudget / kServeBlock, kServeBlock, kServeRunning,
+                                                      kChunkBudget);
   }
-  state.SetLabel(which == 0 ? "static, reserve max" : which == 1 ? "continuous, reserve max" : "continuous, paged");
 }
-BENCHMARK(BM_Serve)->DenseRange(0, 2)->ArgName("scheduler")->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
+
+/// What one open-loop run measured.
+struct ServePoint {
+  ch17::ServeStats stats;
+  double tokens_per_s, req_per_s, cpu_s, ttft_p50, ttft_p99, tpot_p50, tpot_p99;
+};
+
+/// Serves the trace with scheduler \p which at kServeRates[rate_index] requests per second, open loop, every step run
+/// on the model and timed: the clock is the steps' seconds. Records its throughput and latencies for the summary.
+ServePoint serve_open_loop(int which, std::size_t rate_index) {
+  static ServeModel model;
+  const std::vector<ch17::Request> trace = ch17::request_trace(serve_trace_spec());
+  const std::vector<double> arrivals = ch17::poisson_arrivals(trace.size(), kServeRates[rate_index], 1717);
+  attn::BlasThreads blas(attn::hardware_threads());
+  double cpu = 0.0;  // CPU seconds of the steps, every thread's
+  const ch17::StepClock timed = [&](const ch17::StepWork& work) {
+    const attn::CallSeconds t = attn::time_calls([&] { run_step(model, work); }, {1, 0});
+    cpu += t.cpu;
+    return t.wall;
+  };
+  const std::unique_ptr<ch17::Scheduler> scheduler = make_scheduler(which);
+  ServePoint p{ch17::serve(trace, arrivals, *scheduler, timed), 0, 0, cpu, 0, 0, 0, 0};
+  const ch17::TokenLatency lat = ch17::token_latency(p.stats, trace, arrivals);
+  const double span = p.stats.elapsed - arrivals.front();  // from the first arrival to the last token
+  p.tokens_per_s = static_cast<double>(p.stats.generated) / span;
+  p.req_per_s = static_cast<double>(trace.size()) / span;
+  p.cpu_s = cpu;
+  p.ttft_p50 = ch17::time_quantile(lat.ttft, 0.5);
+  p.ttft_p99 = ch17::time_quantile(lat.ttft, 0.99);
+  p.tpot_p50 = ch17::time_quantile(lat.tpot, 0.5);
+  p.tpot_p99 = ch17::time_quantile(lat.tpot, 0.99);
+  const std::string series = kSchedulers[which];
+  attn::record(series + " tokens/s", rate_index, p.tokens_per_s);
+  attn::record(series + " req/s", rate_index, p.req_per_s);
+  attn::record(series + " ttft_p50", rate_index, p.ttft_p50);
+  return p;
+}
+
+void BM_ServeOpenLoop(benchmark::State& state) {
+  const auto which = static_cast<int>(state.range(0));
+  const auto rate_index = static_cast<std::size_t>(state.range(1));
+  for (auto _ : state) {
+    const ServePoint p = serve_open_loop(which, rate_index);
+    state.SetIterationTime(p.stats.elapsed);
+    state.counters["rate"] = kServeRates[rate_index];
+    state.counters["tokens/s"] = p.tokens_per_s;
+    state.counters["req/s"] = p.req_per_s;
+    state.counters["tokens/cpu_s"] = static_cast<double>(p.stats.generated) / p.cpu_s;
+    state.counters["ttft_p50_s"] = p.ttft_p50;
+    state.counters["ttft_p99_s"] = p.ttft_p99;
+    state.counters["tpot_p50_s"] = p.tpot_p50;
+    state.counters["tpot_p99_s"] = p.tpot_p99;
+    state.counters["steps"] = static_cast<double>(p.stats.steps);
+    state.counters["mean_running"] = p.stats.mean_running;
+    state.counters["preempted"] = static_cast<double>(p.stats.preemptions);
+    state.counters["recomputed"] = static_cast<double>(p.stats.recomputed);
+  }
+  state.SetLabel(kSchedulers[which]);
+}
+BENCHMARK(BM_ServeOpenLoop)
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2, 3, 4}})
+    ->ArgNames({"scheduler", "rate"})
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kSecond);
 // [bench_serve]
+
+/// Where BM_ServeSummary draws the latency-throughput curves (`ch17_serving bench --plot=FILE.svg`); empty: none.
+std::string plot_file;
+const attn::BenchFlag plot_flag{"--plot", [](const std::string& file) { plot_file = file; }};
+
+/// Each scheduler's saturation: the requests per second it serves at the highest offered rate (past its capacity
+/// the queue grows, and TTFT with it), and the latency-throughput curves, TTFT p50 against tokens per second, one
+/// point per offered rate. Every figure is this run's BM_ServeOpenLoop's, or measured here when a filter left it out.
+void BM_ServeSummary(benchmark::State& state) {
+  for (auto _ : state) {
+  }
+  attn::PlotSpec spec{"Serving on open-loop arrivals: time to first token against throughput",
+                      "tokens per second",
+                      "TTFT, median (s)",
+                      false,
+                      true,
+                      {}};
+  const std::size_t rates = std::size(kServeRates);
+  for (int which = 0; which < static_cast<int>(std::size(kSchedulers)); ++which) {
+    const std::string name = kSchedulers[which];
+    const auto value = [&](const char* what, std::size_t i) {
+      return attn::recorded_or_measured(name + what, i, [&] {
+        const ServePoint p = serve_open_loop(which, i);
+        return std::string(what) == " tokens/s" ? p.tokens_per_s
+               : std::string(what) == " req/s"  ? p.req_per_s
+                                                : p.ttft_p50;
+      });
+    };
+    state.counters[fmt::format("saturation_req/s_{}", which)] = value(" req/s", rates - 1);
+    attn::Series s{name, {}, {}, true};
+    for (std::size_t i = 0; i < rates; ++i) {
+      s.x.push_back(value(" tokens/s", i));
+      s.y.push_back(value(" ttft_p50", i));
+    }
+    spec.series.push_back(s);
+  }
+  if (!plot_file.empty()) {
+    attn::write_svg_plot(plot_file, spec);
+    fmt::print("(plot written: {})\n", plot_file);
+  }
+}
+BENCHMARK(BM_ServeSummary)->Iterations(1);
 
 }  // namespace

@@ -6,7 +6,8 @@
 /// table grows a block at a time (append_slot()), attention reads the keys and values through the table
 /// (paged_attention()), one long sequence's attention is split across threads and the parts merged
 /// (merge_splits()), sequences that share a prompt share its blocks until one of them writes (copy_on_write()),
-/// and a scheduler decides at every step who runs, who waits and who is preempted (schedule_step()).
+/// a scheduler decides at every step who runs, who waits and who is preempted (schedule_step()), and a request
+/// finds at admission the blocks of its prompt a prefix cache already holds (lookup_prefix()).
 #pragma once
 
 #include <cstddef>
@@ -16,6 +17,7 @@
 
 #include "05_flash_cpu/flash_cpu.hpp"
 #include "17_serving/paged_cache.hpp"
+#include "17_serving/prefix_cache.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn {
@@ -134,6 +136,20 @@ struct StepPlan {
 ///         queue's length (a serving system checks a request once, when it arrives; see serve_paged()).
 StepPlan schedule_step(BlockAllocator& pool, std::deque<Sequence>& waiting, std::vector<Sequence>& running,
                        std::size_t max_running);
+
+/// Prefix caching at admission (vLLM's automatic prefix caching): the longest run of \p prompt's full blocks, from
+/// the first, that \p cache holds. Block k holds tokens kB … kB + B − 1 (B = cache.block_size()) and its key is
+/// block_hash(key of block k − 1, its tokens, B), kNoParent standing for the key before block 0: a block is found
+/// only under the key of everything before it, so the walk stops at the first block not found (a later block
+/// found after a miss holds the keys and values of another prefix's tokens). Only full blocks are looked up, and at
+/// most ⌊(n − 1) / B⌋ of them for a prompt of n tokens: its last token is always computed, because its output is the
+/// request's first token (a prompt of 2B tokens whose two blocks are both cached takes the first only). Each block
+/// found is taken (cache.take()): the table holds it, and it is not evicted while it does.
+/// \param cache the prefix cache; find() and take() change nothing else.
+/// \param prompt (n ≥ 1) the request's tokens.
+/// \return the table of the blocks found, in order, length = B × their number (empty when none).
+/// \throws std::invalid_argument naming the prompt when it is empty; the cache unchanged then.
+BlockTable lookup_prefix(PrefixCache& cache, const std::vector<TokenId>& prompt);
 
 /// @}
 

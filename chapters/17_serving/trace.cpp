@@ -50,6 +50,116 @@ std::vector<Request> request_trace(const TraceSpec& s) {
 }
 // [request_trace]
 
+std::size_t StepWork::tokens() const {
+  std::size_t n = decode_lengths.size();
+  for (const PrefillChunk& c : prefills) n += c.tokens;
+  return n;
+}
+
+std::size_t StepWork::generated() const {
+  std::size_t n = decode_lengths.size();
+  for (const PrefillChunk& c : prefills) n += c.last ? 1 : 0;
+  return n;
+}
+
+std::vector<double> poisson_arrivals(std::size_t requests, double rate, std::uint64_t seed) {
+  require(requests > 0, "poisson_arrivals: requests = 0; a trace needs at least one");
+  require(std::isfinite(rate) && rate > 0, fmt::format("poisson_arrivals: rate = {} must be a positive number", rate));
+  checked_allocation("poisson_arrivals: the arrival times, requests × 8 bytes", {requests, 8});
+  std::mt19937_64 rng(seed);
+  std::exponential_distribution<double> gap(rate);
+  std::vector<double> at(requests);
+  double clock = 0.0;
+  for (double& t : at) t = clock += gap(rng);
+  return at;
+}
+
+// [serve]
+ServeStats serve(const std::vector<Request>& trace, const std::vector<double>& arrivals, Scheduler& scheduler,
+                 const StepClock& clock) {
+  require(arrivals.size() == trace.size(), fmt::format("serve: {} arrivals for a trace of {} requests; one each",
+                                                       arrivals.size(), trace.size()));
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    require(trace[i].id == i, fmt::format("serve: the trace's request {} has id {}; a request's id is its place in "
+                                          "the trace",
+                                          i, trace[i].id));
+    require(std::isfinite(arrivals[i]) && arrivals[i] >= 0 && (i == 0 || arrivals[i] >= arrivals[i - 1]),
+            fmt::format("serve: arrivals[{}] = {}; arrivals are finite, non-negative and in order", i, arrivals[i]));
+  }
+  const std::size_t n = trace.size();
+  ServeStats st;
+  st.first_token_at.assign(n, -1.0);  // −1: not yet
+  st.finished_at.assign(n, 0.0);
+  double now = 0.0, idle = 0.0;
+  std::size_t next = 0, done = 0, steps = 0;
+  while (done < n) {
+    for (; next < n && arrivals[next] <= now; ++next) scheduler.arrive(trace[next]);  // checked once, as it arrives
+    StepWork work = scheduler.step();
+    work.idle_before = idle;
+    idle = 0.0;
+    for (const std::size_t id : work.finished) st.finished_at[id] = now;  // its last token: the step before's end
+    done += work.finished.size();
+    const double dt = clock(work);  // the step's duration: 1 on the step clock, its seconds when its work is run
+    require(std::isfinite(dt) && dt >= 0, fmt::format("serve: the clock gave step {} a duration of {}; a step takes "
+                                                      "a finite time, 0 or more",
+                                                     steps, dt));
+    for (const std::size_t id : work.first_token)
+      if (st.first_token_at[id] < 0) st.first_token_at[id] = now + dt;  // a readmitted request's first token is older
+    st.generated += work.generated();
+    st.preemptions += work.preempted.size();
+    st.recomputed += work.recomputed;
+    for (const PrefillChunk& c : work.prefills) st.prefilled += c.tokens;
+    if (done == n) break;  // the last step only saw the last sequences leave: it computed nothing and takes no time
+    st.cached_token_steps += scheduler.cached_tokens() * dt;  // in double: sums of lengths may pass 2^64
+    st.reserved_token_steps += scheduler.held_slots() * dt;
+    st.mean_running += static_cast<double>(scheduler.running_count()) * dt;
+    st.most_running = std::max(st.most_running, scheduler.running_count());
+    now += dt;
+    ++steps;
+    // Nothing runs or waits: the time up to the next arrival changes nothing and adds nothing to the integrals, so the
+    // clock jumps over it (one step at a time, a request arriving at step 2^40 was never reached).
+    if (scheduler.idle() && next < n && arrivals[next] > now) {
+      idle = arrivals[next] - now;
+      now = arrivals[next];
+    }
+  }
+  st.elapsed = now;
+  st.steps = steps;
+  st.mean_running /= now > 0 ? now : 1.0;
+  return st;
+}
+// [serve]
+
+ServeStats serve_on_steps(const std::vector<Request>& trace, Scheduler& scheduler, const StepObserver& observe) {
+  std::vector<double> arrivals;
+  for (const Request& r : trace) arrivals.push_back(static_cast<double>(r.arrival));
+  ServeStats st = serve(trace, arrivals, scheduler, [&](const StepWork& work) {
+    if (observe) observe(work);
+    return 1.0;  // every step alike: what it computes is not charged
+  });
+  st.steps = static_cast<std::size_t>(st.elapsed);  // steps until the last request finished, the idle ones included
+  st.latency.assign(trace.size(), 0);
+  for (const Request& r : trace)
+    st.latency[r.id] = static_cast<std::size_t>(st.finished_at[r.id] - static_cast<double>(r.arrival));
+  return st;
+}
+
+TokenLatency token_latency(const ServeStats& stats, const std::vector<Request>& trace,
+                           const std::vector<double>& arrivals) {
+  require(stats.first_token_at.size() == trace.size() && stats.finished_at.size() == trace.size() &&
+              arrivals.size() == trace.size(),
+          fmt::format("token_latency: {} first tokens, {} finishes and {} arrivals for a trace of {} requests; one "
+                      "each",
+                      stats.first_token_at.size(), stats.finished_at.size(), arrivals.size(), trace.size()));
+  TokenLatency out;
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    out.ttft.push_back(stats.first_token_at[i] - arrivals[i]);
+    if (trace[i].output >= 2)
+      out.tpot.push_back((stats.finished_at[i] - stats.first_token_at[i]) / static_cast<double>(trace[i].output - 1));
+  }
+  return out;
+}
+
 double latency_mean(const std::vector<std::size_t>& latency) {
   require(!latency.empty(), "latency_mean: latency is empty: no latencies to average");
   double sum = 0.0;
@@ -57,27 +167,32 @@ double latency_mean(const std::vector<std::size_t>& latency) {
   return sum / static_cast<double>(latency.size());
 }
 
-std::size_t latency_quantile(const std::vector<std::size_t>& latency, double q) {
-  require(!latency.empty(), "latency_quantile: latency is empty: no latencies to rank");
-  require(q >= 0.0 && q <= 1.0, fmt::format("latency_quantile: q = {} must be in [0, 1]", q));
-  std::vector<std::size_t> sorted = latency;
-  std::sort(sorted.begin(), sorted.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
-  return sorted[rank == 0 ? 0 : rank - 1];
-}
-
 namespace {
 
-/// A sequence a reserving scheduler runs: its request, the tokens it has cached and those still to generate.
-struct Reserved {
-  std::size_t id, cached, remaining;
-};
+/// The \p q quantile of \p values by nearest rank: the smallest value at least a share q of them reach.
+template <class T>
+T nearest_rank(const char* where, const char* name, std::vector<T> values, double q) {
+  require(!values.empty(), fmt::format("{}: {} is empty: nothing to rank", where, name));
+  require(q >= 0.0 && q <= 1.0, fmt::format("{}: q = {} must be in [0, 1]", where, q));
+  std::sort(values.begin(), values.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(values.size())));
+  return values[rank == 0 ? 0 : rank - 1];
+}
 
 }  // namespace
 
+std::size_t latency_quantile(const std::vector<std::size_t>& latency, double q) {
+  return nearest_rank("latency_quantile", "latency", latency, q);
+}
+
+double time_quantile(const std::vector<double>& times, double q) {
+  return nearest_rank("time_quantile", "times", times, q);
+}
+
 // [serve_reserving]
-ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching, std::size_t budget_tokens,
-                           std::size_t max_len, std::size_t max_running, const StepObserver& observe) {
+ReservingScheduler::ReservingScheduler(Batching batching, std::size_t budget_tokens, std::size_t max_len,
+                                       std::size_t max_running)
+    : batching_(batching), max_len_(max_len) {
   require(max_running > 0 && max_len > 0 && budget_tokens >= max_len,
           fmt::format("serve_reserving: max_running = {}, max_len = {}, budget_tokens = {}; need at least one "
                       "sequence of max_len in the budget",
@@ -85,71 +200,74 @@ ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching,
   require(batching == Batching::fixed || batching == Batching::continuous,
           fmt::format("serve_reserving: batching = {} is neither Batching::fixed nor Batching::continuous",
                       static_cast<int>(batching)));
-  for (std::size_t i = 0; i < trace.size(); ++i) {
-    const Request& r = trace[i];
-    require(r.id == i, fmt::format("serve_reserving: the trace's request {} has id {}; a request's id is its place in "
-                                   "the trace",
-                                   i, r.id));
-    // prompt + output − 1 ≤ max_len, compared without adding (the sum can wrap past SIZE_MAX).
-    require(r.prompt > 0 && r.output > 0 && r.prompt <= max_len && r.output - 1 <= max_len - r.prompt,
-            fmt::format("serve_reserving: request {} has prompt {} and output {}; it must fit in max_len = {}", r.id,
-                        r.prompt, r.output, max_len));
-  }
-  const std::size_t slots = std::min(max_running, budget_tokens / max_len);  // sequences the reservations allow
-  ServeStats st;
-  st.latency.assign(trace.size(), 0);
-  std::deque<std::size_t> waiting;  // request indices, in arrival order
-  std::vector<Reserved> running;
-  std::size_t next = 0, done = 0, step = 0, idle = 0;
+  slots_ = std::min(max_running, budget_tokens / max_len);
+}
+
+void ReservingScheduler::check(const Request& r) const {
+  // prompt + output − 1 ≤ max_len, compared without adding (the sum can wrap past SIZE_MAX).
+  require(r.prompt > 0 && r.output > 0 && r.prompt <= max_len_ && r.output - 1 <= max_len_ - r.prompt,
+          fmt::format("serve_reserving: request {} has prompt {} and output {}; it must fit in max_len = {}", r.id,
+                      r.prompt, r.output, max_len_));
+}
+
+void ReservingScheduler::arrive(const Request& r) {
+  check(r);
+  waiting_.push_back(r);
+}
+
+StepWork ReservingScheduler::step() {
   StepWork work;
-  for (; done < trace.size(); ++step) {
-    work = StepWork{};
-    work.idle_before = idle;
-    idle = 0;
-    while (next < trace.size() && trace[next].arrival <= step) waiting.push_back(next++);
-    // Finished sequences leave; their last token was generated at the step before this one.
-    for (auto it = running.begin(); it != running.end();) {
-      if (it->remaining > 0) {
-        ++it;
-        continue;
-      }
-      st.latency[it->id] = step - trace[it->id].arrival;
-      work.finished.push_back(it->id);
-      ++done;
-      it = running.erase(it);
+  // Finished sequences leave; their last token was generated at the step before this one.
+  for (auto it = running_.begin(); it != running_.end();) {
+    if (it->remaining > 0) {
+      ++it;
+      continue;
     }
-    for (Reserved& s : running) {  // each running sequence decodes one token
-      ++s.cached;
-      --s.remaining;
-      ++st.generated;
-      work.decode_lengths.push_back(s.cached);
-    }
-    // Static batching admits only into an empty batch; continuous batching into every free reservation.
-    const bool may_admit = batching == Batching::continuous || running.empty();
-    while (may_admit && !waiting.empty() && running.size() < slots) {
-      const Request& r = trace[waiting.front()];
-      waiting.pop_front();
-      running.push_back({r.id, r.prompt, r.output - 1});  // prefilled, and its first token generated
-      ++st.generated;
-      work.prefill_prompts.push_back(r.prompt);
-    }
-    if (observe) observe(work);
-    std::size_t cached = 0;
-    for (const Reserved& s : running) cached += s.cached;
-    st.cached_token_steps += static_cast<double>(cached);
-    st.reserved_token_steps += static_cast<double>(running.size() * max_len);
-    st.mean_running += static_cast<double>(running.size());
-    st.most_running = std::max(st.most_running, running.size());
-    // Nothing runs or waits: the steps up to the next arrival change nothing and add nothing to the sums, so the clock
-    // jumps over them (one at a time, a request arriving at step 2^40 was never reached).
-    if (running.empty() && waiting.empty() && next < trace.size() && trace[next].arrival > step + 1) {
-      idle = trace[next].arrival - step - 1;
-      step = trace[next].arrival - 1;  // the loop's ++step lands on the arrival
-    }
+    work.finished.push_back(it->id);
+    it = running_.erase(it);
   }
-  st.steps = step == 0 ? 0 : step - 1;  // the last step only saw the last sequences leave (an empty trace: none)
-  st.mean_running /= static_cast<double>(std::max<std::size_t>(st.steps, 1));
-  return st;
+  for (Reserved& s : running_) {  // each running sequence decodes one token
+    ++s.cached;
+    --s.remaining;
+    work.decode_lengths.push_back(s.cached);
+  }
+  // Static batching admits only into an empty batch; continuous batching into every free reservation.
+  const bool may_admit = batching_ == Batching::continuous || running_.empty();
+  while (may_admit && waiting_front_ < waiting_.size() && running_.size() < slots_) {
+    const Request& r = waiting_[waiting_front_++];
+    running_.push_back({r.id, r.prompt, r.output - 1});  // prefilled whole, and its first token generated
+    work.prefills.push_back({r.id, 0, r.prompt, true});
+    work.first_token.push_back(r.id);
+  }
+  if (waiting_front_ == waiting_.size()) {  // the queue is empty: forget the requests it served
+    waiting_.clear();
+    waiting_front_ = 0;
+  }
+  return work;
+}
+
+double ReservingScheduler::cached_tokens() const {
+  double cached = 0.0;
+  for (const Reserved& s : running_) cached += static_cast<double>(s.cached);
+  return cached;
+}
+
+double ReservingScheduler::held_slots() const {
+  return static_cast<double>(running_.size()) * static_cast<double>(max_len_);
+}
+
+bool ReservingScheduler::idle() const { return running_.empty() && waiting_front_ == waiting_.size(); }
+
+ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching, std::size_t budget_tokens,
+                           std::size_t max_len, std::size_t max_running, const StepObserver& observe) {
+  ReservingScheduler scheduler(batching, budget_tokens, max_len, max_running);
+  for (std::size_t i = 0; i < trace.size(); ++i) {  // every request checked before the first step
+    require(trace[i].id == i, fmt::format("serve_reserving: the trace's request {} has id {}; a request's id is its "
+                                          "place in the trace",
+                                          i, trace[i].id));
+    scheduler.check(trace[i]);
+  }
+  return serve_on_steps(trace, scheduler, observe);
 }
 // [serve_reserving]
 

@@ -275,4 +275,23 @@ StepPlan schedule_step(BlockAllocator& pool, std::deque<Sequence>& waiting, std:
 }
 // [schedule_step]
 
+// [lookup_prefix]
+BlockTable lookup_prefix(PrefixCache& cache, const std::vector<TokenId>& prompt) {
+  require(!prompt.empty(), "lookup_prefix: the prompt is empty (n = 0); a request has at least one token");
+  const std::size_t B = cache.block_size();
+  const std::size_t most = (prompt.size() - 1) / B;  // whole blocks that leave the last token to compute
+  BlockTable table;
+  std::uint64_t key = kNoParent;
+  for (std::size_t k = 0; k < most; ++k) {
+    key = block_hash(key, prompt.data() + k * B, B);  // chained: the key of block k and everything before it
+    const std::optional<BlockId> block = cache.find(key);
+    if (!block) break;  // a miss ends the prefix: no later block can be the same prefix's
+    cache.take(*block);
+    table.blocks.push_back(*block);
+    table.length += B;
+  }
+  return table;
+}
+// [lookup_prefix]
+
 }  // namespace attn
