@@ -64,30 +64,43 @@ debian13_reader() {
   echo "debootstrap: a minimal Debian 13 (trixie) with git, python3 and sudo"
   debootstrap --variant=minbase --include=git,python3,sudo,ca-certificates trixie "$debian13_root" \
     http://deb.debian.org/debian >"$CI_CACHE/debootstrap.log" 2>&1 || { tail -20 "$CI_CACHE/debootstrap.log"; return 1; }
+  # This workplace reaches the package registries through its own certificate authority: the root trusts it as
+  # the machine does (a reader's machine has its own network and needs none of this).
+  cp /etc/resolv.conf "$debian13_root/etc/"
+  cp /usr/local/share/ca-certificates/* "$debian13_root/usr/local/share/ca-certificates/" 2>/dev/null || true
+  [ -f /etc/pip.conf ] && cp /etc/pip.conf "$debian13_root/etc/"
+  chroot "$debian13_root" update-ca-certificates >/dev/null 2>&1
+  chroot "$debian13_root" useradd -m -s /bin/bash reader
+  echo "reader ALL=(ALL) NOPASSWD:ALL" >"$debian13_root/etc/sudoers.d/reader"
+  git clone -q "$PWD" "$debian13_root/home/reader/course"
+  mkdir -p "$debian13_root/home/reader/.cache/ccache"
+  chroot "$debian13_root" chown -R reader:reader /home/reader
+  echo "127.0.1.1 $(hostname)" >>"$debian13_root/etc/hosts" # sudo looks the machine's name up
+  # The README's two commands, then the book's check in a browser, as the reader would run them.
+  as_debian13_reader 'echo "Debian $(cat /etc/debian_version)"; cd course &&
+    ./course run && g++ --version | head -1 && ./course test && ./course book --check'
+}
+
+# as_debian13_reader COMMAND: runs COMMAND as the reader in the Debian 13 root, with /proc, /dev and /sys mounted
+# (Chromium reads /sys) and the ccache of earlier CI runs at the reader's ~/.cache/ccache.
+as_debian13_reader() {
   (
     set -e
     trap debian13_unmount EXIT
     mount -t proc proc "$debian13_root/proc"
     mount --rbind /dev "$debian13_root/dev"
-    mount --rbind /sys "$debian13_root/sys" # Chromium reads it
-    # This workplace reaches the package registries through its own certificate authority: the root trusts it as
-    # the machine does (a reader's machine has its own network and needs none of this).
-    cp /etc/resolv.conf "$debian13_root/etc/"
-    cp /usr/local/share/ca-certificates/* "$debian13_root/usr/local/share/ca-certificates/" 2>/dev/null || true
-    [ -f /etc/pip.conf ] && cp /etc/pip.conf "$debian13_root/etc/"
-    chroot "$debian13_root" update-ca-certificates >/dev/null 2>&1
-    chroot "$debian13_root" useradd -m -s /bin/bash reader
-    echo "reader ALL=(ALL) NOPASSWD:ALL" >"$debian13_root/etc/sudoers.d/reader"
-    git clone -q "$PWD" "$debian13_root/home/reader/course"
-    mkdir -p "$debian13_root/home/reader/.cache/ccache"
+    mount --rbind /sys "$debian13_root/sys"
     mount --bind "$CI_CACHE/ccache-debian13" "$debian13_root/home/reader/.cache/ccache"
-    chroot "$debian13_root" chown -R reader:reader /home/reader
-    echo "127.0.1.1 $(hostname)" >>"$debian13_root/etc/hosts" # sudo looks the machine's name up
-    # The book's browser check is not run here yet: on Debian 13 it finds broken anchors that Doxygen 1.9.8 writes
-    # in the two backward.hpp source pages (chapters 10 and 16), and Chromium wants chromium-sandbox for a user.
-    chroot "$debian13_root" su - reader -c 'echo "Debian $(cat /etc/debian_version)"; cd course &&
-      ./course run && g++ --version | head -1 && ./course test'
+    chroot "$debian13_root" su - reader -c "$1"
   )
+}
+
+# Debian 13's Clang (19) on the chapters' core tests, in the root the reader's lane made: a CI reference build,
+# warnings as errors, as the Clang 14 lane is on Debian 12.
+debian13_clang() {
+  [ -d "$debian13_root/home/reader/course" ] || { echo "no Debian 13 root: the reader's lane did not make it"; return 1; }
+  as_debian13_reader 'cd course && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null &&
+    clang++ --version | head -1 && . .ci/platforms.sh && CI=true clang_core_tests'
 }
 
 # --- Clang --------------------------------------------------------------------------------------------------------
