@@ -132,12 +132,13 @@ ch11::BlockMask make_block_mask(const MaskModFn& mask_mod, std::size_t heads, st
 }
 // [make_block_mask]
 
-// [flex_attention_tiles]
-FlashOutput flex_attention_tiles(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t head,
-                                 const ScoreModFn& score_mod, const MaskModFn& mask_mod,
-                                 const ch11::BlockMask& block_mask) {
-  const std::size_t n_q = Q.shape(0), n_kv = K.shape(0), d_k = Q.shape(1), d_v = V.shape(1);
-  const ch11::BlockMask& bm = block_mask;
+namespace {
+
+/// flex_attention_tiles' contract: Q (n_q, d_k), K (n_kv, d_k) and V (n_kv, d_v) finite, a block mask made for
+/// that many pairs and this head, and both modifiers set.
+void require_flex_call(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t head, const ScoreModFn& score_mod,
+                       const MaskModFn& mask_mod, const ch11::BlockMask& bm) {
+  const std::size_t n_q = Q.shape(0), n_kv = K.shape(0), d_k = Q.shape(1);
   require(
       K.shape(1) == d_k && V.shape(0) == n_kv,
       fmt::format("flex_attention_tiles: Q is {}, K is {} and V is {}; Q and K need the same d_k, V one row per key",
@@ -150,6 +151,41 @@ FlashOutput flex_attention_tiles(const Matrix& Q, const Matrix& K, const Matrix&
                       bm.heads, bm.n_q, bm.n_kv, bm.B_r, bm.B_c, head, n_q, n_kv));
   require(static_cast<bool>(score_mod) && static_cast<bool>(mask_mod), "flex_attention_tiles: a modifier is empty");
   require_attention_inputs("flex_attention_tiles", Q, K, V);  // every element finite, no score can overflow
+}
+
+}  // namespace
+
+// [flex_attention_tiles]
+namespace {
+
+/// One tile's own state (m, ℓ, acc) from its masked scores S (rows, cols) and values V_j (cols, d_v): per row the
+/// largest score m, ℓ = Σ e^{s − m} and acc = P·V_j with P = e^{S − m}; a row with no allowed key keeps the empty
+/// state.
+OnlineState tile_state(const Matrix& S, const Matrix& V_j) {
+  const std::size_t rows = S.shape(0), cols = S.shape(1);
+  OnlineState part = empty_state(rows, V_j.shape(1));
+  Matrix P = xt::zeros<float>({rows, cols});  // (rows, cols)
+  for (std::size_t r = 0; r < rows; ++r) {
+    float m = kMinusInf;
+    for (std::size_t c = 0; c < cols; ++c) m = std::max(m, S(r, c));
+    if (m == kMinusInf) continue;  // no key of this tile for this row: the empty state
+    float l = 0.0f;
+    for (std::size_t c = 0; c < cols; ++c) l += P(r, c) = S(r, c) == kMinusInf ? 0.0f : std::exp(S(r, c) - m);
+    part.m(r) = m;
+    part.l(r) = l;
+  }
+  part.acc = matmul(P, V_j);  // (rows, d_v)
+  return part;
+}
+
+}  // namespace
+
+FlashOutput flex_attention_tiles(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t head,
+                                 const ScoreModFn& score_mod, const MaskModFn& mask_mod,
+                                 const ch11::BlockMask& block_mask) {
+  const ch11::BlockMask& bm = block_mask;
+  require_flex_call(Q, K, V, head, score_mod, mask_mod, bm);
+  const std::size_t n_q = Q.shape(0), n_kv = K.shape(0), d_k = Q.shape(1), d_v = V.shape(1);
   const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<std::size_t>(d_k, 1)));
   const std::size_t mask_head = bm.heads == 1 ? 0 : head;
   FlashOutput out{Matrix(Matrix::shape_type{n_q, d_v}, 0.0f), Vector(Vector::shape_type{n_q}, kMinusInf), 0};
@@ -172,20 +208,7 @@ FlashOutput flex_attention_tiles(const Matrix& Q, const Matrix& K, const Matrix&
           S(r, c) = score_mod(S(r, c), head, r0 + r, c0 + c);
           if (tile == ch11::Tile::partial && !mask_mod(head, r0 + r, c0 + c)) S(r, c) = kMinusInf;
         }
-      // This tile's own state (m, ℓ, acc), merged into the block's with chapter 05's merge.
-      OnlineState part = empty_state(rows, d_v);
-      Matrix P = xt::zeros<float>({rows, cols});  // (rows, cols)
-      for (std::size_t r = 0; r < rows; ++r) {
-        float m = kMinusInf;
-        for (std::size_t c = 0; c < cols; ++c) m = std::max(m, S(r, c));
-        if (m == kMinusInf) continue;  // no key of this tile for this row: the empty state
-        float l = 0.0f;
-        for (std::size_t c = 0; c < cols; ++c) l += P(r, c) = S(r, c) == kMinusInf ? 0.0f : std::exp(S(r, c) - m);
-        part.m(r) = m;
-        part.l(r) = l;
-      }
-      part.acc = matmul(P, V_j);  // (rows, d_v)
-      state = merge_states(state, part);
+      state = merge_states(state, tile_state(S, V_j));  // chapter 05's merge
     }
     for (std::size_t r = 0; r < rows; ++r) {
       if (state.l(r) == 0.0f) continue;  // saw no key: zeros and lse = -inf
