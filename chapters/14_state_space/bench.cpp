@@ -215,7 +215,7 @@ BENCHMARK(BM_SelectiveScan)
     ->MinTime(2.0);
 
 // [bench_kernels]
-/// The sequential scan with each kernel this CPU runs (each vector path's, Highway's exponential in all): portable,
+/// The sequential scan with each kernel this CPU runs (each vector path's, chapter 05's exponential in all): portable,
 /// then AVX2+FMA and AVX-512. CPU time, against the triad's.
 void BM_ScanKernel(benchmark::State& state) {
   static const char* const isas[] = {"portable", "AVX2+FMA", "AVX-512"};

@@ -2,7 +2,7 @@
 /// Chapter 14's selective scan over a whole sequence, sequential and on several threads: chapter code the
 /// book presents and benchmarks, not an exercise. Token by token it is the contract's attn::selective_step();
 /// here the same update runs vectorised over the channels (scan_kernels.hpp) on the course's vector layer, with
-/// Highway's vectorised exponential.
+/// chapter 05's vectorised exponential.
 #pragma once
 
 #include <cstddef>
@@ -61,10 +61,10 @@ SelectiveScanOutput selective_scan(const Matrix& x, const Matrix& delta, const M
                                    ScanStats* stats = nullptr);
 
 /// The instruction set selective_scan()'s kernels run: the vector path's name (attn/vector.hpp), "AVX-512",
-/// "AVX2+FMA", "NEON" or "portable", each with Highway's vectorised exponential.
+/// "AVX2+FMA", "NEON" or "portable", each with chapter 05's vectorised exponential.
 const char* scan_kernel_isa();
 
-/// The exponential those kernels call, in words ("Highway's Exp (hwy/contrib/math)").
+/// The exponential those kernels call, in words ("chapter 05's ExpNonpositive").
 const char* scan_kernel_exp();
 
 /// For tests and comparisons: run the kernels of \p isa ("AVX-512", "AVX2+FMA", "NEON", "portable"), or those of

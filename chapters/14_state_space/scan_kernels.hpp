@@ -2,7 +2,7 @@
 /// The inner loops of chapter 14's selective scan, which scan.cpp runs on its threads: the scan of a slice of
 /// channels over a range of tokens, and the time-parallel scan's fix-up. Written once (scan_kernels.inl) and
 /// compiled by the course's vector layer (attn/vector.hpp, scan_kernels.cpp) for each instruction set, with
-/// Highway's vectorised exponential; scan.cpp runs those of the vector path in use.
+/// chapter 05's vectorised exponential; scan.cpp runs those of the vector path in use.
 /// Chapter code, not an exercise.
 #pragma once
 
