@@ -172,8 +172,8 @@ std::string arm_cpu_name(const std::string& implementer, const std::string& part
   unsigned long who = 0, core = 0;
   if (!number(implementer, who)) return "";
   const auto designer = designers.find(who);
-  const std::string name = designer != designers.end() ? designer->second : fmt::format("arm64 ({})", implementer);
-  if (!number(part, core)) return name;
+  std::string name = designer != designers.end() ? designer->second : fmt::format("arm64 ({})", implementer);
+  if (!number(part, core)) return name;  // not const: returned by move
   const auto known = who == 0x41 ? arm_cores.find(core) : arm_cores.end();
   return known != arm_cores.end() ? fmt::format("{} {}", name, known->second) : fmt::format("{} part {}", name, part);
 }
@@ -221,6 +221,7 @@ std::string restart_with(const std::string& kernel) {
   const std::vector<std::string> words = own_command_line();
   if (words.empty()) return "restarting failed: /proc/self/cmdline is unreadable";
   std::vector<char*> argv;  // execv wants char* const[] ending in nullptr; words outlives the call
+  argv.reserve(words.size() + 1);
   for (const std::string& w : words) argv.push_back(const_cast<char*>(w.c_str()));
   argv.push_back(nullptr);
   setenv(kCoreType, kernel.c_str(), 1);
