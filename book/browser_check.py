@@ -59,8 +59,9 @@ SCREENSHOT_PAGES = re.compile(r"^(index|notation|ch\d\d_[a-z0-9_]+)\.html$")
 # sitting: at most this tall at the check's window width, in CSS pixels. Measurements have pages of their own.
 LESSON_PAGES = re.compile(r"^ch\d\d_[a-z0-9_]+(?<!_solutions)(?<!_output)\.html$")
 LESSON_MAX_HEIGHT = 11000
-# The limit a reader on any machine must see met (DESIGN.md); LESSON_MAX_HEIGHT keeps the margin that other fonts'
-# metrics take up (a page measured at 11,917 px here was 12,207 px on a second machine with the same packages).
+# The limit a reader on any machine must see met (a lesson is read in one sitting: under 12,000 px tall at 1280 px
+# wide); LESSON_MAX_HEIGHT keeps the margin that other fonts' metrics take up (a page measured at 11,917 px here was
+# 12,207 px on a second machine with the same packages).
 LESSON_LIMIT_ANY_MACHINE = 12000
 
 # Elements whose rendering fonts are sampled on every page (CSS.getPlatformFontsForNode), and what the report

@@ -101,7 +101,8 @@ function(attn_add_chapter NN name)
   endforeach()
 
   # --- the executable: main.cpp compiled once, linked against each track ---
-  # A chapter's benchmarks live beside its story in bench.cpp, when it has one (DESIGN.md: story and measurement).
+  # A chapter's benchmarks live beside its story in bench.cpp, when it has one (the README's layout: main.cpp the
+  # story, bench.cpp its benchmarks).
   set(main_sources ${root}/chapters/${stem}/main.cpp)
   if(EXISTS ${root}/chapters/${stem}/bench.cpp)
     list(APPEND main_sources ${root}/chapters/${stem}/bench.cpp)
