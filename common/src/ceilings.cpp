@@ -12,12 +12,6 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#elif defined(__aarch64__)
-#include <arm_neon.h>
-#endif
-
 #include "attn/cblas.hpp"
 #include "attn/errors.hpp"
 #include "attn/measure.hpp"
@@ -27,80 +21,10 @@
 namespace attn {
 namespace {
 
-// [fma_peak]
-// kChains independent accumulators: an FMA's result is ready after ~4 cycles and a core starts up to two
-// per cycle, so at least 8 chains must be in flight to keep both units busy; 12 leave margin and still fit
-// in the 16 vector registers of AVX2. acc ← acc·a + b with a + b = 1 stays near 1: no overflow, no
-// denormals (which would slow the loop down).
-constexpr int kChains = 12;
-constexpr long kIterations = 20'000'000;
+constexpr long kIterations = 20'000'000;  // multiply-adds per chain (attn::fma_loop, common/src/fma_loop.cpp)
 
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f"))) float fma_loop_avx512(long iterations) {
-  __m512 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + 0.01f * static_cast<float>(c));
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
-  for (long i = 0; i < iterations; ++i) {
-#pragma GCC unroll 12
-    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
-  }
-  alignas(64) float lanes[16];
-  float sum = 0.0f;
-  for (int c = 0; c < kChains; ++c) {
-    _mm512_store_ps(lanes, acc[c]);
-    for (float v : lanes) sum += v;
-  }
-  return sum;  // used by the caller, so the loop cannot be dropped
-}
-
-__attribute__((target("avx2,fma"))) float fma_loop_avx2(long iterations) {
-  __m256 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(1.0f + 0.01f * static_cast<float>(c));
-  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.001f);
-  for (long i = 0; i < iterations; ++i) {
-#pragma GCC unroll 12
-    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
-  }
-  alignas(32) float lanes[8];
-  float sum = 0.0f;
-  for (int c = 0; c < kChains; ++c) {
-    _mm256_store_ps(lanes, acc[c]);
-    for (float v : lanes) sum += v;
-  }
-  return sum;
-}
-#endif
-
-#if defined(__aarch64__)
-// NEON is part of every arm64 CPU. Its 128-bit FMAs reach the core's peak on the SVE machines readers meet too
-// (Neoverse V1 and V2, Graviton 3 and 4: as many 128-bit pipes as their SVE width needs); the 32 vector registers
-// hold the 12 chains with room to spare.
-float fma_loop_neon(long iterations) {
-  float32x4_t acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = vdupq_n_f32(1.0f + 0.01f * static_cast<float>(c));
-  const float32x4_t a = vdupq_n_f32(0.999f), b = vdupq_n_f32(0.001f);
-  for (long i = 0; i < iterations; ++i) {
-#pragma GCC unroll 12
-    for (int c = 0; c < kChains; ++c) acc[c] = vfmaq_f32(b, acc[c], a);  // b + acc·a with one rounding
-  }
-  float sum = 0.0f;
-  for (int c = 0; c < kChains; ++c) sum += vaddvq_f32(acc[c]);
-  return sum;
-}
-#endif
-
-float fma_loop_scalar(long iterations) {
-  float acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = 1.0f + 0.01f * static_cast<float>(c);
-  for (long i = 0; i < iterations; ++i)
-    for (float& x : acc) x = x * 0.999f + 0.001f;
-  float sum = 0.0f;
-  for (float x : acc) sum += x;
-  return sum;
-}
-
-/// The loop of the vector path the course's kernels run (attn::vector_path(), so ATTN_VECTOR_ISA moves the peak
-/// with them), its name and the float lanes of one FMA.
+/// The FMA loop of the vector path the course's kernels run (attn::vector_path(), so ATTN_VECTOR_ISA moves the
+/// peak with them), its name and the float lanes of one FMA.
 struct FmaLoop {
   float (*run)(long);
   const char* isa;
@@ -108,18 +32,8 @@ struct FmaLoop {
 };
 
 FmaLoop fma_loop_of_vector_path() {
-  switch (vector_path()) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    case VectorPath::avx512: return {fma_loop_avx512, "AVX-512", 16};
-    case VectorPath::avx2: return {fma_loop_avx2, "AVX2+FMA", 8};
-#elif defined(__aarch64__)
-    case VectorPath::neon: return {fma_loop_neon, "NEON", 4};
-#endif
-    default: break;
-  }
-  return {fma_loop_scalar, "portable", 1};
+  return {fma_loop, vector_path_name(vector_path()), static_cast<int>(vector_lanes())};
 }
-// [fma_peak]
 
 }  // namespace
 
@@ -137,7 +51,7 @@ double fma_peak_gflops(int threads, std::string* isa, int repeats) {
       },
       repeats);
   benchmark::DoNotOptimize(sink.load());
-  const double flops = 2.0 * kChains * loop.lanes * static_cast<double>(kIterations) * threads;
+  const double flops = 2.0 * kFmaChains * loop.lanes * static_cast<double>(kIterations) * threads;
   return flops / seconds / 1e9;
 }
 
@@ -168,7 +82,7 @@ const Ceilings& ceilings(int threads) {
     const std::clock_t cpu_start = std::clock();
     benchmark::DoNotOptimize(loop.run(kIterations));
     const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
-    c.fma_peak_per_core = 2.0 * kChains * loop.lanes * static_cast<double>(kIterations) / cpu / 1e9;
+    c.fma_peak_per_core = 2.0 * kFmaChains * loop.lanes * static_cast<double>(kIterations) / cpu / 1e9;
   } else {
     c.fma_peak_per_core = ceilings(1).fma_peak_per_core;  // one core's peak, whatever the thread count
   }

@@ -106,6 +106,11 @@ inline VectorPath vector_path() {
 /// AVX-512, 8 on AVX2+FMA, 4 on NEON, 1 or 4 on the portable path (Highway's SCALAR or EMU128).
 std::size_t vector_lanes();
 
+/// The FMA peak's loop on the path in use (fma_loop.cpp): kFmaChains chains of \p iterations multiply-adds each,
+/// on vector_lanes() floats. What attn::fma_peak_gflops() times.
+constexpr int kFmaChains = 12;
+float fma_loop(long iterations);
+
 /// vector_path_name(vector_path()), and when ATTN_VECTOR_ISA forced a path narrower than the CPU's widest, that
 /// too: "AVX2+FMA (ATTN_VECTOR_ISA)". What the course's machine lines print (attn::machine_line()).
 std::string vector_path_description();
