@@ -698,7 +698,7 @@ TEST_SUITE("05_flash_cpu: chapter code") {
     const double u = std::ldexp(1.0, -24);
     attn::Rng rng(61);
     int tried = 0;
-    for (const std::string isa : {"AVX-512", "AVX2+FMA", "none"}) {  // "none": OpenBLAS does the products
+    for (const std::string isa : {"AVX-512", "AVX2+FMA", "NEON", "none"}) {  // "none": OpenBLAS does the products
       if (!attn::ch05::use_tile_kernels(isa)) continue;              // this CPU cannot run it
       tried += isa != "none";
       CAPTURE(isa);
@@ -804,11 +804,11 @@ TEST_SUITE("05_flash_cpu: chapter code") {
       V(0, 0, 0) = inf;
       K(1, 4095, 7) = nan;  // K's last element, and a later one than V's culprit: K is named first
       K(1, 4095, 6) = -inf;
-      CHECK_THROWS_NAMING(attn::ch05::flash_attention_fast(Q, K, V, false, {128, 512, threads}), std::invalid_argument,
-                          "K[65534] is -inf");
+      CHECK_THROWS_NAMING(attn::ch05::flash_attention_fast(Q, K, V, false, attn::ch05::default_tiles_on(threads)),
+                          std::invalid_argument, "K[65534] is -inf");
       Q(0, 2048, 0) = nan;  // the middle of Q
-      CHECK_THROWS_NAMING(attn::ch05::flash_attention_fast(Q, K, V, true, {128, 512, threads}), std::invalid_argument,
-                          "Q[16384] is nan");
+      CHECK_THROWS_NAMING(attn::ch05::flash_attention_fast(Q, K, V, true, attn::ch05::default_tiles_on(threads)),
+                          std::invalid_argument, "Q[16384] is nan");
     }
   }
 }

@@ -20,6 +20,14 @@ struct FastConfig {
                           ///< single-threaded inside them, so 2 threads = 2 cores
 };
 
+/// The default block sizes (FastConfig's B_r and B_c, written only there) on \p threads threads: what other
+/// chapters run the fast kernel with, e.g. one thread per rank in chapter 13.
+inline FastConfig default_tiles_on(int threads) {
+  FastConfig config;
+  config.threads = threads;
+  return config;
+}
+
 /// Every head's output: O (h, n_q, d_v) and the log-sum-exp (h, n_q).
 struct FlashHeadsOutput {
   Tensor3 O;

@@ -65,7 +65,7 @@ inline constexpr std::size_t kMaxRanksInOneProcess = 1024;
 /// \throws std::invalid_argument when P is 0, above n (a rank would own nothing) or above kMaxRanksInOneProcess,
 ///         or naming the shapes when K or V does not have Q's n rows (and as ring_attention_rank() does).
 inline RingRun ring_in_one_process(const Matrix& Q, const Matrix& K, const Matrix& V, std::size_t P, Split split,
-                                   bool causal, const Tiles& tiles = {}) {
+                                   bool causal, const Tiles& tiles = ch05::default_tiles_on(1)) {
   const std::size_t n = Q.shape(0);
   require(P > 0 && P <= std::max<std::size_t>(n, 1) && P <= kMaxRanksInOneProcess,
           fmt::format("ring_in_one_process: P = {} ranks for n = {} positions; need 1 ≤ P ≤ n and P ≤ {} (one process "

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "05_flash_cpu/flash_cpu.hpp"
+#include "05_flash_cpu/flash_fast.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn::ch13 {
@@ -61,12 +62,9 @@ struct KVBlock {
   Matrix V;  ///< (rows, d_v)
 };
 
-/// Block sizes for chapter 05's fast kernel inside each step.
-struct Tiles {
-  std::size_t B_r = 128;  ///< query rows per tile
-  std::size_t B_c = 512;  ///< keys per tile
-  int threads = 1;        ///< threads of the fast kernel within one rank
-};
+/// Block sizes and threads for chapter 05's fast kernel inside each step: its own configuration (B_r query rows
+/// and B_c keys per tile, threads within one rank). The default is ch05::default_tiles_on(1): one thread per rank.
+using Tiles = ch05::FastConfig;
 
 /// The transport of one rank: it sends to rank + 1 and receives from rank - 1 (mod P).
 /// start() begins both transfers and returns at once, so the rank computes while the bytes move;
@@ -141,7 +139,8 @@ void fold_block(FlashOutput& running, const Matrix& Q, const Chunks& q_chunks, c
 /// \return O (rows, d_v) and lse (rows) of this rank's queries.
 /// \throws std::invalid_argument naming the shapes when Q or own do not have the rank's rows.
 FlashOutput ring_attention_rank(std::size_t rank, std::size_t P, std::size_t n, Split split, const Matrix& Q,
-                                const KVBlock& own, bool causal, RingLink& link, const Tiles& tiles = {});
+                                const KVBlock& own, bool causal, RingLink& link,
+                                const Tiles& tiles = ch05::default_tiles_on(1));
 
 // --- given: the split and the bookkeeping around it (chapters/13_ring/layout.cpp) ----------------------
 

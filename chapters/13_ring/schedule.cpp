@@ -131,8 +131,8 @@ UlyssesRankRun ulysses_rank(const World& w, const HeadInputs& in, std::size_t n,
   require_heads_for_ulysses(h, w.P);
   std::size_t floats = 0;
   const Tensor3 Q = tokens_to_heads(w, in.Q, n, floats), K = tokens_to_heads(w, in.K, n, floats),
-                V = tokens_to_heads(w, in.V, n, floats);                                 // (g, n, d) each
-  const Tensor3 O_heads = ch05::flash_attention_fast(Q, K, V, causal, {128, 512, 1}).O;  // (g, n, d_v)
+                V = tokens_to_heads(w, in.V, n, floats);                                             // (g, n, d) each
+  const Tensor3 O_heads = ch05::flash_attention_fast(Q, K, V, causal, ch05::default_tiles_on(1)).O;  // (g, n, d_v)
   UlyssesRankRun run{heads_to_tokens(w, O_heads, h, floats), 0};
   run.bytes_sent = floats * sizeof(float);
   return run;
@@ -251,7 +251,7 @@ std::vector<CheckLine> check_ulysses(const World& w) {
 RingTimes time_ring(const World& w, std::size_t n, std::size_t d, bool causal, int repeats, bool memory) {
   RingTimes t;
   if (!memory) {  // single-process flash on as many threads as there are ranks, the others asleep
-    const ch05::FastConfig config{128, 512, w.P};
+    const ch05::FastConfig config = ch05::default_tiles_on(w.P);
     const Chunks all{{0, n}};
     Matrix Q, K, V;  // (n, d) each, on rank 0 only
     if (w.rank == 0) Q = make_rows(all, d, 13, 0), K = make_rows(all, d, 13, 1), V = make_rows(all, d, 13, 2);
@@ -262,7 +262,7 @@ RingTimes time_ring(const World& w, std::size_t n, std::size_t d, bool causal, i
     const RankInputs in = rank_inputs(my_chunks(w, n, split), n, d, 13);
     std::vector<double> walls, cpus, polls, waits, busy;
     for (int k = 0; k < repeats + (memory ? 0 : 1); ++k) {  // an extra first run warms caches and connections
-      const RankRun run = run_rank(w, in, split, causal, {128, 512, 1});
+      const RankRun run = run_rank(w, in, split, causal, ch05::default_tiles_on(1));
       const double wall = max_over_ranks(run.time.wall);  // the ring ends with its slowest rank
       const double cpu = sum_over_ranks(run.time.cpu), poll = sum_over_ranks(run.waited.cpu);
       if (k == 0 && !memory) continue;
@@ -292,9 +292,8 @@ UlyssesTimes time_ulysses_beside_ring(const World& w, std::size_t n, std::size_t
   const Chunks all{{0, n}};
   Tensor3 Q, K, V;  // (h, n, d) each, on rank 0 only
   if (w.rank == 0) Q = make_heads(all, h, d, 13, 0), K = make_heads(all, h, d, 13, 1), V = make_heads(all, h, d, 13, 2);
-  t.single = time_alone_on_root(w, repeats, [&] {
-    (void)ch05::flash_attention_fast(Q, K, V, causal, {128, 512, w.P});
-  });
+  t.single = time_alone_on_root(
+      w, repeats, [&] { (void)ch05::flash_attention_fast(Q, K, V, causal, ch05::default_tiles_on(w.P)); });
 
   // The ring on h heads: one ring per head (zigzag), each head's rows made as Ulysses' are.
   const Chunks zig = rank_chunks(rank, P, n, Split::zigzag);
@@ -307,7 +306,7 @@ UlyssesTimes time_ulysses_beside_ring(const World& w, std::size_t n, std::size_t
     CallSeconds mine;
     t.ring_bytes = 0;
     for (const RankInputs& in : heads) {
-      const RankRun run = run_rank(w, in, Split::zigzag, causal, {128, 512, 1});
+      const RankRun run = run_rank(w, in, Split::zigzag, causal, ch05::default_tiles_on(1));
       mine.wall += run.time.wall;
       mine.cpu += run.time.cpu;
       t.ring_bytes += run.bytes_sent;

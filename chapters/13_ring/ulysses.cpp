@@ -44,7 +44,7 @@ UlyssesRun ulysses_in_one_process(const Tensor3& Q, const Tensor3& K, const Tens
       if (r != s) run.bytes_sent[r] += g * c.size() * (2 * d_k + d_v) * sizeof(float);  // what r sent to s
     }
     // Ordinary attention over the whole sequence, head by head: no ring, no merge.
-    O_by_heads.push_back(ch05::flash_attention_fast(Q_s, K_s, V_s, causal, {128, 512, 1}).O);
+    O_by_heads.push_back(ch05::flash_attention_fast(Q_s, K_s, V_s, causal, ch05::default_tiles_on(1)).O);
   }
   // The second all-to-all: rank s returns to rank r the rows of r's tokens for its heads.
   for (std::size_t s = 0; s < P; ++s)

@@ -115,7 +115,6 @@ void fold_block(FlashOutput& running, const Matrix& Q, const Chunks& q_chunks, c
                 fmt::format("fold_block: query chunk [{}, {}) and key chunk [{}, {}) overlap without ending together",
                             qc.begin, qc.end, kc.begin, kc.end));
       }
-  const ch05::FastConfig config{tiles.B_r, tiles.B_c, tiles.threads};
   std::size_t q_row = 0;
   for (const Chunk& qc : q_chunks) {
     std::size_t k_row = 0;
@@ -130,7 +129,7 @@ void fold_block(FlashOutput& running, const Matrix& Q, const Chunks& q_chunks, c
         const Matrix K_c = xt::view(block.K, xt::range(k_row, k_row + kc.size()), xt::all());  // (|kc|, d_k)
         const Matrix V_c = xt::view(block.V, xt::range(k_row, k_row + kc.size()), xt::all());  // (|kc|, d_v)
         const FlashOutput part =
-            ch05::flash_attention_fast(Q_c, K_c, V_c, cb.visibility == Visibility::diagonal, config);  // (|qc|, d_v)
+            ch05::flash_attention_fast(Q_c, K_c, V_c, cb.visibility == Visibility::diagonal, tiles);  // (|qc|, d_v)
         merge_partial(running, q_row, part);
       }
       k_row += kc.size();
