@@ -20,12 +20,15 @@
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "16_real_model/backward.hpp"
+#include "16_real_model/fast_kernels.hpp"
 #include "16_real_model/fast_minilm.hpp"
 #include "16_real_model/layers.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/safetensors.hpp"
 #include "16_real_model/tokenizer.hpp"
 #include "attn/rng.hpp"
+#include "attn/vector.hpp"
+#include "oracle/oracle.hpp"
 #include "support/hostile.hpp"
 #include "support/throws.hpp"
 
@@ -997,5 +1000,97 @@ TEST_SUITE("16_real_model: hostile battery") {
         .non_finite_passes("the baseline is not checked by contract: a NaN there is a NaN path (X0 is checked)")
         .exempt("X0 with", "X0 − baseline along the path: checked at each point by embedding_projection_gradient")
         .run();
+  }
+}
+
+// The fast forward's kernels on the path in use (attn::vector_path()): ctest runs this program again with the other
+// paths this machine has forced (ATTN_VECTOR_ISA, chapters/16_real_model/CMakeLists.txt).
+TEST_SUITE("16_real_model: the fast forward's kernels on the path in use") {
+  TEST_CASE("the packed product equals x·Wᵀ + b in float64, for every row block and a last single panel") {
+    MESSAGE("the vector path in use: ", attn::vector_path_description());
+    if (!ch16::detail::has_packed_gemm()) {
+      CHECK_THROWS_NAMING(ch16::detail::packed_gemm(nullptr, 1, 1, nullptr, 16, nullptr, nullptr), std::logic_error,
+                          "packed_gemm", attn::vector_path_name(attn::vector_path()));
+      return;  // the fast forward keeps its weights transposed for OpenBLAS on this path
+    }
+    attn::Rng rng(1661);
+    for (const std::size_t out : {16, 48, 64})  // 48: AVX-512's pair of panels and one panel alone
+      for (const std::size_t in : {1, 37})
+        for (const std::size_t n : {1, 2, 5, 6, 7, 11, 12, 13, 25}) {  // blocks of 6 (AVX2, NEON) and 12 (AVX-512)
+          INFO("n = ", n, ", in = ", in, ", out = ", out);
+          const Matrix W = rng.normal(out, in), X = rng.normal(n, in), b = rng.normal(1, out);
+          // The documented layout, written here from its definition: output o is lane o % 16 of panel o / 16.
+          std::vector<float> panels(out * in);
+          for (std::size_t o = 0; o < out; ++o)
+            for (std::size_t k = 0; k < in; ++k) panels[(o / 16) * in * 16 + k * 16 + o % 16] = W(o, k);
+          Matrix Y = Matrix::from_shape({n, out});
+          ch16::detail::packed_gemm(X.data(), n, in, panels.data(), out, b.data(), Y.data());
+          double worst = 0.0;  // |error| / its bound
+          for (std::size_t t = 0; t < n; ++t)
+            for (std::size_t o = 0; o < out; ++o) {
+              double want = b(0, o), size = std::fabs(b(0, o));
+              for (std::size_t k = 0; k < in; ++k) {
+                want += double(X(t, k)) * W(o, k);
+                size += std::fabs(double(X(t, k)) * W(o, k));
+              }
+              // A sum of in + 1 float terms in any order, each step rounded once: |error| ≤ (in + 1)·2⁻²⁴·Σ|terms|.
+              worst = std::max(worst, std::fabs(Y(t, o) - want) / (double(in + 1) * 0x1p-24 * size + 1e-30));
+            }
+          CHECK(worst <= 1.0);
+        }
+  }
+
+  TEST_CASE("the vector GELU equals x·½·(1 + erf(x/√2)) in float64, within its erf formula's 1.5e-7") {
+    std::vector<float> x;
+    for (int i = -400; i <= 400; ++i) x.push_back(static_cast<float>(i) / 40.0f);  // −10 … 10 by 1/40
+    for (const float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 30.0f, -30.0f}) x.push_back(v);
+    for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{17}, x.size()}) {  // partial vectors
+      INFO("n = ", n);
+      std::vector<float> y(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
+      ch16::detail::gelu_vector(y.data(), n);
+      double worst = 0.0;  // |error| / its bound
+      for (std::size_t i = 0; i < n; ++i) {
+        const double v = x[i], want = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+        // erf to 1.5e-7 by the formula, and a few float roundings of terms ≤ 1 (2.5e-7 in all); times ½|x|, and the
+        // last products' rounding of the result.
+        worst =
+            std::max(worst, std::fabs(y[i] - want) / (0.5 * std::fabs(v) * 4e-7 + 0x1p-22 * std::fabs(want) + 1e-38));
+      }
+      CHECK(worst <= 1.0);
+    }
+  }
+
+  TEST_CASE("the vector attention head equals the float64 oracle's softmax(QKᵀ/√d_k)V, padding keys masked") {
+    REQUIRE(ch16::detail::attention_vector_fits(16));  // every path's vectors hold 16 floats or a divisor of 16
+    REQUIRE(ch16::detail::attention_vector_fits(32));
+    attn::Rng rng(1662);
+    for (const std::size_t d_k : {16, 32})
+      for (const std::size_t n : {1, 3, 16, 17, 40}) {
+        INFO("n = ", n, ", d_k = ", d_k);
+        const std::size_t heads = 2, d = heads * d_k, n16 = (n + 15) / 16 * 16;
+        const Matrix qkv = rng.normal(n, 3 * d);  // Q | K | V
+        Matrix out = Matrix::from_shape({n, d});
+        std::vector<float> keys_t(d_k * n16, kNaN), scores(n16, kNaN);  // scratch: NaN, to show any read unwritten
+        for (std::size_t h = 0; h < heads; ++h)
+          ch16::detail::attend_head_vector(qkv.data(), n, d, d_k, h, out.data(), keys_t.data(), scores.data());
+        for (std::size_t h = 0; h < heads; ++h) {
+          attn::oracle::Mat Q(n, d_k), K(n, d_k), V(n, d_k);
+          for (std::size_t t = 0; t < n; ++t)
+            for (std::size_t c = 0; c < d_k; ++c) {
+              Q(t, c) = qkv(t, h * d_k + c);
+              K(t, c) = qkv(t, d + h * d_k + c);
+              V(t, c) = qkv(t, 2 * d + h * d_k + c);
+            }
+          const attn::oracle::Mat want = attn::oracle::attention(Q, K, V);
+          double worst = 0.0;
+          for (std::size_t t = 0; t < n; ++t)
+            for (std::size_t c = 0; c < d_k; ++c) worst = std::max(worst, std::fabs(out(t, h * d_k + c) - want(t, c)));
+          // A score sums d_k products of normal entries (Σ|q_c·k_c| ≈ 0.64·d_k), rounded d_k times: off by about
+          // √d_k·2⁻²⁴·0.64·d_k ≈ 7e-6 at d_k = 32 (4e-5 if every rounding went one way), 1.2e-6 after the 1/√d_k.
+          // The weights move by that relatively, the output (a weighted mean of values of size ≤ 5) by ≲ 6e-6,
+          // plus its own sum's rounding. Measured: 4.7e-7 at the worst.
+          CHECK(worst < 1e-5);
+        }
+      }
   }
 }

@@ -9,31 +9,14 @@
 
 #include <fmt/format.h>
 
+#include "16_real_model/fast_kernels.hpp"
 #include "16_real_model/layers.hpp"
 #include "attn/cblas.hpp"
 #include "attn/checks.hpp"
 
-#if ATTN_HAVE_SLEEF
-namespace attn::ch16 {
-void gelu_in_place_avx512_fast(float* y, std::size_t n);  // gelu_avx512.cpp
-void packed_gemm_avx512(const float* X, std::size_t n, std::size_t in, const float* panels, std::size_t out,
-                        const float* bias, float* Y);  // packed_gemm_avx512.cpp
-void attend_head_avx512(const float* qkv, std::size_t n, std::size_t d, std::size_t d_k, std::size_t head, float* out,
-                        float* keys_t, float* scores);  // attention_avx512.cpp
-}  // namespace attn::ch16
-#endif
-
 namespace attn::ch16 {
 
 namespace {
-
-bool cpu_has_avx512() {
-#if ATTN_HAVE_SLEEF
-  return __builtin_cpu_supports("avx512f");
-#else
-  return false;
-#endif
-}
 
 // The step clock: each lap() adds the time since the last lap to one step. Reads no clock without a profile.
 class StepClock {
@@ -82,13 +65,8 @@ void add_layer_norm(float* X, const float* A, std::size_t n, std::size_t d, cons
   }
 }
 
-void gelu_in_place(float* y, std::size_t n) {
-#if ATTN_HAVE_SLEEF
-  // PyTorch's own erf formula, not SLEEF's erf: the same GELU as the reference, at a third of the cost.
-  if (cpu_has_avx512()) return gelu_in_place_avx512_fast(y, n);
-#endif
-  for (std::size_t i = 0; i < n; ++i) y[i] = 0.5f * y[i] * (1.0f + std::erf(y[i] * 0.70710678118654752f));  // x/√2
-}
+// PyTorch's own erf formula, not SLEEF's erf: the same GELU as the reference, at a third of the cost.
+void gelu_in_place(float* y, std::size_t n) { detail::gelu_vector(y, n); }
 
 // One head of one sentence, exact softmax attention, read from the fused Q|K|V rows and written into its d_k
 // columns of the merged output. qkv (n, 3d) with Q, K, V side by side; out (n, d). keys_t, scores: scratch.
@@ -96,11 +74,8 @@ void gelu_in_place(float* y, std::size_t n) {
 // over the keys (a dot product over d_k would not be, without reordering float sums).
 void attend_head(const float* qkv, std::size_t n, std::size_t d, std::size_t d_k, std::size_t head, float* out,
                  float* keys_t, float* scores) {
-#if ATTN_HAVE_SLEEF
-  // Sixteen keys at a time where the CPU has AVX-512 and a head is 1 to 4 vectors wide (all-MiniLM's d_k = 32).
-  if (cpu_has_avx512() && d_k % 16 == 0 && d_k <= 64)
-    return attend_head_avx512(qkv, n, d, d_k, head, out, keys_t, scores);
-#endif
+  // A vector of keys at a time (16, 8 or 4) where a head is whole vectors wide (all-MiniLM's d_k = 32).
+  if (detail::attention_vector_fits(d_k)) return detail::attend_head_vector(qkv, n, d, d_k, head, out, keys_t, scores);
   const std::size_t row = 3 * d, q0 = head * d_k, k0 = d + head * d_k, v0 = 2 * d + head * d_k;
   for (std::size_t j = 0; j < n; ++j)
     for (std::size_t c = 0; c < d_k; ++c) keys_t[c * n + j] = qkv[j * row + k0 + c];
@@ -156,7 +131,7 @@ PackedLinear pack_linear(const char* name, const Matrix& W, const Vector& b) {
   PackedLinear L;
   L.in = in;
   L.out = out;
-  L.panels = cpu_has_avx512() && out % 16 == 0;
+  L.panels = has_packed_gemm() && out % 16 == 0;
   L.bias.assign(b.begin(), b.end());
   L.weights.resize(in * out);
   for (std::size_t o = 0; o < out; ++o)
@@ -168,9 +143,7 @@ PackedLinear pack_linear(const char* name, const Matrix& W, const Vector& b) {
 
 void apply_linear(const PackedLinear& L, const float* X, std::size_t n, float* Y) {
   if (n == 0) return;
-#if ATTN_HAVE_SLEEF
-  if (L.panels) return packed_gemm_avx512(X, n, L.in, L.weights.data(), L.out, L.bias.data(), Y);
-#endif
+  if (L.panels) return packed_gemm(X, n, L.in, L.weights.data(), L.out, L.bias.data(), Y);
   // The bias first, then the product added to it (β = 1): no second pass over Y.
   for (std::size_t t = 0; t < n; ++t) std::copy(L.bias.begin(), L.bias.end(), Y + t * L.out);
   const auto i = [](std::size_t v) { return static_cast<int>(v); };
@@ -243,13 +216,13 @@ std::vector<Vector> FastMiniLM::embed_sentences(const std::vector<std::string>& 
       m = std::max(m, scratch.starts[s + 1] - scratch.starts[s]);
     return m;
   }();
-  float* x = at_least(scratch.x, T * d);                   // (T, d) the layers' input and output
-  float* qkv = at_least(scratch.qkv, T * 3 * d);           // (T, 3d) Q | K | V
-  float* merged = at_least(scratch.merged, T * d);         // (T, d) every head's output in its d_k columns
-  float* projected = at_least(scratch.projected, T * d);   // (T, d) a product's output before its residual
-  float* ff = at_least(scratch.ff, T * d_ff);              // (T, d_ff) the feed-forward's inside
-  const std::size_t longest16 = (longest + 15) / 16 * 16;  // rounded up to whole vectors of 16 (attention_avx512.cpp)
-  float* scores = at_least(scratch.scores, longest16);     // (n) one row of scores
+  float* x = at_least(scratch.x, T * d);                      // (T, d) the layers' input and output
+  float* qkv = at_least(scratch.qkv, T * 3 * d);              // (T, 3d) Q | K | V
+  float* merged = at_least(scratch.merged, T * d);            // (T, d) every head's output in its d_k columns
+  float* projected = at_least(scratch.projected, T * d);      // (T, d) a product's output before its residual
+  float* ff = at_least(scratch.ff, T * d_ff);                 // (T, d_ff) the feed-forward's inside
+  const std::size_t longest16 = (longest + 15) / 16 * 16;     // rounded up to whole vectors of 16 (vector_kernels.cpp)
+  float* scores = at_least(scratch.scores, longest16);        // (n) one row of scores
   float* keys_t = at_least(scratch.keys_t, d_k * longest16);  // (d_k, n) one head's keys, transposed
   clock.lap(ForwardStep::buffers);
   // Embeddings: word + position (counted from 0 in each sentence) + token type 0, then LayerNorm, row by row.

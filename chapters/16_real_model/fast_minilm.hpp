@@ -13,7 +13,8 @@
 ///     allocation per step (ONNX Runtime's arena allocator).
 ///   - Residual + LayerNorm fused in place (ONNX Runtime's SkipLayerNorm), GELU in place on the product's buffer
 ///     (its BiasGelu) with PyTorch's own vectorised erf formula, attention per head straight from the fused Q|K|V
-///     buffer (its Attention op), sixteen keys at a time where the CPU has AVX-512.
+///     buffer (its Attention op), a vector of keys at a time (fast_kernels.hpp: on the path of the course's vector
+///     layer, attn/vector.hpp, which ATTN_VECTOR_ISA can force).
 ///   - Nothing started on other threads: a caller that has two cores runs two sentences at once.
 /// embed_sentences() also times its steps (ForwardProfile): the breakdown on the measurements page.
 #pragma once
@@ -57,8 +58,9 @@ struct ForwardProfile {
 namespace detail {
 
 /// One Linear, x·Wᵀ + b, with W laid out for the product: in panels of 16 output columns ((out/16, in, 16), each
-/// panel's 16 weights of one input contiguous) where the CPU has AVX-512 and out is a multiple of 16, else
-/// transposed, (in, out), for OpenBLAS's sgemm without a transpose.
+/// panel's 16 weights of one input contiguous) where the path in use has the packed product (AVX-512, AVX2+FMA,
+/// NEON, SVE: detail::has_packed_gemm()) and out is a multiple of 16, else transposed, (in, out), for OpenBLAS's
+/// sgemm without a transpose.
 struct PackedLinear {
   std::size_t in = 0, out = 0;
   bool panels = false;         ///< which of the two layouts \p weights holds

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "attn/checks.hpp"
+#include "attn/vector.hpp"
 
 #if ATTN_HAVE_SLEEF
 namespace attn::ch16 {
@@ -91,9 +92,9 @@ Matrix gelu(const Matrix& X) {
   float* y = Y.data();
   std::size_t i = 0;
 #if ATTN_HAVE_SLEEF
-  // SLEEF's erf sixteen at a time where the CPU has AVX-512: on a batch, libm's one-at-a-time erf took an eighth
+  // SLEEF's erf sixteen at a time on the AVX-512 path: on a batch, libm's one-at-a-time erf took an eighth
   // of the whole forward.
-  if (__builtin_cpu_supports("avx512f")) {
+  if (vector_path() == VectorPath::avx512) {
     gelu_in_place_avx512(y, Y.size());
     return Y;
   }
