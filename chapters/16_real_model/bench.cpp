@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,35 @@ BENCHMARK(BM_embed_fast)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 // [bench]
+
+/// One sentence's latency with the fast forward: the chapter's sentences one at a time on one thread (the forward
+/// starts no other), each timed alone with steady_clock; counters: the median and the 90th percentile over every
+/// sentence of every iteration, in milliseconds. `./course bench 16 --vs-torch` sets it beside the other engines'.
+void BM_sentence_latency(benchmark::State& state) {
+  const std::string dir = ch16::default_model_dir();
+  if (const std::string why = ch16::model_missing_reason(dir); !why.empty()) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  const attn::SingleThreadedBlas one_blas_thread;
+  static const ch16::MiniLM m = ch16::load_minilm(dir);
+  static const ch16::FastMiniLM fast(m);
+  static const std::vector<std::string> sentences = ch16::read_sentences(ATTN_CH16_SENTENCES);
+  ch16::ForwardScratch scratch;
+  fast.embed_sentences({sentences.front()}, scratch);  // the arena grown before the timing
+  std::vector<double> ms;
+  for (auto _ : state)
+    for (const std::string& s : sentences) {
+      const auto start = std::chrono::steady_clock::now();
+      benchmark::DoNotOptimize(fast.embed_sentences({s}, scratch).data());
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+  std::sort(ms.begin(), ms.end());
+  state.counters["median_ms"] = ms[ms.size() / 2];
+  state.counters["p90_ms"] = ms[ms.size() * 9 / 10];
+  state.counters["sentences"] = static_cast<double>(sentences.size());
+}
+BENCHMARK(BM_sentence_latency)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 /// Where one forward's time goes: the fast forward's steps (ForwardStep), each timed with steady_clock and summed
 /// over every iteration, in microseconds per sentence (counters named after the steps, and their total). Batch 1:
