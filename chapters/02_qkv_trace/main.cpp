@@ -35,6 +35,7 @@
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
 #include "attn/rng.hpp"
+#include "attn/stats.hpp"
 
 namespace {
 
@@ -149,7 +150,7 @@ Trace run_trace(const Example& e, const Mask& mask = Mask()) {
   t.O = attn::matmul(t.A, t.V);   // (n, d_v) each row: a weighted average of V's rows
   // The chapter's one function does all of the above in one call: it must agree with the boxes.
   const Matrix O = attn::scaled_dot_product_attention(t.Q, t.K, t.V, mask);  // (n, d_v)
-  t.one_call_difference = xt::amax(xt::abs(O - t.O))();
+  t.one_call_difference = attn::max_abs_diff(O, t.O);
   return t;
 }
 // [trace]
@@ -401,7 +402,7 @@ void print_scaling(const attn::Chapter& chapter, const ch02::ScalingStudy& study
 // --- the article's design table, backed by numbers -------------------------------------------------------------------
 
 /// Largest |S(i, j) - S(j, i)|: zero when queries and keys are the same vectors.
-double asymmetry(const Matrix& S) { return xt::amax(xt::abs(S - xt::transpose(S)))(); }
+double asymmetry(const Matrix& S) { return attn::max_abs_diff(S, xt::transpose(S)); }
 
 double cosine(const Matrix& a, std::size_t i, const Matrix& b, std::size_t j) {
   const Vector x = xt::row(a, i), y = xt::row(b, j);

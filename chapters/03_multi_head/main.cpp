@@ -85,7 +85,7 @@ void show_the_steps(std::size_t n, std::size_t d_model, std::size_t h, std::uint
   // Two identities the tests also check, here on this run's numbers.
   const bool round_trip = attn::merge_heads(Q_heads) == Q;
   const Matrix wide = attn::scaled_dot_product_attention(Q, K, V);  // (n, d_model): chapter 02, one wide head
-  const double diff = xt::amax(xt::abs(attn::multi_head_attention(X, no_mix, 1) - wide))();
+  const double diff = attn::max_abs_diff(attn::multi_head_attention(X, no_mix, 1), wide);
   fmt::print("merge_heads(split_heads(Q)) == Q exactly: {}\n", round_trip ? "yes" : "NO");
   fmt::print("h = 1 with W_O = I against chapter 02's attention on the full width: max |difference| = {:.1e}\n", diff);
 }

@@ -95,7 +95,7 @@ void print_same_as_chapter_03(attn::Rng& rng, std::size_t h, std::size_t n, std:
   const Tensor3 K = attn::split_heads(attn::project(X, W.W_K), h);        // (g = h, n, d_k)
   const Tensor3 V = attn::split_heads(attn::project(X, W.W_V), h);        // (g = h, n, d_v)
   const Matrix grouped = attn::project(attn::merge_heads(attn::grouped_attention(Q, K, V, true)), W.W_O);
-  const double diff = xt::amax(xt::abs(grouped - chapter_03))();
+  const double diff = attn::max_abs_diff(grouped, chapter_03);
   fmt::print(
       "g = h through this function, merged and multiplied by W_O, against chapter 03's multi-head\n"
       "layer on the same X and weights: largest difference {:.1e} (both run chapter 02's attention\n"
