@@ -392,12 +392,12 @@ TEST_SUITE("17_serving: chapter code") {
 
   TEST_CASE("a block's key chains to its parent's: the same tokens after another prefix have another key") {
     const std::vector<attn::TokenId> a{1, 2, 3, 4}, b{5, 6, 7, 8};
-    const std::uint64_t ka = attn::block_hash(attn::kNoParent, a.data(), 4);
-    CHECK(ka == attn::block_hash(attn::kNoParent, a.data(), 4));
-    CHECK(attn::block_hash(ka, b.data(), 4) != attn::block_hash(attn::kNoParent, b.data(), 4));
-    CHECK(attn::block_hash(ka, b.data(), 4) != attn::block_hash(attn::block_hash(attn::kNoParent, b.data(), 4),
-                                                                a.data(), 4));
-    CHECK_THROWS_NAMING(attn::block_hash(ka, b.data(), 0), std::invalid_argument, "B");
+    const std::uint64_t ka = attn::block_hash(attn::kNoParent, a, 0, 4);
+    CHECK(ka == attn::block_hash(attn::kNoParent, a, 0, 4));
+    CHECK(attn::block_hash(ka, b, 0, 4) != attn::block_hash(attn::kNoParent, b, 0, 4));
+    CHECK(attn::block_hash(ka, b, 0, 4) != attn::block_hash(attn::block_hash(attn::kNoParent, b, 0, 4), a, 0, 4));
+    CHECK_THROWS_NAMING(attn::block_hash(ka, b, 0, 0), std::invalid_argument, "B");
+    CHECK_THROWS_NAMING(attn::block_hash(ka, b, 2, 4), std::invalid_argument, "first", "2", "4");
   }
 
   TEST_CASE("the prefix cache evicts the least recently used block no table holds, only when no block is free") {
@@ -420,7 +420,7 @@ TEST_SUITE("17_serving: chapter code") {
     CHECK(cache.eviction_order() == std::vector<attn::BlockId>{bx[1], bx[0], by[1], by[0]});
     CHECK(pool.free_blocks() == 0);
     // x's first block is used again: taken out of the eviction order, then released: now the most recent.
-    const std::uint64_t kx0 = attn::block_hash(attn::kNoParent, x.data(), 2);
+    const std::uint64_t kx0 = attn::block_hash(attn::kNoParent, x, 0, 2);
     REQUIRE(cache.find(kx0) == bx[0]);
     cache.take(bx[0]);
     CHECK(cache.eviction_order() == std::vector<attn::BlockId>{bx[1], by[1], by[0]});
@@ -429,7 +429,7 @@ TEST_SUITE("17_serving: chapter code") {
     CHECK(cache.eviction_order() == std::vector<attn::BlockId>{bx[1], by[1], by[0], bx[0]});
     CHECK(cache.allocate() == bx[1]);  // not the last freed (bx[0]): the least recently used
     CHECK(cache.evictions() == 1);
-    CHECK(cache.find(attn::block_hash(kx0, x.data() + 2, 2)) == std::nullopt);  // its key is forgotten
+    CHECK(cache.find(attn::block_hash(kx0, x, 2, 2)) == std::nullopt);  // its key is forgotten
     CHECK(cache.find(kx0) == bx[0]);
     CHECK_THROWS_NAMING(cache.take(bx[1]), std::invalid_argument, std::to_string(bx[1]).c_str());
   }
@@ -444,7 +444,7 @@ TEST_SUITE("17_serving: chapter code") {
     BlockTable t2{{*cache.allocate(), *cache.allocate()}, 3};
     cache.insert(t2, x);  // the same key: the first block keeps it
     CHECK(cache.cached() == 1);
-    CHECK(cache.find(attn::block_hash(attn::kNoParent, x.data(), 2)) == t1.blocks[0]);
+    CHECK(cache.find(attn::block_hash(attn::kNoParent, x, 0, 2)) == t1.blocks[0]);
     cache.release(t1);
     CHECK(cache.evictable() == 1);
     CHECK(cache.allocate().has_value());  // 2 blocks were free: no eviction
@@ -1003,6 +1003,243 @@ TEST_SUITE("17_serving: hostile battery") {
         })
         .answer([](const std::vector<std::size_t>& out, const std::vector<std::size_t>&, std::size_t generate,
                    std::size_t, std::size_t, std::size_t) { return out.size() == generate; })
+        .run();
+  }
+  TEST_CASE("the prefill, the prefix cache, the clock and the chunked scheduler under the hostile battery") {
+    // hostile battery: paged_prefill, block_hash, PrefixCache, find, take, insert
+    // hostile battery: ChunkedScheduler, PagedScheduler, ReservingScheduler, arrive, serve_chunked, serve
+    // hostile battery: serve_on_steps, poisson_arrivals, token_latency, time_quantile
+    PagedKVCache cache = cache_of(4);  // 2 layers, g = 2, d_k = 4, d_v = 3, B = 4
+    attn::Rng rng(1752);
+    const BlockTable t = filled(cache, 6, rng);
+    const attn::Tensor3 Q = xt::reshape_view(rng.normal(8, 4), {4, 2, 4});  // (h = 4, c = 2, d_k = 4)
+    hostile::battery(
+        "paged_prefill", {"layer", "blocks|table", "length|table", "Q", "first"},
+        [&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const attn::Tensor3& q,
+            std::size_t first) { return ch17::paged_prefill(cache, layer, BlockTable{blocks, length}, q, first); },
+        std::size_t{0}, t.blocks, t.length, Q, std::size_t{4})
+        .fits([&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const attn::Tensor3& q,
+                  std::size_t first) {
+          bool exist = true;
+          for (const std::size_t b : blocks) exist = exist && b < cache.pool().total_blocks();
+          return layer < 2 && static_cast<long double>(blocks.size()) == blocks_of(length, 4) && exist &&
+                 q.shape(2) == 4 && q.shape(1) > 0 && q.shape(0) > 0 && q.shape(0) % 2 == 0 &&
+                 static_cast<long double>(first) + q.shape(1) <= length;
+        })
+        .answer([](const attn::Tensor3& O, std::size_t, const std::vector<std::size_t>&, std::size_t,
+                   const attn::Tensor3& q, std::size_t) {
+          return O.shape(0) == q.shape(0) && O.shape(1) == q.shape(1) && O.shape(2) == 3;
+        })
+        .run();
+    hostile::battery(
+        "block_hash", {"parent", "tokens", "first", "B"},
+        [](std::uint64_t parent, const std::vector<std::size_t>& tokens, std::size_t first, std::size_t B) {
+          return std::vector<std::size_t>{static_cast<std::size_t>(attn::block_hash(parent, tokens, first, B))};
+        },
+        std::uint64_t{7}, std::vector<std::size_t>{1, 2, 3, 4, 5}, std::size_t{1}, std::size_t{3})
+        .fits([](std::uint64_t, const std::vector<std::size_t>& tokens, std::size_t first, std::size_t B) {
+          return B >= 1 && first <= tokens.size() && B <= tokens.size() - first;
+        })
+        .run();
+    // A pool of 6 blocks of 2: a table of tokens 1 … 5 (blocks 0, 1, 2), its two full blocks cached, released.
+    const std::vector<attn::TokenId> tokens{1, 2, 3, 4, 5};
+    struct Cached {
+      BlockAllocator pool{6, 2};
+      attn::PrefixCache cache{pool};
+      Cached(const std::vector<attn::TokenId>& x, bool release) {
+        BlockTable tb{{*cache.allocate(), *cache.allocate(), *cache.allocate()}, 5};
+        cache.insert(tb, x);
+        if (release) cache.release(tb);
+      }
+    };
+    hostile::battery(
+        "PrefixCache", {"blocks", "block_size"},
+        [](std::size_t blocks, std::size_t block_size) {
+          BlockAllocator pool(blocks, block_size);
+          attn::PrefixCache c(pool);
+          return std::vector<std::size_t>{c.block_size(), c.cached(), c.evictable()};
+        },
+        std::size_t{4}, std::size_t{4})
+        .fits([](std::size_t blocks, std::size_t block_size) {
+          return blocks >= 1 && block_size >= 1 && static_cast<long double>(blocks) * 16 < (1ull << 30);
+        })
+        .exempt("= 2^32",
+                "2^32 blocks' counts, 64 GiB: answered or refused by the memory available, past the "
+                "battery's 4 GiB")
+        .run();
+    hostile::battery(
+        "find", {"key"},
+        [&](std::uint64_t key) {
+          const Cached c(tokens, true);
+          const std::optional<attn::BlockId> b = c.cache.find(key);
+          return std::vector<std::size_t>{b ? *b : 99};
+        },
+        attn::block_hash(attn::kNoParent, tokens, 0, 2))
+        .answer([](const std::vector<std::size_t>& r, std::uint64_t) { return r[0] == 99 || r[0] < 2; })
+        .run();
+    hostile::battery(
+        "take", {"block"},
+        [&](std::size_t block) {
+          Cached c(tokens, true);
+          c.cache.take(block);
+          return std::vector<std::size_t>{c.pool.ref_count(block), c.cache.evictable()};
+        },
+        std::size_t{1})
+        .fits([](std::size_t block) { return block < 2; })  // the two full blocks are cached
+        .answer([](const std::vector<std::size_t>& r, std::size_t) { return r[0] == 2 && r[1] == 1; })
+        .run();
+    hostile::battery(
+        "insert", {"blocks|table", "length|table", "tokens"},
+        [&](const std::vector<std::size_t>& blocks, std::size_t length, const std::vector<std::size_t>& x) {
+          BlockAllocator pool(6, 2);
+          attn::PrefixCache c(pool);
+          for (int k = 0; k < 3; ++k) c.allocate();  // blocks 0, 1, 2 held
+          c.insert(BlockTable{blocks, length}, x);
+          return std::vector<std::size_t>{c.cached(), pool.free_blocks()};
+        },
+        std::vector<std::size_t>{0, 1, 2}, std::size_t{5}, tokens)
+        .fits([](const std::vector<std::size_t>& blocks, std::size_t length, const std::vector<std::size_t>& x) {
+          bool held = true;
+          for (const std::size_t b : blocks) held = held && b < 3;
+          return held && static_cast<long double>(blocks.size()) == blocks_of(length, 2) && x.size() >= length;
+        })
+        .answer([](const std::vector<std::size_t>& r, const std::vector<std::size_t>&, std::size_t length,
+                   const std::vector<std::size_t>&) { return r[0] <= length / 2 && r[1] == 3; })
+        .run();
+    // The schedulers, each built, given a trace (arrive) and served; the trace battered field by field.
+    const std::vector<std::size_t> ids{0, 1, 2}, prompts{3, 5, 2}, outputs{2, 4, 3};
+    const auto tokens_of = [](const std::vector<ch17::Request>& trace) {
+      std::size_t n = 0;
+      for (const ch17::Request& q : trace) n += q.output;
+      return n;
+    };
+    const auto pool_fits = [](const std::vector<ch17::Request>& trace, std::size_t blocks, std::size_t block_size) {
+      if (blocks == 0 || block_size == 0 || static_cast<long double>(blocks) * 16 >= (1ull << 30)) return false;
+      if (!trace_fits(trace, 1e30L)) return false;
+      for (const ch17::Request& r : trace)
+        if (blocks_of(static_cast<long double>(r.prompt) + r.output - 1, block_size) > blocks) return false;
+      return true;
+    };
+    for (const bool chunked : {false, true})
+      hostile::battery(
+          chunked ? "ChunkedScheduler" : "PagedScheduler",
+          {"ids|request", "prompts|prompt|request", "outputs|output|request", "blocks", "block_size", "max_running"},
+          [&](const std::vector<std::size_t>& i, const std::vector<std::size_t>& p, const std::vector<std::size_t>& o,
+              std::size_t blocks, std::size_t block_size, std::size_t max_running) {
+            const std::vector<ch17::Request> trace = trace_of(i, p, o);
+            std::vector<double> at;
+            for (const ch17::Request& r : trace) at.push_back(static_cast<double>(r.arrival));
+            const ch17::StepClock one = [](const ch17::StepWork&) { return 1.0; };
+            if (chunked) {
+              ch17::ChunkedScheduler s(blocks, block_size, max_running, 3);
+              const ch17::ServeStats st = ch17::serve(trace, at, s, one);
+              return std::vector<std::size_t>{st.steps, st.generated};
+            }
+            ch17::PagedScheduler s(blocks, block_size, max_running);
+            if (!trace.empty() && trace[0].id == 0) s.arrive(trace[0]);  // arrive() alone, then the whole trace
+            ch17::PagedScheduler fresh(blocks, block_size, max_running);
+            const ch17::ServeStats st = ch17::serve(trace, at, fresh, one);
+            return std::vector<std::size_t>{st.steps, st.generated};
+          },
+          ids, prompts, outputs, std::size_t{4}, std::size_t{4}, std::size_t{2})
+          .fits([&](const std::vector<std::size_t>& i, const std::vector<std::size_t>& p,
+                    const std::vector<std::size_t>& o, std::size_t blocks, std::size_t block_size,
+                    std::size_t max_running) { return max_running >= 1 && pool_fits(trace_of(i, p, o), blocks, block_size); })
+          .answer([&](const std::vector<std::size_t>& r, const std::vector<std::size_t>& i,
+                      const std::vector<std::size_t>& p, const std::vector<std::size_t>& o, std::size_t, std::size_t,
+                      std::size_t) { return r[1] == tokens_of(trace_of(i, p, o)); })
+          .run();
+    hostile::battery(
+        "serve_chunked",
+        {"ids|request", "prompts|prompt|request", "outputs|output|request", "blocks", "block_size", "max_running",
+         "token_budget"},
+        [&](const std::vector<std::size_t>& i, const std::vector<std::size_t>& p, const std::vector<std::size_t>& o,
+            std::size_t blocks, std::size_t block_size, std::size_t max_running, std::size_t budget) {
+          const ch17::ServeStats st = ch17::serve_chunked(trace_of(i, p, o), blocks, block_size, max_running, budget);
+          return std::vector<std::size_t>{st.steps, st.generated};
+        },
+        ids, prompts, outputs, std::size_t{4}, std::size_t{4}, std::size_t{2}, std::size_t{3})
+        .fits([&](const std::vector<std::size_t>& i, const std::vector<std::size_t>& p,
+                  const std::vector<std::size_t>& o, std::size_t blocks, std::size_t block_size,
+                  std::size_t max_running, std::size_t budget) {
+          return max_running >= 1 && budget >= 1 && pool_fits(trace_of(i, p, o), blocks, block_size);
+        })
+        .answer([&](const std::vector<std::size_t>& r, const std::vector<std::size_t>& i,
+                    const std::vector<std::size_t>& p, const std::vector<std::size_t>& o, std::size_t, std::size_t,
+                    std::size_t, std::size_t) { return r[1] == tokens_of(trace_of(i, p, o)); })
+        .run();
+    hostile::battery(
+        "ReservingScheduler", {"batching", "budget_tokens", "max_len", "max_running"},
+        [&](ch17::Batching batching, std::size_t budget, std::size_t max_len, std::size_t max_running) {
+          ch17::ReservingScheduler s(batching, budget, max_len, max_running);
+          const ch17::ServeStats st = ch17::serve_on_steps(trace_of(ids, prompts, outputs), s);
+          return std::vector<std::size_t>{st.steps, st.generated};
+        },
+        ch17::Batching::continuous, std::size_t{32}, std::size_t{10}, std::size_t{2})
+        .fits([](ch17::Batching batching, std::size_t budget, std::size_t max_len, std::size_t max_running) {
+          return static_cast<int>(batching) <= 1 && max_running >= 1 && max_len >= 8 && budget >= max_len;
+        })
+        .answer([&](const std::vector<std::size_t>& r, ch17::Batching, std::size_t, std::size_t, std::size_t) {
+          return r[1] == tokens_of(trace_of(ids, prompts, outputs));
+        })
+        .run();
+    hostile::battery(
+        "serve", {"arrivals"},
+        [&](const std::vector<double>& at) {
+          ch17::PagedScheduler s(16, 4, 2);
+          const ch17::ServeStats st =
+              ch17::serve(trace_of(ids, prompts, outputs), at, s, [](const ch17::StepWork&) { return 1.0; });
+          return std::vector<std::size_t>{st.generated};
+        },
+        std::vector<double>{0.0, 0.5, 2.0})
+        .fits([](const std::vector<double>& at) {
+          if (at.size() != 3) return false;
+          for (std::size_t k = 0; k < 3; ++k)
+            if (!std::isfinite(at[k]) || at[k] < 0 || (k > 0 && at[k] < at[k - 1])) return false;
+          return true;
+        })
+        .answer([](const std::vector<std::size_t>& r, const std::vector<double>&) { return r[0] == 9; })
+        .run();
+    hostile::battery(
+        "poisson_arrivals", {"requests", "rate", "seed"},
+        [](std::size_t requests, double rate, std::size_t seed) {
+          return ch17::poisson_arrivals(requests, rate, seed);
+        },
+        std::size_t{5}, 2.0, std::size_t{3})
+        .fits([](std::size_t requests, double rate, std::size_t) {
+          return requests >= 1 && requests < (1ull << 26) && std::isfinite(rate) && rate > 0;
+        })
+        .answer([](const std::vector<double>& at, std::size_t requests, double, std::size_t) {
+          return at.size() == requests && std::is_sorted(at.begin(), at.end());
+        })
+        .exempt("= 2^32", "2^32 arrival times, 32 GiB: answered or refused by the memory available")
+        .run();
+    hostile::battery(
+        "token_latency", {"first_token_at|stats", "finished_at|stats", "arrivals"},
+        [&](const std::vector<double>& first, const std::vector<double>& finished, const std::vector<double>& at) {
+          ch17::ServeStats st;
+          st.first_token_at = first;
+          st.finished_at = finished;
+          const ch17::TokenLatency l = ch17::token_latency(st, trace_of(ids, prompts, outputs), at);
+          return std::vector<double>{static_cast<double>(l.ttft.size()), static_cast<double>(l.tpot.size())};
+        },
+        std::vector<double>{1.0, 2.0, 3.0}, std::vector<double>{2.0, 5.0, 6.0}, std::vector<double>{0.0, 1.0, 2.0})
+        .fits([](const std::vector<double>& first, const std::vector<double>& finished, const std::vector<double>& at) {
+          bool finite = first.size() == 3 && finished.size() == 3 && at.size() == 3;
+          for (std::size_t k = 0; finite && k < 3; ++k)
+            finite = std::isfinite(first[k]) && std::isfinite(finished[k]) && std::isfinite(at[k]);
+          return finite;
+        })
+        .run();
+    hostile::battery(
+        "time_quantile", {"times", "q"},
+        [](const std::vector<double>& times, double q) { return std::vector<double>{ch17::time_quantile(times, q)}; },
+        std::vector<double>{3.0, 1.0, 2.0}, 0.5)
+        .fits([](const std::vector<double>& times, double q) {
+          for (const double x : times)
+            if (!std::isfinite(x)) return false;
+          return !times.empty() && q >= 0 && q <= 1;
+        })
         .run();
   }
 }

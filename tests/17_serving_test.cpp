@@ -717,7 +717,7 @@ TEST_SUITE("17_serving") {
     // Take blocks 2 and 3 back (as another request would), then evict: block 1 goes, 0, 2 and 3 stay cached.
     std::uint64_t key = attn::kNoParent;
     for (std::size_t k = 0; k < 4; ++k) {
-      key = attn::block_hash(key, prompt.data() + k * B, B);
+      key = attn::block_hash(key, prompt, k * B, B);
       if (k >= 2) cache.take(*cache.find(key));
     }
     const std::optional<attn::BlockId> fresh = cache.allocate();
@@ -1078,6 +1078,26 @@ TEST_SUITE("17_serving: the hostile battery") {
         })
         .answer([](const std::vector<std::size_t>& r, std::size_t, std::size_t, const std::vector<std::size_t>&,
                    std::size_t, std::size_t) { return r[0] == 1 && r[2] <= r[3]; })
+        .run();
+  }
+  TEST_CASE("lookup_prefix under the hostile battery" * doctest::test_suite("17_serving/lookup_prefix")) {
+    // hostile battery: lookup_prefix
+    hostile::battery(
+        "lookup_prefix", {"prompt"},
+        [](const std::vector<std::size_t>& prompt) {
+          BlockAllocator pool(8, 2);
+          attn::PrefixCache cache(pool);
+          BlockTable t{{*cache.allocate(), *cache.allocate()}, 4};
+          cache.insert(t, {1, 2, 3, 4});
+          cache.release(t);
+          const BlockTable found = attn::lookup_prefix(cache, prompt);
+          return std::vector<std::size_t>{found.length, found.blocks.size()};
+        },
+        std::vector<std::size_t>{1, 2, 3, 4, 5})
+        .fits([](const std::vector<std::size_t>& prompt) { return !prompt.empty(); })
+        .answer([](const std::vector<std::size_t>& r, const std::vector<std::size_t>& prompt) {
+          return r[0] == 2 * r[1] && r[0] < prompt.size() && r[1] <= 2;
+        })
         .run();
   }
 }

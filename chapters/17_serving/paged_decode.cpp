@@ -47,8 +47,8 @@ void require_blocks(const char* where, const BlockTable& table, std::size_t B) {
 /// Why a pass over tokens [first, end) left O non-finite (the pass sums e^{s − m}·v before dividing by Σ e^{s − m},
 /// so the sum can pass float's limit even when no score does): the scores when d_k · max|q| · max|k| over the range is
 /// past the course's bound, else the values.
-std::string overflow_reason(const char* where, const PagedKVCache& cache, std::size_t layer, const BlockTable& table, const Matrix& q,
-                            std::size_t first, std::size_t end) {
+std::string overflow_reason(const char* where, const char* q_name, const PagedKVCache& cache, std::size_t layer,
+                            const BlockTable& table, const Matrix& q, std::size_t first, std::size_t end) {
   const KvShape& s = cache.shape();
   float max_q = 0.0f, max_k = 0.0f, max_v = 0.0f;
   for (std::size_t c = 0; c < q.size(); ++c) max_q = std::max(max_q, std::abs(q.data()[c]));
@@ -63,9 +63,9 @@ std::string overflow_reason(const char* where, const PagedKVCache& cache, std::s
   const double bound = static_cast<double>(s.d_k) * max_q * max_k;
   if (bound > kMaxScoreBound)
     return fmt::format(
-        "{}: a score q·k overflowed float: d_k = {} times max|q| = {} times max|k| = {} is "
+        "{}: a score {}·k overflowed float: d_k = {} times max|{}| = {} times max|k| = {} is "
         "past the bound {}; scale the query or the keys down",
-        where, s.d_k, max_q, max_k, kMaxScoreBound);
+        where, q_name, s.d_k, q_name, max_q, max_k, kMaxScoreBound);
   return fmt::format(
       "{}: the values' weighted sum overflowed float: values up to max|v| = {} over {} "
       "tokens, summed before the division by the softmax's total (every q·k within the bound); scale "
@@ -140,7 +140,7 @@ FlashOutput paged_decode_range(const PagedKVCache& cache, std::size_t layer, con
   // The overflow policy needs the largest cached key, which only this pass reads: an overflowed score, or a sum of
   // values near float's limit, shows as a NaN or an infinity. Which of the two is found after the fact.
   if (!std::all_of(out.O.begin(), out.O.end(), [](float x) { return std::isfinite(x); }))
-    throw std::invalid_argument(overflow_reason("paged_decode", cache, layer, table, q, first, end));
+    throw std::invalid_argument(overflow_reason("paged_decode", "q", cache, layer, table, q, first, end));
   return out;
 }
 
@@ -190,7 +190,7 @@ Tensor3 paged_prefill(const PagedKVCache& cache, std::size_t layer, const BlockT
   }
   if (!std::all_of(O.begin(), O.end(), [](float x) { return std::isfinite(x); })) {
     const Matrix q_all = xt::reshape_view(Q, {h * c, s.d_k});  // (h·c, d_k): only its largest entry is read
-    throw std::invalid_argument(overflow_reason("paged_prefill", cache, layer, table, q_all, 0, first + c));
+    throw std::invalid_argument(overflow_reason("paged_prefill", "Q", cache, layer, table, q_all, 0, first + c));
   }
   return O;
 }

@@ -11,8 +11,11 @@
 
 namespace attn {
 
-std::uint64_t block_hash(std::uint64_t parent, const TokenId* tokens, std::size_t B) {
+std::uint64_t block_hash(std::uint64_t parent, const std::vector<TokenId>& tokens, std::size_t first, std::size_t B) {
   require(B > 0, "block_hash: B = 0; a block holds at least one token");
+  require(first <= tokens.size() && B <= tokens.size() - first,
+          fmt::format("block_hash: a block of B = {} tokens from first = {} passes the {} tokens", B, first,
+                      tokens.size()));
   std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the parent's key, then each token, byte by byte
   const auto mix = [&h](std::uint64_t word) {
     for (int byte = 0; byte < 8; ++byte) {
@@ -21,7 +24,7 @@ std::uint64_t block_hash(std::uint64_t parent, const TokenId* tokens, std::size_
     }
   };
   mix(parent);
-  for (std::size_t t = 0; t < B; ++t) mix(static_cast<std::uint64_t>(tokens[t]));
+  for (std::size_t t = first; t < first + B; ++t) mix(static_cast<std::uint64_t>(tokens[t]));
   return h;
 }
 
@@ -54,7 +57,7 @@ void PrefixCache::insert(const BlockTable& table, const std::vector<TokenId>& to
             fmt::format("PrefixCache::insert: the table's block {} is not one the pool holds", b));
   std::uint64_t key = kNoParent;
   for (std::size_t k = 0; k < full; ++k) {
-    key = block_hash(key, tokens.data() + k * B, B);
+    key = block_hash(key, tokens, k * B, B);
     const BlockId b = table.blocks[k];
     if (block_of_.count(key) > 0 || key_of_.count(b) > 0) continue;  // computed before, or this block is cached
     block_of_[key] = b;

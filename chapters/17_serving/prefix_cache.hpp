@@ -26,12 +26,13 @@ using TokenId = std::size_t;
 /// The parent hash of a sequence's first block.
 constexpr std::uint64_t kNoParent = 0x9e3779b97f4a7c15ull;
 
-/// The key of a full block of \p B tokens \p tokens whose parent block has key \p parent (kNoParent for the first):
-/// a 64-bit FNV-1a hash of the parent's key and the tokens. Chaining makes equal keys mean equal prefixes, not only
+/// The key of the full block of \p B tokens tokens[first … first + B − 1] whose parent block has key \p parent
+/// (kNoParent for the first): a 64-bit FNV-1a hash of the parent's key and the tokens. Chaining makes equal keys mean equal prefixes, not only
 /// equal blocks: the same 16 tokens after two different prompts have two keys (their keys and values differ: each
 /// attended to its own prefix).
-/// \throws std::invalid_argument naming B when it is 0.
-std::uint64_t block_hash(std::uint64_t parent, const TokenId* tokens, std::size_t B);
+/// \throws std::invalid_argument naming B when it is 0, and first, B and the tokens' size when the block passes their
+///         end (compared without wrapping).
+std::uint64_t block_hash(std::uint64_t parent, const std::vector<TokenId>& tokens, std::size_t first, std::size_t B);
 
 /// The cached full blocks of a pool, by key, and the eviction order of those no table holds. The cache holds one
 /// reference of its own on every block it caches, so a cached block is never free: when no table holds it (reference

@@ -139,7 +139,7 @@ StepPlan schedule_step(BlockAllocator& pool, std::deque<Sequence>& waiting, std:
 
 /// Prefix caching at admission (vLLM's automatic prefix caching): the longest run of \p prompt's full blocks, from
 /// the first, that \p cache holds. Block k holds tokens kB … kB + B − 1 (B = cache.block_size()) and its key is
-/// block_hash(key of block k − 1, its tokens, B), kNoParent standing for the key before block 0: a block is found
+/// block_hash(key of block k − 1, prompt, kB, B), kNoParent standing for the key before block 0: a block is found
 /// only under the key of everything before it, so the walk stops at the first block not found (a later block
 /// found after a miss holds the keys and values of another prefix's tokens). Only full blocks are looked up, and at
 /// most ⌊(n − 1) / B⌋ of them for a prompt of n tokens: its last token is always computed, because its output is the

@@ -151,6 +151,11 @@ TokenLatency token_latency(const ServeStats& stats, const std::vector<Request>& 
           fmt::format("token_latency: {} first tokens, {} finishes and {} arrivals for a trace of {} requests; one "
                       "each",
                       stats.first_token_at.size(), stats.finished_at.size(), arrivals.size(), trace.size()));
+  for (std::size_t i = 0; i < trace.size(); ++i)
+    require(std::isfinite(stats.first_token_at[i]) && std::isfinite(stats.finished_at[i]) && std::isfinite(arrivals[i]),
+            fmt::format("token_latency: request {} has first_token_at = {}, finished_at = {} and arrivals = {}; each "
+                        "is a finite time",
+                        i, stats.first_token_at[i], stats.finished_at[i], arrivals[i]));
   TokenLatency out;
   for (std::size_t i = 0; i < trace.size(); ++i) {
     out.ttft.push_back(stats.first_token_at[i] - arrivals[i]);
@@ -186,6 +191,8 @@ std::size_t latency_quantile(const std::vector<std::size_t>& latency, double q) 
 }
 
 double time_quantile(const std::vector<double>& times, double q) {
+  for (std::size_t i = 0; i < times.size(); ++i)
+    require(std::isfinite(times[i]), fmt::format("time_quantile: times[{}] = {}; a time is finite", i, times[i]));
   return nearest_rank("time_quantile", "times", times, q);
 }
 
@@ -203,15 +210,20 @@ ReservingScheduler::ReservingScheduler(Batching batching, std::size_t budget_tok
   slots_ = std::min(max_running, budget_tokens / max_len);
 }
 
-void ReservingScheduler::check(const Request& r) const {
+namespace {
+
+/// Throws, naming the request, unless its prompt and output are at least 1 and prompt + output − 1 ≤ max_len.
+void require_fits_reservation(const Request& r, std::size_t max_len) {
   // prompt + output − 1 ≤ max_len, compared without adding (the sum can wrap past SIZE_MAX).
-  require(r.prompt > 0 && r.output > 0 && r.prompt <= max_len_ && r.output - 1 <= max_len_ - r.prompt,
+  require(r.prompt > 0 && r.output > 0 && r.prompt <= max_len && r.output - 1 <= max_len - r.prompt,
           fmt::format("serve_reserving: request {} has prompt {} and output {}; it must fit in max_len = {}", r.id,
-                      r.prompt, r.output, max_len_));
+                      r.prompt, r.output, max_len));
 }
 
+}  // namespace
+
 void ReservingScheduler::arrive(const Request& r) {
-  check(r);
+  require_fits_reservation(r, max_len_);
   waiting_.push_back(r);
 }
 
@@ -265,7 +277,7 @@ ServeStats serve_reserving(const std::vector<Request>& trace, Batching batching,
     require(trace[i].id == i, fmt::format("serve_reserving: the trace's request {} has id {}; a request's id is its "
                                           "place in the trace",
                                           i, trace[i].id));
-    scheduler.check(trace[i]);
+    require_fits_reservation(trace[i], max_len);
   }
   return serve_on_steps(trace, scheduler, observe);
 }

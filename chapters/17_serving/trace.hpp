@@ -136,7 +136,8 @@ struct TokenLatency {
   std::vector<double> ttft;  ///< (requests)
   std::vector<double> tpot;  ///< (requests with output ≥ 2)
 };
-/// \throws std::invalid_argument naming the sizes when stats, trace and arrivals do not hold one entry per request.
+/// \throws std::invalid_argument naming the sizes when stats, trace and arrivals do not hold one entry per request,
+///         and naming the request whose times are not finite.
 TokenLatency token_latency(const ServeStats& stats, const std::vector<Request>& trace,
                            const std::vector<double>& arrivals);
 
@@ -147,7 +148,7 @@ double latency_mean(const std::vector<std::size_t>& latency);
 /// \throws std::invalid_argument when latency is empty or q is outside [0, 1].
 std::size_t latency_quantile(const std::vector<std::size_t>& latency, double q);
 /// The same quantile of times (seconds): nearest rank.
-/// \throws std::invalid_argument when times is empty or q is outside [0, 1].
+/// \throws std::invalid_argument naming times when it is empty or holds a NaN or an infinity, and q when it is outside [0, 1].
 double time_quantile(const std::vector<double>& times, double q);
 
 /// How a scheduler that reserves each sequence's maximum batches.
@@ -165,9 +166,8 @@ class ReservingScheduler final : public Scheduler {
   /// \throws std::invalid_argument naming the sizes when max_running or max_len is 0, when budget_tokens holds no
   ///         sequence of max_len, and naming batching when it is neither value.
   ReservingScheduler(Batching batching, std::size_t budget_tokens, std::size_t max_len, std::size_t max_running);
-  /// Throws, naming the request, when its prompt or output is 0 or prompt + output − 1 exceeds max_len.
-  void check(const Request& r) const;
-  /// \throws std::invalid_argument as check() does.
+  /// \throws std::invalid_argument naming the request when its prompt or output is 0 or prompt + output − 1 exceeds
+  ///         max_len.
   void arrive(const Request& r) override;
   StepWork step() override;
   bool idle() const override;

@@ -69,8 +69,8 @@ StepPlan schedule_step(BlockAllocator& pool, std::deque<Sequence>& waiting, std:
 }
 
 BlockTable lookup_prefix(PrefixCache& cache, const std::vector<TokenId>& prompt) {
-  // TODO(learner): walk the prompt's full blocks from the first, each block's key block_hash(previous key, its B
-  //   tokens, B) starting from kNoParent, and look each key up with cache.find(); stop at the first miss, and after
+  // TODO(learner): walk the prompt's full blocks from the first, each block's key block_hash(previous key, prompt, kB,
+  //   B) starting from kNoParent, and look each key up with cache.find(); stop at the first miss, and after
   //   ⌊(n − 1) / B⌋ blocks at most (the prompt's last token is always computed). Take each block found
   //   (cache.take()) and put it in the table you return (length B per block). Refuse an empty prompt, naming it.
   throw not_implemented("lookup_prefix", kChapter,

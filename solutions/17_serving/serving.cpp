@@ -283,7 +283,7 @@ BlockTable lookup_prefix(PrefixCache& cache, const std::vector<TokenId>& prompt)
   BlockTable table;
   std::uint64_t key = kNoParent;
   for (std::size_t k = 0; k < most; ++k) {
-    key = block_hash(key, prompt.data() + k * B, B);  // chained: the key of block k and everything before it
+    key = block_hash(key, prompt, k * B, B);  // chained: the key of block k and everything before it
     const std::optional<BlockId> block = cache.find(key);
     if (!block) break;  // a miss ends the prefix: no later block can be the same prefix's
     cache.take(*block);
