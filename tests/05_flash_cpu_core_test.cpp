@@ -131,7 +131,7 @@ TEST_SUITE("05_flash_cpu: bad input") {
     // The score kernel shares each panel's prefetches among its row blocks: with no rows there are no blocks, and
     // that share was a division by zero (SIGFPE).
     std::vector<float> Q(8, 1.0f), S(64, 7.0f), V(64 * 4, 1.0f), O(4, 3.0f);
-    for (const std::string isa : {"AVX-512", "AVX2+FMA"}) {
+    for (const std::string isa : {"AVX-512", "AVX2+FMA", "NEON"}) {
       const KernelsInUse in_use(isa);
       if (!in_use.ok) continue;  // this CPU cannot run it
       CAPTURE(isa);

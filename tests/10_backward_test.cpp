@@ -589,7 +589,7 @@ TEST_SUITE("10_backward: chapter code") {
       xt::view(V, k) = in.V;
       xt::view(dO, k) = in.dO;
     }
-    for (const char* isa : {"AVX-512", "AVX2+FMA"}) {
+    for (const char* isa : {"AVX-512", "AVX2+FMA", "NEON"}) {
       if (!attn::ch05::use_tile_kernels(isa)) continue;  // a CPU without AVX-512 still checks AVX2
       const std::string isa_name = isa;
       CAPTURE(isa_name);

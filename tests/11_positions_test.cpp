@@ -328,7 +328,7 @@ TEST_SUITE("11_positions") {
       xt::view(V, k) = rng.normal(n, d);
     }
     const ch11::Alibi alibi{attn::alibi_slopes(h)};
-    for (const char* isa : {"AVX-512", "AVX2+FMA", "none"}) {
+    for (const char* isa : {"AVX-512", "AVX2+FMA", "NEON", "none"}) {
       if (!attn::ch05::use_tile_kernels(isa)) continue;  // this CPU cannot run it
       CAPTURE(isa);
       const attn::ch05::FlashHeadsOutput one =

@@ -5,7 +5,8 @@
 // namespace between ATTN_BEGIN_AVX512 (or ATTN_BEGIN_AVX2_FMA) and ATTN_END_ISA (attn/isa.hpp: GCC's and
 // Clang's pragmas for it): register blocking is the lesson here, so the registers are named, not left to a
 // library. The copy that runs is the vector layer's path (attn/vector.hpp: the widest the CPU has, or the one
-// ATTN_VECTOR_ISA forces); on the NEON and portable paths there is none, and flash_attention_fast() calls OpenBLAS.
+// ATTN_VECTOR_ISA forces). On arm64 a NEON copy is compiled too; on the portable path there is none, and
+// flash_attention_fast() calls OpenBLAS.
 #include "05_flash_cpu/tile_kernels.hpp"
 
 #include <algorithm>
@@ -19,6 +20,10 @@
 #include "attn/checks.hpp"
 #include "attn/isa.hpp"
 #include "attn/vector.hpp"
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #define ATTN_TILE_KERNELS ATTN_X86_KERNELS
 
@@ -77,6 +82,33 @@ ATTN_END_ISA
 // [tile_isa]
 #endif
 
+#if defined(__aarch64__)
+#define ATTN_TILE_KERNELS_NEON 1
+// NEON, which every arm64 CPU has (no region needed): 4 floats per register and 32 registers, so the blocks of
+// AVX-512 fit (12 × 2 accumulators for S, 6 × 4 for O), each a quarter as wide.
+namespace neon {
+struct Isa {
+  using V = float32x4_t;
+  static constexpr int W = 4;
+  static constexpr int MR = 12;
+  static constexpr int MRO = 6;
+  static constexpr int NVO = 4;
+  static V zero() { return vdupq_n_f32(0.0f); }
+  static V load(const float* p) { return vld1q_f32(p); }
+  static V broadcast(float x) { return vdupq_n_f32(x); }
+  static void store(float* p, V v) { vst1q_f32(p, v); }
+  static V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }  // c + a·b with one rounding
+  static V mul(V a, V b) { return vmulq_f32(a, b); }
+  static V max(V a, V b) { return vmaxq_f32(a, b); }
+  static float reduce_max(V a) { return vmaxvq_f32(a); }  // the largest of the 4 lanes
+  static void prefetch(const char* p) { __builtin_prefetch(p, 0, 3); }
+};
+#include "05_flash_cpu/tile_kernels.inl"
+}  // namespace neon
+#else
+#define ATTN_TILE_KERNELS_NEON 0
+#endif
+
 /// The copy of the kernels this CPU runs, chosen once.
 struct Kernels {
   const char* isa = "";
@@ -98,6 +130,10 @@ Kernels choose_kernels(const std::string& wanted) {
     return vector_path() == VectorPath::avx512 ? wide : vector_path() == VectorPath::avx2 ? narrow : Kernels{};
   if (wanted == wide.isa && runs(VectorPath::avx512)) return wide;
   if (wanted == narrow.isa && runs(VectorPath::avx2)) return narrow;
+#elif ATTN_TILE_KERNELS_NEON
+  const Kernels neon_kernels{"NEON", 8, neon::scores_tile, neon::accumulate_pv};
+  if (wanted == "auto") return vector_path() == VectorPath::neon ? neon_kernels : Kernels{};
+  if (wanted == neon_kernels.isa) return neon_kernels;  // every arm64 CPU runs NEON
 #else
   (void)wanted;
 #endif

@@ -15,17 +15,18 @@
 
 namespace attn::ch05 {
 
-/// The instruction set the micro-kernels run: "AVX-512" or "AVX2+FMA", that of the vector path in use
-/// (attn/vector.hpp, which ATTN_VECTOR_ISA can force), or "" on the NEON and portable paths (then
-/// flash_attention_fast() calls OpenBLAS for the two products instead).
+/// The instruction set the micro-kernels run: "AVX-512", "AVX2+FMA" or "NEON", that of the vector path in use
+/// (attn/vector.hpp, which ATTN_VECTOR_ISA can force), or "" on the portable path (then flash_attention_fast()
+/// calls OpenBLAS for the two products instead).
 const char* tile_kernel_isa();
 
-/// For tests and comparisons: run the micro-kernels of \p isa ("AVX-512" or "AVX2+FMA"), those of the vector
-/// path in use ("auto", the default: none on the NEON and portable paths), or none ("none": the OpenBLAS path).
+/// For tests and comparisons: run the micro-kernels of \p isa ("AVX-512", "AVX2+FMA" or "NEON"), those of the
+/// vector path in use ("auto", the default: none on the portable path), or none ("none": the OpenBLAS path).
 /// Returns false, changing nothing, when the CPU cannot run \p isa or \p isa names no kernels. Not thread-safe: call it while no kernel runs.
 bool use_tile_kernels(const std::string& isa);
 
-/// Keys per packed panel of Kᵀ: 32 with AVX-512, 16 with AVX2 (two vector registers wide); 0 without either.
+/// Keys per packed panel of Kᵀ: 32 with AVX-512, 16 with AVX2, 8 with NEON (two vector registers wide); 0 without
+/// micro-kernels.
 std::size_t key_panel_width();
 
 /// Packs K (n_kv, d_k) for scores_tile(): panel p holds keys [p·w, p·w + w) as a (d_k, w) row-major block
