@@ -776,7 +776,7 @@ TEST_SUITE("05_flash_cpu: chapter code") {
       }
     }
     REQUIRE(attn::ch05::use_tile_kernels("auto"));
-    MESSAGE("micro-kernel instruction sets this CPU ran: " << tried << " (the widest: "
+    MESSAGE("micro-kernel instruction sets this CPU ran: " << tried << " (the vector path's: "
                                                            << std::string(attn::ch05::tile_kernel_isa()) << ")");
   }
 
