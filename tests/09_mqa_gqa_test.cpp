@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "09_mqa_gqa/mqa_gqa.hpp"
+#include "attn/random_heads.hpp"
 #include "attn/rng.hpp"
 #include "oracle/09_mqa_gqa_oracle.hpp"
 #include "support/allclose.hpp"
@@ -30,24 +31,6 @@ namespace hostile = attn::test::hostile;
 // leaves a margin of ten, as chapter 02 does.
 constexpr double kAtol = 1e-4;
 constexpr double kRtol = 1e-4;
-
-/// (heads, n, d) with N(0,1) entries.
-Tensor3 random_heads(attn::Rng& rng, std::size_t heads, std::size_t n, std::size_t d) {
-  const Matrix flat = rng.normal(heads * n, d);  // (heads·n, d)
-  Tensor3 T = xt::zeros<float>({heads, n, d});   // (heads, n, d)
-  std::copy(flat.begin(), flat.end(), T.begin());
-  return T;
-}
-
-/// A head-major float32 tensor as the oracle's list of float64 matrices.
-Heads to_heads(const Tensor3& T) {
-  Heads out;
-  for (std::size_t i = 0; i < T.shape(0); ++i) {
-    const Matrix head = xt::view(T, i, xt::all(), xt::all());  // (n, d)
-    out.push_back(attn::test::to_oracle(head));
-  }
-  return out;
-}
 
 /// (heads, n, d) → (heads·n, d): heads stacked, so one CHECK_ALLCLOSE compares them all.
 Matrix stacked(const Tensor3& T) {
@@ -101,10 +84,10 @@ TEST_SUITE("09_mqa_gqa") {
             doctest::test_suite("09_mqa_gqa/grouped_attention")) {
     attn::Rng rng(91);
     for (auto [h, n, d_k, d_v] : {std::array<std::size_t, 4>{1, 1, 1, 1}, {4, 7, 8, 5}, {3, 13, 16, 16}}) {
-      const Tensor3 Q = random_heads(rng, h, n, d_k), K = random_heads(rng, h, n, d_k),
-                    V = random_heads(rng, h, n, d_v);
+      const Tensor3 Q = attn::normal_heads(rng, h, n, d_k), K = attn::normal_heads(rng, h, n, d_k),
+                    V = attn::normal_heads(rng, h, n, d_v);
       Heads expected;  // multi-head attention: head i is plain attention with Q[i], K[i], V[i]
-      const Heads q = to_heads(Q), k = to_heads(K), v = to_heads(V);
+      const Heads q = attn::test::to_oracle(Q), k = attn::test::to_oracle(K), v = attn::test::to_oracle(V);
       for (std::size_t i = 0; i < h; ++i) expected.push_back(attn::oracle::attention(q[i], k[i], v[i]));
       CHECK_ALLCLOSE(stacked(attn::grouped_attention(Q, K, V)), stacked(expected), kAtol, kRtol);
     }
@@ -114,8 +97,9 @@ TEST_SUITE("09_mqa_gqa") {
             doctest::test_suite("09_mqa_gqa/grouped_attention")) {
     attn::Rng rng(92);
     const std::size_t h = 5, n = 9, d_k = 8, d_v = 3;
-    const Tensor3 Q = random_heads(rng, h, n, d_k), K = random_heads(rng, 1, n, d_k), V = random_heads(rng, 1, n, d_v);
-    const Heads q = to_heads(Q), k = to_heads(K), v = to_heads(V);
+    const Tensor3 Q = attn::normal_heads(rng, h, n, d_k), K = attn::normal_heads(rng, 1, n, d_k),
+                  V = attn::normal_heads(rng, 1, n, d_v);
+    const Heads q = attn::test::to_oracle(Q), k = attn::test::to_oracle(K), v = attn::test::to_oracle(V);
     Heads expected;
     for (std::size_t i = 0; i < h; ++i) expected.push_back(attn::oracle::attention(q[i], k[0], v[0]));
     CHECK_ALLCLOSE(stacked(attn::grouped_attention(Q, K, V)), stacked(expected), kAtol, kRtol);
@@ -126,14 +110,15 @@ TEST_SUITE("09_mqa_gqa") {
     attn::Rng rng(93);
     const std::size_t h = 6, n_q = 5, n_kv = 7, d_k = 5, d_v = 4;
     for (std::size_t g : {6, 3, 2, 1}) {
-      const Tensor3 Q = random_heads(rng, h, n_q, d_k), K = random_heads(rng, g, n_kv, d_k),
-                    V = random_heads(rng, g, n_kv, d_v);
+      const Tensor3 Q = attn::normal_heads(rng, h, n_q, d_k), K = attn::normal_heads(rng, g, n_kv, d_k),
+                    V = attn::normal_heads(rng, g, n_kv, d_v);
       for (bool causal : {false, true}) {
         CAPTURE(g);
         CAPTURE(causal);
         CHECK_ALLCLOSE(stacked(attn::grouped_attention(Q, K, V, causal)),
-                       stacked(attn::oracle::grouped_attention(to_heads(Q), to_heads(K), to_heads(V), causal)), kAtol,
-                       kRtol);
+                       stacked(attn::oracle::grouped_attention(attn::test::to_oracle(Q), attn::test::to_oracle(K),
+                                                               attn::test::to_oracle(V), causal)),
+                       kAtol, kRtol);
       }
     }
   }
@@ -141,8 +126,8 @@ TEST_SUITE("09_mqa_gqa") {
   TEST_CASE("grouped_attention stays finite and exact with logits of ±1e4" *
             doctest::test_suite("09_mqa_gqa/grouped_attention")) {
     attn::Rng rng(94);
-    Tensor3 Q = random_heads(rng, 4, 3, 4), K = random_heads(rng, 2, 3, 4);
-    const Tensor3 V = random_heads(rng, 2, 3, 2);
+    Tensor3 Q = attn::normal_heads(rng, 4, 3, 4), K = attn::normal_heads(rng, 2, 3, 4);
+    const Tensor3 V = attn::normal_heads(rng, 2, 3, 2);
     Q(1, 0, 0) = 1.0e4f;  // head 1 (group 0) query 0: a huge score on key 0 or 2, depending on K's sign
     K(0, 0, 0) = 1.0f;
     K(0, 1, 0) = -1.0f;
@@ -168,7 +153,9 @@ TEST_SUITE("09_mqa_gqa") {
       for (std::size_t c = 0; c < 2; ++c) V(0, t, c) = static_cast<float>(2 * t + c + 1);
     INFO("a future key must score -inf before the softmax, not lose its weight after it");
     CHECK_ALLCLOSE(stacked(attn::grouped_attention(Q, K, V, /*causal=*/true)),
-                   stacked(attn::oracle::grouped_attention(to_heads(Q), to_heads(K), to_heads(V), true)), kAtol, kRtol);
+                   stacked(attn::oracle::grouped_attention(attn::test::to_oracle(Q), attn::test::to_oracle(K),
+                                                           attn::test::to_oracle(V), true)),
+                   kAtol, kRtol);
   }
 
   TEST_CASE("grouped_attention rejects g that does not divide h and mismatched shapes, naming them" *
@@ -187,9 +174,10 @@ TEST_SUITE("09_mqa_gqa") {
     attn::Rng rng(95);
     for (auto [h, g, n, d_k, d_v] :
          {std::array<std::size_t, 5>{4, 2, 9, 8, 5}, {6, 1, 7, 4, 4}, {3, 3, 5, 16, 2}, {1, 1, 1, 3, 3}}) {
-      const Tensor3 Q = random_heads(rng, h, n, d_k), K = random_heads(rng, g, n, d_k),
-                    V = random_heads(rng, g, n, d_v);
-      const Heads full = attn::oracle::grouped_attention(to_heads(Q), to_heads(K), to_heads(V), /*causal=*/true);
+      const Tensor3 Q = attn::normal_heads(rng, h, n, d_k), K = attn::normal_heads(rng, g, n, d_k),
+                    V = attn::normal_heads(rng, g, n, d_v);
+      const Heads full = attn::oracle::grouped_attention(attn::test::to_oracle(Q), attn::test::to_oracle(K),
+                                                         attn::test::to_oracle(V), /*causal=*/true);
       attn::KVCache cache(g, n, d_k, d_v);
       for (std::size_t t = 0; t < n; ++t) {
         CAPTURE(t);
@@ -203,7 +191,8 @@ TEST_SUITE("09_mqa_gqa") {
   TEST_CASE("the first decode_step returns the token's own value in every head of its group" *
             doctest::test_suite("09_mqa_gqa/decode_step")) {
     attn::Rng rng(96);
-    const Tensor3 Q = random_heads(rng, 4, 1, 6), K = random_heads(rng, 2, 1, 6), V = random_heads(rng, 2, 1, 3);
+    const Tensor3 Q = attn::normal_heads(rng, 4, 1, 6), K = attn::normal_heads(rng, 2, 1, 6),
+                  V = attn::normal_heads(rng, 2, 1, 3);
     attn::KVCache cache(2, 4, 6, 3);
     const Matrix O = attn::decode_step(cache, token(Q, 0), token(K, 0), token(V, 0));  // (4, 3)
     Mat expected(4, 3);  // one cached token: weight 1 on it, whatever the query
@@ -271,11 +260,11 @@ TEST_SUITE("09_mqa_gqa") {
   TEST_CASE("mean_pool_kv_heads averages each group of h/g consecutive heads" *
             doctest::test_suite("09_mqa_gqa/mean_pool_kv_heads")) {
     attn::Rng rng(97);
-    const Tensor3 heads = random_heads(rng, 6, 5, 3);
+    const Tensor3 heads = attn::normal_heads(rng, 6, 5, 3);
     for (std::size_t g : {6, 3, 2, 1}) {
       CAPTURE(g);
       CHECK_ALLCLOSE(stacked(attn::mean_pool_kv_heads(heads, g)),
-                     stacked(attn::oracle::mean_pool_heads(to_heads(heads), g)), 1e-6, 1e-6);
+                     stacked(attn::oracle::mean_pool_heads(attn::test::to_oracle(heads), g)), 1e-6, 1e-6);
     }
     CHECK_THROWS_NAMING(attn::mean_pool_kv_heads(heads, 4), std::invalid_argument, "6", "4");  // h and g
   }
@@ -284,14 +273,17 @@ TEST_SUITE("09_mqa_gqa") {
             doctest::test_suite("09_mqa_gqa/mean_pool_kv_heads")) {
     attn::Rng rng(98);
     const std::size_t h = 4, g = 2, n = 6, d = 8;
-    const Tensor3 Q = random_heads(rng, h, n, d), K_g = random_heads(rng, g, n, d), V_g = random_heads(rng, g, n, d);
+    const Tensor3 Q = attn::normal_heads(rng, h, n, d), K_g = attn::normal_heads(rng, g, n, d),
+                  V_g = attn::normal_heads(rng, g, n, d);
     Tensor3 K = xt::zeros<float>({h, n, d}), V = xt::zeros<float>({h, n, d});  // (h, n, d): each head repeated
     for (std::size_t i = 0; i < h; ++i) {
       xt::view(K, i, xt::all(), xt::all()) = xt::view(K_g, i / 2, xt::all(), xt::all());
       xt::view(V, i, xt::all(), xt::all()) = xt::view(V_g, i / 2, xt::all(), xt::all());
     }
     const Tensor3 O = attn::grouped_attention(Q, attn::mean_pool_kv_heads(K, g), attn::mean_pool_kv_heads(V, g));
-    CHECK_ALLCLOSE(stacked(O), stacked(attn::oracle::grouped_attention(to_heads(Q), to_heads(K), to_heads(V), false)),
+    CHECK_ALLCLOSE(stacked(O),
+                   stacked(attn::oracle::grouped_attention(attn::test::to_oracle(Q), attn::test::to_oracle(K),
+                                                           attn::test::to_oracle(V), false)),
                    kAtol, kRtol);
   }
 
@@ -335,7 +327,8 @@ TEST_SUITE("09_mqa_gqa") {
   TEST_CASE("grouped_attention refuses a NaN in Q, K or V and scores that would overflow, naming them" *
             doctest::test_suite("09_mqa_gqa/grouped_attention")) {
     attn::Rng rng(97);
-    const Tensor3 Q = random_heads(rng, 4, 3, 2), K = random_heads(rng, 2, 3, 2), V = random_heads(rng, 2, 3, 2);
+    const Tensor3 Q = attn::normal_heads(rng, 4, 3, 2), K = attn::normal_heads(rng, 2, 3, 2),
+                  V = attn::normal_heads(rng, 2, 3, 2);
     Tensor3 v_nan = V;
     v_nan(1, 2, 1) = std::numeric_limits<float>::quiet_NaN();
     CHECK_THROWS_NAMING(attn::grouped_attention(Q, K, v_nan), std::invalid_argument, "V");
@@ -365,7 +358,7 @@ TEST_SUITE("09_mqa_gqa") {
         [](const Tensor3& Q, const Tensor3& K, const Tensor3& V, bool causal) {
           return attn::grouped_attention(Q, K, V, causal);
         },
-        random_heads(rng, 4, 3, 2), random_heads(rng, 2, 5, 2), random_heads(rng, 2, 5, 3), true)
+        attn::normal_heads(rng, 4, 3, 2), attn::normal_heads(rng, 2, 5, 2), attn::normal_heads(rng, 2, 5, 3), true)
         .fits([](const Tensor3& Q, const Tensor3& K, const Tensor3& V, bool causal) {
           const std::size_t h = Q.shape(0), g = K.shape(0);
           return V.shape(0) == g && V.shape(1) == K.shape(1) && Q.shape(2) == K.shape(2) && g > 0 && h % g == 0 &&
@@ -411,7 +404,7 @@ TEST_SUITE("09_mqa_gqa") {
     hostile::battery(
         "mean_pool_kv_heads", {"heads", "g"},
         [](const Tensor3& heads, std::size_t g) { return attn::mean_pool_kv_heads(heads, g); },
-        random_heads(rng, 4, 3, 2), std::size_t{2})
+        attn::normal_heads(rng, 4, 3, 2), std::size_t{2})
         .fits(
             [](const Tensor3& heads, std::size_t g) { return g > 0 && heads.shape(0) > 0 && heads.shape(0) % g == 0; })
         .answer([](const Tensor3& pooled, const Tensor3& heads, std::size_t g) {

@@ -12,6 +12,7 @@
 
 #include "11_positions/flex.hpp"
 #include "11_positions/modifiers.hpp"
+#include "attn/random_heads.hpp"
 #include "attn/rng.hpp"
 #include "support/hostile.hpp"
 #include "support/throws.hpp"
@@ -24,12 +25,6 @@ namespace hostile = attn::test::hostile;
 
 constexpr std::size_t kBig = std::size_t{1} << 32;
 constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
-
-Tensor3 random_heads(attn::Rng& rng, std::size_t h, std::size_t n, std::size_t d) {
-  Tensor3 T = xt::zeros<float>({h, n, d});  // (h, n, d)
-  for (std::size_t k = 0; k < h; ++k) xt::view(T, k) = rng.normal(n, d);
-  return T;
-}
 
 }  // namespace
 
@@ -49,7 +44,8 @@ TEST_SUITE("11_positions") {
 
   TEST_CASE("a block mask with missing tiles or a wrong tile count is refused by flex_attention, not read past") {
     attn::Rng rng(1101);
-    const Tensor3 Q = random_heads(rng, 1, 12, 4), K = random_heads(rng, 1, 12, 4), V = random_heads(rng, 1, 12, 4);
+    const Tensor3 Q = attn::normal_heads(rng, 1, 12, 4), K = attn::normal_heads(rng, 1, 12, 4),
+                  V = attn::normal_heads(rng, 1, 12, 4);
     const ch11::FlexConfig config{4, 4, 1};
     const ch11::BlockMask good = ch11::make_block_mask(ch11::Causal{}, 1, 12, 12, 4, 4);
     REQUIRE(good.tiles.size() == 9);
@@ -65,7 +61,8 @@ TEST_SUITE("11_positions") {
 
   TEST_CASE("flex_attention refuses, before allocating, score tiles or outputs that cannot fit in memory") {
     attn::Rng rng(1102);
-    const Tensor3 Q = random_heads(rng, 1, 8, 4), K = random_heads(rng, 1, 8, 4), V = random_heads(rng, 1, 8, 4);
+    const Tensor3 Q = attn::normal_heads(rng, 1, 8, 4), K = attn::normal_heads(rng, 1, 8, 4),
+                  V = attn::normal_heads(rng, 1, 8, 4);
     // One (2^20, 2^20) score tile is 4 TiB; (2^32, 2^32) tiles wrap 64 bits.
     const std::size_t huge = std::size_t{1} << 20;
     CHECK_THROWS_WITH_AS(ch11::flex_attention(Q, K, V, ch11::NoScoreMod{}, ch11::NoMask{}, nullptr, {huge, huge, 1}),
@@ -91,7 +88,7 @@ TEST_SUITE("11_positions") {
     CHECK_FALSE(three(0, 0, 3));
     CHECK_FALSE(three(0, 3, 2));
     attn::Rng rng(1103);
-    const Tensor3 X = random_heads(rng, 1, 6, 4);
+    const Tensor3 X = attn::normal_heads(rng, 1, 6, 4);
     CHECK_THROWS_WITH_AS(ch11::flex_attention(X, X, X, ch11::NoScoreMod{}, ch11::SlidingWindow{0}),
                          doctest::Contains("window = 0"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(ch11::make_block_mask(ch11::SlidingWindow{0}, 1, 6, 6, 2, 2), doctest::Contains("window = 0"),
@@ -100,7 +97,7 @@ TEST_SUITE("11_positions") {
 
   TEST_CASE("SoftCap refuses a cap that is NaN, infinite, zero or negative") {
     attn::Rng rng(1104);
-    const Tensor3 X = random_heads(rng, 1, 6, 4);
+    const Tensor3 X = attn::normal_heads(rng, 1, 6, 4);
     for (const float cap :
          {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), 0.0f, -2.0f}) {
       CAPTURE(cap);
@@ -111,7 +108,7 @@ TEST_SUITE("11_positions") {
 
   TEST_CASE("Alibi refuses too few or too many slopes for the heads, and a NaN, infinite or negative slope") {
     attn::Rng rng(1105);
-    const Tensor3 X = random_heads(rng, 4, 6, 4);
+    const Tensor3 X = attn::normal_heads(rng, 4, 6, 4);
     CHECK_THROWS_WITH_AS(ch11::flex_attention(X, X, X, ch11::Alibi{attn::Vector{0.5f}}),
                          doctest::Contains("1 slopes for 4 heads"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(ch11::flex_attention(X, X, X, ch11::Alibi{xt::zeros<float>({5})}),
@@ -159,7 +156,7 @@ TEST_SUITE("11_positions: bad input") {
     CHECK_THROWS_NAMING(ch11::make_block_mask(ch11::PrefixLM{2, kMax}, 1, 4, 4, 2, 2), std::invalid_argument,
                         "PrefixLM's offset");
     attn::Rng rng(1106);
-    const Tensor3 X = random_heads(rng, 1, 4, 4);
+    const Tensor3 X = attn::normal_heads(rng, 1, 4, 4);
     CHECK_THROWS_NAMING(ch11::flex_attention(X, X, X, ch11::NoScoreMod{}, ch11::PrefixLM{2, 5}), std::invalid_argument,
                         "flex_attention", "PrefixLM's offset = 5");
     // The bounds themselves are accepted: offset n_kv − n_q, and a prefix longer than the keys (every key).
@@ -293,8 +290,8 @@ TEST_SUITE("11_positions: the hostile battery") {
                                       ch11::FlexConfig{B_r, B_c, threads})
               .O;
         },
-        random_heads(rng, 2, 4, 3), random_heads(rng, 2, 5, 3), random_heads(rng, 2, 5, 2), std::size_t{2},
-        std::size_t{4}, 2)
+        attn::normal_heads(rng, 2, 4, 3), attn::normal_heads(rng, 2, 5, 3), attn::normal_heads(rng, 2, 5, 2),
+        std::size_t{2}, std::size_t{4}, 2)
         .fits([](const Tensor3& Q, const Tensor3& K, const Tensor3& V, std::size_t B_r, std::size_t B_c, int threads) {
           const long double scores = static_cast<long double>(threads) * B_r * B_c * 4;
           return K.shape(0) == Q.shape(0) && V.shape(0) == Q.shape(0) && K.shape(2) == Q.shape(2) &&

@@ -35,6 +35,7 @@
 #include "attn/measure.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
+#include "attn/random_heads.hpp"
 #include "attn/rng.hpp"
 #include "attn/stats.hpp"
 
@@ -47,14 +48,6 @@ using attn::fixed;
 using attn::relative_error;
 using attn::ch09::step_cost;
 using attn::ch09::StepCost;
-
-/// (heads, n, d) with N(0,1) entries.
-Tensor3 random_heads(attn::Rng& rng, std::size_t heads, std::size_t n, std::size_t d) {
-  const Matrix flat = rng.normal(heads * n, d);  // (heads·n, d)
-  Tensor3 T = xt::zeros<float>({heads, n, d});   // (heads, n, d)
-  std::copy(flat.begin(), flat.end(), T.begin());
-  return T;
-}
 
 /// Token t of every head: (heads, d), what one decode step receives.
 Matrix token(const Tensor3& T, std::size_t t) { return xt::view(T, xt::all(), t, xt::all()); }
@@ -108,12 +101,12 @@ void print_one_function(std::uint64_t seed) {
   const std::size_t h = 8, n = 6, d_k = 16;
   attn::heading(fmt::format("One function, three attentions (h = {}, n = {}, d_k = d_v = {})", h, n, d_k));
   attn::Rng rng(seed);
-  const Tensor3 Q = random_heads(rng, h, n, d_k);  // (h, n, d_k)
+  const Tensor3 Q = attn::normal_heads(rng, h, n, d_k);  // (h, n, d_k)
   attn::Table t({"attention", "g", "K and V", "output", "K/V floats cached per token", "vs MHA"});
   t.set_left(0);
   for (std::size_t g : {h, std::size_t{2}, std::size_t{1}}) {
-    const Tensor3 K = random_heads(rng, g, n, d_k), V = random_heads(rng, g, n, d_k);  // (g, n, d_k)
-    const Tensor3 O = attn::grouped_attention(Q, K, V, /*causal=*/true);               // (h, n, d_v)
+    const Tensor3 K = attn::normal_heads(rng, g, n, d_k), V = attn::normal_heads(rng, g, n, d_k);  // (g, n, d_k)
+    const Tensor3 O = attn::grouped_attention(Q, K, V, /*causal=*/true);                           // (h, n, d_v)
     t.add_row({g == h   ? "multi-head"
                : g == 1 ? "multi-query"
                         : "grouped-query",
@@ -134,9 +127,9 @@ void print_decode(std::uint64_t seed) {
   const std::size_t h = 4, g = 2, n = 8, d_k = 8, d_v = 8;
   attn::heading(fmt::format("Decoding with a KV cache (h = {}, g = {}, d_k = {}, capacity {} tokens)", h, g, d_k, n));
   attn::Rng rng(seed);
-  const Tensor3 Q = random_heads(rng, h, n, d_k);                                    // (h, n, d_k)
-  const Tensor3 K = random_heads(rng, g, n, d_k), V = random_heads(rng, g, n, d_v);  // (g, n, d)
-  const Tensor3 full = attn::grouped_attention(Q, K, V, /*causal=*/true);            // (h, n, d_v)
+  const Tensor3 Q = attn::normal_heads(rng, h, n, d_k);                                          // (h, n, d_k)
+  const Tensor3 K = attn::normal_heads(rng, g, n, d_k), V = attn::normal_heads(rng, g, n, d_v);  // (g, n, d)
+  const Tensor3 full = attn::grouped_attention(Q, K, V, /*causal=*/true);                        // (h, n, d_v)
   attn::KVCache cache(g, /*capacity=*/n, d_k, d_v);
   attn::Table t(
       {"step t", "cached tokens", "K/V rows computed", "without a cache", "K/V rows read", "|decode - causal|"});

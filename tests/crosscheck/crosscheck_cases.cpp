@@ -31,6 +31,7 @@
 #include "14_state_space/lti.hpp"
 #include "14_state_space/scan.hpp"
 #include "14_state_space/state_space.hpp"
+#include "attn/random_heads.hpp"
 #include "attn/rng.hpp"
 #if ATTN_HAVE_CH16
 #include <fstream>
@@ -62,12 +63,6 @@ class Case {
  private:
   fs::path dir_;
 };
-
-Tensor3 random_heads(attn::Rng& rng, std::size_t heads, std::size_t n, std::size_t d) {
-  Tensor3 t = xt::zeros<float>({heads, n, d});  // (heads, n, d)
-  for (std::size_t i = 0; i < heads; ++i) xt::view(t, i, xt::all(), xt::all()) = rng.normal(n, d);
-  return t;
-}
 
 void chapter_02(const fs::path& root) {
   attn::Rng rng(2);
@@ -165,8 +160,8 @@ void chapter_08(const fs::path& root) {
 void chapter_09(const fs::path& root) {
   attn::Rng rng(9);
   const std::size_t h = 8, g = 2, n = 10, d = 8;
-  const Tensor3 Q = random_heads(rng, h, n, d);                                  // (h, n, d_k)
-  const Tensor3 K = random_heads(rng, g, n, d), V = random_heads(rng, g, n, d);  // (g, n, d)
+  const Tensor3 Q = attn::normal_heads(rng, h, n, d);                                        // (h, n, d_k)
+  const Tensor3 K = attn::normal_heads(rng, g, n, d), V = attn::normal_heads(rng, g, n, d);  // (g, n, d)
   Case(root, "09_gqa").put("Q", Q).put("K", K).put("V", V).put("out", attn::grouped_attention(Q, K, V, true));
 }
 

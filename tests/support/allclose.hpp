@@ -105,6 +105,12 @@ inline oracle::Mat to_oracle(const Matrix& m) {
 inline std::vector<bool> to_oracle(const Mask& m) { return std::vector<bool>(m.begin(), m.end()); }
 /// float32 vector → float64 vector.
 inline std::vector<double> to_oracle(const Vector& v) { return std::vector<double>(v.begin(), v.end()); }
+/// float32 heads (h, n, d) → the oracle's list of h float64 matrices (n, d).
+inline std::vector<oracle::Mat> to_oracle(const Tensor3& T) {
+  std::vector<oracle::Mat> out;
+  for (std::size_t i = 0; i < T.shape(0); ++i) out.push_back(to_oracle(Matrix(xt::view(T, i, xt::all(), xt::all()))));
+  return out;
+}
 
 }  // namespace attn::test
 
