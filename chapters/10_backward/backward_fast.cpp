@@ -170,7 +170,7 @@ void backward_tile(const Problem& p, const BackwardConfig& cfg, std::size_t head
                 i(p.n_kv), 0.0f, w.dS.data(), i(ld));
   }
   for (std::size_t r = 0; r < rows; ++r)
-    softmax_grad_row(w.P.data() + r * ld, w.dS.data() + r * ld, cols, D[r], scale);  // dS holds scale · dS
+    detail::softmax_grad_row(w.P.data() + r * ld, w.dS.data() + r * ld, cols, D[r], scale);  // dS holds scale · dS
   // dQ_i += scale · dS K_j  (rows, d_k): the shape of O += P V, so chapter 05's P·V kernel where it runs
   if (p.keys->used())
     ch05::accumulate_pv(w.dS.data(), rows, cols, ld, K_j, p.d_k, p.d_k, dQ_i, p.d_k);

@@ -34,9 +34,12 @@ namespace attn::ch10 {
 
 HWY_EXPORT(SoftmaxGradRow);
 
+namespace detail {
+
 void softmax_grad_row(const float* p, float* dp, std::size_t n, float D, float scale) {
   ATTN_DISPATCH(SoftmaxGradRow)(p, dp, n, D, scale);
 }
 
+}  // namespace detail
 }  // namespace attn::ch10
 #endif  // HWY_ONCE

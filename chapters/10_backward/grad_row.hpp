@@ -6,10 +6,10 @@
 
 #include <cstddef>
 
-namespace attn::ch10 {
+namespace attn::ch10::detail {  // the fast backward's own pass (backward_fast.cpp), not a function of the chapter
 
 /// dp[0, n) ← scale · p ∘ (dp − D): the softmax's backward with D standing in for rowsum(dP ∘ P), times the
 /// 1/√d_k that both dQ and dK carry (so their products need no alpha). p and dp must not overlap.
 void softmax_grad_row(const float* p, float* dp, std::size_t n, float D, float scale);
 
-}  // namespace attn::ch10
+}  // namespace attn::ch10::detail

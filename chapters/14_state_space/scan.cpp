@@ -40,9 +40,9 @@ namespace {
 /// The kernels \p wanted names ("AVX-512", "AVX2+FMA", "NEON" or "portable": a vector path's name), if this CPU
 /// runs them ("auto": those of the vector path in use, attn/vector.hpp), else empty ones.
 ScanKernels choose_kernels(const std::string& wanted) {
-  if (wanted == "auto") return scan_kernels_of(vector_path());
+  if (wanted == "auto") return detail::scan_kernels_of(vector_path());
   for (const VectorPath path : vector_paths_available())
-    if (wanted == vector_path_name(path)) return scan_kernels_of(path);
+    if (wanted == vector_path_name(path)) return detail::scan_kernels_of(path);
   return {};
 }
 // [choose_kernels]

@@ -53,7 +53,7 @@ ScanKernels Kernels(const char* isa) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace attn::ch14 {
+namespace attn::ch14::detail {
 
 ScanKernels scan_kernels_of(VectorPath path) {
   const char* isa = vector_path_name(path);
@@ -76,5 +76,5 @@ ScanKernels scan_kernels_of(VectorPath path) {
 #endif
 }
 
-}  // namespace attn::ch14
+}  // namespace attn::ch14::detail
 #endif  // HWY_ONCE

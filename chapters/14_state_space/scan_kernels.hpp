@@ -57,7 +57,10 @@ struct ScanKernels {
   std::size_t (*correct)(const ScanSlice& s, const float* AT, const float* H, float* work) = nullptr;
 };
 
+namespace detail {
 /// The kernels of \p path (whether the CPU runs it is the caller's question: attn::vector_paths_available()).
+/// scan.cpp's, not a function of the chapter.
 ScanKernels scan_kernels_of(VectorPath path);
+}  // namespace detail
 
 }  // namespace attn::ch14
