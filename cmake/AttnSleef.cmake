@@ -1,5 +1,5 @@
 # SLEEF's vectorised exponential and erf (Debian's libsleef-dev), for kernels compiled for AVX-512 and AVX2 on
-# x86-64 (chapters 14 and 16). Those files are compiled with -mavx512f / -mavx2 -mfma (SLEEF declares its
+# x86-64 (chapter 16; chapter 14's scan runs on the vector layer, attn/vector.hpp, since). Those files are compiled with -mavx512f / -mavx2 -mfma (SLEEF declares its
 # functions only then) and without the precompiled header (its flags differ).
 
 # attn_find_sleef(WHAT): sets ATTN_HAVE_SLEEF (ON/OFF), ATTN_SLEEF_LIBRARY and ATTN_SLEEF_INCLUDE_DIR in the
