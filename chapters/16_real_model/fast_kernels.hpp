@@ -3,7 +3,7 @@
 /// of the course's vector layer (attn/vector.hpp: attn::vector_path(), the widest instruction set the CPU has or the
 /// one ATTN_VECTOR_ISA forces):
 ///   - the product on panel-packed weights (packed_gemm.cpp), written with intrinsics because its register tile is
-///     the lesson: a copy for AVX-512, for AVX2+FMA and for NEON (which the SVE path runs too); the portable path
+///     the lesson: a copy for AVX-512, for AVX2+FMA and for NEON; the portable path
 ///     has none, and the fast forward then keeps its weights transposed for OpenBLAS;
 ///   - GELU and one head's attention (vector_kernels.cpp), written once on Highway, which compiles them for every
 ///     path, the portable one included.

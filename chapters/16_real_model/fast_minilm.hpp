@@ -59,7 +59,7 @@ namespace detail {
 
 /// One Linear, x·Wᵀ + b, with W laid out for the product: in panels of 16 output columns ((out/16, in, 16), each
 /// panel's 16 weights of one input contiguous) where the path in use has the packed product (AVX-512, AVX2+FMA,
-/// NEON, SVE: detail::has_packed_gemm()) and out is a multiple of 16, else transposed, (in, out), for OpenBLAS's
+/// NEON: detail::has_packed_gemm()) and out is a multiple of 16, else transposed, (in, out), for OpenBLAS's
 /// sgemm without a transpose.
 struct PackedLinear {
   std::size_t in = 0, out = 0;

@@ -4,7 +4,7 @@
 // The micro-kernel is written once, in packed_gemm.inl, against an instruction set `Isa`. This file compiles it
 // for AVX-512 and for AVX2+FMA, each copy inside its own namespace between ATTN_BEGIN_AVX512 (or
 // ATTN_BEGIN_AVX2_FMA) and ATTN_END_ISA (attn/isa.hpp: GCC's and Clang's pragmas for it), and for NEON on arm64
-// (every arm64 CPU has it: no region needed; the SVE path runs it too). The copy is the path's of attn::vector_path().
+// (every arm64 CPU has it: no region needed). The copy is the path's of attn::vector_path().
 // The register tile is the lesson: the most accumulators the register file holds beside the weights of one step and a
 // broadcast.
 #include <cstdint>
@@ -92,7 +92,6 @@ bool has_packed_gemm() {
       return true;
 #endif
 #if defined(__aarch64__)
-    case VectorPath::sve:
     case VectorPath::neon:
       return true;
 #endif
@@ -111,7 +110,6 @@ void packed_gemm(const float* X, std::size_t n, std::size_t in, const float* pan
       return avx2::packed_gemm(X, n, in, panels, out, bias, Y);
 #endif
 #if defined(__aarch64__)
-    case VectorPath::sve:
     case VectorPath::neon:
       return neon::packed_gemm(X, n, in, panels, out, bias, Y);
 #endif
