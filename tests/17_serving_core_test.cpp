@@ -520,8 +520,9 @@ TEST_SUITE("17_serving: chapter code") {
         bool contiguous = true;
         const ch17::ServeStats st = ch17::serve_chunked(trace, blocks, 4, 6, budget, [&](const ch17::StepWork& w) {
           most = std::max(most, w.tokens());
-          for (const std::size_t id : w.preempted) next_cached[id] = 0;  // it starts again from nothing (and may in
-                                                                         // this very step: it is at the queue's front)
+          for (const std::size_t id : w.preempted)
+            next_cached[id] = 0;  // it starts again from nothing (and may in
+                                  // this very step: it is at the queue's front)
           for (const ch17::PrefillChunk& c : w.prefills) {
             contiguous = contiguous && c.cached == next_cached[c.id] && c.tokens > 0;  // the chunks follow each other
             next_cached[c.id] = c.last ? 0 : c.cached + c.tokens;
@@ -570,7 +571,8 @@ TEST_SUITE("17_serving: chapter code") {
     }
   }
 
-  TEST_CASE("a clock that charges a step for its tokens makes a prefill cost its prompt, where the step clock is free") {
+  TEST_CASE(
+      "a clock that charges a step for its tokens makes a prefill cost its prompt, where the step clock is free") {
     // Prompt 10, output 3, whole-prompt prefill: on the step clock the first token comes at 1 and the last at 3; on a
     // clock of one unit per token computed, the prefill step takes 10, each decode 1: first token at 10, done at 12.
     const std::vector<ch17::Request> trace{{0, 0, 10, 3}};
@@ -578,9 +580,8 @@ TEST_SUITE("17_serving: chapter code") {
     CHECK(steps.first_token_at[0] == 1.0);
     CHECK(steps.finished_at[0] == 3.0);
     ch17::PagedScheduler paged(8, 4, 2);
-    const ch17::ServeStats work = ch17::serve(trace, {0.0}, paged, [](const ch17::StepWork& w) {
-      return static_cast<double>(w.tokens());
-    });
+    const ch17::ServeStats work =
+        ch17::serve(trace, {0.0}, paged, [](const ch17::StepWork& w) { return static_cast<double>(w.tokens()); });
     CHECK(work.first_token_at[0] == 10.0);
     CHECK(work.finished_at[0] == 12.0);
     CHECK(work.elapsed == 12.0);
@@ -588,9 +589,8 @@ TEST_SUITE("17_serving: chapter code") {
     // Open loop: a request arriving at 10.5 on that clock waits for the step running then (10 … 11) to end.
     const std::vector<ch17::Request> two{{0, 0, 10, 3}, {1, 0, 2, 1}};
     ch17::PagedScheduler again(8, 4, 1);
-    const ch17::ServeStats late = ch17::serve(two, {0.0, 10.5}, again, [](const ch17::StepWork& w) {
-      return static_cast<double>(w.tokens());
-    });
+    const ch17::ServeStats late =
+        ch17::serve(two, {0.0, 10.5}, again, [](const ch17::StepWork& w) { return static_cast<double>(w.tokens()); });
     CHECK(late.first_token_at[1] == 14.0);  // admitted at 12, when request 0 has left: its prefill of 2 ends at 14
   }
 
@@ -620,7 +620,6 @@ TEST_SUITE("17_serving: chapter code") {
     CHECK(ch17::time_quantile({3.0, 1.0, 2.0, 4.0}, 0.5) == 2.0);
     CHECK(ch17::time_quantile({3.0, 1.0, 2.0, 4.0}, 0.99) == 4.0);
   }
-
 }
 
 namespace {
@@ -1016,7 +1015,9 @@ TEST_SUITE("17_serving: hostile battery") {
     hostile::battery(
         "paged_prefill", {"layer", "blocks|table", "length|table", "Q", "first"},
         [&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const attn::Tensor3& q,
-            std::size_t first) { return ch17::paged_prefill(cache, layer, BlockTable{blocks, length}, q, first); },
+            std::size_t first) {
+          return ch17::paged_prefill(cache, layer, BlockTable{blocks, length}, q, first);
+        },
         std::size_t{0}, t.blocks, t.length, Q, std::size_t{4})
         .fits([&](std::size_t layer, const std::vector<std::size_t>& blocks, std::size_t length, const attn::Tensor3& q,
                   std::size_t first) {
@@ -1027,9 +1028,8 @@ TEST_SUITE("17_serving: hostile battery") {
                  static_cast<long double>(first) + q.shape(1) <= length;
         })
         .answer([](const attn::Tensor3& O, std::size_t, const std::vector<std::size_t>&, std::size_t,
-                   const attn::Tensor3& q, std::size_t) {
-          return O.shape(0) == q.shape(0) && O.shape(1) == q.shape(1) && O.shape(2) == 3;
-        })
+                   const attn::Tensor3& q,
+                   std::size_t) { return O.shape(0) == q.shape(0) && O.shape(1) == q.shape(1) && O.shape(2) == 3; })
         .run();
     hostile::battery(
         "block_hash", {"parent", "tokens", "first", "B"},
@@ -1144,7 +1144,9 @@ TEST_SUITE("17_serving: hostile battery") {
           ids, prompts, outputs, std::size_t{4}, std::size_t{4}, std::size_t{2})
           .fits([&](const std::vector<std::size_t>& i, const std::vector<std::size_t>& p,
                     const std::vector<std::size_t>& o, std::size_t blocks, std::size_t block_size,
-                    std::size_t max_running) { return max_running >= 1 && pool_fits(trace_of(i, p, o), blocks, block_size); })
+                    std::size_t max_running) {
+            return max_running >= 1 && pool_fits(trace_of(i, p, o), blocks, block_size);
+          })
           .answer([&](const std::vector<std::size_t>& r, const std::vector<std::size_t>& i,
                       const std::vector<std::size_t>& p, const std::vector<std::size_t>& o, std::size_t, std::size_t,
                       std::size_t) { return r[1] == tokens_of(trace_of(i, p, o)); })

@@ -839,8 +839,8 @@ TEST_SUITE("17_serving: chapter code") {
     const std::size_t h = 8, d = 20, n = 53;
     for (std::size_t g : {8, 4, 1})
       for (std::size_t B : {1, 5, 16, 48})
-        for (const auto& [first, c] : std::vector<std::pair<std::size_t, std::size_t>>{
-                 {0, n}, {0, 1}, {7, 19}, {16, 16}, {52, 1}, {3, 40}}) {
+        for (const auto& [first, c] :
+             std::vector<std::pair<std::size_t, std::size_t>>{{0, n}, {0, 1}, {7, 19}, {16, 16}, {52, 1}, {3, 40}}) {
           CAPTURE(g);
           CAPTURE(B);
           CAPTURE(first);

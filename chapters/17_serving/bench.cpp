@@ -204,7 +204,7 @@ constexpr std::size_t kLayers = 1, kModel = kH * kD, kKvWidth = kG * kD;  // d_m
 constexpr std::size_t kServePromptMax = 256, kServeOutputMax = 64;
 constexpr std::size_t kServeMaxLen = kServePromptMax + kServeOutputMax, kServeBlock = 16, kServeRunning = 8;
 constexpr std::size_t kServeBudget = 4 * kServeMaxLen;  // KV tokens: 4 sequences of the longest length
-constexpr std::size_t kChunkBudget = 32;                 // tokens a chunked step computes at most
+constexpr std::size_t kChunkBudget = 32;                // tokens a chunked step computes at most
 constexpr std::size_t kServeRequests = 16;
 constexpr double kServeRates[] = {0.25, 0.5, 1.0, 2.0, 4.0};  // requests per second, offered
 const char* const kSchedulers[] = {"static, reserve max", "continuous, reserve max", "continuous, paged",
@@ -274,7 +274,7 @@ void run_step(ServeModel& m, const ch17::StepWork& work) {
     std::size_t row = 0, slot = 0;
     for (const std::size_t n : work.decode_lengths) {
       const Matrix q = xt::reshape_view(xt::view(QKV, row, xt::range(0, kModel)), {kH, kD});  // (h, d_k)
-      const Matrix o = ch17::paged_decode(m.cache, l, m.table(slot++, n), q);                // (h, d_v)
+      const Matrix o = ch17::paged_decode(m.cache, l, m.table(slot++, n), q);                 // (h, d_v)
       std::copy(o.begin(), o.end(), A.data() + row++ * kModel);
     }
     for (const ch17::PrefillChunk& c : work.prefills) {

@@ -8,8 +8,11 @@
 // each sequence's maximum, and by the learner's paged scheduler: the memory each wastes, the sequences each runs at
 // once, tokens per step and latency in steps; the memory a shared system prompt saves for N requests; and chapter
 // 12's trained model generating under paged continuous batching with a shared prefix, token for token as chapter
-// 12's own forward pass generates one request at a time.
-// Time is counted in scheduler steps here (the output is the same on every machine); `ch17_serving bench` measures
+// 12's own forward pass generates one request at a time; a prefix cache (chained block keys, the learner's
+// lookup_prefix(), LRU eviction) over shared system prompts and multi-turn conversations; and chunked prefill under a
+// per-step token budget beside the other schedulers.
+// Time is counted in scheduler steps here (the output is the same on every machine; the step clock charges no prefill,
+// and the output says so); `ch17_serving bench` serves open-loop arrivals in seconds (TTFT, TPOT) and measures
 // the paged decode's cost against the contiguous one at block sizes 8–128, split-KV decoding at batch 1 over
 // 1K–128K tokens against chapter 09's kernel and the triad's bound, and real decode steps of the schedulers
 // (bench.cpp; the recorded figures are on book/measure_17_serving.md).
@@ -315,8 +318,9 @@ PrefixRun serve_with_prefix_cache(const std::vector<std::vector<attn::TokenId>>&
 
 void print_prefix_cache(std::uint64_t seed) {
   const std::size_t B = 16, systems = 4, system_len = 512, conversations = 24, turns = 4, alive = 8;
-  attn::heading(fmt::format("A prefix cache over {} system prompts of {} tokens and {} conversations of {} turns (B = {})",
-                            systems, system_len, conversations, turns, B));
+  attn::heading(
+      fmt::format("A prefix cache over {} system prompts of {} tokens and {} conversations of {} turns (B = {})",
+                  systems, system_len, conversations, turns, B));
   attn::Rng rng(seed);
   std::uniform_int_distribution<attn::TokenId> token(0, 31999);
   std::uniform_int_distribution<std::size_t> user_len(32, 96), answer_len(32, 128);
@@ -340,14 +344,15 @@ void print_prefix_cache(std::uint64_t seed) {
   attn::Table t({"pool (blocks)", "evicted", "prompt tokens found cached", "prefill computed", "KV memory shared"});
   for (const std::size_t blocks : {4096, 1024, 512, 256}) {
     const PrefixRun r = serve_with_prefix_cache(prompts, answers, blocks, B, alive);
-    t.add_row({fmt::format("{}", blocks), fmt::format("{}", r.evictions),
-               fmt::format("{} %", fixed(100.0 * static_cast<double>(r.found) / static_cast<double>(r.prompt_tokens), 1)),
-               fmt::format("{} of {}", r.prompt_tokens - r.found, r.prompt_tokens),
-               fmt::format("{} %", fixed(100.0 * r.shared, 1))});
+    t.add_row(
+        {fmt::format("{}", blocks), fmt::format("{}", r.evictions),
+         fmt::format("{} %", fixed(100.0 * static_cast<double>(r.found) / static_cast<double>(r.prompt_tokens), 1)),
+         fmt::format("{} of {}", r.prompt_tokens - r.found, r.prompt_tokens),
+         fmt::format("{} %", fixed(100.0 * r.shared, 1))});
   }
   t.print();
   fmt::print(
-      "{} requests, at most {} at once. Each request looks its prompt up at admission (your lookup_prefix()):\n"
+      "{} requests, at most {} at once. Each request looks its prompt up at admission (lookup_prefix()):\n"
       "the system prompt's blocks, and in later turns the whole conversation so far, are found and not\n"
       "prefilled again. KV memory shared is 1 − blocks held / blocks the running requests' tables list,\n"
       "averaged over admissions. A small pool evicts the least recently used blocks no request holds, and\n"
@@ -385,8 +390,7 @@ void print_serving(const attn::Chapter& chapter, const Options& o) {
       {fmt::format("continuous, paged B = {}", B), ch17::serve_paged(trace, budget_tokens / B, B, kMaxRunning)},
       {fmt::format("paged, chunks of {}", kChunkTokens),
        ch17::serve_chunked(trace, budget_tokens / B, B, kMaxRunning, kChunkTokens)}};
-  attn::Table t(
-      {"scheduler", "steps", "tokens/step", "latency", "p90", "most", "KV wasted", "preempted", "prefilled"});
+  attn::Table t({"scheduler", "steps", "tokens/step", "latency", "p90", "most", "KV wasted", "preempted", "prefilled"});
   t.set_left(0);
   for (const Run& r : runs)
     t.add_row({r.name, fmt::format("{}", r.stats.steps), fixed(r.stats.tokens_per_step(), 1),
@@ -396,7 +400,8 @@ void print_serving(const attn::Chapter& chapter, const Options& o) {
                fmt::format("{}", r.stats.prefilled)});
   t.print();
   double prompt_tokens = 0.0, output_tokens = 0.0;
-  for (const ch17::Request& r : trace) prompt_tokens += static_cast<double>(r.prompt), output_tokens += static_cast<double>(r.output);
+  for (const ch17::Request& r : trace)
+    prompt_tokens += static_cast<double>(r.prompt), output_tokens += static_cast<double>(r.output);
   double most_per_step = 0.0;
   for (const Run& r : runs) most_per_step = std::max(most_per_step, r.stats.tokens_per_step());
   fmt::print(
@@ -408,8 +413,7 @@ void print_serving(const attn::Chapter& chapter, const Options& o) {
       "Sarathi-Serve (Agrawal et al., OSDI 2024) reports up to 2.6× the serving capacity of vLLM under a\n"
       "latency target for Mistral-7B on one A100.\n",
       fixed(spec.arrivals_per_step * output_tokens / static_cast<double>(trace.size()), 0), spec.arrivals_per_step,
-      fixed(output_tokens / static_cast<double>(trace.size()), 0), fixed(most_per_step, 1),
-      fixed(prompt_tokens, 0));
+      fixed(output_tokens / static_cast<double>(trace.size()), 0), fixed(most_per_step, 1), fixed(prompt_tokens, 0));
   fmt::print(
       "Latency (mean and 90th percentile) is in steps from arrival to the last token; most is the largest\n"
       "batch; tokens/step is also the mean batch (each running sequence makes one token per step); KV\n"

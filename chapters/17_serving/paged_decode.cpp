@@ -169,7 +169,7 @@ Tensor3 paged_prefill(const PagedKVCache& cache, std::size_t layer, const BlockT
   require_finite("paged_prefill", "Q", Q.data(), Q.size());
   const std::size_t r = h / g, rows = c * r;  // per group: the chunk's c tokens × its r query heads
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.d_k));
-  Tensor3 O = xt::zeros<float>({h, c, s.d_v});  // (h, c, d_v)
+  Tensor3 O = xt::zeros<float>({h, c, s.d_v});                               // (h, c, d_v)
   std::vector<float> Qg(rows * s.d_k), m(rows), l(rows), acc(rows * s.d_v);  // group j's rows, token-major
   for (std::size_t j = 0; j < g; ++j) {
     for (std::size_t i = 0; i < c; ++i)  // row i·r + a: token first + i, query head j·r + a, scaled by 1/√d_k once

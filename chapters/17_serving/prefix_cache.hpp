@@ -27,10 +27,10 @@ using TokenId = std::size_t;
 constexpr std::uint64_t kNoParent = 0x9e3779b97f4a7c15ull;
 
 /// The key of the full block of \p B tokens tokens[first … first + B − 1] whose parent block has key \p parent
-/// (kNoParent for the first): a 64-bit FNV-1a hash of the parent's key and the tokens. Chaining makes equal keys mean equal prefixes, not only
-/// equal blocks: the same 16 tokens after two different prompts have two keys (their keys and values differ: each
-/// attended to its own prefix).
-/// \throws std::invalid_argument naming B when it is 0, and first, B and the tokens' size when the block passes their
+/// (kNoParent for the first): a 64-bit FNV-1a hash of the parent's key and the tokens. Chaining makes equal keys mean
+/// equal prefixes, not only equal blocks: the same 16 tokens after two different prompts have two keys (their keys and
+/// values differ: each attended to its own prefix). \throws std::invalid_argument naming B when it is 0, and first, B
+/// and the tokens' size when the block passes their
 ///         end (compared without wrapping).
 std::uint64_t block_hash(std::uint64_t parent, const std::vector<TokenId>& tokens, std::size_t first, std::size_t B);
 
@@ -45,7 +45,7 @@ class PrefixCache {
   explicit PrefixCache(BlockAllocator& pool) : pool_(pool) {}
 
   std::size_t block_size() const { return pool_.block_size(); }  ///< B
-  BlockAllocator& pool() { return pool_; }                          ///< the blocks
+  BlockAllocator& pool() { return pool_; }                       ///< the blocks
 
   /// The cached block of key \p key, or nothing. Changes nothing (not the eviction order).
   std::optional<BlockId> find(std::uint64_t key) const;
@@ -80,10 +80,10 @@ class PrefixCache {
 
  private:
   BlockAllocator& pool_;
-  std::unordered_map<std::uint64_t, BlockId> block_of_;                     // key → cached block
-  std::unordered_map<BlockId, std::uint64_t> key_of_;                       // cached block → its key
-  std::list<BlockId> lru_;                                                  // evictable blocks, least recent first
-  std::unordered_map<BlockId, std::list<BlockId>::iterator> lru_place_;     // where each evictable block is in lru_
+  std::unordered_map<std::uint64_t, BlockId> block_of_;                  // key → cached block
+  std::unordered_map<BlockId, std::uint64_t> key_of_;                    // cached block → its key
+  std::list<BlockId> lru_;                                               // evictable blocks, least recent first
+  std::unordered_map<BlockId, std::list<BlockId>::iterator> lru_place_;  // where each evictable block is in lru_
   std::size_t evictions_ = 0;
 };
 

@@ -77,8 +77,8 @@ std::vector<double> poisson_arrivals(std::size_t requests, double rate, std::uin
 // [serve]
 ServeStats serve(const std::vector<Request>& trace, const std::vector<double>& arrivals, Scheduler& scheduler,
                  const StepClock& clock) {
-  require(arrivals.size() == trace.size(), fmt::format("serve: {} arrivals for a trace of {} requests; one each",
-                                                       arrivals.size(), trace.size()));
+  require(arrivals.size() == trace.size(),
+          fmt::format("serve: {} arrivals for a trace of {} requests; one each", arrivals.size(), trace.size()));
   for (std::size_t i = 0; i < trace.size(); ++i) {
     require(trace[i].id == i, fmt::format("serve: the trace's request {} has id {}; a request's id is its place in "
                                           "the trace",
@@ -102,7 +102,7 @@ ServeStats serve(const std::vector<Request>& trace, const std::vector<double>& a
     const double dt = clock(work);  // the step's duration: 1 on the step clock, its seconds when its work is run
     require(std::isfinite(dt) && dt >= 0, fmt::format("serve: the clock gave step {} a duration of {}; a step takes "
                                                       "a finite time, 0 or more",
-                                                     steps, dt));
+                                                      steps, dt));
     for (const std::size_t id : work.first_token)
       if (st.first_token_at[id] < 0) st.first_token_at[id] = now + dt;  // a readmitted request's first token is older
     st.generated += work.generated();

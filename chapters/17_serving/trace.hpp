@@ -43,20 +43,20 @@ std::vector<Request> request_trace(const TraceSpec& spec);
 /// What one scheduler did over a whole trace. Times are on the clock the trace was served on (serve()): steps on the
 /// step clock, seconds when every step is run and timed.
 struct ServeStats {
-  std::size_t steps = 0;              ///< the step clock: steps until the last request finished (idle ones included);
-                                      ///< a timed clock: steps run
-  std::size_t generated = 0;          ///< tokens generated
-  double mean_running = 0.0;          ///< sequences running, averaged over the time
-  std::size_t most_running = 0;       ///< the most at once
-  double cached_token_steps = 0.0;    ///< ∫ over time of the tokens whose keys and values are cached
-  double reserved_token_steps = 0.0;  ///< ∫ over time of the token slots held (reserved or allocated)
-  std::vector<std::size_t> latency;   ///< (requests) the step clock only: steps from arrival to the last token, by id
+  std::size_t steps = 0;               ///< the step clock: steps until the last request finished (idle ones included);
+                                       ///< a timed clock: steps run
+  std::size_t generated = 0;           ///< tokens generated
+  double mean_running = 0.0;           ///< sequences running, averaged over the time
+  std::size_t most_running = 0;        ///< the most at once
+  double cached_token_steps = 0.0;     ///< ∫ over time of the tokens whose keys and values are cached
+  double reserved_token_steps = 0.0;   ///< ∫ over time of the token slots held (reserved or allocated)
+  std::vector<std::size_t> latency;    ///< (requests) the step clock only: steps from arrival to the last token, by id
   std::vector<double> first_token_at;  ///< (requests) the clock when each request's first token came out, by id
   std::vector<double> finished_at;     ///< (requests) the clock when its last token came out, by id
   double elapsed = 0.0;                ///< the clock when the last request finished
-  std::size_t preemptions = 0;        ///< sequences sent back to the queue
-  std::size_t recomputed = 0;         ///< prompt tokens prefilled again after preemptions
-  std::size_t prefilled = 0;          ///< prompt tokens prefilled, the recomputed ones included
+  std::size_t preemptions = 0;         ///< sequences sent back to the queue
+  std::size_t recomputed = 0;          ///< prompt tokens prefilled again after preemptions
+  std::size_t prefilled = 0;           ///< prompt tokens prefilled, the recomputed ones included
   /// KV memory wasted: the share of the slots held that hold no token, averaged over time, 1 − cached / reserved.
   double waste() const { return reserved_token_steps > 0 ? 1.0 - cached_token_steps / reserved_token_steps : 0.0; }
   /// Tokens generated per step.
@@ -148,7 +148,8 @@ double latency_mean(const std::vector<std::size_t>& latency);
 /// \throws std::invalid_argument when latency is empty or q is outside [0, 1].
 std::size_t latency_quantile(const std::vector<std::size_t>& latency, double q);
 /// The same quantile of times (seconds): nearest rank.
-/// \throws std::invalid_argument naming times when it is empty or holds a NaN or an infinity, and q when it is outside [0, 1].
+/// \throws std::invalid_argument naming times when it is empty or holds a NaN or an infinity, and q when it is outside
+/// [0, 1].
 double time_quantile(const std::vector<double>& times, double q);
 
 /// How a scheduler that reserves each sequence's maximum batches.
