@@ -159,17 +159,39 @@ void AttendNodeDk16(const float* q, const GatherRows& K, const GatherRows& V, co
   constexpr std::size_t kL = hn::MaxLanes(d);  // this instruction set's lanes (a power of two, at most 16)
   constexpr std::size_t kChunks = 64 / kL;     // a group's four heads: 64 floats
   const std::size_t groups = heads / 4, per_group = degree * 4;
+  HWY_ALIGN float pattern[kL], tail[kL];
   for (std::size_t e = 0; e < degree; ++e) {  // the scores, q_c·k_c / √16 for the four heads c of each group
     if (e + kAhead < stream) prefetch(K.row(senders[e + kAhead]), K.width());
     const float* k = K.row(senders[e]);
-    for (std::size_t c = 0; c < heads; ++c) {
-      auto acc = hn::Zero(d);
-      for (std::size_t t = 0; t < 16; t += kL)
-        acc = hn::MulAdd(hn::LoadU(d, q + 16 * c + t), hn::Load(d, k + 16 * c + t), acc);
-      scores[(c / 4) * per_group + 4 * e + c % 4] = hn::GetLane(hn::SumOfLanes(d, acc)) * 0.25f;
+    for (std::size_t g = 0; g < groups; ++g) {
+      hn::Vec<D> p[4];  // p[c]: head c's products q·k, its 16 features added down to kL lanes
+      for (std::size_t c = 0; c < 4; ++c) {
+        p[c] = hn::Zero(d);
+        for (std::size_t t = 0; t < 16; t += kL)
+          p[c] = hn::MulAdd(hn::LoadU(d, q + 64 * g + 16 * c + t), hn::Load(d, k + 64 * g + 16 * c + t), p[c]);
+      }
+      float* s = scores + g * per_group + 4 * e;  // (4) the group's four scores of this edge
+#if HWY_TARGET != HWY_SCALAR  // whole 128-bit blocks: four lanes or more
+      static_assert(kL >= 4, "a 128-bit block holds four floats");
+      // The four heads' sums folded together, per 128-bit block: interleaving halves the partial sums of each
+      // head and keeps the heads apart, so one block ends as (s0, s1, s2, s3); then the blocks are added.
+      const hn::Repartition<std::uint64_t, D> d64;
+      const auto a = hn::Add(hn::InterleaveLower(d, p[0], p[1]), hn::InterleaveUpper(d, p[0], p[1]));
+      const auto b = hn::Add(hn::InterleaveLower(d, p[2], p[3]), hn::InterleaveUpper(d, p[2], p[3]));
+      const auto a64 = hn::BitCast(d64, a), b64 = hn::BitCast(d64, b);
+      hn::Store(hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, a64, b64)),
+                        hn::BitCast(d, hn::InterleaveUpper(d64, a64, b64))),
+                d, pattern);
+      for (std::size_t c = 0; c < 4; ++c) {
+        float sum = pattern[c];
+        for (std::size_t block = 1; block < kL / 4; ++block) sum += pattern[4 * block + c];
+        s[c] = sum * 0.25f;
+      }
+#else  // one lane: the sums are the lanes
+      for (std::size_t c = 0; c < 4; ++c) s[c] = hn::GetLane(p[c]) * 0.25f;
+#endif
     }
   }
-  HWY_ALIGN float pattern[kL], tail[kL];
   for (std::size_t g = 0; g < groups; ++g) {
     float* s = scores + g * per_group;  // (degree, 4)
     float m[4], l[4] = {0.0f, 0.0f, 0.0f, 0.0f};
