@@ -71,6 +71,12 @@ TEST_SUITE("common") {
     const attn::Matrix empty = attn::Matrix::from_shape({0, 3});  // (0, 3)
     CHECK(attn::max_abs_diff(empty, empty) == 0.0);
     CHECK(attn::mean_abs_diff(empty, empty) == 0.0);
+    // Two vectors (a row, a log-sum-exp): the same measure, the same refusal.
+    const attn::Vector u = {1.0f, -2.0f, 0.5f}, v = {1.5f, 1.0f, 0.5f};  // (3): differences 0.5, 3, 0
+    CHECK(attn::max_abs_diff(u, v) == 3.0);
+    CHECK(attn::max_abs_diff(attn::Vector::from_shape({0}), attn::Vector::from_shape({0})) == 0.0);
+    CHECK_THROWS_WITH_AS(attn::max_abs_diff(u, attn::Vector::from_shape({2})), doctest::Contains("got (3) and (2)"),
+                         std::invalid_argument);
   }
 
   TEST_CASE("differences of matrices with different shapes are refused, naming both shapes") {

@@ -271,7 +271,7 @@ void print_causal(const Example& e, const Trace& full) {
   fmt::print("Weights above the diagonal that are not exactly 0: {}.\n", weights_from_the_future(t.A));
   print_box("O = A·V, causal", t.O, e.tokens, e.values,
             "The first row is V's first row: it had nothing else to average.");
-  const double first_row = xt::amax(xt::abs(xt::row(t.O, 0) - xt::row(t.V, 0)))();
+  const double first_row = attn::max_abs_diff(Vector(xt::row(t.O, 0)), Vector(xt::row(t.V, 0)));
   fmt::print("Largest |O(0, :) - V(0, :)| = {:.1e}; one call with the mask agrees to {:.1e}.\n", first_row,
              t.one_call_difference);
   if (n > kMaxRows) return;
@@ -402,7 +402,7 @@ void print_scaling(const attn::Chapter& chapter, const ch02::ScalingStudy& study
 // --- the article's design table, backed by numbers -------------------------------------------------------------------
 
 /// Largest |S(i, j) - S(j, i)|: zero when queries and keys are the same vectors.
-double asymmetry(const Matrix& S) { return attn::max_abs_diff(S, xt::transpose(S)); }
+double asymmetry(const Matrix& S) { return attn::max_abs_diff(S, Matrix(xt::transpose(S))); }
 
 double cosine(const Matrix& a, std::size_t i, const Matrix& b, std::size_t j) {
   const Vector x = xt::row(a, i), y = xt::row(b, j);

@@ -139,7 +139,7 @@ void row_from_lse() {
       "row {} of the causal A: Σ_j A(i, j) = {:.6f}, nonzero entries {} (keys 0..{}),\n"
       "max |difference| with chapter 02's softmax {:.1e}\n\n",
       i, static_cast<double>(xt::sum(row)()), static_cast<std::size_t>(xt::sum(xt::not_equal(row, 0.0f))()), i,
-      static_cast<double>(xt::amax(xt::abs(row - full_row))()));
+      max_abs_diff(row, full_row));
 }
 // [recompute_row]
 

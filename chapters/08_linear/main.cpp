@@ -216,7 +216,7 @@ void show_recurrence(float decay) {
     const Vector o = attn::recurrent_step(state, xt::row(phiQ, step), xt::row(phiK, step), xt::row(V, step));  // (d_v)
     const Vector expected = xt::row(masked, step);                                                             // (d_v)
     t.add_row({std::to_string(step), std::to_string(state.S.size() + state.z.size()),
-               std::to_string(2 * (step + 1) * d), sci(static_cast<double>(xt::amax(xt::abs(o - expected))()))});
+               std::to_string(2 * (step + 1) * d), sci(max_abs_diff(o, expected))});
   }
   // [decode]
   t.print();

@@ -38,6 +38,12 @@ double max_abs_diff(const Matrix& a, const Matrix& b) {
   return diff.size() ? static_cast<double>(xt::amax(diff)()) : 0.0;
 }
 
+double max_abs_diff(const Vector& a, const Vector& b) {
+  require_same_shape("max_abs_diff", a, b);
+  const Vector diff = xt::abs(a - b);  // (n)
+  return diff.size() ? static_cast<double>(xt::amax(diff)()) : 0.0;
+}
+
 double mean_abs_diff(const Matrix& a, const Matrix& b) {
   require_same_shape("mean_abs_diff", a, b);
   const Matrix diff = xt::abs(a - b);  // (rows, cols)

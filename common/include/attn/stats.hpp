@@ -19,6 +19,9 @@ double median(std::vector<double> values);
 /// \param a (rows, cols)  \param b (rows, cols)
 /// \throws std::invalid_argument naming both shapes when they differ.
 double max_abs_diff(const Matrix& a, const Matrix& b);
+/// The same for two vectors (a row, a log-sum-exp). \param a (n)  \param b (n)
+/// \throws std::invalid_argument naming both shapes when they differ.
+double max_abs_diff(const Vector& a, const Vector& b);
 
 /// The mean |a − b| over all entries (0 for empty matrices): the typical error, beside the largest.
 /// \param a (rows, cols)  \param b (rows, cols)
