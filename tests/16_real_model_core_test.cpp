@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
-#include "16_real_model/backward.hpp"
+#include "16_real_model/embedding_backward.hpp"
 #include "16_real_model/fast_kernels.hpp"
 #include "16_real_model/fast_minilm.hpp"
 #include "16_real_model/layers.hpp"

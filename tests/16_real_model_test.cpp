@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "02_qkv_trace/qkv_trace.hpp"
-#include "16_real_model/backward.hpp"
+#include "16_real_model/embedding_backward.hpp"
 #include "16_real_model/fast_minilm.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/real_model.hpp"

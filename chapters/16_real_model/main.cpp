@@ -7,7 +7,7 @@
 // set, drawn as a head map; which heads look from "it" to its antecedent in the article's English sentences;
 // how many heads it needs (heads pruned in order of their contribution, cosine and nearest-neighbour
 // agreement with the full model); chapter 12's explanations (attention, rollout, flow, and gradient × input
-// and integrated gradients through the model's backward, backward.hpp) compared by deleting their top words.
+// and integrated gradients through the model's backward, embedding_backward.hpp) compared by deleting their top words.
 // What it leaves out: padding masks (a batch is packed, with no padding) and training. Its speed beside
 // sentence-transformers is measured by `./course bench 16 --vs-torch` (book: measure_16_real_model).
 // Run it: ./course run 16 (after ./course setup has unpacked the model)      Book page: book/16_real_model.md
@@ -31,7 +31,7 @@
 #include "08_linear/linear.hpp"
 #include "12_learning/flow.hpp"
 #include "12_learning/learning.hpp"
-#include "16_real_model/backward.hpp"
+#include "16_real_model/embedding_backward.hpp"
 #include "16_real_model/fast_minilm.hpp"
 #include "16_real_model/minilm.hpp"
 #include "16_real_model/real_model.hpp"
@@ -409,7 +409,7 @@ std::vector<Matrix> head_averaged_maps(const ch16::MiniLM& m, const std::vector<
 /// default run short while the relevances sum to f(X0) − f(B) within a few percent (printed below the table).
 constexpr std::size_t kIntegratedGradientSteps = 8;
 
-/// f of backward.hpp from the encoder's output \p H (n, d): the mean of its rows along \p u (d).
+/// f of embedding_backward.hpp from the encoder's output \p H (n, d): the mean of its rows along \p u (d).
 double projection(const Matrix& H, const Vector& u) { return static_cast<double>(xt::sum(xt::mean(H, {0}) * u)()); }
 
 /// Integrated gradients' baseline: the sentence with every word between [CLS] and [SEP] turned into [MASK]
@@ -448,7 +448,8 @@ void print_deletion(const ch16::MiniLM& m, const std::vector<std::string>& sente
       for (std::size_t i = 0; i < n; ++i) flow += attn::ch12::attention_flow(maps, i) / static_cast<float>(n);
       relevance.push_back(flow);
     }
-    // The gradient methods explain f = the mean-pooled output along the full embedding (backward.hpp says why).
+    // The gradient methods explain f = the mean-pooled output along the full embedding (embedding_backward.hpp says
+    // why).
     relevance.push_back(ch16::gradient_times_input(m.layers, X0, full));
     const Matrix baseline = masked_baseline(m, ids);  // (n, d)
     relevance.push_back(ch16::integrated_gradients(m.layers, X0, baseline, full, kIntegratedGradientSteps));

@@ -1,6 +1,6 @@
 // Chapter 16's backward pass: a BERT layer's pieces (Linear, erf-GELU, LayerNorm, residuals) backwards, chapter
 // 10's attention backward per head, and the explanations that read the gradient at the input.
-#include "16_real_model/backward.hpp"
+#include "16_real_model/embedding_backward.hpp"
 
 #include <cmath>
 
