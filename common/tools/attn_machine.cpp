@@ -4,13 +4,14 @@
 //                                 own choice is already the best (or OPENBLAS_CORETYPE is set)
 //   attn_machine --vector-paths   the vector paths this CPU runs, widest first: the values ATTN_VECTOR_ISA takes
 #include <cstring>
+#include <exception>
 
 #include <fmt/format.h>
 
 #include "attn/machine.hpp"
 #include "attn/vector.hpp"
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   if (argc == 2 && std::strcmp(argv[1], "--better-kernel") == 0) {
     fmt::print("{}\n", attn::better_blas_kernel());
     return 0;
@@ -26,4 +27,7 @@ int main(int argc, char** argv) {
   attn::use_best_blas_kernel();
   fmt::print("{}\n", attn::machine_line());
   return 0;
+} catch (const std::exception& e) {  // an ATTN_VECTOR_ISA this CPU cannot honour, named by the message
+  fmt::print(stderr, "attn_machine: {}\n", e.what());
+  return 2;
 }
