@@ -21,6 +21,7 @@
 #include "17_serving/serve_sim.hpp"
 #include "17_serving/serving.hpp"
 #include "17_serving/trace.hpp"
+#include "attn/random_heads.hpp"
 #include "attn/rng.hpp"
 #include "oracle/17_serving_oracle.hpp"
 #include "support/allclose.hpp"
@@ -45,24 +46,6 @@ using attn::oracle::Mat;
 constexpr double kAtol = 1e-4;
 constexpr double kRtol = 1e-4;
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-/// (heads, n, d) with N(0,1) entries.
-Tensor3 gaussian_heads(attn::Rng& rng, std::size_t heads, std::size_t n, std::size_t d) {
-  const Matrix flat = rng.normal(heads * n, d);  // (heads·n, d)
-  Tensor3 T = xt::zeros<float>({heads, n, d});   // (heads, n, d)
-  std::copy(flat.begin(), flat.end(), T.begin());
-  return T;
-}
-
-/// A head-major float32 tensor as the oracle's list of float64 matrices.
-Heads as_heads(const Tensor3& T) {
-  Heads out;
-  for (std::size_t i = 0; i < T.shape(0); ++i) {
-    const Matrix head = xt::view(T, i, xt::all(), xt::all());  // (n, d)
-    out.push_back(attn::test::to_oracle(head));
-  }
-  return out;
-}
 
 /// Tokens [first, end) of every head: the oracle's view of one split.
 Heads token_range(const Heads& H, std::size_t first, std::size_t end) {
@@ -220,11 +203,12 @@ TEST_SUITE("17_serving") {
           CAPTURE(B);
           CAPTURE(n);
           PagedKVCache cache = small_cache(g, d, B, 2 * n + 2);
-          const Tensor3 K = gaussian_heads(rng, g, n, d), V = gaussian_heads(rng, g, n, d);
+          const Tensor3 K = attn::normal_heads(rng, g, n, d), V = attn::normal_heads(rng, g, n, d);
           const Matrix q = rng.normal(h, d);  // (h, d_k)
           BlockTable table, other;
           write_tokens(cache, table, K, V, &other);  // blocks interleaved with another sequence's
-          const Mat expected = attn::oracle::decode_attention(attn::test::to_oracle(q), as_heads(K), as_heads(V));
+          const Mat expected = attn::oracle::decode_attention(attn::test::to_oracle(q), attn::test::to_oracle(K),
+                                                              attn::test::to_oracle(V));
           CHECK_ALLCLOSE(attn::paged_attention(cache, 0, table, q), expected, kAtol, kRtol);
         }
   }
@@ -236,7 +220,7 @@ TEST_SUITE("17_serving") {
     for (std::size_t n : {3, 4, 5, 9}) {
       CAPTURE(n);
       PagedKVCache cache = small_cache(g, d, B, 8);
-      const Tensor3 K = gaussian_heads(rng, g, n, d), V = gaussian_heads(rng, g, n, d);
+      const Tensor3 K = attn::normal_heads(rng, g, n, d), V = attn::normal_heads(rng, g, n, d);
       const Matrix q = rng.normal(h, d);
       BlockTable table;
       write_tokens(cache, table, K, V);
@@ -245,7 +229,8 @@ TEST_SUITE("17_serving") {
       for (std::size_t o = n % B == 0 ? B : n % B; o < B; ++o) cache.write(0, table.blocks.back(), o, loud, loud);
       const attn::BlockId spare = *cache.pool().allocate();
       for (std::size_t o = 0; o < B; ++o) cache.write(0, spare, o, loud, loud);
-      const Mat expected = attn::oracle::decode_attention(attn::test::to_oracle(q), as_heads(K), as_heads(V));
+      const Mat expected =
+          attn::oracle::decode_attention(attn::test::to_oracle(q), attn::test::to_oracle(K), attn::test::to_oracle(V));
       CHECK_ALLCLOSE(attn::paged_attention(cache, 0, table, q), expected, kAtol, kRtol);
     }
   }
@@ -255,8 +240,8 @@ TEST_SUITE("17_serving") {
     attn::Rng rng(173);
     const std::size_t h = 2, g = 1, d = 4;
     PagedKVCache cache = small_cache(g, d, 2, 4);
-    Tensor3 K = gaussian_heads(rng, g, 3, d);
-    const Tensor3 V = gaussian_heads(rng, g, 3, d);
+    Tensor3 K = attn::normal_heads(rng, g, 3, d);
+    const Tensor3 V = attn::normal_heads(rng, g, 3, d);
     K(0, 1, 0) = 100.0f;  // key 1 wins by a score of 1e4 / 2 for a query of 100 in its first feature
     BlockTable one;
     write_tokens(cache, one, xt::view(K, xt::all(), xt::range(0, 1), xt::all()),
@@ -279,7 +264,7 @@ TEST_SUITE("17_serving") {
     attn::Rng rng(174);
     PagedKVCache cache = small_cache(2, 4, 4, 4);
     BlockTable table;
-    write_tokens(cache, table, gaussian_heads(rng, 2, 5, 4), gaussian_heads(rng, 2, 5, 4));
+    write_tokens(cache, table, attn::normal_heads(rng, 2, 5, 4), attn::normal_heads(rng, 2, 5, 4));
     CHECK_THROWS_NAMING(attn::paged_attention(cache, 0, table, rng.normal(4, 3)), std::invalid_argument, "4", "3");
     CHECK_THROWS_NAMING(attn::paged_attention(cache, 0, table, rng.normal(3, 4)), std::invalid_argument, "3", "2");
     CHECK_THROWS_NAMING(attn::paged_attention(cache, 0, BlockTable{}, rng.normal(4, 4)), std::invalid_argument, "0");
@@ -299,14 +284,15 @@ TEST_SUITE("17_serving") {
     attn::Rng rng(179);
     const std::size_t h = 4, g = 2, d = 4, n = 7;
     PagedKVCache cache = small_cache(g, d, 4, 4);
-    const Tensor3 K = gaussian_heads(rng, g, n, d);
-    const Tensor3 V = (xt::clip(gaussian_heads(rng, g, n, d), -1.0f, 1.0f) + 2.0f) * 1e38f;
+    const Tensor3 K = attn::normal_heads(rng, g, n, d);
+    const Tensor3 V = (xt::clip(attn::normal_heads(rng, g, n, d), -1.0f, 1.0f) + 2.0f) * 1e38f;
     BlockTable table;
     write_tokens(cache, table, K, V);
     for (const float scale : {0.0f, 0.1f}) {  // every score 0 (equal weights), and small scores
       CAPTURE(scale);
       const Matrix q = rng.normal(h, d) * scale;
-      const Mat expected = attn::oracle::decode_attention(attn::test::to_oracle(q), as_heads(K), as_heads(V));
+      const Mat expected =
+          attn::oracle::decode_attention(attn::test::to_oracle(q), attn::test::to_oracle(K), attn::test::to_oracle(V));
       CHECK_ALLCLOSE(attn::paged_attention(cache, 0, table, q), expected, kAtol, kRtol);
     }
   }
@@ -320,7 +306,7 @@ TEST_SUITE("17_serving") {
     const std::size_t h = 8, g = 2, d = 64, B = 16, n = 4096;
     PagedKVCache cache = small_cache(g, d, B, n / B);
     BlockTable table;
-    write_tokens(cache, table, gaussian_heads(rng, g, n, d), gaussian_heads(rng, g, n, d));
+    write_tokens(cache, table, attn::normal_heads(rng, g, n, d), attn::normal_heads(rng, g, n, d));
     const Matrix q = rng.normal(h, d);
     Matrix O;
     const std::size_t peak = attn::ch04::measure_heap_peak([&] { O = attn::paged_attention(cache, 0, table, q); });
@@ -338,7 +324,8 @@ TEST_SUITE("17_serving") {
             doctest::test_suite("17_serving/merge_splits")) {
     attn::Rng rng(175);
     const std::size_t h = 4, g = 2, n = 23, d = 8;
-    const Heads K = as_heads(gaussian_heads(rng, g, n, d)), V = as_heads(gaussian_heads(rng, g, n, d));
+    const Heads K = attn::test::to_oracle(attn::normal_heads(rng, g, n, d)),
+                V = attn::test::to_oracle(attn::normal_heads(rng, g, n, d));
     const Mat q = attn::test::to_oracle(rng.normal(h, d));
     const std::vector<std::vector<std::size_t>> cuts{{0, 23}, {0, 10, 23}, {0, 1, 2, 3, 23}, {0, 7, 8, 15, 22, 23}};
     for (const std::vector<std::size_t>& cut : cuts) {
@@ -412,7 +399,7 @@ TEST_SUITE("17_serving") {
     attn::Rng rng(176);
     const std::size_t g = 2, d = 4, B = 4;
     PagedKVCache cache = small_cache(g, d, B, 8);
-    const Tensor3 K = gaussian_heads(rng, g, 6, d), V = gaussian_heads(rng, g, 6, d);
+    const Tensor3 K = attn::normal_heads(rng, g, 6, d), V = attn::normal_heads(rng, g, 6, d);
     BlockTable a;
     write_tokens(cache, a, K, V);  // blocks 0 (full) and 1 (2 of 4 slots)
     BlockTable b = attn::share_table(cache.pool(), a);
@@ -435,7 +422,8 @@ TEST_SUITE("17_serving") {
       }
     // B writes its next token into the copy; A's numbers and A's attention do not change.
     const Matrix q = rng.normal(g, d);
-    const Mat a_before = attn::oracle::decode_attention(attn::test::to_oracle(q), as_heads(K), as_heads(V));
+    const Mat a_before =
+        attn::oracle::decode_attention(attn::test::to_oracle(q), attn::test::to_oracle(K), attn::test::to_oracle(V));
     const std::optional<attn::Slot> slot = attn::append_slot(b, cache.pool());
     REQUIRE(slot.has_value());
     const Matrix other = xt::ones<float>({g, d}) * 9.0f;
@@ -809,12 +797,12 @@ TEST_SUITE("17_serving: chapter code") {
           CAPTURE(B);
           CAPTURE(n);
           PagedKVCache cache = small_cache(g, d, B, 2 * n + 2);
-          const Tensor3 K = gaussian_heads(rng, g, n, d), V = gaussian_heads(rng, g, n, d);
+          const Tensor3 K = attn::normal_heads(rng, g, n, d), V = attn::normal_heads(rng, g, n, d);
           const Matrix q = rng.normal(h, d);
           BlockTable table, other;
           write_tokens(cache, table, K, V, &other);
           const Mat oq = attn::test::to_oracle(q);
-          const Heads oK = as_heads(K), oV = as_heads(V);
+          const Heads oK = attn::test::to_oracle(K), oV = attn::test::to_oracle(V);
           CHECK_ALLCLOSE(attn::ch17::paged_decode(cache, 0, table, q), attn::oracle::decode_attention(oq, oK, oV),
                          kAtol, kRtol);
           const std::size_t first = n / 3, end = n - n / 4;
@@ -846,11 +834,12 @@ TEST_SUITE("17_serving: chapter code") {
           CAPTURE(first);
           CAPTURE(c);
           PagedKVCache cache = small_cache(g, d, B, 2 * n + 2);
-          const Tensor3 K = gaussian_heads(rng, g, n, d), V = gaussian_heads(rng, g, n, d);
-          const Tensor3 Q = gaussian_heads(rng, h, c, d);  // (h, c, d_k)
+          const Tensor3 K = attn::normal_heads(rng, g, n, d), V = attn::normal_heads(rng, g, n, d);
+          const Tensor3 Q = attn::normal_heads(rng, h, c, d);  // (h, c, d_k)
           BlockTable table, other;
           write_tokens(cache, table, K, V, &other);  // the whole sequence: tokens past first + c are not attended
-          const Heads expected = attn::oracle::prefill_attention(as_heads(Q), as_heads(K), as_heads(V), first);
+          const Heads expected = attn::oracle::prefill_attention(attn::test::to_oracle(Q), attn::test::to_oracle(K),
+                                                                 attn::test::to_oracle(V), first);
           const Tensor3 O = attn::ch17::paged_prefill(cache, 0, table, Q, first);  // (h, c, d_v)
           REQUIRE(O.shape(0) == h);
           REQUIRE(O.shape(1) == c);
@@ -866,16 +855,16 @@ TEST_SUITE("17_serving: chapter code") {
     attn::Rng rng(180);
     PagedKVCache cache = small_cache(2, 4, 4, 4);
     BlockTable table;
-    write_tokens(cache, table, gaussian_heads(rng, 2, 6, 4), gaussian_heads(rng, 2, 6, 4));
-    const Tensor3 Q = gaussian_heads(rng, 4, 3, 4);  // (h = 4, c = 3, d_k = 4)
+    write_tokens(cache, table, attn::normal_heads(rng, 2, 6, 4), attn::normal_heads(rng, 2, 6, 4));
+    const Tensor3 Q = attn::normal_heads(rng, 4, 3, 4);  // (h = 4, c = 3, d_k = 4)
     CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, Q, 4), std::invalid_argument, "first", "c", "6");
     CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, Q, std::numeric_limits<std::size_t>::max()),
                         std::invalid_argument, "first");
-    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, gaussian_heads(rng, 3, 3, 4), 0),
+    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, attn::normal_heads(rng, 3, 3, 4), 0),
                         std::invalid_argument, "h", "g");
-    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, gaussian_heads(rng, 4, 3, 5), 0),
+    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, attn::normal_heads(rng, 4, 3, 5), 0),
                         std::invalid_argument, "(4, 3, 5)");
-    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, gaussian_heads(rng, 4, 0, 4), 0),
+    CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 0, table, attn::normal_heads(rng, 4, 0, 4), 0),
                         std::invalid_argument, "(4, 0, 4)");
     CHECK_THROWS_NAMING(attn::ch17::paged_prefill(cache, 1, table, Q, 0), std::invalid_argument, "layer");
     Tensor3 bad = Q;
@@ -887,7 +876,7 @@ TEST_SUITE("17_serving: chapter code") {
     attn::Rng rng(178);
     PagedKVCache cache = small_cache(1, 4, 4, 4);
     BlockTable table;
-    write_tokens(cache, table, gaussian_heads(rng, 1, 5, 4), gaussian_heads(rng, 1, 5, 4));
+    write_tokens(cache, table, attn::normal_heads(rng, 1, 5, 4), attn::normal_heads(rng, 1, 5, 4));
     const FlashOutput none = attn::ch17::paged_decode_range(cache, 0, table, rng.normal(2, 4), 3, 3);
     CHECK(xt::amax(xt::abs(none.O))() == 0.0f);
     CHECK(none.lse(0) == -kInf);
@@ -971,7 +960,7 @@ TEST_SUITE("17_serving: the hostile battery") {
     attn::Rng rng(1701);
     PagedKVCache cache = small_cache(2, 4, 4, 4);
     BlockTable table;
-    write_tokens(cache, table, gaussian_heads(rng, 2, 5, 4), gaussian_heads(rng, 2, 5, 4));
+    write_tokens(cache, table, attn::normal_heads(rng, 2, 5, 4), attn::normal_heads(rng, 2, 5, 4));
     const Matrix good_q = rng.normal(4, 4);
     // The contract's words for each refusal: a wrong d_k names the shapes (q's), a g that does not divide h names h
     // and g, a bad table its length, a missing layer the layer.
@@ -1028,7 +1017,7 @@ TEST_SUITE("17_serving: the hostile battery") {
     // hostile battery: copy_on_write
     // Two tables share blocks 0 and 1 (6 tokens, B = 4); the battered table is the second one.
     attn::Rng rng(1703);
-    const Tensor3 K = gaussian_heads(rng, 1, 6, 2), V = gaussian_heads(rng, 1, 6, 2);
+    const Tensor3 K = attn::normal_heads(rng, 1, 6, 2), V = attn::normal_heads(rng, 1, 6, 2);
     hostile::battery(
         "copy_on_write", {"blocks|table", "length|table", "index"},
         [&](const std::vector<std::size_t>& blocks, std::size_t length, std::size_t index) {

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -116,8 +115,9 @@ BENCHMARK(BM_embed_fast)
 // [bench]
 
 /// One sentence's latency with the fast forward: the chapter's sentences one at a time on one thread (the forward
-/// starts no other), each timed alone with steady_clock; counters: the median and the 90th percentile over every
-/// sentence of every iteration, in milliseconds. `./course bench 16 --vs-torch` sets it beside the other engines'.
+/// starts no other), each timed alone (attn::time_calls, one call); counters: the median and the 90th percentile over
+/// every sentence of every iteration, in milliseconds. `./course bench 16 --vs-torch` sets it beside the other
+/// engines'.
 void BM_sentence_latency(benchmark::State& state) {
   const std::string dir = ch16::default_model_dir();
   if (const std::string why = ch16::model_missing_reason(dir); !why.empty()) {
@@ -133,9 +133,10 @@ void BM_sentence_latency(benchmark::State& state) {
   std::vector<double> ms;
   for (auto _ : state)
     for (const std::string& s : sentences) {
-      const auto start = std::chrono::steady_clock::now();
-      benchmark::DoNotOptimize(fast.embed_sentences({s}, scratch).data());
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      const attn::CallSeconds one =
+          attn::time_calls([&] { benchmark::DoNotOptimize(fast.embed_sentences({s}, scratch).data()); },
+                           {1, 0});  // one call, no warm-up
+      ms.push_back(one.wall * 1e3);
     }
   std::sort(ms.begin(), ms.end());
   state.counters["median_ms"] = ms[ms.size() / 2];

@@ -43,6 +43,7 @@
 #include "attn/format.hpp"
 #include "attn/plot.hpp"
 #include "attn/print.hpp"
+#include "attn/random_heads.hpp"
 #include "attn/rng.hpp"
 
 namespace {
@@ -70,14 +71,6 @@ constexpr std::size_t kMaxLen = 4096;                         // the longest seq
 constexpr std::size_t kMaxRunning = 256;                      // the most sequences in one batch
 constexpr std::size_t kChunkTokens = 512;                     // chunked prefill: tokens a step computes at most
 constexpr std::size_t kProofBlockSize = 4, kProofBlocks = 9;  // the pool chapter 12's model is served from
-
-/// (heads, n, d) with N(0, 1) entries.
-Tensor3 normal_heads(attn::Rng& rng, std::size_t heads, std::size_t n, std::size_t d) {
-  const Matrix flat = rng.normal(heads * n, d);  // (heads·n, d)
-  Tensor3 T = xt::zeros<float>({heads, n, d});   // (heads, n, d)
-  std::copy(flat.begin(), flat.end(), T.begin());
-  return T;
-}
 
 /// "3 4 7": the physical blocks of a table.
 std::string blocks_of(const BlockTable& t) {
@@ -361,8 +354,7 @@ void print_prefix_cache(std::uint64_t seed) {
       prompts.size(), alive);
 }
 
-// --- 5. serving a trace
-// -----------------------------------------------------------------------------------------------
+// --- 5. serving a trace ----------------------------------------------------------------------------------------------
 
 // [serve_trace]
 void print_serving(const attn::Chapter& chapter, const Options& o) {
