@@ -46,6 +46,8 @@ EXEMPT = {
     "04_complexity/memory_refusal::memory_refusal": "an exception type: it formats the estimate guarded_attention made",
     # Nothing but the work to measure.
     "04_complexity/measure_heap_peak": "its one argument is the work to measure, a callable: it has no value to be bad",
+    # A value to pass on, checked where it is used.
+    "05_flash_cpu/default_tiles_on": "fills a FastConfig; the kernels refuse threads < 1 (flash_attention_fast's battery)",
     # Nothing but a random source.
     "12_learning/make_pronoun": "takes only the random source: every draw is a valid sentence of the task",
     # Chapter 06's tile arithmetic: constexpr int, compiled for the device too (no exceptions there).
