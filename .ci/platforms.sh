@@ -132,5 +132,8 @@ arm64_core_tests() {
   # Under the toolchain's emulator. The hostile battery's cases are left out: their hang alarm and address-space limit
   # would measure qemu (a refusal that takes microseconds natively ran past the alarm under emulation), not the
   # course; they run natively in the other lanes.
-  CORE_TEST_ARGS="-tce=*hostile?battery*" run_core_tests build/arm64 qemu-aarch64
+  CORE_TEST_ARGS="-tce=*hostile?battery*" run_core_tests build/arm64 qemu-aarch64 || return 1
+  # Once on NEON (the path qemu's CPU has), once on the portable path every kernel also has.
+  echo "again on the portable path (ATTN_VECTOR_ISA=portable):"
+  ATTN_VECTOR_ISA=portable CORE_TEST_ARGS="-tce=*hostile?battery*" run_core_tests build/arm64 qemu-aarch64
 }
