@@ -699,7 +699,7 @@ TEST_SUITE("05_flash_cpu: chapter code") {
     attn::Rng rng(61);
     int tried = 0;
     for (const std::string isa : {"AVX-512", "AVX2+FMA", "NEON", "none"}) {  // "none": OpenBLAS does the products
-      if (!attn::ch05::use_tile_kernels(isa)) continue;              // this CPU cannot run it
+      if (!attn::ch05::use_tile_kernels(isa)) continue;                      // this CPU cannot run it
       tried += isa != "none";
       CAPTURE(isa);
       const std::size_t w = attn::ch05::key_panel_width();

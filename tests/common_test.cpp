@@ -303,10 +303,18 @@ TEST_SUITE("common") {
     // The lanes a dispatched kernel sees: Highway really switched to the path, not only the name.
     const std::size_t lanes = attn::vector_lanes();
     switch (path) {
-      case VectorPath::avx512: CHECK(lanes == 16); break;
-      case VectorPath::avx2: CHECK(lanes == 8); break;
-      case VectorPath::neon: CHECK(lanes == 4); break;
-      case VectorPath::portable: CHECK((lanes == 1 || lanes == 4)); break;  // Highway's SCALAR or EMU128
+      case VectorPath::avx512:
+        CHECK(lanes == 16);
+        break;
+      case VectorPath::avx2:
+        CHECK(lanes == 8);
+        break;
+      case VectorPath::neon:
+        CHECK(lanes == 4);
+        break;
+      case VectorPath::portable:
+        CHECK((lanes == 1 || lanes == 4));
+        break;  // Highway's SCALAR or EMU128
     }
     // The machine line names the path in use.
     CHECK(attn::machine_line().find(attn::vector_path_name(path)) != std::string::npos);
@@ -406,8 +414,8 @@ TEST_SUITE("common: bad input") {
                          "ATTN_VECTOR_ISA=AVX2: not a vector path (one of avx512, avx2, neon, portable); this "
                          "CPU can run avx2, portable",
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn::vector_path_for("sse4", {VectorPath::portable}),
-                         doctest::Contains("not a vector path"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::vector_path_for("sse4", {VectorPath::portable}), doctest::Contains("not a vector path"),
+                         std::invalid_argument);
   }
 
   TEST_CASE("Rng refuses sizes that wrap or cannot fit, before allocating, and parameters its distributions forbid") {

@@ -22,7 +22,8 @@ const char* tile_kernel_isa();
 
 /// For tests and comparisons: run the micro-kernels of \p isa ("AVX-512", "AVX2+FMA" or "NEON"), those of the
 /// vector path in use ("auto", the default: none on the portable path), or none ("none": the OpenBLAS path).
-/// Returns false, changing nothing, when the CPU cannot run \p isa or \p isa names no kernels. Not thread-safe: call it while no kernel runs.
+/// Returns false, changing nothing, when the CPU cannot run \p isa or \p isa names no kernels. Not thread-safe: call it
+/// while no kernel runs.
 bool use_tile_kernels(const std::string& isa);
 
 /// Keys per packed panel of Kᵀ: 32 with AVX-512, 16 with AVX2, 8 with NEON (two vector registers wide); 0 without

@@ -19,8 +19,8 @@
 // is never packed or copied. The loops are written on GCC's vector extensions (16 floats: one AVX-512
 // register, two AVX2 or four NEON registers), and the course's vector layer (attn/vector.hpp: Google Highway)
 // compiles them once per instruction set and calls the copy of the path in use; this file alone is compiled with
-// -ffp-contract=fast so that a·b + c becomes one fused multiply-add. `ch09_mqa_gqa bench` times it beside the learner's version (its rows with fast:1 and fast:0),
-// against the roofline bound of each step.
+// -ffp-contract=fast so that a·b + c becomes one fused multiply-add. `ch09_mqa_gqa bench` times it beside the learner's
+// version (its rows with fast:1 and fast:0), against the roofline bound of each step.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "09_mqa_gqa/decode_fast.cpp"
 #include "attn/vector.hpp"  // first: it names the instruction sets
@@ -28,8 +28,8 @@
 #include <hwy/foreach_target.h>
 #include <hwy/highway.h>
 
-#include "09_mqa_gqa/decode_fast.hpp"
 #include "09_mqa_gqa/decode_blocks.hpp"
+#include "09_mqa_gqa/decode_fast.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -24,8 +24,8 @@
 //      take a product whose operands both run along d only by packing them, on every call), and S agrees with
 //      the forward's to rounding only.
 //   4. P is recomputed with chapter 05's vectorised exp (row_ops.cpp) as exp(S − lse), and dS = P ∘ (dP − D)
-//      is one vectorised loop (grad_row.cpp). Causal: query blocks that cannot see a key block are never visited, the tile
-//      the diagonal crosses is cut at its last row's last visible key, and row by row inside.
+//      is one vectorised loop (grad_row.cpp). Causal: query blocks that cannot see a key block are never visited, the
+//      tile the diagonal crosses is cut at its last row's last visible key, and row by row inside.
 // Measured by `ch10_backward bench` (numbers and load in book/recorded/ch10_bench.txt and on the book page).
 #include "10_backward/backward_fast.hpp"
 

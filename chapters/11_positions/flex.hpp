@@ -116,9 +116,12 @@ void modify_row(float* s, std::size_t cols, const ScoreMod& score_mod, std::size
                 std::size_t c0) {
 #if ATTN_VECTOR_X86
   switch (vector_path()) {
-    case VectorPath::avx512: return modify_row_avx512(s, cols, score_mod, head, q, c0);
-    case VectorPath::avx2: return modify_row_avx2(s, cols, score_mod, head, q, c0);
-    default: break;
+    case VectorPath::avx512:
+      return modify_row_avx512(s, cols, score_mod, head, q, c0);
+    case VectorPath::avx2:
+      return modify_row_avx2(s, cols, score_mod, head, q, c0);
+    default:
+      break;
   }
 #endif
   modify_row_loop(s, cols, score_mod, head, q, c0);

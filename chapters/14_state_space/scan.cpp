@@ -29,8 +29,8 @@
 
 #include "14_state_space/scan_kernels.hpp"
 #include "attn/checks.hpp"
-#include "attn/vector.hpp"
 #include "attn/measure.hpp"
+#include "attn/vector.hpp"
 
 namespace attn::ch14 {
 

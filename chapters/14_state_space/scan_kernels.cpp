@@ -45,9 +45,7 @@ struct Isa {
 #include "14_state_space/scan_kernels.inl"
 
 /// This instruction set's kernels, named by the vector path they are.
-ScanKernels Kernels(const char* isa) {
-  return {isa, Isa::W, "chapter 05's ExpNonpositive", exp_to<>, scan, correct};
-}
+ScanKernels Kernels(const char* isa) { return {isa, Isa::W, "chapter 05's ExpNonpositive", exp_to<>, scan, correct}; }
 
 }  // namespace attn::ch14::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -59,15 +57,19 @@ ScanKernels scan_kernels_of(VectorPath path) {
   const char* isa = vector_path_name(path);
   switch (path) {
 #if HWY_TARGETS & HWY_AVX3
-    case VectorPath::avx512: return N_AVX3::Kernels(isa);
+    case VectorPath::avx512:
+      return N_AVX3::Kernels(isa);
 #endif
 #if HWY_TARGETS & HWY_AVX2
-    case VectorPath::avx2: return N_AVX2::Kernels(isa);
+    case VectorPath::avx2:
+      return N_AVX2::Kernels(isa);
 #endif
 #if HWY_TARGETS & HWY_NEON
-    case VectorPath::neon: return N_NEON::Kernels(isa);
+    case VectorPath::neon:
+      return N_NEON::Kernels(isa);
 #endif
-    default: break;
+    default:
+      break;
   }
 #if HWY_TARGETS & HWY_EMU128  // the portable path: Highway's EMU128, or SCALAR where the compiler cannot build it
   return N_EMU128::Kernels(vector_path_name(VectorPath::portable));

@@ -171,7 +171,7 @@ void AttendNodeDk16(const float* q, const GatherRows& K, const GatherRows& V, co
           p[c] = hn::MulAdd(hn::LoadU(d, q + 64 * g + 16 * c + t), hn::Load(d, k + 64 * g + 16 * c + t), p[c]);
       }
       float* s = scores + g * per_group + 4 * e;  // (4) the group's four scores of this edge
-#if HWY_TARGET != HWY_SCALAR  // whole 128-bit blocks: four lanes or more
+#if HWY_TARGET != HWY_SCALAR                      // whole 128-bit blocks: four lanes or more
       static_assert(kL >= 4, "a 128-bit block holds four floats");
       // The four heads' sums folded together, per 128-bit block: interleaving halves the partial sums of each
       // head and keeps the heads apart, so one block ends as (s0, s1, s2, s3); then the blocks are added.

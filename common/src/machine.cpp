@@ -191,7 +191,7 @@ std::string cpu_model() {
 
 std::string vector_isa_for(const std::set<std::string>& flags) {
   if (flags.count("sve") > 0) return "SVE";
-  if (flags.count("asimd") > 0) return "NEON";  // "Advanced SIMD", arm64's name for NEON
+  if (flags.count("asimd") > 0) return "NEON";                       // "Advanced SIMD", arm64's name for NEON
   static const char* names[] = {"portable", "AVX2+FMA", "AVX-512"};  // vector_path_name()'s spellings
   return names[isa_level(flags)];
 }
@@ -287,9 +287,8 @@ std::string machine_line() {
   std::istringstream words(blas.library);
   std::string name, version;
   words >> name >> version;
-  return fmt::format("{}, {}; {} {}, kernel {} ({}), {} BLAS threads", cpu_model(),
-                     vector_path_description(), name, version,
-                     blas.kernel, blas.chosen_by, blas.threads);
+  return fmt::format("{}, {}; {} {}, kernel {} ({}), {} BLAS threads", cpu_model(), vector_path_description(), name,
+                     version, blas.kernel, blas.chosen_by, blas.threads);
 }
 
 void add_machine_to_benchmark_context() {

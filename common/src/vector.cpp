@@ -37,10 +37,14 @@ constexpr VectorPath kEveryPath[] = {VectorPath::avx512, VectorPath::avx2, Vecto
 // compiler builds: GCC before 12.3 miscompiles EMU128, and Highway then builds SCALAR).
 std::int64_t highway_targets(VectorPath path) {
   switch (path) {
-    case VectorPath::avx512: return HWY_AVX3;
-    case VectorPath::avx2: return HWY_AVX2;
-    case VectorPath::neon: return HWY_NEON;
-    case VectorPath::portable: break;
+    case VectorPath::avx512:
+      return HWY_AVX3;
+    case VectorPath::avx2:
+      return HWY_AVX2;
+    case VectorPath::neon:
+      return HWY_NEON;
+    case VectorPath::portable:
+      break;
   }
   return HWY_EMU128 | HWY_SCALAR;
 }
@@ -57,20 +61,28 @@ const char* kOverride = "ATTN_VECTOR_ISA";
 
 const char* vector_path_name(VectorPath path) {
   switch (path) {
-    case VectorPath::avx512: return "AVX-512";
-    case VectorPath::avx2: return "AVX2+FMA";
-    case VectorPath::neon: return "NEON";
-    case VectorPath::portable: break;
+    case VectorPath::avx512:
+      return "AVX-512";
+    case VectorPath::avx2:
+      return "AVX2+FMA";
+    case VectorPath::neon:
+      return "NEON";
+    case VectorPath::portable:
+      break;
   }
   return "portable";
 }
 
 const char* vector_path_key(VectorPath path) {
   switch (path) {
-    case VectorPath::avx512: return "avx512";
-    case VectorPath::avx2: return "avx2";
-    case VectorPath::neon: return "neon";
-    case VectorPath::portable: break;
+    case VectorPath::avx512:
+      return "avx512";
+    case VectorPath::avx2:
+      return "avx2";
+    case VectorPath::neon:
+      return "neon";
+    case VectorPath::portable:
+      break;
   }
   return "portable";
 }
@@ -97,8 +109,8 @@ VectorPath vector_path_for(const char* forced, const std::vector<VectorPath>& av
                                 vector_path_name(p) + " path; it can run " + keys_of(available));
   }
   throw std::invalid_argument(std::string(kOverride) + "=" + value + ": not a vector path (one of " +
-                              keys_of({std::begin(kEveryPath), std::end(kEveryPath)}) +
-                              "); this CPU can run " + keys_of(available));
+                              keys_of({std::begin(kEveryPath), std::end(kEveryPath)}) + "); this CPU can run " +
+                              keys_of(available));
 }
 
 namespace detail {
