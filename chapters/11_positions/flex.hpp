@@ -70,6 +70,8 @@ namespace detail {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
+/// One call's operands and sizes, as the kernel's pieces pass them on: Q (h, n_q, d_k), K (h, n_kv, d_k),
+/// V (h, n_kv, d_v), O (h, n_q, d_v), lse (h, n_q), all row-major.
 struct Problem {
   const float *Q, *K, *V;
   float *O, *lse;

@@ -67,6 +67,7 @@ struct SplitTimes {
   double wall = 0, cpu = 0, polling_cpu = 0;
   std::vector<double> computing, waiting;  ///< per rank, on rank 0
 };
+/// time_ring()'s answer: the single-process flash it is raced against, and each split's times.
 struct RingTimes {
   CallSeconds single;  ///< chapter 05's single-process flash on P threads (medians; 0 in a memory run)
   std::vector<SplitTimes> splits;
