@@ -75,6 +75,9 @@ debian13_reader() {
   git clone -q "$PWD" "$debian13_root/home/reader/course"
   mkdir -p "$debian13_root/home/reader/.cache/ccache"
   chroot "$debian13_root" chown -R reader:reader /home/reader
+  # The ccache of earlier runs is mounted over that folder: it must be the reader's too (by the root's uid and gid),
+  # or the first compile stops with "ccache: error: Permission denied" on a machine where root made it.
+  chown -R "$(chroot "$debian13_root" id -u reader):$(chroot "$debian13_root" id -g reader)" "$CI_CACHE/ccache-debian13"
   echo "127.0.1.1 $(hostname)" >>"$debian13_root/etc/hosts" # sudo looks the machine's name up
   # The README's two commands, then the book's check in a browser, as the reader would run them.
   as_debian13_reader 'echo "Debian $(cat /etc/debian_version)"; cd course &&
