@@ -153,6 +153,8 @@ def main():
     print(f"  FLOPs {what['flops']:.0f}·n²·d per head (half of it causal)")
     print(f"PyTorch {torch.__version__}: CPU capability {torch.backends.cpu.get_cpu_capability()}, "
           f"torch threads {torch.get_num_threads()}; {what['torch']}")
+    if os.environ.get("ATTN_FORCED_TO_AVX2"):  # ./course bench sets it with ATTN_VECTOR_ISA=avx2
+        print(f"  forced to AVX2 with the course: {os.environ['ATTN_FORCED_TO_AVX2']}")
     print(f"Course: {what['course']}; {context.get('cpu', '?')}")
     print(f"  {context.get('blas', '?').split(' NO_')[0]}, kernel {context.get('blas_kernel', '?')}")
     for round_number, ctx in enumerate(contexts, 1):  # each round measured its own ceilings

@@ -25,8 +25,8 @@ an equal share of the sentences (what the course does: its forward starts no thr
     threads; the same tokenizer and batches.
 One sentence's latency, beside the throughput: every sentence embedded alone, one after another, on one stream of
 each setting (the course: BM_sentence_latency, its forward on one thread), each timed alone; the median in ms.
-With ATTN_VECTOR_ISA=avx2 in the environment the course runs its AVX2+FMA path, and the others are forced to AVX2
-where they can be: CTranslate2 by CT2_FORCE_CPU_ISA=AVX2, PyTorch by ATEN_CPU_CAPABILITY=avx2 with
+With ATTN_VECTOR_ISA=avx2 in the environment the course runs its AVX2+FMA path, and ./course bench forces the others
+to AVX2 where they can be: CTranslate2 by CT2_FORCE_CPU_ISA=AVX2, PyTorch by ATEN_CPU_CAPABILITY=avx2 with
 MKL_ENABLE_INSTRUCTIONS=AVX2 and ONEDNN_MAX_CPU_ISA=AVX2. ONNX Runtime has no such switch: its MLAS kernels pick
 the CPU's widest instructions themselves (the header says so).
 For the Python engines: a warm-up pass, then --repeats timed passes over all sentences (wall: perf_counter; CPU:
@@ -48,9 +48,6 @@ import time
 import threading
 
 ENGINES = ["course", "sentence-transformers", "onnxruntime", "ctranslate2"]
-# What ATTN_VECTOR_ISA=avx2 sets for the other engines (before they are imported: they read it when they load).
-FORCED_AVX2 = {"CT2_FORCE_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-               "ONEDNN_MAX_CPU_ISA": "AVX2"}
 MIN_COSINE = 0.9999  # float32 rounding through six layers moves a cosine by ~1e-7; a wrong model by far more
 
 
@@ -275,9 +272,7 @@ def main():
         p.error("--threads, --repeats, --rounds and --latency-repeats must be at least 1")
     if "course" not in engines or any(e not in ENGINES for e in engines):
         p.error(f"--engines: a subset of {','.join(ENGINES)} that holds the course")
-    forced = {}
-    if os.environ.get("ATTN_VECTOR_ISA") == "avx2":  # the course's AVX2+FMA path: the others forced alike
-        forced = {k: os.environ.setdefault(k, v) for k, v in FORCED_AVX2.items()}
+    forced = os.environ.get("ATTN_FORCED_TO_AVX2", "")  # ./course bench sets it with ATTN_VECTOR_ISA=avx2
     try:
         import numpy  # noqa: F401
         import torch
@@ -345,8 +340,8 @@ def main():
     for name in versions:
         print(f"{name}: {versions[name]}")
     if forced:
-        print("Forced to AVX2 with the course: " + ", ".join(f"{k}={v}" for k, v in forced.items()) +
-              "; ONNX Runtime has no such switch (its kernels take the CPU's widest instructions)")
+        print(f"Forced to AVX2 with the course: {forced}; ONNX Runtime has no such switch (its kernels take the "
+              "CPU's widest instructions)")
     print()
     print("The same model: every setting's embeddings of the sentences (batch 32) against the course's")
     for (name, label), (low, worst) in agreement.items():
