@@ -24,6 +24,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "driver"))
+import hints  # noqa: E402  (driver/hints.py: the one reader of HINTS.md)
+
 SNIPPET = re.compile(r"^\s*\\snippet(?:doc|lineno)?\s+(\S+)\s+(\S+)")
 INCLUDE = re.compile(r"^\s*\\(?:include|includelineno|dontinclude)\s+(\S+)")
 OPENS = ("\\code", "```", "~~~", "\\verbatim")
@@ -33,18 +36,8 @@ NOT_TYPES = {"return", "else", "case", "throw", "new", "delete", "co_return", "g
 
 
 def exercises_of(root, stem):
-    """The exercise names of chapter `stem` (NN_name): the first word of each `## ` heading of its HINTS.md."""
-    path = os.path.join(root, "exercises", stem, "HINTS.md")
-    if not os.path.exists(path):
-        return []
-    names = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("## "):
-                word = line[3:].split()
-                if word:
-                    names.append(word[0].split("::")[-1])
-    return names
+    """The exercise names of chapter `stem` (NN_name), unqualified (Class::method gives method): driver/hints.py's."""
+    return [name.split("::")[-1] for name in hints.exercise_names(root, stem)]
 
 
 def lesson_lines(path):

@@ -22,6 +22,9 @@ import sys
 import time
 import unicodedata
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hints as hints_md  # noqa: E402  (driver/hints.py, beside this file)
+
 WIDTH = 100
 CHAPTER_CODE = "*: chapter code"  # suites of the chapter's own code: no exercise's cases (excluded here)
 
@@ -105,24 +108,8 @@ class Course:
         raise UsageError(f"there is no chapter {int(nn):02d}; the chapters are: {' '.join(self.stems)}")
 
     def hints(self, stem):
-        """{exercise: [hint, ...]} in HINTS.md order: '## name' headings, numbered hints under each."""
-        out, exercise, hint = {}, None, None
-        with open(os.path.join(self.root, "exercises", stem, "HINTS.md"), encoding="utf-8") as f:
-            for line in f:
-                line = line.rstrip("\n")
-                heading = re.match(r"^## ([A-Za-z_][A-Za-z0-9_:]*)", line)
-                item = re.match(r"^(\d+)\. (.*)", line)
-                if heading:
-                    exercise, hint = heading.group(1), None
-                    out[exercise] = []
-                elif exercise and item:
-                    out[exercise].append(item.group(2))
-                    hint = len(out[exercise]) - 1
-                elif exercise and hint is not None and line.strip():
-                    out[exercise][hint] += " " + line.strip()
-                elif not line.strip():
-                    hint = None
-        return out
+        """{exercise: [hint, ...]} in HINTS.md order (driver/hints.py)."""
+        return hints_md.read_hints(self.root, stem)
 
     def exercises(self, stem):
         return list(self.hints(stem))
@@ -566,7 +553,7 @@ class Loop:
             self.refresh(self.course.stems, quiet=True)
             stem = self.in_progress(self.all_results())
         if show_all:
-            with open(os.path.join(self.root, "exercises", stem, "HINTS.md"), encoding="utf-8") as f:
+            with open(hints_md.hints_path(self.root, stem), encoding="utf-8") as f:
                 # A numbered hint's indented lines continue it: joined first, so the hint wraps as one paragraph.
                 units = []
                 for line in f.read().rstrip("\n").split("\n"):

@@ -28,7 +28,6 @@ import concurrent.futures
 import glob
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -36,12 +35,12 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "driver"))
+import hints  # noqa: E402  (driver/hints.py: the one reader of HINTS.md)
+
 CHAPTER_CODE = "*: chapter code"
 
 
-def exercises_of(root, stem):
-    with open(os.path.join(root, "exercises", stem, "HINTS.md"), encoding="utf-8") as f:
-        return re.findall(r"^## ([A-Za-z_][A-Za-z0-9_:]*)", f.read(), re.M)
 
 
 def owner(demangled, exercises):
@@ -66,7 +65,7 @@ class Chapter:
     def __init__(self, root, build, stem, scratch, compdb):
         self.root, self.build, self.stem, self.scratch = root, build, stem, os.path.join(scratch, stem)
         os.makedirs(self.scratch, exist_ok=True)
-        self.exercises = exercises_of(root, stem)
+        self.exercises = hints.exercise_names(root, stem)
         self.compdb = compdb
         self.program = f"ch{stem}_exercise_test"
 
