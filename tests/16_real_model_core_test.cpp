@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "02_qkv_trace/qkv_trace.hpp"
 #include "16_real_model/embedding_backward.hpp"
@@ -42,9 +43,9 @@ namespace fs = std::filesystem;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// A fresh folder of this test program's own, emptied.
+// A fresh folder of this test process's own, emptied (ctest runs the program on several vector paths at once).
 fs::path temp_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / "attn_ch16_core_test" / name;
+  const fs::path dir = fs::temp_directory_path() / ("attn_ch16_core_test_" + std::to_string(::getpid())) / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -544,7 +545,8 @@ const fs::path& tiny_model_dir() {
 
 // A copy of the tiny model's folder with \p file replaced by the file at \p path (a hostile one).
 std::string model_dir_with(const std::string& file, const std::string& path) {
-  const fs::path dir = fs::temp_directory_path() / "attn_ch16_core_test" / "hostile_model";
+  const fs::path dir =
+      fs::temp_directory_path() / ("attn_ch16_core_test_" + std::to_string(::getpid())) / "hostile_model";
   fs::remove_all(dir);
   fs::create_directories(dir);
   for (const char* f : {"config.json", "vocab.txt", "model.safetensors"})

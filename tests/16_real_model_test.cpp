@@ -15,6 +15,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "02_qkv_trace/qkv_trace.hpp"
@@ -52,9 +53,10 @@ ch16::Vocab tiny_vocab() {
   return v;
 }
 
-// A fresh file path in a temporary folder of this test program's own.
+// A fresh file path in a temporary folder of this test process's own (ctest runs the program on several vector
+// paths at once).
 std::string temp_path(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / "attn_ch16_test";
+  const fs::path dir = fs::temp_directory_path() / ("attn_ch16_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return (dir / name).string();
 }

@@ -390,7 +390,7 @@ std::vector<Variant<T>> variants(const T& good, const std::string& name) {
     out.push_back({name + " with a NUL", std::string("a\0b c", 5), Kind::shape, {name}});
   } else if constexpr (std::is_same_v<U, Path>) {
     namespace fs = std::filesystem;
-    const fs::path dir = fs::temp_directory_path() / "attn_hostile_paths" / name;
+    const fs::path dir = fs::temp_directory_path() / ("attn_hostile_paths_" + std::to_string(::getpid())) / name;
     fs::remove_all(dir);
     fs::create_directories(dir / "folder");
     const fs::path fifo = dir / "fifo";
