@@ -122,7 +122,7 @@ clang_core_tests() {
 # under emulation would compile ten times slower. Open MPI's arm64 package is not installed beside the x86-64 one,
 # so the MPI programs of chapters 13 and 15 are left out here; everything else of theirs runs.
 arm64_packages=(g++-aarch64-linux-gnu qemu-user libopenblas-dev:arm64 libfmt-dev:arm64 libbenchmark-dev:arm64
-                libsleef-dev:arm64 libfftw3-dev:arm64 libicu-dev:arm64 libigraph-dev:arm64 libhwy-dev:arm64)
+                libfftw3-dev:arm64 libicu-dev:arm64 libigraph-dev:arm64 libhwy-dev:arm64)
 
 arm64_core_tests() {
   dpkg --add-architecture arm64 && apt-get update -qq &&
