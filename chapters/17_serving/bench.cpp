@@ -127,7 +127,7 @@ void BM_PagedDecode(benchmark::State& state) {
   report_bytes(state, n, seconds, 1);
 }
 BENCHMARK(BM_PagedDecode)
-    ->ArgsProduct({{32768}, {8, 16, 32, 64, 128, static_cast<long>(kContiguous)}})
+    ->ArgsProduct({{32768}, {8, 16, 32, 64, 128, 256, static_cast<long>(kContiguous)}})
     ->ArgNames({"n", "B"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
@@ -375,6 +375,53 @@ BENCHMARK(BM_ServeOpenLoop)
     ->UseManualTime()
     ->Unit(benchmark::kSecond);
 // [bench_serve]
+
+/// Where BM_BlockSize draws the block-size trade-off (`ch17_serving bench --plot-blocks=FILE.svg`); empty: none.
+std::string block_plot_file;
+const attn::BenchFlag block_plot_flag{"--plot-blocks", [](const std::string& file) { block_plot_file = file; }};
+
+/// The block size's trade-off, each cost a percentage against B: the paged kernel's time over 32K tokens against
+/// chapter 09's contiguous kernel (this run's BM_PagedDecode and BM_Chapter09Decode, or measured here when a filter
+/// left them out); the KV memory held but holding no token when the serving trace is served on the step clock
+/// under the same budget (paging wastes up to B − 1 slots a sequence); and the block table itself, one BlockId per B
+/// tokens, against one layer's keys and values of those tokens (the table serves every layer, so this is its most).
+/// Time is measured; waste is counted; the table is arithmetic.
+void BM_BlockSize(benchmark::State& state) {
+  for (auto _ : state) {
+  }
+  constexpr std::size_t n = 32768;
+  const double ch09 = attn::recorded_or_measured("chapter 09", n, [&] {
+    ContiguousSetup& c = contiguous_setup(n);
+    return attn::time_calls([&] { benchmark::DoNotOptimize(attn::ch09::decode_attend_fast(c.cache, c.q).data()); },
+                            {3, 1})
+        .wall;
+  });
+  const std::vector<ch17::Request> trace = ch17::request_trace(serve_trace_spec());
+  attn::Series time{"decode time, % of chapter 09's contiguous kernel", {}, {}, true};
+  attn::Series waste{"KV memory wasted, % of what is held", {}, {}, true};
+  attn::Series table{"block table, % of the KV memory it indexes", {}, {}, true};
+  for (const std::size_t B : {8, 16, 32, 64, 128, 256}) {
+    const double paged = attn::recorded_or_measured(fmt::format("paged B = {}", B), n, [&] {
+      PagedSetup& s = paged_setup(n, B);
+      return attn::time_calls([&] { benchmark::DoNotOptimize(ch17::paged_decode(s.cache, 0, s.table, s.q).data()); },
+                              {3, 1})
+          .wall;
+    });
+    const double x = static_cast<double>(B);
+    time.x.push_back(x), time.y.push_back(100.0 * paged / ch09);
+    waste.x.push_back(x), waste.y.push_back(100.0 * ch17::serve_paged(trace, kServeBudget / B, B, kServeRunning).waste());
+    table.x.push_back(x), table.y.push_back(100.0 * sizeof(attn::BlockId) / (x * step_bytes(1)));
+    state.counters[fmt::format("time_%ch09_B{}", B)] = time.y.back();
+    state.counters[fmt::format("%waste_B{}", B)] = waste.y.back();
+  }
+  if (!block_plot_file.empty()) {
+    attn::write_svg_plot(block_plot_file, {"What a block size costs: decode time, wasted memory and the table",
+                                           "block size B (tokens)", "% (log scale)", true, true,
+                                           {time, waste, table}});
+    fmt::print("(plot written: {})\n", block_plot_file);
+  }
+}
+BENCHMARK(BM_BlockSize)->Iterations(1);
 
 /// Where BM_ServeSummary draws the latency-throughput curves (`ch17_serving bench --plot=FILE.svg`); empty: none.
 std::string plot_file;
