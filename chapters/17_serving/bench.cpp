@@ -153,6 +153,17 @@ BENCHMARK(BM_Chapter09Decode)
     ->UseRealTime()
     ->MinTime(0.3);
 
+/// Chapter 09's kernel's seconds a step over n tokens: this run's BM_Chapter09Decode, or measured here when a filter
+/// left it out.
+double chapter09_seconds(std::size_t n) {
+  return attn::recorded_or_measured("chapter 09", n, [&] {
+    ContiguousSetup& c = contiguous_setup(n);
+    return attn::time_calls([&] { benchmark::DoNotOptimize(attn::ch09::decode_attend_fast(c.cache, c.q).data()); },
+                            {3, 1})
+        .wall;
+  });
+}
+
 // [bench_split]
 /// Split-KV decoding at batch 1: the sequence's blocks of 32 tokens (the kernel's stretch: what paging costs is
 /// measured above) cut into 4 ranges per hardware thread, merged; its bytes per second against the triad on as many
@@ -169,12 +180,7 @@ void BM_SplitKvDecode(benchmark::State& state) {
   report_bytes(state, n, seconds, attn::hardware_threads());
   state.counters["threads"] = static_cast<double>(threads);
   // Against chapter 09's one-core kernel at the same n: this run's, or measured here when a filter left it out.
-  const double ch09 = attn::recorded_or_measured("chapter 09", n, [&] {
-    ContiguousSetup& c = contiguous_setup(n);
-    return attn::time_calls([&] { benchmark::DoNotOptimize(attn::ch09::decode_attend_fast(c.cache, c.q).data()); },
-                            {3, 1})
-        .wall;
-  });
+  const double ch09 = chapter09_seconds(n);
   state.counters["speedup_vs_ch09"] = ch09 / seconds;
   state.counters["%bound"] = 100.0 * (step_bytes(n) / (attn::ceilings(attn::hardware_threads()).triad_gbs() * 1e9)) /
                              seconds;  // the bound's time over the step's
@@ -390,12 +396,7 @@ void BM_BlockSize(benchmark::State& state) {
   for (auto _ : state) {
   }
   constexpr std::size_t n = 32768;
-  const double ch09 = attn::recorded_or_measured("chapter 09", n, [&] {
-    ContiguousSetup& c = contiguous_setup(n);
-    return attn::time_calls([&] { benchmark::DoNotOptimize(attn::ch09::decode_attend_fast(c.cache, c.q).data()); },
-                            {3, 1})
-        .wall;
-  });
+  const double ch09 = chapter09_seconds(n);
   const std::vector<ch17::Request> trace = ch17::request_trace(serve_trace_spec());
   attn::Series time{"decode time, % of chapter 09's contiguous kernel", {}, {}, true};
   attn::Series waste{"KV memory wasted, % of what is held", {}, {}, true};
@@ -409,14 +410,18 @@ void BM_BlockSize(benchmark::State& state) {
     });
     const double x = static_cast<double>(B);
     time.x.push_back(x), time.y.push_back(100.0 * paged / ch09);
-    waste.x.push_back(x), waste.y.push_back(100.0 * ch17::serve_paged(trace, kServeBudget / B, B, kServeRunning).waste());
+    waste.x.push_back(x),
+        waste.y.push_back(100.0 * ch17::serve_paged(trace, kServeBudget / B, B, kServeRunning).waste());
     table.x.push_back(x), table.y.push_back(100.0 * sizeof(attn::BlockId) / (x * step_bytes(1)));
     state.counters[fmt::format("time_%ch09_B{}", B)] = time.y.back();
     state.counters[fmt::format("%waste_B{}", B)] = waste.y.back();
   }
   if (!block_plot_file.empty()) {
     attn::write_svg_plot(block_plot_file, {"What a block size costs: decode time, wasted memory and the table",
-                                           "block size B (tokens)", "% (log scale)", true, true,
+                                           "block size B (tokens)",
+                                           "% (log scale)",
+                                           true,
+                                           true,
                                            {time, waste, table}});
     fmt::print("(plot written: {})\n", block_plot_file);
   }
