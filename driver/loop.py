@@ -3,13 +3,10 @@
 
 usage: loop.py ROOT check [NN] | watch [NN] | hint [NN] [--all] | list
 
-Each chapter's exercise tests run with ATTN_TEST_RESULTS=FILE: the test program declares its results there
-(tests/support/results.hpp: every case with its suite "NN_name/exercise", its status passed, failed or skipped
-with a reason, every failed assertion with its values). This reads only that file, never the console text.
-An exercise is solved when every one of its cases passed; a skipped case is never a pass: its exercise is
-reported as not tested here, with the reason. The results stay in build/default/check/ until the chapter's
-exercise folder, its test file or its test program change, so the progress line costs one chapter's run.
-Everything printed fits 100 columns.
+Each chapter's exercise tests run with ATTN_TEST_RESULTS=FILE, where the test program declares its results
+(tests/support/results.hpp); the console text is never read. An exercise is solved when every one of its cases
+passed; a skipped case is never a pass. The results stay in build/default/check/ until the chapter's exercise
+folder, test file or test program change. Everything printed fits 100 columns.
 
 Environment: COURSE_BUILD_COMMAND replaces `cmake --build BUILD` (the loop's own tests use it), NO_COLOR.
 """
@@ -21,9 +18,11 @@ import subprocess
 import sys
 import time
 import unicodedata
+from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import hints as hints_md  # noqa: E402  (driver/hints.py, beside this file)
+import hints as hints_md  # noqa: E402  (driver/hints.py and driver/manifest.py, beside this file)
+import manifest  # noqa: E402
 
 WIDTH = 100
 CHAPTER_CODE = "*: chapter code"  # suites of the chapter's own code: no exercise's cases (excluded here)
@@ -66,7 +65,6 @@ def wrap(text, first="", rest=None, width=WIDTH):
 
 
 def say(text):
-    """A step of the loop, on stderr: '==> text', bold in a terminal."""
     bold = sys.stderr.isatty() and "NO_COLOR" not in os.environ
     print(f"\033[1m==> {text}\033[0m" if bold else f"==> {text}", file=sys.stderr, flush=True)
 
@@ -84,8 +82,6 @@ def chapter_stems(root):
     checkout has no manifest (the loop's fixture tests)."""
     listed = os.path.join(root, "chapters", "manifest.json")
     if os.path.isfile(listed):
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import manifest
         return [c["stem"] for c in manifest.load(listed)]
     return sorted(d for d in os.listdir(os.path.join(root, "chapters"))
                   if re.match(r"^\d\d_", d) and os.path.isdir(os.path.join(root, "chapters", d)))
@@ -108,11 +104,7 @@ class Course:
         raise UsageError(f"there is no chapter {int(nn):02d}; the chapters are: {' '.join(self.stems)}")
 
     def hints(self, stem):
-        """{exercise: [hint, ...]} in HINTS.md order (driver/hints.py)."""
         return hints_md.read_hints(self.root, stem)
-
-    def exercises(self, stem):
-        return list(self.hints(stem))
 
     def sources(self, stem):
         """The files whose change makes the chapter's results out of date."""
@@ -178,7 +170,7 @@ class Results:
         self.course, self.stem = course, stem
         self.path = os.path.join(course.check_dir, stem)
         self.compiled, self.exit, self.cases, self.died_in = True, 0, [], None
-        self.exercises = course.exercises(stem)
+        self.exercises = list(course.hints(stem))
         if os.path.isfile(self.path + ".run.json"):
             self.load()
 
@@ -239,9 +231,7 @@ class Results:
                        f"did not run: the test program died before it (status {self.exit})")
                 cases[name] = dict(r, status="failed", reason=None, failures=[{"kind": "not run", "message": why}])
         order = list(listed) + [n for n in cases if n not in listed]
-        self.cases = [cases[n] for n in order if cases[n].get("exercise")]
-        if not self.compiled:  # nothing listed: every exercise unsolved
-            self.cases = []
+        self.cases = [cases[n] for n in order] if self.compiled else []  # not compiled: every exercise unsolved
 
     def undeclared(self):
         """Cases whose suite names no exercise of HINTS.md (a course bug: every case declares its exercise)."""
@@ -269,11 +259,7 @@ class Results:
 
     def skip_reasons(self):
         """{reason: number of cases skipped for it}"""
-        reasons = {}
-        for c in self.cases:
-            if c["status"] == "skipped":
-                reasons[c.get("reason") or "no reason given"] = reasons.get(c.get("reason") or "no reason given", 0) + 1
-        return reasons
+        return Counter(c.get("reason") or "no reason given" for c in self.cases if c["status"] == "skipped")
 
 
 def read_json_lines(path):
@@ -281,13 +267,14 @@ def read_json_lines(path):
     out = []
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass
+            lines = f.readlines()
     except OSError:
-        pass
+        return out
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
     return out
 
 

@@ -7,7 +7,6 @@ that write a prepared results file (the format of tests/support/results.hpp), an
 """
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -67,15 +66,25 @@ exit $status
 
 LONG_HINT = ("Keep the running maximum m and the running sum ℓ of one row; when a block raises the maximum, scale "
              "what you summed so far by e^(m_old − m_new) before adding the block's own terms, or the sum is off.")
+SKIP = "no model: ./course setup fetches it"
 
 
-def columns(text):
+def columns(text):  # the test's own count, so that a miscount in the loop's shows
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def assertion(expr, values, line=12, context=()):
     return {"kind": "assert", "file": "tests/99_fake_test.cpp", "line": line, "assertion": "CHECK",
             "expression": expr, "threw": False, "values": values, "context": list(context), "subcases": []}
+
+
+def case(exercise, status="passed", name=None, stem="99_fake", failures=None, **more):
+    """A case of stem's exercise: named "EXERCISE works" when it passes, "EXERCISE fails" (its one assertion
+    EXERCISE() false) when it fails, unless told otherwise."""
+    if status == "failed" and failures is None and not more.get("dies"):
+        failures = [assertion(f"{exercise}()", "false")]
+    name = name or f"{exercise} {'fails' if status == 'failed' else 'works'}"
+    return dict(name=name, suite=f"{stem}/{exercise}", status=status, failures=failures or [], **more)
 
 
 class Checkout:
@@ -86,8 +95,7 @@ class Checkout:
 
     def __init__(self):
         self.root = tempfile.mkdtemp(prefix="loop-fixture-")
-        for d in ("cmake", "book", "tests", "build/default/bin"):
-            os.makedirs(os.path.join(self.root, d), exist_ok=True)
+        os.makedirs(os.path.join(self.root, "cmake"))
         shutil.copy(os.path.join(ROOT, "cmake", "compact_progress.py"), os.path.join(self.root, "cmake"))
         self.write("build.sh", FAKE_BUILD, executable=True)
         for stem, exercises in self.CHAPTERS.items():
@@ -100,8 +108,7 @@ class Checkout:
             self.write(f"book/{stem}.md", f"# Chapter {stem[:2]} {{#ch{stem}}}\n\ntext\n\n"
                        f"## Exercises {{#ch{stem[:2]}_exercises}}\n")
             self.write(f"build/default/bin/ch{stem}_exercise_test", FAKE_PROGRAM, executable=True)
-            self.scenario(stem, [{"name": f"{e} works", "suite": f"{stem}/{e}", "status": "passed"}
-                                 for e in exercises])
+            self.scenario(stem, [case(e, stem=stem) for e in exercises])
         # A checkout writes every file within a second: nothing is started yet.
         past = time.time() - 100
         for folder, _, files in os.walk(self.root):
@@ -132,18 +139,17 @@ class Checkout:
                            timeout=60)
         return p.returncode, p.stdout, p.stderr
 
-    def remove(self):
-        shutil.rmtree(self.root)
-
 
 class LoopTest(unittest.TestCase):
     def setUp(self):
         self.c = Checkout()
+        self.addCleanup(shutil.rmtree, self.c.root)
 
-    def tearDown(self):
-        self.c.remove()
-
-    def check(self, *args, status=None):
+    def check(self, *args, status=None, cases=None):
+        """./course ARGS (after chapter 99's test program is set to report cases); asserts its exit status
+        and that every line fits 100 columns; returns stdout."""
+        if cases is not None:
+            self.c.scenario("99_fake", cases)
         rc, out, err = self.c.course(*args)
         if status is not None:
             self.assertEqual(rc, status, f"status {rc}; stdout:\n{out}\nstderr:\n{err}")
@@ -151,128 +157,96 @@ class LoopTest(unittest.TestCase):
             self.assertLessEqual(columns(line), 100, f"a line of {columns(line)} columns:\n{line}")
         return out
 
+    def assertShows(self, out, *texts):
+        for text in texts:
+            self.assertIn(text, out)
+
     def test_a_skip_is_reported_with_its_reason_and_never_counted_as_solved(self):
-        reason = "no model: ./course setup fetches it"
-        self.c.scenario("99_fake", [
-            {"name": "alpha works", "suite": "99_fake/alpha", "status": "passed"},
-            {"name": "alpha on the real model", "suite": "99_fake/alpha", "status": "skipped", "reason": reason},
-            {"name": "beta on the real model", "suite": "99_fake/beta", "status": "skipped", "reason": reason},
-            {"name": "gamma on the real model", "suite": "99_fake/gamma", "status": "skipped", "reason": reason},
-            {"name": "gamma works", "suite": "99_fake/gamma", "status": "passed"}])
-        out = self.check("check", "99", status=0)
-        self.assertIn("3 test cases skipped: no model: ./course setup fetches it", out)
-        self.assertIn("Not tested here, so not counted as solved: alpha (1 of 2 cases skipped), beta (1 of 1", out)
-        self.assertIn("every exercise passes its tests that ran here.", out)
-        self.assertIn("Progress: chapter 99: 0 of 3 exercises solved", out)
-        out = self.check("list", status=0)
-        self.assertIn("99 fake          0 of  3  done (3 not tested here)", out)
+        out = self.check("check", "99", status=0, cases=[
+            case("alpha"), case("alpha", "skipped", "alpha on the real model", reason=SKIP),
+            case("beta", "skipped", "beta on the real model", reason=SKIP),
+            case("gamma", "skipped", "gamma on the real model", reason=SKIP), case("gamma")])
+        self.assertShows(out, "3 test cases skipped: no model: ./course setup fetches it",
+                         "Not tested here, so not counted as solved: alpha (1 of 2 cases skipped), beta (1 of 1",
+                         "every exercise passes its tests that ran here.", "Progress: chapter 99: 0 of 3 exercises solved")
+        self.assertIn("99 fake          0 of  3  done (3 not tested here)", self.check("list", status=0))
 
     def test_a_skipped_case_beside_a_failing_exercise_is_named_too(self):
-        self.c.scenario("99_fake", [
-            {"name": "alpha fails", "suite": "99_fake/alpha", "status": "failed",
-             "failures": [assertion("alpha() == 1", "2 == 1")]},
-            {"name": "beta on the GPU", "suite": "99_fake/beta", "status": "skipped", "reason": "no CUDA device"}])
-        out = self.check("check", "99", status=1)
+        out = self.check("check", "99", status=1, cases=[
+            case("alpha", "failed"), case("beta", "skipped", "beta on the GPU", reason="no CUDA device")])
         self.assertIn("1 test case skipped: no CUDA device", out)
         self.assertIn("Also unsolved in this chapter: gamma", out)  # no case at all: not solved either
 
     def test_every_failed_assertion_of_the_first_failing_case_is_shown(self):
-        self.c.scenario("99_fake", [
-            {"name": "alpha works", "suite": "99_fake/alpha", "status": "passed"},
-            {"name": "beta keeps the shape and the values", "suite": "99_fake/beta", "status": "failed",
-             "failures": [assertion("out.shape(0) == 3", "2 == 3", 20, ["k := 7"]),
-                          assertion("out(1, 1) == 0.5", "0.25 == 0.5", 21),
-                          {"kind": "message", "file": "tests/99_fake_test.cpp", "line": 22,
-                           "message": "Worst at (row 1, column 1): actual 0.25, expected 0.5\n  first mismatches: 3",
-                           "context": [], "subcases": ["with a mask"]},
-                          {"kind": "exception", "message": "beta is not implemented yet (exercises/99_fake/).\n"
-                                                           "  Hint: " + LONG_HINT, "context": [], "subcases": []}]},
-            {"name": "beta refuses a bad shape", "suite": "99_fake/beta", "status": "failed",
-             "failures": [assertion("second_case()", "false")]}])
-        out = self.check("check", "99", status=1)
-        self.assertIn("chapter 99 (fake) is not done yet: beta fails 2 of 2 test cases.", out)
-        self.assertIn("  ✗ beta keeps the shape and the values\n  ✗ beta refuses a bad shape", out)
-        self.assertIn('The first failing case, "beta keeps the shape and the values": 4 failures:', out)
-        for shown in ("tests/99_fake_test.cpp:20: CHECK( out.shape(0) == 3 )", "values: 2 == 3", "with k := 7",
-                      "tests/99_fake_test.cpp:21: CHECK( out(1, 1) == 0.5 )", "values: 0.25 == 0.5",
-                      "Worst at (row 1, column 1)", "first mismatches: 3", "in subcase: with a mask",
-                      "the case threw: beta is not implemented yet"):
-            self.assertIn(shown, out)
+        out = self.check("check", "99", status=1, cases=[
+            case("alpha"),
+            case("beta", "failed", "beta keeps the shape and the values", failures=[
+                assertion("out.shape(0) == 3", "2 == 3", 20, ["k := 7"]), assertion("out(1, 1) == 0.5", "0.25 == 0.5", 21),
+                {"kind": "message", "file": "tests/99_fake_test.cpp", "line": 22, "context": [],
+                 "message": "Worst at (row 1, column 1): actual 0.25, expected 0.5\n  first mismatches: 3",
+                 "subcases": ["with a mask"]},
+                {"kind": "exception", "message": "beta is not implemented yet (exercises/99_fake/).\n  Hint: " + LONG_HINT,
+                 "context": [], "subcases": []}]),
+            case("beta", "failed", "beta refuses a bad shape", failures=[assertion("second_case()", "false")])])
+        self.assertShows(out, "chapter 99 (fake) is not done yet: beta fails 2 of 2 test cases.",
+                         "  ✗ beta keeps the shape and the values\n  ✗ beta refuses a bad shape",
+                         'The first failing case, "beta keeps the shape and the values": 4 failures:',
+                         "tests/99_fake_test.cpp:20: CHECK( out.shape(0) == 3 )", "values: 2 == 3", "with k := 7",
+                         "tests/99_fake_test.cpp:21: CHECK( out(1, 1) == 0.5 )", "values: 0.25 == 0.5",
+                         "Worst at (row 1, column 1)", "first mismatches: 3", "in subcase: with a mask",
+                         "the case threw: beta is not implemented yet", "Hint (beta, 1 of 3):\n  The first hint of beta.")
         self.assertNotIn("second_case()", out)  # the second failing case's assertions are not shown
-        self.assertIn("Hint (beta, 1 of 3):\n  The first hint of beta.", out)
 
     def test_a_skeleton_s_exception_is_shown_once_with_its_lines(self):
         threw = dict(assertion("alpha(1) == 2", None), threw=True,
                      exception='"alpha is not implemented yet (exercises/99_fake/).\n  Hint: ' + LONG_HINT[:90] +
                                "\n        " + LONG_HINT[90:] + '\n  Read: book/99_fake.md"')
-        self.c.scenario("99_fake", [{"name": "alpha works", "suite": "99_fake/alpha", "status": "failed",
-                                     "failures": [threw, dict(threw, line=13, expression="alpha(2) == 3")]}])
-        out = self.check("check", "99", status=1)
-        self.assertIn("    threw: alpha is not implemented yet (exercises/99_fake/).\n      Hint: Keep the running", out)
-        self.assertIn("\n      Read: book/99_fake.md\n", out)
-        self.assertIn("tests/99_fake_test.cpp:13: CHECK( alpha(2) == 3 )\n    threw the same exception", out)
+        out = self.check("check", "99", status=1, cases=[
+            case("alpha", "failed", failures=[threw, dict(threw, line=13, expression="alpha(2) == 3")])])
+        self.assertShows(out, "    threw: alpha is not implemented yet (exercises/99_fake/).\n      Hint: Keep the running",
+                         "\n      Read: book/99_fake.md\n",
+                         "tests/99_fake_test.cpp:13: CHECK( alpha(2) == 3 )\n    threw the same exception")
 
     def test_a_case_is_credited_to_the_exercise_its_suite_names_not_its_name(self):
-        self.c.scenario("99_fake", [
-            {"name": "alpha works", "suite": "99_fake/alpha", "status": "passed"},
-            {"name": "beta works", "suite": "99_fake/beta", "status": "passed"},
-            {"name": "alpha and beta together give gamma's answer", "suite": "99_fake/gamma", "status": "failed",
-             "failures": [assertion("gamma() == 1", "0 == 1")]}])
-        out = self.check("check", "99", status=1)
-        self.assertIn("is not done yet: gamma fails 1 of 1 test cases.", out)
-        self.assertIn("Progress: chapter 99: 2 of 3 exercises solved", out)
+        out = self.check("check", "99", status=1, cases=[
+            case("alpha"), case("beta"), case("gamma", "failed", "alpha and beta together give gamma's answer")])
+        self.assertShows(out, "is not done yet: gamma fails 1 of 1 test cases.", "Progress: chapter 99: 2 of 3 exercises solved")
 
     def test_a_case_credited_to_no_exercise_is_reported(self):
-        self.c.scenario("99_fake", [{"name": "alpha works", "suite": "99_fake/alpha", "status": "passed"},
-                                    {"name": "stray", "suite": "99_fake/delta", "status": "passed"}])
-        out = self.check("check", "99")
+        out = self.check("check", "99", cases=[case("alpha"), case("delta", name="stray"),
+                                               dict(case("alpha", name="no exercise at all"), suite="99_fake")])
         self.assertIn("credited to no exercise of its HINTS.md", out)
-        self.assertIn("stray (suite 99_fake/delta)", " ".join(out.split()))
+        self.assertShows(" ".join(out.split()), "stray (suite 99_fake/delta)", "no exercise at all (suite 99_fake)")
 
     def test_a_crash_names_the_case_it_died_in_and_the_cases_that_did_not_run(self):
-        self.c.scenario("99_fake", [
-            {"name": "alpha works", "suite": "99_fake/alpha", "status": "passed"},
-            {"name": "beta crashes", "suite": "99_fake/beta", "status": "failed", "dies": True},
-            {"name": "gamma works", "suite": "99_fake/gamma", "status": "passed"}])
-        out = self.check("check", "99", status=1)
-        self.assertIn("beta fails 1 of 1", out)
-        self.assertIn("CRASHED: the test program died in this case (status 139)", out)
-        self.assertIn("the cases after this one did not run", out)
-        self.assertIn("Also unsolved in this chapter: gamma (1 failing)", out)
-        self.assertIn("Progress: chapter 99: 1 of 3", out)
+        out = self.check("check", "99", status=1, cases=[
+            case("alpha"), case("beta", "failed", "beta crashes", dies=True), case("gamma")])
+        self.assertShows(out, "beta fails 1 of 1", "CRASHED: the test program died in this case (status 139)",
+                         "the cases after this one did not run", "Also unsolved in this chapter: gamma (1 failing)",
+                         "Progress: chapter 99: 1 of 3")
 
     def test_lines_fit_100_columns_with_long_names_hints_messages_and_cjk(self):
-        long_name = "beta " + "keeps every row of a very long sequence " * 4
-        self.c.scenario("99_fake", [{"name": long_name, "suite": "99_fake/beta", "status": "failed",
-                                     "failures": [assertion("f(" + "x, " * 60 + "y)", "它 猫 " * 40),
-                                                  {"kind": "message", "file": "t.cpp", "line": 1,
-                                                   "message": "/" + "a/very/long/path" * 10, "context": [],
-                                                   "subcases": []}]}])
+        self.c.scenario("99_fake", [case("beta", "failed", "beta " + "keeps every row of a very long sequence " * 4,
+                                         failures=[assertion("f(" + "x, " * 60 + "y)", "它 猫 " * 40),
+                                                   {"kind": "message", "file": "t.cpp", "line": 1, "context": [],
+                                                    "message": "/" + "a/very/long/path" * 10, "subcases": []}])])
         self.c.save("99_fake")
-        self.check("check", "99", status=1)  # check() asserts the width of every line
-        self.check("check", status=1)
-        self.check("list", status=0)
-        self.check("hint", "99", status=0)
-        self.check("hint", "99", status=0)  # hint 2: the long one
-        self.check("hint", "99", "--all", status=0)
+        for args, status in ((("check", "99"), 1), (("check",), 1), (("list",), 0), (("hint", "99"), 0),
+                             (("hint", "99"), 0), (("hint", "99", "--all"), 0)):  # the second hint: the long one
+            self.check(*args, status=status)  # check() asserts the width of every line
 
     def test_read_points_at_the_source_page_until_the_book_is_built(self):
-        self.c.scenario("99_fake", [{"name": "alpha fails", "suite": "99_fake/alpha", "status": "failed",
-                                     "failures": [assertion("alpha()", "false")]}])
-        out = self.check("check", "99", status=1)
-        self.assertIn("  Read:        book/99_fake.md (the built page: ./course book)", out)
+        read = "  Read:        "
+        self.assertIn(read + "book/99_fake.md (the built page: ./course book)",
+                      self.check("check", "99", status=1, cases=[case("alpha", "failed")]))
         self.c.write("build/default/book/html/ch99_fake.html", "<html></html>")
-        out = self.check("check", "99", status=1)
-        self.assertIn("  Read:        build/default/book/html/ch99_fake.html#ch99_exercises", out)
+        self.assertIn(read + "build/default/book/html/ch99_fake.html#ch99_exercises", self.check("check", "99", status=1))
         os.remove(os.path.join(self.c.root, "book", "99_fake.md"))  # a new chapter, its page not written yet
-        out = self.check("check", "99", status=1)
-        self.assertIn("  Read:        book/99_fake.md (the chapter has no page yet)", out)
+        self.assertIn(read + "book/99_fake.md (the chapter has no page yet)", self.check("check", "99", status=1))
 
     def test_exit_statuses(self):
         self.check("check", "99", status=0)  # every case passes
-        self.c.scenario("99_fake", [{"name": "alpha fails", "suite": "99_fake/alpha", "status": "failed",
-                                     "failures": [assertion("alpha()", "false")]}])
-        self.check("check", "99", status=1)
+        self.check("check", "99", status=1, cases=[case("alpha", "failed")])
         for args, message in ((("check", "7"), "there is no chapter 07"), (("check", "one"), "'one' is not"),
                               (("check", "98", "99"), "at most one"), (("hint", "98", "99"), "at most one"),
                               (("list", "98"), "takes no arguments"), (("frobnicate",), "unknown command")):
@@ -281,62 +255,40 @@ class LoopTest(unittest.TestCase):
             self.assertIn(message, err)
 
     def test_hints_one_level_per_call_and_the_check_remembers_them(self):
-        self.c.scenario("99_fake", [{"name": "beta fails", "suite": "99_fake/beta", "status": "failed",
-                                     "failures": [assertion("beta()", "false")]}])
-        out = self.check("hint", "99", status=0)
+        out = self.check("hint", "99", status=0, cases=[case("beta", "failed")])
         self.assertIn("Chapter 99 (fake), alpha: hint 1 of 3", out)  # alpha has no case: unsolved, first
-        self.c.scenario("99_fake", [{"name": "alpha works", "suite": "99_fake/alpha", "status": "passed"},
-                                    {"name": "beta fails", "suite": "99_fake/beta", "status": "failed",
-                                     "failures": [assertion("beta()", "false")]},
-                                    {"name": "gamma works", "suite": "99_fake/gamma", "status": "passed"}])
-        out = self.check("hint", "99", status=0)
+        out = self.check("hint", "99", status=0, cases=[case("alpha"), case("beta", "failed"), case("gamma")])
         self.assertIn("beta: hint 1 of 3\n  The first hint of beta.\n\nStuck still? ./course hint 99 shows hint 2", out)
-        out = self.check("hint", "99", status=0)
-        self.assertIn("beta: hint 2 of 3\n  Keep the running maximum", out)
-        self.assertIn("Its second line, indented.", out)
-        out = self.check("check", "99", status=1)
-        self.assertIn("Hint (beta, 2 of 3):", out)
-        self.assertIn("Next hint:   ./course hint 99   (hint 3 of 3; one more per call)", out)
+        self.assertShows(self.check("hint", "99", status=0), "beta: hint 2 of 3\n  Keep the running maximum",
+                         "Its second line, indented.")
+        self.assertShows(self.check("check", "99", status=1), "Hint (beta, 2 of 3):",
+                         "Next hint:   ./course hint 99   (hint 3 of 3; one more per call)")
         self.check("hint", "99")
-        out = self.check("hint", "99", status=0)
-        self.assertIn("beta: hint 3 of 3", out)
-        self.assertIn("That was the last hint for beta", out)
-        out = self.check("hint", "99", "--all", status=0)
-        self.assertIn("## alpha", out)
-        self.assertIn("## gamma", out)
+        self.assertShows(self.check("hint", "99", status=0), "beta: hint 3 of 3", "That was the last hint for beta")
         # A hint's indented second line continues its paragraph, not a line of its own after a short one.
-        self.assertIn("is off. Its second line, indented.", out)
+        self.assertShows(self.check("hint", "99", "--all", status=0), "## alpha", "## gamma",
+                         "is off. Its second line, indented.")
 
     def test_check_without_a_chapter_goes_on_where_the_learner_works(self):
-        self.c.scenario("98_first", [{"name": "solo fails", "suite": "98_first/solo", "status": "failed",
-                                      "failures": [assertion("solo()", "false")]}])
-        self.c.scenario("99_fake", [{"name": "alpha fails", "suite": "99_fake/alpha", "status": "failed",
-                                     "failures": [assertion("alpha()", "false")]}])
-        out = self.check("check", status=1)  # nothing started: the first unsolved chapter
-        self.assertIn("  98 first         0 of  1  not started   <- you are here", out)
-        self.assertIn("chapter 98 (first) is not done yet: solo", out)
+        self.c.scenario("98_first", [case("solo", "failed", stem="98_first")])
+        out = self.check("check", status=1, cases=[case("alpha", "failed")])  # nothing started: the first chapter
+        self.assertShows(out, "  98 first         0 of  1  not started   <- you are here",
+                         "chapter 98 (first) is not done yet: solo")
         self.c.save("99_fake")
-        self.c.scenario("99_fake", [{"name": "alpha works", "suite": "99_fake/alpha", "status": "passed"},
-                                    {"name": "beta fails", "suite": "99_fake/beta", "status": "failed",
-                                     "failures": [assertion("beta()", "false")]}])
-        out = self.check("check", status=1)
-        self.assertIn("  99 fake          1 of  3  started: next beta   <- you are here", out)
-        self.assertIn("chapter 99 (fake) is not done yet: beta", out)
-        self.assertIn("Progress: chapter 99: 1 of 3 exercises solved; the course: 1 of 4.", out)
-        out = self.check("list", status=0)
-        self.assertIn("The course: 1 of 4 exercises solved.", out)
+        out = self.check("check", status=1, cases=[case("alpha"), case("beta", "failed")])
+        self.assertShows(out, "  99 fake          1 of  3  started: next beta   <- you are here",
+                         "chapter 99 (fake) is not done yet: beta",
+                         "Progress: chapter 99: 1 of 3 exercises solved; the course: 1 of 4.")
+        self.assertIn("The course: 1 of 4 exercises solved.", self.check("list", status=0))
 
     def test_a_chapter_that_does_not_compile_is_reported_and_does_not_block_the_others(self):
         self.c.save("99_fake", "this is not C++\n")
         rc, out, err = self.c.course("check", "99")
         self.assertEqual(rc, 1)
         self.assertIn("error: 'this' does not name a type", out + err)
-        self.assertIn("chapter 99 (fake) does not compile", out)
-        self.assertIn("Progress: chapter 99: 0 of 3", out)
-        out = self.check("check", "98", status=0)
-        self.assertIn("chapter 98 (first): every exercise passes its tests.", out)
-        out = self.check("list")
-        self.assertIn("99 fake          0 of  3  does not compile", out)
+        self.assertShows(out, "chapter 99 (fake) does not compile", "Progress: chapter 99: 0 of 3")
+        self.assertIn("chapter 98 (first): every exercise passes its tests.", self.check("check", "98", status=0))
+        self.assertIn("99 fake          0 of  3  does not compile", self.check("list"))
 
     def test_results_are_kept_until_a_source_or_the_program_changes(self):
         self.check("check", "99", status=0)
