@@ -423,6 +423,12 @@ class Loop:
             lines.append(wrap("Not tested here, so not counted as solved: " + ", ".join(parts), "  ", "    "))
         return lines
 
+    @staticmethod
+    def undeclared_lines(stem, r):
+        undeclared = r.undeclared()
+        return [wrap(f"test cases of chapter {stem[:2]} credited to no exercise of its HINTS.md (a course bug): "
+                     + "; ".join(f"{c['name']} (suite {c['suite']})" for c in undeclared))] if undeclared else []
+
     def report(self, stem, r):
         """The chapter's state; with an unsolved exercise, its failures, hint and page. True when done."""
         page = self.course.read_line(stem)
@@ -432,10 +438,7 @@ class Loop:
                     f"  Your code: exercises/{stem}/", wrap(page, "  Read:      ", " " * 13)]
             print("\n".join(out))
             return False
-        undeclared = r.undeclared()
-        if undeclared:
-            out.append(wrap(f"test cases of chapter {stem[:2]} credited to no exercise of its HINTS.md (a course bug): "
-                            + "; ".join(f"{c['name']} (suite {c['suite']})" for c in undeclared)))
+        out += self.undeclared_lines(stem, r)
         unsolved = r.unsolved()
         if not unsolved:
             skipped = r.skip_reasons()
@@ -521,7 +524,7 @@ class Loop:
         self.refresh(self.course.stems, quiet=True)
         all_results = self.all_results()
         print("\n".join(self.list_lines(all_results, self.in_progress(all_results))))
-        print()
+        print("\n".join(line for s in self.course.stems for line in self.undeclared_lines(s, all_results[s])))
         solved = sum(r.solved() for r in all_results.values())
         total = sum(len(r.exercises) for r in all_results.values())
         print(f"The course: {solved} of {total} exercises solved.")

@@ -33,27 +33,14 @@ def load(path=DEFAULT):
 
 
 def by_stem(chapters, stem):
-    for entry in chapters:
-        if entry["stem"] == stem:
-            return entry
-    return None
-
-
-def stem_of(chapters, number):
-    """The stem of chapter NUMBER ('1', '01' or '01_intuition'), or None."""
-    if re.fullmatch(r"\d{1,2}", number):
-        number = f"{int(number):02d}"
-        return next((c["stem"] for c in chapters if c["number"] == number), None)
-    return number if by_stem(chapters, number) else None
+    return next((c for c in chapters if c["stem"] == stem), None)
 
 
 def field(entry, key):
-    value = entry
+    """entry's value at KEY[.KEY], or None."""
     for part in key.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
+        entry = entry.get(part) if isinstance(entry, dict) else None
+    return entry
 
 
 def problems(chapters, root):
@@ -105,14 +92,13 @@ def main(argv):
     if question == "stems":
         print("\n".join(c["stem"] for c in chapters))
     elif question == "stem" and len(args) == 1:
-        stem = stem_of(chapters, args[0])
+        number = args[0]
+        if not re.fullmatch(r"\d{1,2}", number):
+            return f"course: '{number}' is not a chapter number (expected 01, 02, ...)"
+        stem = next((c["stem"] for c in chapters if int(c["number"]) == int(number)), None)
         if stem is None:
-            if not re.fullmatch(r"\d{1,2}", args[0]):
-                print(f"course: '{args[0]}' is not a chapter number (expected 01, 02, ...)", file=sys.stderr)
-            else:
-                print(f"course: there is no chapter {int(args[0]):02d}; the chapters are: "
-                      + " ".join(c["stem"] for c in chapters), file=sys.stderr)
-            return 2
+            return f"course: there is no chapter {int(number):02d}; the chapters are: " + " ".join(
+                c["stem"] for c in chapters)
         print(stem)
     elif question == "field" and len(args) == 2:
         entry = by_stem(chapters, args[0])
@@ -123,10 +109,7 @@ def main(argv):
     elif question == "with" and len(args) == 1:
         print("\n".join(c["stem"] for c in chapters if field(c, args[0]) is not None))
     elif question == "packages":
-        seen = []
-        for c in chapters:
-            seen += [p for p in c.get("packages", []) if p not in seen]
-        print("\n".join(seen))
+        print("\n".join(dict.fromkeys(p for c in chapters for p in c.get("packages", []))))
     elif question == "check" and len(args) == 1:
         found = problems(chapters, args[0])
         for p in found:
@@ -139,4 +122,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    if isinstance(status, str):  # a refused chapter number: status 2, as the driver's usage errors
+        print(status, file=sys.stderr)
+        status = 2
+    sys.exit(status)
