@@ -1,87 +1,52 @@
 #!/usr/bin/env python3
-"""Every function the book names is a link: fails when book/*.md or a header's /// comment names a course
-function as `attn::name` without the parentheses that make Doxygen link it.
-
-Doxygen links a qualified class name by itself, but a namespace-qualified function only when it is written
-`attn::name()`. Without the parentheses the reader sees plain text where every other mention is a link to
-the contract, so a page would mix the two at random.
-
-Skipped: code blocks (\\code, ``` and \\verbatim), `code spans`, and \\ref commands, which choose their own text.
-A name counts as a function when a header of the course declares `... name(` and no class, struct or alias of
-that name. Usage: check_book_links.py ROOT. Prints every mention with its file and line; exit status 1 when
-there is one. Standard library only.
+"""Every function the book names is a link: fails when book/*.md or a header's /// comment names a course function
+as `attn::name` without the parentheses that make Doxygen link it (it links a qualified class by itself, a
+namespace function only as `attn::name()`), so that a page never mixes links and plain text at random.
+Prose only (cmake/course_markdown.py: no code, formulas, graphs, `code spans` or \\ref, which chooses its text).
+A name is a function when a course header declares `... name(` and no class, struct or alias of that name.
+Usage: check_book_links.py ROOT. Exit status 1 when a mention is unlinked.
 """
-
+import functools
 import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import course_markdown as md  # noqa: E402
+
 MENTION = re.compile(r"attn::[A-Za-z_0-9:]*[A-Za-z_0-9](?!\(|[A-Za-z_0-9]|::)")
-LEAVE_ALONE = re.compile(r'(`[^`]*`|\\ref\s+\S+(?:\s+"[^"]*")?)')
-OPENS = ("\\code", "```", "~~~", "\\verbatim")
-CLOSES = ("\\endcode", "```", "~~~", "\\endverbatim")
 
 
-def headers_of(root):
-    """The course's headers, relative to root (build folders left out)."""
-    found = []
-    for top in ("common", "chapters", "exercises", "solutions"):
-        for folder, _, files in os.walk(os.path.join(root, top)):
-            found += [os.path.relpath(os.path.join(folder, f), root) for f in files if f.endswith((".hpp", ".cuh"))]
-    return sorted(found)
+def unlinked(text, declarations, is_header=False):
+    """(line, name) of each function named without parentheses; a header's text is its /// comments."""
+    if is_header:
+        text = "\n".join(line.split("///", 1)[1].lstrip("<") if "///" in line else "" for line in text.splitlines())
+    return [(number, m.group()) for number, line in md.prose_lines(text) for m in MENTION.finditer(line)
+            if is_function(m.group().split("::")[-1], declarations)]
 
 
-def function_test(declarations):
-    cache = {}
-
-    def is_function(qualified):
-        name = qualified.split("::")[-1]
-        if name not in cache:
-            declared = re.search(r"[\w>&*]\s+" + re.escape(name) + r"\s*\(", declarations)
-            a_type = re.search(r"(?:struct|class|using)\s+" + re.escape(name) + r"\b", declarations)
-            cache[name] = bool(declared) and not a_type
-        return cache[name]
-
-    return is_function
-
-
-def prose_lines(path):
-    """(line number, prose text) of a book page, or of a header's /// comments."""
-    is_page = path.endswith(".md")
-    in_code = False
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            text = line.rstrip("\n")
-            if not is_page:
-                if "///" not in text:
-                    continue
-                text = text.split("///", 1)[1].lstrip("<")
-            stripped = text.strip()
-            if in_code:
-                in_code = not stripped.startswith(CLOSES)
-                continue
-            if stripped.startswith(OPENS):
-                in_code = True
-                continue
-            yield number, LEAVE_ALONE.sub(" ", text)
+@functools.lru_cache(maxsize=None)
+def is_function(name, declarations):
+    return bool(re.search(r"[\w>&*]\s+" + re.escape(name) + r"\s*\(", declarations)) and \
+        not re.search(r"(?:struct|class|using)\s+" + re.escape(name) + r"\b", declarations)
 
 
 def main(root):
-    headers = headers_of(root)
+    fake = "float softmax(int);\nstruct Tiles {};\n"
+    md.selftest("a function is named as attn::name()", lambda t: unlinked(t, fake), "Call attn::softmax on it.",
+                "Call attn::softmax(), attn::Tiles, `attn::softmax` and \\ref attn::softmax \"it\".\n"
+                "\\dot\na [label=\"attn::softmax\"]\n\\enddot\n```{.cpp}\nattn::softmax\n```")
+    md.selftest("a header's /// comments are read", lambda t: unlinked(t, fake, True), "/// Uses attn::softmax.",
+                "// Uses attn::softmax.")
+    headers = sorted(os.path.relpath(os.path.join(folder, f), root) for top in ("common", "chapters", "exercises", "solutions")
+                     for folder, _, files in os.walk(os.path.join(root, top)) for f in files if f.endswith((".hpp", ".cuh")))
     declarations = "".join(open(os.path.join(root, h), encoding="utf-8").read() for h in headers)
-    is_function = function_test(declarations)
-    pages = sorted(os.path.join("book", p) for p in os.listdir(os.path.join(root, "book")) if p.endswith(".md"))
-    problems = []
-    for path in pages + headers:
-        for number, text in prose_lines(os.path.join(root, path)):
-            for mention in MENTION.finditer(text):
-                if is_function(mention.group(0)):
-                    problems.append(f"{path}:{number}: {mention.group(0)} is a function: write "
-                                    f"{mention.group(0)}() so that Doxygen links it")
-    for problem in problems:
-        print(problem)
-    print(f"{len(problems)} unlinked function names in {len(pages)} pages and {len(headers)} headers")
-    return 1 if problems else 0
+    pages = [os.path.relpath(p, root) for p in md.pages(root)]
+    findings = [f"{path}:{number}: {name} is a function: write {name}() so that Doxygen links it"
+                for path in pages + headers for number, name in
+                unlinked(open(os.path.join(root, path), encoding="utf-8").read(), declarations, path in headers)]
+    return md.report(findings, f"unlinked function names in {len(pages)} pages and {len(headers)} headers",
+                     f"0 unlinked function names in {len(pages)} pages and {len(headers)} headers")
 
 
 if __name__ == "__main__":

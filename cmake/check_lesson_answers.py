@@ -1,155 +1,96 @@
 #!/usr/bin/env python3
-"""A lesson shows no reference answer: fails when a chapter's lesson page, before its first sub-page (the
-solutions page and the output page follow the lesson in the same file, each opened by `@page`), takes code
-from solutions/ or shows chapter code that is the same computation as one of the chapter's exercises.
-
-What counts, on book/NN_name.md up to its first `@page` line (code blocks and `code spans` left alone):
-- a `\\snippet`, `\\include` or `\\dontinclude` of a file under solutions/ (the reference answers belong on
-  the solutions page, where the reader arrives after writing them);
-- a `\\snippet FILE TAG` of any other source whose TAG is an exercise's name;
-- a `\\snippet` whose region defines a function named as an exercise, or as an exercise and a suffix that
-  names only another layout of the same computation (LAYOUTS: `Matrix encoder_layer_packed(` is the exercise
-  encoder_layer over a packed batch), whatever its tag. Other suffixes are other computations
-  (chapter 08's linear_attention_weights is the quadratic order beside the exercise linear_attention);
-  a definition that hands the work to the exercise itself (`return attn::make_block_mask(...)`, a wrapper)
-  shows no answer and does not count.
-The chapter's exercises are the `## name` headings of exercises/NN_name/HINTS.md (the first word of each).
-Only a chapter's own exercises count: a lesson may show what earlier chapters asked for, as chapter code.
-
-Usage: check_lesson_answers.py ROOT [PAGE...] (default: every book/NN_name.md). Prints each finding with its
-page and line; exit status 1 when there is one. Standard library only.
+"""A lesson shows no reference answer. On book/NN_name.md before its first `@page` (the solutions and output pages
+follow the lesson in the same file), outside code (cmake/course_markdown.py), a finding is:
+- a \\snippet, \\include or \\dontinclude of a file under solutions/ (answers belong on the solutions page);
+- a `\\snippet FILE TAG` whose TAG is one of the chapter's exercises;
+- a \\snippet whose region defines a function named as an exercise, or as an exercise and a suffix naming only
+  another layout of the same computation (LAYOUTS: `encoder_layer_packed`), whatever its tag. Other suffixes are
+  other computations (linear_attention_weights beside linear_attention); a definition that hands the work to the
+  exercise (`return attn::make_block_mask(...)`) shows no answer.
+The exercises are the chapter's own (driver/hints.py: the `## name` headings of exercises/NN_name/HINTS.md); a
+lesson may show what earlier chapters asked for. Usage: check_lesson_answers.py ROOT [PAGE...] (default: every
+book/NN_name.md). Exit status 1 on a finding.
 """
-
 import os
 import re
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "driver"))
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [here, os.path.join(here, "..", "driver")]
+import course_markdown as md  # noqa: E402
 import hints  # noqa: E402  (driver/hints.py: the one reader of HINTS.md)
 
-SNIPPET = re.compile(r"^\s*\\snippet(?:doc|lineno)?\s+(\S+)\s+(\S+)")
-INCLUDE = re.compile(r"^\s*\\(?:include|includelineno|dontinclude)\s+(\S+)")
-OPENS = ("\\code", "```", "~~~", "\\verbatim")
-CLOSES = ("\\endcode", "```", "~~~", "\\endverbatim")
 LAYOUTS = ("packed", "batched", "batch", "into", "in_place", "inplace", "fast", "threaded")
 NOT_TYPES = {"return", "else", "case", "throw", "new", "delete", "co_return", "goto", "if", "while", "for"}
 
 
-def exercises_of(root, stem):
-    """The exercise names of chapter `stem` (NN_name), unqualified (Class::method gives method): driver/hints.py's."""
-    return [name.split("::")[-1] for name in hints.exercise_names(root, stem)]
-
-
-def lesson_lines(path):
-    """(line number, line) of the lesson's body: up to the first `@page`, outside code blocks."""
-    body, inside = [], None
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            stripped = line.strip()
-            if inside is not None:
-                if stripped.startswith(CLOSES[inside]):
-                    inside = None
-                continue
-            opened = [k for k, o in enumerate(OPENS) if stripped.startswith(o)]
-            if opened:
-                inside = opened[0]
-                continue
-            if stripped.startswith("@page") or stripped.startswith("\\page"):
-                break
-            body.append((number, line))
-    return body
-
-
 def region(root, source, tag):
-    """The lines between the two `// [tag]` markers of `source` (empty when the file or the tag is missing:
-    Doxygen's own build reports those)."""
-    path = os.path.join(root, source)
-    if not os.path.exists(path):
-        return []
-    marker = re.compile(r"^\s*//\s*\[" + re.escape(tag) + r"\]\s*$")
-    lines, inside = [], False
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if marker.match(line):
-                if inside:
-                    break
-                inside = True
-                continue
+    """The lines between the two `// [tag]` markers of `source` (none when the file or tag is missing: Doxygen says)."""
+    path, lines, inside = os.path.join(root, source), [], False
+    for line in open(path, encoding="utf-8") if os.path.exists(path) else []:
+        if re.match(r"^\s*//\s*\[" + re.escape(tag) + r"\]\s*$", line):
             if inside:
-                lines.append(line)
+                break
+            inside = True
+        elif inside:
+            lines.append(line)
     return lines
 
 
 def defines(lines, name):
-    """The function the lines define under `name` or `name_LAYOUT` (a return type, then the name and its
-    parameters, then a body), or None. A definition whose body calls `::name(` hands the work to the exercise
-    and does not count."""
+    """The function (`name` or `name_LAYOUT`) the lines define with a body that is not a call of `::name(`, or None."""
     definition = re.compile(r"^\s*(?:(?:inline|static|constexpr|template\s*<[^>]*>)\s+)*"
                             r"(?P<type>[A-Za-z_][\w:<>,]*(?:\s*[&*]+)?)\s+(?:[\w:]+::)?"
                             r"(?P<name>" + re.escape(name) + r"(?:_(?:" + "|".join(LAYOUTS) + r"))?)\s*\(")
     for k, line in enumerate(lines):
         m = definition.match(line)
-        if not m or m.group("type") in NOT_TYPES:
-            continue
-        rest = "".join(lines[k:])
-        head = rest.split("{", 1)[0]
-        if "{" not in rest or ";" in head:
-            continue  # a declaration, not a definition
-        if re.search(r"::" + re.escape(name) + r"\s*\(", rest.split("{", 1)[1]):
-            continue  # a wrapper around the exercise
-        return m.group("name")
+        head, brace, body = "".join(lines[k:]).partition("{")
+        if m and m.group("type") not in NOT_TYPES and brace and ";" not in head and \
+                not re.search(r"::" + re.escape(name) + r"\s*\(", body):
+            return m.group("name")
     return None
 
 
-def check_page(root, page):
-    stem = os.path.basename(page)[:-3]
-    names = exercises_of(root, stem)
-    findings = []
-    for number, line in lesson_lines(page):
-        where = f"{os.path.relpath(page, root)}:{number}"
-        m = SNIPPET.match(line) or INCLUDE.match(line)
-        if not m:
+def findings(text, names, snippet_lines):
+    found = []
+    for number, command, args in md.commands(text, stop_at_page=True):
+        if command not in ("snippet", "snippetdoc", "snippetlineno", "include", "includelineno", "dontinclude") or not args:
             continue
-        source = m.group(1)
-        if source.startswith("solutions/"):
-            findings.append(f"{where}: the lesson takes {source} (a reference answer) before the learner writes it; "
-                            "it belongs on the solutions page")
-            continue
-        if m.re is not SNIPPET:
-            continue
-        tag = m.group(2)
-        for name in names:
-            if tag == name:
-                findings.append(f"{where}: snippet '{tag}' of {source} is named for the exercise {name}: "
-                                "the same computation as the learner's answer, shown before they write it")
-                break
-            defined = defines(region(root, source, tag), name)
-            if defined:
-                findings.append(f"{where}: snippet '{tag}' of {source} defines {defined}(), the same computation "
-                                f"as the exercise {name}: it belongs on the solutions page")
-                break
-    return findings
+        if args[0].startswith("solutions/"):
+            found.append((number, f"the lesson takes {args[0]} (a reference answer) before the learner writes it; "
+                                  "it belongs on the solutions page"))
+        elif command.startswith("snippet") and len(args) > 1:
+            for name in names:
+                defined = None if args[1] == name else defines(snippet_lines(args[0], args[1]), name)
+                if args[1] == name or defined:
+                    found.append((number, f"snippet '{args[1]}' of {args[0]} is named for the exercise {name}: the same "
+                                          "computation as the learner's answer, shown before they write it" if not defined else
+                                          f"snippet '{args[1]}' of {args[0]} defines {defined}(), the same computation "
+                                          f"as the exercise {name}: it belongs on the solutions page"))
+                    break
+    return found
 
 
 def main(argv):
     if len(argv) < 2:
         print(__doc__)
         return 2
+    fake = {"a": ["Matrix softmax_fast(const Matrix& x) {\n", "  return x;\n", "}\n"],
+            "b": ["Matrix softmax_weights(const Matrix& x) {\n", "}\n"],
+            "c": ["Matrix softmax_fast(const Matrix& x) {\n", "  return attn::softmax(x);\n", "}\n"]}
+    check = lambda text: findings(text, ["softmax"], lambda source, tag: fake.get(tag, []))  # noqa: E731
+    md.selftest("no solutions/ before the solutions page", check, "\\include solutions/01_x/x.cpp",
+                "```\n\\include solutions/01_x/x.cpp\n```\n@page s Solutions\n\\include solutions/01_x/x.cpp")
+    md.selftest("no snippet named as an exercise", check, "\\snippet chapters/x.cpp softmax", "\\snippet chapters/x.cpp demo")
+    md.selftest("no snippet defining an exercise", check, "\\snippet chapters/x.cpp a",
+                "\\snippet chapters/x.cpp b\n\\snippet chapters/x.cpp c")
     root = argv[1]
-    pages = argv[2:]
-    if not pages:
-        book = os.path.join(root, "book")
-        pages = sorted(os.path.join(book, p) for p in os.listdir(book) if re.match(r"^\d\d_\w+\.md$", p))
-    findings = []
-    for page in pages:
-        findings += check_page(root, page)
-    for f in findings:
-        print(f)
-    if findings:
-        print(f"{len(findings)} place(s) where a lesson shows an answer before its exercises are written")
-        return 1
-    print(f"no lesson of {len(pages)} shows a reference answer before its solutions page")
-    return 0
+    pages = argv[2:] or md.pages(root, r"^\d\d_\w+\.md$")
+    found = [f"{os.path.relpath(page, root)}:{number}: {message}" for page in pages for number, message in findings(
+        open(page, encoding="utf-8").read(), [n.split("::")[-1] for n in hints.exercise_names(root, os.path.basename(page)[:-3])],
+        lambda source, tag: region(root, source, tag))]
+    return md.report(found, "place(s) where a lesson shows an answer before its exercises are written",
+                     f"no lesson of {len(pages)} shows a reference answer before its solutions page")
 
 
 if __name__ == "__main__":
