@@ -77,8 +77,9 @@ TEST_SUITE("09_mqa_gqa: decode_attend_fast") {
       const std::size_t h = heads[0], g = heads[1];
       // n: one token, a small odd count, a block and five, two whole blocks (the kernel's edges).
       for (std::size_t n : {std::size_t{1}, std::size_t{7}, B + 5, 2 * B}) {
-        // d: below one vector, a vector and a tail (20, 24), and the bench's 128 (whole 64-column chunks).
-        for (const auto& widths : {std::array<std::size_t, 2>{3, 5}, {20, 24}, {128, 128}}) {
+        // d: below one vector, a vector and a tail (20, 24), one chunk of four 8-float vectors and a tail (36, 40:
+        // the AVX2 and NEON copies' edges), and the bench's 128 (whole chunks of 32 and 64 columns).
+        for (const auto& widths : {std::array<std::size_t, 2>{3, 5}, {20, 24}, {36, 40}, {128, 128}}) {
           const std::size_t d_k = widths[0], d_v = widths[1];
           CAPTURE(h);
           CAPTURE(g);

@@ -7,7 +7,7 @@
 // makes the same computation one pass over the cache, as FlashDecoding does for grouped heads:
 //   1. For each group and each block of kDecodeKeysPerBlock cached keys (16 KiB of K and 16 KiB of V at
 //      d = 128, in L1), the r × block scores. Few query rows (r < 16: MHA, GQA-8): two rows against four
-//      keys at a time, each 16-float chunk loaded once feeding two or four multiply-adds, the partial sums
+//      keys at a time, each vector of a key loaded once feeding two or four multiply-adds, the partial sums
 //      added in a shuffle tree (block_scores). Many rows (MQA): the group's queries transposed once per
 //      step, and the scores by a GEMM micro-kernel, a key value broadcast against 16 or 32 queries
 //      (panel_scores, on accumulate_rows). The queries are scaled by 1/√d_k once per step.
@@ -16,11 +16,12 @@
 //   3. O_j += P · V_block while the block's values are still in L1 (accumulate_pv_block, on the same
 //      accumulate_rows): each value row loaded once feeds all r rows.
 // So the keys and values are each read from memory once per step, the scores never leave L1, and the cache
-// is never packed or copied. The loops are written on GCC's vector extensions (16 floats: one AVX-512
-// register, two AVX2 or four NEON registers), and the course's vector layer (attn/vector.hpp: Google Highway)
-// compiles them once per instruction set and calls the copy of the path in use; this file alone is compiled with
-// -ffp-contract=fast so that a·b + c becomes one fused multiply-add. `ch09_mqa_gqa bench` times it beside the learner's
-// version (its rows with fast:1 and fast:0), against the roofline bound of each step.
+// is never packed or copied. The loops are written on GCC's vector extensions (a Vec: one AVX-512 register
+// of 16 floats, or 8 floats on AVX2 and NEON, so that the accumulators fit each register file), and the course's vector
+// layer (attn/vector.hpp: Google Highway) compiles them once per instruction set and calls the copy of the path in use;
+// this file alone is compiled with -ffp-contract=fast so that a·b + c becomes one fused multiply-add. `ch09_mqa_gqa
+// bench` times it beside the learner's version (its rows with fast:1 and fast:0), against the roofline bound of each
+// step.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "09_mqa_gqa/decode_fast.cpp"
 #include "attn/vector.hpp"  // first: it names the instruction sets
@@ -46,10 +47,19 @@
 HWY_BEFORE_NAMESPACE();
 namespace attn::ch09::HWY_NAMESPACE {
 
-/// 16 floats, one AVX-512 register (two AVX2, four SSE registers): GCC lowers the operators on it to the
-/// instruction set each clone is compiled for. Loaded and stored with memcpy (any alignment).
-using Vec = float __attribute__((vector_size(64)));
-constexpr std::size_t kW = 16;  // floats per Vec
+/// One AVX-512 register of 16 floats, or 8 floats elsewhere: GCC lowers the operators on it to the instruction set
+/// each copy is compiled for. Loaded and stored with memcpy (any alignment). The width follows the register file,
+/// because the blocks below keep up to 26 Vecs live: AVX-512 has 32 registers of 16 floats, AVX2 16 of 8 and NEON
+/// 32 of 4, so 16 floats a Vec would spill AVX2's accumulators to the stack at every multiply-add, and 8 keeps
+/// them in registers (two NEON registers a Vec).
+#if HWY_TARGET == HWY_AVX3
+constexpr std::size_t kW = 16;      // floats per Vec
+constexpr std::size_t kPvRows = 4;  // accumulate_pv_block's rows at a time: 4 × 4 Vecs of O, 4 of V
+#else
+constexpr std::size_t kW = 8;
+constexpr std::size_t kPvRows = 2;  // 2 × 4 Vecs of O, 4 of V: 12 of AVX2's 16 registers
+#endif
+using Vec = float __attribute__((vector_size(kW * sizeof(float))));
 
 // [block_scores]
 /// s[u] ← the sum of the 16 lanes of acc[u], for U = 4 accumulators at once: halves added pairwise in a tree
@@ -58,6 +68,19 @@ constexpr std::size_t kW = 16;  // floats per Vec
 /// For U = 1 the same tree on one vector.
 template <std::size_t U>
 inline void sum_lanes(const Vec (&acc)[U], float (&s)[U]) {
+#if HWY_TARGET != HWY_AVX3
+  if constexpr (U == 4) {  // the same tree on 8 lanes: 8 → 4 → 2 → 1
+    const Vec a = __builtin_shufflevector(acc[0], acc[1], 0, 1, 2, 3, 8, 9, 10, 11) +
+                  __builtin_shufflevector(acc[0], acc[1], 4, 5, 6, 7, 12, 13, 14, 15);
+    const Vec b = __builtin_shufflevector(acc[2], acc[3], 0, 1, 2, 3, 8, 9, 10, 11) +
+                  __builtin_shufflevector(acc[2], acc[3], 4, 5, 6, 7, 12, 13, 14, 15);
+    const Vec c = __builtin_shufflevector(a, b, 0, 1, 4, 5, 8, 9, 12, 13) +
+                  __builtin_shufflevector(a, b, 2, 3, 6, 7, 10, 11, 14, 15);
+    const Vec e =
+        __builtin_shufflevector(c, c, 0, 2, 4, 6, 0, 2, 4, 6) + __builtin_shufflevector(c, c, 1, 3, 5, 7, 1, 3, 5, 7);
+    std::memcpy(s, &e, 4 * sizeof(float));
+  } else
+#else
   if constexpr (U == 4) {
     const Vec a = __builtin_shufflevector(acc[0], acc[1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
                   __builtin_shufflevector(acc[0], acc[1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
@@ -72,7 +95,9 @@ inline void sum_lanes(const Vec (&acc)[U], float (&s)[U]) {
     const Vec f = __builtin_shufflevector(e, e, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6) +
                   __builtin_shufflevector(e, e, 1, 3, 5, 7, 1, 3, 5, 7, 1, 3, 5, 7, 1, 3, 5, 7);
     std::memcpy(s, &f, 4 * sizeof(float));
-  } else {
+  } else
+#endif
+  {
     for (std::size_t u = 0; u < U; ++u) {
       float t[kW];
       std::memcpy(t, &acc[u], sizeof t);
@@ -195,16 +220,16 @@ void panel_scores(const float* Qt, std::size_t r_pad, const float* K, std::size_
 // [panel_scores]
 
 // [accumulate_pv_block]
-/// O (r, d_v) += P (r, keys) · V_block (keys, d_v): four rows and 64 columns at a time, the columns past
-/// the last whole 64 plainly; the first rows prefetch the next block's values (V_next, or nullptr).
+/// O (r, d_v) += P (r, keys) · V_block (keys, d_v): kPvRows rows and four Vecs of columns at a time, the columns
+/// past the last whole chunk plainly; the first rows prefetch the next block's values (V_next, or nullptr).
 void accumulate_pv_block(const float* P, std::size_t r, std::size_t ld_p, std::size_t keys, const float* V,
                          std::size_t d_v, float* O, const float* V_next) {
   const std::size_t chunk = 4 * kW, body = d_v - d_v % chunk;
   for (std::size_t c0 = 0; c0 < body; c0 += chunk) {
     const float* next = V_next != nullptr ? V_next + c0 : nullptr;
     std::size_t i = 0;
-    for (; i + 4 <= r; i += 4, next = nullptr)
-      accumulate_rows<4, 4>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v, next);
+    for (; i + kPvRows <= r; i += kPvRows, next = nullptr)
+      accumulate_rows<kPvRows, 4>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v, next);
     for (; i < r; ++i, next = nullptr)
       accumulate_rows<1, 4>(P + i * ld_p, ld_p, keys, V + c0, d_v, O + i * d_v + c0, d_v, next);
   }
@@ -226,7 +251,9 @@ HWY_EXPORT(accumulate_pv_block);
 
 namespace detail {
 
-constexpr std::size_t kW = HWY_NAMESPACE::kW;  // floats per Vec (the same on every instruction set)
+// The queries are padded for the panel scores to whole vectors of the widest path, 16 floats, which are whole
+// vectors of every narrower one too (the panel loops go 2 or 1 of their own vectors at a time).
+constexpr std::size_t kW = 16;
 
 GroupAttention::GroupAttention(const float* Q_j, std::size_t r, std::size_t d_k, std::size_t d_v)
     : Q_(Q_j), r_(r), d_k_(d_k), d_v_(d_v), r_pad_(r >= kW ? (r + kW - 1) / kW * kW : 0) {
