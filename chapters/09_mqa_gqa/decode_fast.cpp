@@ -267,16 +267,19 @@ GroupAttention::GroupAttention(const float* Q_j, std::size_t r, std::size_t d_k,
 }
 
 // [add_block]
-void GroupAttention::add_block(const float* K, const float* V, std::size_t keys, const float* K_next,
-                               const float* V_next, float* m, float* l, float* O) {
+void GroupAttention::add_parts(const KeyRows* parts, std::size_t count, float* m, float* l, float* O) {
   constexpr std::size_t B = kDecodeKeysPerBlock;  // S's leading dimension
-  if (r_pad_ > 0) {
-    ATTN_DISPATCH(panel_scores)(Qt_.data(), r_pad_, K, keys, d_k_, St_.data());  // (keys, r_pad)
+  std::size_t keys = 0;                           // the block's keys so far: each part's scores go after them
+  for (const KeyRows* p = parts; p != parts + count; keys += p->keys, ++p) {
+    if (r_pad_ > 0) {  // St (keys, r_pad)
+      ATTN_DISPATCH(panel_scores)(Qt_.data(), r_pad_, p->K, p->keys, d_k_, St_.data() + keys * r_pad_);
+    } else {
+      ATTN_DISPATCH(block_scores)(Q_, r_, p->K, p->keys, d_k_, S_.data() + keys, B, p->K_next);
+    }
+  }
+  if (r_pad_ > 0)
     for (std::size_t i = 0; i < r_; ++i)
       for (std::size_t j = 0; j < keys; ++j) S_[i * B + j] = St_[j * r_pad_ + i];
-  } else {
-    ATTN_DISPATCH(block_scores)(Q_, r_, K, keys, d_k_, S_.data(), B, K_next);
-  }
   for (std::size_t i = 0; i < r_; ++i) {  // chapter 05's online softmax, row by row
     float* s = S_.data() + i * B;
     const float m_new = std::max(m[i], ch05::row_max(s, keys));
@@ -285,7 +288,9 @@ void GroupAttention::add_block(const float* K, const float* V, std::size_t keys,
     if (alpha != 1.0f) ch05::scale_row(O + i * d_v_, d_v_, alpha);
     m[i] = m_new;
   }
-  ATTN_DISPATCH(accumulate_pv_block)(S_.data(), r_, B, keys, V, d_v_, O, V_next);  // its values still in L1
+  std::size_t first = 0;  // each part's weights against its values, while they are still in L1
+  for (const KeyRows* p = parts; p != parts + count; first += p->keys, ++p)
+    ATTN_DISPATCH(accumulate_pv_block)(S_.data() + first, r_, B, p->keys, p->V, d_v_, O, p->V_next);
 }
 // [add_block]
 

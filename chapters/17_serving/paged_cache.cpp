@@ -119,10 +119,14 @@ std::size_t PagedKVCache::offset_of(std::size_t layer, BlockId block, std::size_
 }
 
 void PagedKVCache::require_slot(const char* where, std::size_t layer, BlockId block, std::size_t head) const {
-  require(layer < shape_.layers && block < pool_.total_blocks() && head < shape_.kv_heads,
-          fmt::format("{}: layer {}, block {}, KV head {} do not exist; the cache has {} layers, {} blocks, {} KV "
-                      "heads",
-                      where, layer, block, head, shape_.layers, pool_.total_blocks(), shape_.kv_heads));
+  // The message is formatted only when the check fails: keys() and values() are called once per stretch of the decode
+  // kernels' walk, and formatting it every time (as require(ok, message) must) cost the paged kernel more than its
+  // table lookups.
+  if (layer < shape_.layers && block < pool_.total_blocks() && head < shape_.kv_heads) return;
+  throw std::invalid_argument(
+      fmt::format("{}: layer {}, block {}, KV head {} do not exist; the cache has {} layers, {} blocks, {} KV "
+                  "heads",
+                  where, layer, block, head, shape_.layers, pool_.total_blocks(), shape_.kv_heads));
 }
 
 const float* PagedKVCache::keys(std::size_t layer, BlockId block, std::size_t head) const {

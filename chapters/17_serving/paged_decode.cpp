@@ -3,17 +3,18 @@
 //
 // The learner's paged_attention() is right and simple: per query head, every score, a softmax, the weighted sum,
 // each key found through the table. This file is the same computation in chapter 09's one pass, on chapter 09's own
-// block step (ch09::detail::GroupAttention): per group of r = h/g query heads, the tokens are walked in stretches
-// that lie together in the cache (at most 32 tokens, never across a block's end), and each stretch's r × keys
+// block step (ch09::detail::GroupAttention): per group of r = h/g query heads, the tokens are walked in steps of 32,
+// each made of the stretches that lie together in the cache (never across a block's end), and each step's r × 32
 // scores, online softmax and O += P·V are computed while its keys and values are in the core's cache. A block is B
 // contiguous rows per KV head, so what paging costs is one table lookup per stretch and, for B < 32, more and
-// shorter stretches: the online softmax's per-stretch work and a prefetch that sees fewer rows ahead.
+// shorter stretches for the score and P·V loops; the online softmax still runs once per 32 tokens.
 //
 // Split-KV decoding (Flash-Decoding) cuts the table into ranges of whole blocks, runs one range per thread and
 // merges the parts with chapter 05's merge_states(): one sequence's decode step then reads memory on every core.
 #include "17_serving/paged_decode.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -73,11 +74,11 @@ std::string overflow_reason(const char* where, const char* q_name, const PagedKV
       where, max_v, end - first);
 }
 
-/// The keys and values of one stretch of tokens that lie together in the cache: a whole block, or part of one.
-struct Stretch {
-  const float* K = nullptr;  ///< (keys, d_k)
-  const float* V = nullptr;  ///< (keys, d_v)
-  std::size_t keys = 0;
+/// One step of the walk: up to ch09::kDecodeKeysPerBlock tokens as stretches that lie together in the cache (a whole
+/// block, or part of one), `keys` in all.
+struct Step {
+  std::array<ch09::detail::KeyRows, ch09::kDecodeKeysPerBlock> parts;
+  std::size_t count = 0, keys = 0;
 };
 
 /// The state of the group's r rows over tokens [first, end): m, ℓ (r) and acc (r, d_v), unnormalised.
@@ -87,21 +88,32 @@ void attend_group_paged(const PagedKVCache& cache, std::size_t layer, const Bloc
                         float* acc) {
   const KvShape& s = cache.shape();
   const std::size_t B = s.block_size, chunk = ch09::kDecodeKeysPerBlock;
-  // The stretch of at most `chunk` tokens that starts at token t0: inside one block, found through the table
-  // (logical block t0 / B → physical block), its rows contiguous there.
-  const auto stretch_at = [&](std::size_t t0) {
-    if (t0 >= end) return Stretch{};
-    const std::size_t offset = t0 % B;
-    const BlockId block = table.blocks[t0 / B];
-    return Stretch{cache.keys(layer, block, group) + offset * s.d_k, cache.values(layer, block, group) + offset * s.d_v,
-                   std::min({chunk, B - offset, end - t0})};
+  // The step that starts at token t0: `chunk` tokens (fewer at the end), cut at every block's end, each stretch
+  // found through the table (logical block t / B → physical block), its rows contiguous there. Blocks shorter than
+  // a chunk share one step, so the online softmax runs once per chunk of tokens whatever B is.
+  const auto step_at = [&](std::size_t t0) {
+    Step step;
+    for (std::size_t t = t0; t < end && step.keys < chunk; t += step.parts[step.count++].keys) {
+      const std::size_t offset = t % B, keys = std::min({chunk - step.keys, B - offset, end - t});
+      const BlockId block = table.blocks[t / B];
+      step.parts[step.count] = {cache.keys(layer, block, group) + offset * s.d_k,
+                                cache.values(layer, block, group) + offset * s.d_v, keys};
+      step.keys += keys;
+    }
+    return step;
   };
   ch09::detail::GroupAttention attend(Q_j, r, s.d_k, s.d_v);  // chapter 09's block step
-  Stretch here = stretch_at(first);
-  for (std::size_t t0 = first; t0 < end; t0 += here.keys, here = stretch_at(t0)) {
-    const Stretch next = stretch_at(t0 + here.keys);  // prefetched while this one computes, when as long
-    const bool prefetch = next.keys == here.keys;
-    attend.add_block(here.K, here.V, here.keys, prefetch ? next.K : nullptr, prefetch ? next.V : nullptr, m, l, acc);
+  Step here = step_at(first), next;
+  for (std::size_t t0 = first; t0 < end; t0 += here.keys, here = next) {
+    next = step_at(t0 + here.keys);
+    // Each stretch prefetches the next step's stretch at the same place when that one is as long: the hardware
+    // prefetcher stops at page ends, and a block is a page or less.
+    for (std::size_t i = 0; i < here.count && i < next.count; ++i)
+      if (next.parts[i].keys >= here.parts[i].keys) {
+        here.parts[i].K_next = next.parts[i].K;
+        here.parts[i].V_next = next.parts[i].V;
+      }
+    attend.add_parts(here.parts.data(), here.count, m, l, acc);
   }
 }
 // [paged_group]
