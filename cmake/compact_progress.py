@@ -53,63 +53,33 @@ def ninja_step(what):
     return what
 
 
-class Screen:
-    """Writes lines; on a terminal, status lines overwrite each other until a lasting line comes."""
-
-    def __init__(self, tty):
-        self.tty, self.status_shown = tty, False
-
-    def status(self, text):
-        if self.tty:
-            sys.stdout.write("\r\033[K" + fit(text))
-            self.status_shown = True
-        else:
-            sys.stdout.write(fit(text) + "\n")
-        sys.stdout.flush()
-
-    def lasting(self, text):
-        self.clear()
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-
-    def clear(self):
-        if self.status_shown:
-            sys.stdout.write("\r\033[K")
-            self.status_shown = False
-
-
 def main():
     if len(sys.argv) < 2 or sys.argv[1] not in ("ninja", "ctest"):
         sys.exit("usage: compact_progress.py ninja|ctest [--tty]")
-    mode, screen = sys.argv[1], Screen("--tty" in sys.argv[2:])
-    while True:
-        line = sys.stdin.readline()
-        if not line:
-            break
+    mode, tty, shown = sys.argv[1], "--tty" in sys.argv[2:], False
+
+    def write(text, status):
+        """A status line overwrites the last one on a terminal; a lasting line stays."""
+        nonlocal shown
+        sys.stdout.write(("\r\033[K" if shown or (status and tty) else "") + (fit(text) if status else text) + ("" if status and tty else "\n"))
+        sys.stdout.flush()
+        shown = status and tty
+
+    for line in iter(sys.stdin.readline, ""):
         line = line.rstrip("\n")
-        if mode == "ninja":
-            if NINJA_NOISE.match(line):
-                continue
-            m = NINJA_STEP.match(line)
-            if m:
-                screen.status(f"[{m.group(1)}/{m.group(2)}] {ninja_step(m.group(3))}")
-            else:
-                screen.lasting(line)
+        if NINJA_NOISE.match(line) if mode == "ninja" else CTEST_START.match(line):
+            continue
+        m = NINJA_STEP.match(line) if mode == "ninja" else CTEST_RESULT.match(line)
+        if not m:
+            write(line, False)
+        elif mode == "ninja":
+            write(f"[{m.group(1)}/{m.group(2)}] {ninja_step(m.group(3))}", True)
         else:
-            if CTEST_START.match(line):
-                continue
-            m = CTEST_RESULT.match(line)
-            if not m:
-                screen.lasting(line)
-                continue
             done, total, name, outcome = m.groups()
             tag = {"Passed": "ok", "Skipped": "skipped", "Not Run": "not run"}.get(outcome, "FAILED")
-            text = f"[{done}/{total}] {tag:<7} {name}"
-            if tag == "ok":
-                screen.status(text)
-            else:
-                screen.lasting(fit(text))
-    screen.clear()
+            write(fit(f"[{done}/{total}] {tag:<7} {name}"), tag == "ok")
+    if shown:
+        sys.stdout.write("\r\033[K")
 
 
 if __name__ == "__main__":
