@@ -21,10 +21,6 @@ port, no websocket, no Node), after MathJax has finished typesetting. On every p
     course's limit is 12,000 px on any machine; another machine's fonts (same packages, other metrics)
     made pages measured here at 11,900 px 3% taller, so this machine keeps a margin of 1,000 px.
 
-At the end it names the fonts the pages were measured with (what Chromium actually rendered the body text,
-the headings and the code in, with how many pages used each), so that a height or a width can be compared
-with another machine's run.
-
 It writes a screenshot (the first screenful, PNG) of each chapter page, so a reviewer can flip through the
 course, and prints where they are. Each failure names the page and the element; the exit status is 1 when
 anything failed, 2 on bad usage or when Chromium cannot be started.
@@ -35,9 +31,7 @@ Standard library only. `./course book --check` runs it on build/default/book/htm
 
 import argparse
 import base64
-import collections
 import fnmatch
-import html.parser
 import json
 import os
 import re
@@ -58,17 +52,8 @@ SCREENSHOT_PAGES = re.compile(r"^(index|notation|ch\d\d_[a-z0-9_]+)\.html$")
 # Lesson pages (a chapter's page, not its solutions or full-output pages) must stay readable in one
 # sitting: at most this tall at the check's window width, in CSS pixels. Measurements have pages of their own.
 LESSON_PAGES = re.compile(r"^ch\d\d_[a-z0-9_]+(?<!_solutions)(?<!_output)\.html$")
-LESSON_MAX_HEIGHT = 11000
-# The limit a reader on any machine must see met (a lesson is read in one sitting: under 12,000 px tall at 1280 px
-# wide); LESSON_MAX_HEIGHT keeps the margin that other fonts' metrics take up (a page measured at 11,917 px here was
-# 12,207 px on a second machine with the same packages).
+LESSON_MAX_HEIGHT = 11000  # the limit is 12,000 px on any machine; other fonts' metrics take up the margin
 LESSON_LIMIT_ANY_MACHINE = 12000
-
-# Elements whose rendering fonts are sampled on every page (CSS.getPlatformFontsForNode), and what the report
-# calls them: the first paragraph, heading, line of code and table cell of the content column.
-FONT_SAMPLES = (("body text", "div.contents p"), ("headings", "div.contents h2, div.contents h1, div.title"),
-                ("code and output", "div.contents div.fragment div.line, div.contents pre.fragment"),
-                ("tables", "div.contents td"))
 
 # Whole header files as Doxygen lists them (the API reference's "go to the source code of this file"):
 # 120 columns of code after a line number cannot fit the column; these alone may scroll sideways.
@@ -364,19 +349,6 @@ class Chromium:
                 self.events.append((message.get("sessionId"), message["method"], message.get("params", {})))
 
 
-class AnchorParser(html.parser.HTMLParser):
-    """The ids and names a static HTML file defines (for links into pages not yet opened)."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.anchors = set()
-
-    def handle_starttag(self, tag, attrs):
-        for name, value in attrs:
-            if name == "id" or (tag == "a" and name == "name"):
-                self.anchors.add(value)
-
-
 class Book:
     """The HTML folder: which files exist and which anchors each page defines."""
 
@@ -400,14 +372,14 @@ class Book:
         return path if path == self.root or path.startswith(self.root + os.sep) else None
 
     def anchors_of(self, path):
+        """The ids and names a static HTML file defines (for links into pages not yet opened)."""
         if path not in self.anchor_cache:
-            parser = AnchorParser()
             try:
                 with open(path, encoding="utf-8", errors="replace") as f:
-                    parser.feed(f.read())
+                    text = f.read()
             except FileNotFoundError:  # removed since it was listed: its anchors are gone too
-                pass
-            self.anchor_cache[path] = parser.anchors
+                text = ""
+            self.anchor_cache[path] = set(re.findall(r"""\s(?:id|name)=["']([^"']*)["']""", text))
         return self.anchor_cache[path]
 
 
@@ -464,31 +436,8 @@ def link_problems(book, page_path, found, live_anchors):
     return problems
 
 
-def sample_fonts(browser, session, fonts):
-    """Counts, per kind of FONT_SAMPLES, the fonts Chromium rendered the page's first such element in: each
-    family once per page, in fonts[kind] (a Counter)."""
-    root = browser.send("DOM.getDocument", {"depth": 0}, session)["root"]["nodeId"]
-    for kind, selector in FONT_SAMPLES:
-        node = browser.send("DOM.querySelector", {"nodeId": root, "selector": selector}, session).get("nodeId", 0)
-        if not node:
-            continue
-        used = browser.send("CSS.getPlatformFontsForNode", {"nodeId": node}, session).get("fonts", [])
-        for family in sorted({f["familyName"] for f in used}):
-            fonts.setdefault(kind, collections.Counter())[family] += 1
-
-
-def fonts_report(fonts):
-    """One line per kind of text: the fonts it was rendered in, the most used first, with their page counts."""
-    lines = []
-    for kind, _ in FONT_SAMPLES:
-        if kind in fonts:
-            lines.append("  %s: %s" % (kind, ", ".join("%s (%d pages)" % (family, count)
-                                                         for family, count in fonts[kind].most_common())))
-    return lines
-
-
-def check_page(browser, session, book, name, args, fonts, heights):
-    r"""Opens one page and returns (problems, what MathJax did); adds the fonts it was rendered in to \p fonts."""
+def check_page(browser, session, book, name, args):
+    """Opens one page and returns (problems, what MathJax did)."""
     browser.events.clear()
     deadline = time.monotonic() + args.timeout
     browser.send("Page.navigate", {"url": book.url(name)}, session)
@@ -509,7 +458,6 @@ def check_page(browser, session, book, name, args, fonts, heights):
     if "exceptionDetails" in result:
         raise CheckError("the page inspection failed on %s: %s" % (name, result["exceptionDetails"]))
     found = result["result"]["value"]
-    sample_fonts(browser, session, fonts)
 
     problems += failed_requests(browser.events, session)
     try:
@@ -523,8 +471,6 @@ def check_page(browser, session, book, name, args, fonts, heights):
     if not SOURCE_LISTINGS.search(name):
         problems += found["layout"]["overflow"]
     problems += found["layout"]["tall"]
-    if LESSON_PAGES.match(name):
-        heights[name] = found["layout"]["height"]
     if LESSON_PAGES.match(name) and found["layout"]["height"] > LESSON_MAX_HEIGHT:
         problems.append("lesson page is %d px tall at %d px wide, more than %d (the limit %d on any machine, less "
                         "the margin other fonts take up): move measurements and long output to its measurements "
@@ -587,12 +533,12 @@ def main():
     pages = book.pages(args.only)
     started = time.monotonic()
     browser = Chromium(executable, args.timeout)
-    failures, typeset, fonts, heights = {}, 0, {}, {}
+    failures, typeset = {}, 0
     try:
         version = browser.send("Browser.getVersion")["product"]
         target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page", "Runtime", "Log", "Network", "DOM", "CSS"):
+        for domain in ("Page", "Runtime", "Log", "Network"):
             browser.send(domain + ".enable", {}, session)
         browser.send("Emulation.setDeviceMetricsOverride", {"width": VIEWPORT[0], "height": VIEWPORT[1],
                                                             "deviceScaleFactor": 1, "mobile": False}, session)
@@ -602,7 +548,7 @@ def main():
                                           (args.budget, len(pages) - i, name)]
                 print("FAIL (the rest): %s" % failures["(the rest)"][0], flush=True)
                 break
-            problems, mathjax = check_page(browser, session, book, name, args, fonts, heights)
+            problems, mathjax = check_page(browser, session, book, name, args)
             typeset += mathjax["jax"] if mathjax else 0
             if problems:
                 failures[name] = problems
@@ -620,13 +566,6 @@ def main():
 
     print("browser check: %d pages in %s, %d formulas typeset, %.1f s; %d pages with problems" %
           (len(pages), version, typeset, elapsed, len(failures)))
-    # Heights and widths depend on the fonts: name them, so that another machine's run can be compared.
-    print("fonts the pages were measured with (rendered, as Chromium reports them; lesson height limit here %d px "
-          "for %d px on any machine):" % (LESSON_MAX_HEIGHT, LESSON_LIMIT_ANY_MACHINE))
-    for line in fonts_report(fonts) or ["  (none reported)"]:
-        print(line)
-    if heights:  # the numbers to compare with another machine's run
-        print("lesson heights (px): " + ", ".join("%s %d" % (n[:-5], h) for n, h in sorted(heights.items())))
     if args.screenshots:
         shots = sorted(n for n in os.listdir(args.screenshots) if n.endswith(".png"))
         print("screenshots (first screenful of %d pages): %s" % (len(shots), os.path.realpath(args.screenshots)))
