@@ -5,88 +5,38 @@
 # then it is removed and they must forget it. Run by .ci/run; by hand: tests/driver/fixture_chapter.sh
 # (a few minutes: the copy configures and builds the fixture's targets, the rest comes from ccache).
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/course-fixture.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT
-failures=0
-ok() { echo "  ok: $*"; }
-fail() {
-  echo "  FAILED: $*"
-  failures=$((failures + 1))
-}
-
-# run NAME EXPECTED_STATUS COMMAND...: runs COMMAND in the copy; its output lands in $OUT
-run() {
-  local name=$1 expected=$2 rc
-  shift 2
-  echo "--- $name: $*"
-  OUT=$( (cd "$SCRATCH" && "$@") 2>&1)
-  rc=$?
-  if [ "$rc" = "$expected" ]; then ok "status $rc"; else
-    fail "status $rc, expected $expected"
-    printf '%s\n' "$OUT" | tail -n 30 | sed 's/^/    | /'
-  fi
-}
-
-expect() { # expect TEXT...: each TEXT is in $OUT
-  local t
-  for t in "$@"; do
-    if grep -q -F -- "$t" <<<"$OUT"; then ok "shows: $t"; else fail "does not show: $t"; fi
-  done
-}
-
-expect_not() { # expect_not TEXT...: no TEXT is in $OUT
-  local t
-  for t in "$@"; do
-    if grep -q -F -- "$t" <<<"$OUT"; then fail "still shows: $t"; else ok "does not show: $t"; fi
-  done
-}
-
-# The copy: the checkout's files as git sees them (tracked and new, not ignored), without its build.
-(cd "$ROOT" && git ls-files -co --exclude-standard -z | xargs -0 -I{} sh -c '[ -e "{}" ] && printf "%s\0" "{}"' |
-  tar --null -T - -cf -) | tar -C "$SCRATCH" -xf -
+copy_checkout "$SCRATCH"
 last=$(python3 "$SCRATCH/driver/manifest.py" stems | tail -n 1)
 NN=$(printf '%02d' $((10#${last:0:2} + 1)))
 stem=${NN}_fixture
 echo "the fixture chapter is chapter $NN ($stem) in $SCRATCH"
 
-add_fixture() {
-  local from="$ROOT/tests/fixture_chapter" to
-  mkdir -p "$SCRATCH/chapters/$stem" "$SCRATCH/exercises/$stem" "$SCRATCH/solutions/$stem"
-  for pair in fixture.hpp:chapters/$stem/fixture.hpp main.cpp:chapters/$stem/main.cpp \
-              bench.cpp:chapters/$stem/bench.cpp CMakeLists.txt:chapters/$stem/CMakeLists.txt \
-              exercise.cpp:exercises/$stem/fixture.cpp HINTS.md:exercises/$stem/HINTS.md \
-              solution.cpp:solutions/$stem/fixture.cpp test.cpp:tests/${stem}_test.cpp; do
-    to="$SCRATCH/${pair#*:}"
-    sed "s/@NN@/$NN/g" "$from/${pair%%:*}" >"$to"
-  done
-  python3 - "$SCRATCH/chapters/manifest.json" "$NN" <<'PY'
+manifest_entry() { # manifest_entry add|remove: the fixture's entry in the copy's chapters/manifest.json
+  python3 - "$SCRATCH/chapters/manifest.json" "$NN" "$1" <<'PY'
 import json, sys
-path, number = sys.argv[1], sys.argv[2]
-with open(path, encoding="utf-8") as f:
-    manifest = json.load(f)
-manifest["chapters"].append({"number": number, "name": "fixture", "level": "advanced", "title": "a fixture"})
-with open(path, "w", encoding="utf-8") as f:
-    json.dump(manifest, f, ensure_ascii=False, indent=1)
-PY
-}
-
-remove_fixture() {
-  rm -rf "$SCRATCH/chapters/$stem" "$SCRATCH/exercises/$stem" "$SCRATCH/solutions/$stem" \
-    "$SCRATCH/tests/${stem}_test.cpp"
-  python3 - "$SCRATCH/chapters/manifest.json" "$NN" <<'PY'
-import json, sys
-path, number = sys.argv[1], sys.argv[2]
+path, number, what = sys.argv[1:]
 with open(path, encoding="utf-8") as f:
     manifest = json.load(f)
 manifest["chapters"] = [c for c in manifest["chapters"] if c["number"] != number]
+if what == "add":
+    manifest["chapters"].append({"number": number, "name": "fixture", "level": "advanced", "title": "a fixture"})
 with open(path, "w", encoding="utf-8") as f:
     json.dump(manifest, f, ensure_ascii=False, indent=1)
 PY
 }
 
 echo "=== the fixture chapter added: its folder and one manifest entry"
-add_fixture
+mkdir -p "$SCRATCH/chapters/$stem" "$SCRATCH/exercises/$stem" "$SCRATCH/solutions/$stem"
+for pair in fixture.hpp:chapters/$stem/fixture.hpp main.cpp:chapters/$stem/main.cpp \
+            bench.cpp:chapters/$stem/bench.cpp CMakeLists.txt:chapters/$stem/CMakeLists.txt \
+            exercise.cpp:exercises/$stem/fixture.cpp HINTS.md:exercises/$stem/HINTS.md \
+            solution.cpp:solutions/$stem/fixture.cpp test.cpp:tests/${stem}_test.cpp; do
+  sed "s/@NN@/$NN/g" "$ROOT/tests/fixture_chapter/${pair%%:*}" >"$SCRATCH/${pair#*:}"
+done
+manifest_entry add
 run "the manifest and the tree agree" 0 python3 driver/manifest.py check .
 run "the driver lists it" 0 ./course chapters
 expect "$stem"
@@ -104,7 +54,8 @@ run "./course hint gives its first hint" 0 ./course hint "$NN"
 expect "Sum \`q(i) * k(i)\`"
 
 echo "=== the fixture chapter removed: the folder and the entry gone"
-remove_fixture
+rm -rf "$SCRATCH/chapters/$stem" "$SCRATCH/exercises/$stem" "$SCRATCH/solutions/$stem" "$SCRATCH/tests/${stem}_test.cpp"
+manifest_entry remove
 run "the manifest and the tree agree" 0 python3 driver/manifest.py check .
 run "the driver no longer lists it" 0 ./course chapters
 expect_not "$stem"
@@ -113,7 +64,4 @@ expect "there is no chapter $NN"
 run "the build forgets it" 0 cmake build/default
 run "ctest no longer lists its cases" 0 ctest --test-dir build/default -N -L "^ch$NN\$"
 expect "Total Tests: 0"
-
-echo
-if [ "$failures" -eq 0 ]; then echo "fixture chapter: every check passed"; else echo "fixture chapter: $failures failed"; fi
-[ "$failures" -eq 0 ]
+finish "fixture chapter"
