@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
-# Runs a chapter the four ways a reader starts it — its defaults, --no-color, --book DIR, and bench mode —
-# as if on another CPU: one with a long model name whose OpenBLAS picked the generic 'Prescott' kernels.
-# Fails when any line printed (or written for the book) is wider than 100 display columns, when a run
-# fails, or when the program did not restart itself with a better OpenBLAS kernel and the same arguments
-# (the restart every course program makes on such a CPU; see attn/machine.hpp). Used by attn_add_chapter().
-# usage: check_output_width.sh WIDTH_TOOL MACHINE_TOOL EXE [-- ARGS...]
-#   ARGS (the sanitizer build's shorter run) go to every run but the bench one, and then the run with the
-#   defaults alone, the same code as --no-color's, is left out.
+# Runs a chapter four ways (defaults, --no-color, --book DIR, bench) as on another CPU, one with a long model
+# name whose OpenBLAS picked the generic 'Prescott' kernels; fails when a line printed or written for the book
+# is wider than 100 columns, a run fails, or the program did not restart itself with a better kernel and the
+# same arguments (attn/machine.hpp). Used by attn_add_chapter().
+# usage: check_output_width.sh WIDTH_TOOL MACHINE_TOOL EXE [-- ARGS...]   (ARGS: the sanitizer build's shorter
+# run, for every run but bench's; the run with the defaults alone is then left out)
 set -u
 tool=$1 machine=$2 exe=$3
 shift 3

@@ -1,24 +1,10 @@
 #!/usr/bin/env bash
-# Chapter 06's GPU pack: everything a GPU machine without Debian's -dev packages and without a network
-# needs to run chapter 06's GPU check (./course gpu-pack calls this after building; the ctest case
-# "the GPU pack runs in a clean environment" calls it too).
-#
-#   DEST/run.sh            chapters/06_flash_cuda/gpu_run.sh: tests, sanitizers, ladder, SDPA, recording
-#   DEST/bin/              ch06_flash_cuda and its two test programs (sm_80 and sm_90 code, sm_90 PTX)
-#   DEST/lib/              the shared libraries they need that a CUDA machine lacks (OpenBLAS, gfortran,
-#                          quadmath, fmt, Google Benchmark): all ldd resolves except glibc's own libraries,
-#                          CUDA's (cudart, cuBLAS, the driver) and the C++ runtime
-#   DEST/lib/fallback/     the C++ runtime (libstdc++, libgcc_s), which run.sh loads only when the machine's
-#                          own is missing or too old: Debian 12's copies need glibc 2.36, newer than the
-#                          programs need, so packed in lib/ they would stop a machine whose own would serve
-#   DEST/sdpa_compare.py   PyTorch's SDPA on the same shapes, the summary table, the recording
-#   DEST/SOURCES_HASH      cmake/sources_hash.sh over the sources the recording must come from
-#
-# Why shared libraries and not static linking: Debian ships libopenblas.a, libgfortran.a and
-# libquadmath.a, but OpenBLAS's run-time kernel choice keeps every CPU's kernels: linked statically, each
-# of the three programs is 28.9 MB; the shared libopenblas (36.5 MB) with gfortran and quadmath (3.2 MB)
-# is carried once. fmt and Google Benchmark have no static library in Debian.
-#
+# Chapter 06's GPU pack (./course gpu-pack; the ctest case "the GPU pack runs in a clean environment"): what a GPU
+# machine with no -dev packages and no network needs for chapter 06's GPU check. DEST/run.sh (gpu_run.sh),
+# bin/ (the chapter and its two test programs), lib/ (every library ldd resolves but glibc's, CUDA's and the C++
+# runtime), lib/fallback/ (libstdc++ and libgcc_s, loaded only where the machine's own is missing or too old:
+# Debian 12's need glibc 2.36), sdpa_compare.py, SOURCES_HASH (cmake/sources_hash.sh). Shared libraries, not
+# static: OpenBLAS keeps every CPU's kernels, 28.9 MB per program linked statically, carried once shared.
 # usage: gpu_pack.sh ROOT BUILD_DIR DEST   (BUILD_DIR: a configured build with CUDA, programs built)
 set -euo pipefail
 export LC_ALL=C

@@ -1,16 +1,10 @@
 #!/usr/bin/env bash
-# The ctest case "the GPU pack runs in a clean environment": makes the pack (cmake/gpu_pack.sh) in a
-# scratch folder and runs its run.sh as a bare GPU machine would, with nothing from this machine's
-# environment: `env -i`, PATH=/usr/bin:/bin, LD_LIBRARY_PATH the pack's lib/ alone. Two checks that no
-# library comes from Debian's packages instead of the pack:
-#   1. ldd, in that environment: every library resolves into the pack, or is glibc's, CUDA's or the C++
-#      runtime (libstdc++, libgcc_s: this machine's, which serves; the README's glibc and GLIBCXX
-#      requirements are checked against objdump), and run.sh leaves the pack's lib/fallback/ alone;
-#   2. where a mount namespace can be made (unshare -m, as root), Debian's copies of the packed libraries
-#      are hidden (an empty file bind-mounted over each) while run.sh runs: it must load lib/fallback/.
-# run.sh runs as --dry-run (no GPU here): its host-side tests must pass, its GPU cases report skipped, and
-# the recording step must write a recording whose first line is the sources' hash.
-# usage: test_gpu_pack.sh ROOT BUILD_DIR SCRATCH
+# The ctest case "the GPU pack runs in a clean environment": makes the pack (cmake/gpu_pack.sh) and runs its
+# run.sh --dry-run as a bare GPU machine would (env -i, PATH=/usr/bin:/bin, LD_LIBRARY_PATH the pack's lib/):
+# every library resolves into the pack or is glibc's, CUDA's or the C++ runtime, README.txt states what the
+# files need (read with objdump, not gpu_pack.sh's readelf), and, where unshare -m can hide Debian's copies of
+# the packed libraries, run.sh loads lib/fallback/. Host-side tests pass, GPU cases skip, the recording's
+# first line is the sources' hash. usage: test_gpu_pack.sh ROOT BUILD_DIR SCRATCH
 set -uo pipefail
 export LC_ALL=C
 root=$1 build=$2 scratch=$3

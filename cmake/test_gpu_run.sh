@@ -1,18 +1,10 @@
 #!/usr/bin/env bash
-# The ctest case "the GPU run script's decisions hold without a GPU": the parts of chapter 06's run script
-# (chapters/06_flash_cuda/gpu_run.sh, sourced: it then only defines its functions) that decide what a GPU
-# run reports, checked here where no GPU exists:
-#   1. the sanitizers' kernel filter matches every kernel of the test program they run, in its mangled and
-#      its demangled name (the tool may match either), and the command carries it;
-#   2. a sanitizer run is FAIL when the tool found errors or when the tests failed or crashed under it,
-#      skip only when the tool never started the program or ran out of time;
-#   3. every step has a limit, the limits fit the deadline, the deadline is well under 10 minutes, a step
-#      near the deadline gets only what is left, and a step past its limit is stopped;
-#   4. the archive holds every result file;
-#   5. sdpa_compare.py stops timing at its time limit and still writes the recording (a stand-in for
-#      PyTorch whose SDPA call sleeps 0.1 s), and --skip-sdpa writes it without PyTorch.
-# The pack's whole dry run, in a clean environment, is cmake/test_gpu_pack.sh.
-# usage: test_gpu_run.sh ROOT BUILD_DIR SCRATCH
+# The ctest case "the GPU run script's decisions hold without a GPU", on chapters/06_flash_cuda/gpu_run.sh
+# (sourced, it only defines its functions): 1. the sanitizers' kernel filter matches every kernel, mangled and
+# demangled; 2. a sanitizer run is FAIL on errors or failing tests, skip only when the tool never started or ran
+# out of time; 3. the step limits fit a deadline well under 10 minutes and stop a step; 4. the archive holds
+# every result file; 5. sdpa_compare.py stops at its time limit and still records (a stand-in PyTorch), and
+# --skip-sdpa records without it. usage: test_gpu_run.sh ROOT BUILD_DIR SCRATCH
 set -uo pipefail
 export LC_ALL=C
 root=$1 build=$2 scratch=$3
